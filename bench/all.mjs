@@ -1,0 +1,34 @@
+// npm run bench: every scenario in turn, each in its own process (a fresh
+// cluster and database each), then the table of figures against targets.
+// BENCH_SCENARIOS=read-write,ingest picks some; the other BENCH_* variables
+// are read by the scenario scripts.
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const SCENARIOS = {
+  'read-write': 'run.mjs',
+  ingest: 'ingest.mjs',
+  webhooks: 'webhooks.mjs',
+  'audit-paging': 'audit-paging.mjs',
+  overhead: 'overhead.mjs',
+  memory: 'memory.mjs',
+};
+const chosen = process.env.BENCH_SCENARIOS?.split(',') ?? Object.keys(SCENARIOS);
+let failed = 0;
+for (const name of chosen) {
+  const script = SCENARIOS[name];
+  if (!script) {
+    console.error(`unknown scenario ${name}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+    process.exit(2);
+  }
+  console.log(`\n## ${name}`);
+  const r = spawnSync(process.execPath, [join(here, script)], { stdio: 'inherit' });
+  if (r.status !== 0) {
+    failed++;
+    console.error(`scenario ${name} failed (exit ${r.status})`);
+  }
+}
+spawnSync(process.execPath, [join(here, 'report.mjs')], { stdio: 'inherit' });
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,144 @@
+// Starts the cluster shape for benchmarks: every service as its own process
+// (built dist/), on this machine's PostgreSQL, RabbitMQ and Redis, each bench run
+// in a fresh database and on its own events exchange.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const env = {
+  DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+  AMQP_URL: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+};
+
+export function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export async function freshDatabase() {
+  const name = `lab_bench_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: env.DATABASE_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = new URL(env.DATABASE_URL);
+  url.pathname = `/${name}`;
+  return {
+    name,
+    url: url.toString(),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: env.DATABASE_URL });
+      await c.connect();
+      await c.query(`drop database if exists ${name} with (force)`);
+      await c.end();
+    },
+  };
+}
+
+/** Spawns node on a built entry and resolves once it logs `readyText`. */
+export function spawnNode(entry, vars, readyText, label) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(root, entry)], {
+      // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every process on exit.
+      env: { ...process.env, ...vars, ...(process.env.BENCH_CPU_PROF ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` } : {}) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), 30_000);
+    const onData = (b) => {
+      out += b.toString();
+      if (out.includes(readyText)) {
+        clearTimeout(timer);
+        child.stdout.off('data', onData);
+        child.stdout.resume();
+        resolve(child);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', (b) => (out += b.toString()));
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${label} exited with ${code}:\n${out}`));
+    });
+  });
+}
+
+/** serviceEnv: extra environment per service name, e.g. { webhooks: { ... } } */
+export async function startCluster(services = ['identity', 'notebook', 'audit'], serviceEnv = {}) {
+  const db = await freshDatabase();
+  const secret = randomBytes(24).toString('hex');
+  const exchange = `lab.bench.${randomBytes(4).toString('hex')}`;
+  const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+  const children = [];
+  const addrs = {};
+  const common = { AMQP_URL: env.AMQP_URL, LAB_INTERNAL_SECRET: secret, LAB_EVENTS_EXCHANGE: exchange, LOG_LEVEL: 'warn' };
+  try {
+    for (const s of services) {
+      const port = await freePort();
+      children.push(
+        await spawnNode(
+          `services/${s}/dist/main.js`,
+          { ...common, ...addrs, LOG_LEVEL: 'info', DATABASE_URL: db.url, GRPC_PORT: String(port), GRPC_HOST: '127.0.0.1', METRICS_PORT: '0', ...serviceEnv[s] },
+          `${s} ready`,
+          s,
+        ),
+      );
+      addrs[`${s.toUpperCase()}_ADDR`] = `127.0.0.1:${port}`;
+    }
+    /** A gateway process over the services; `vars` override its environment. */
+    const gateway = async (vars = {}) => {
+      const port = await freePort();
+      const gatewayEnv = { ...common, LOG_LEVEL: 'info', ...addrs, METRICS_PORT: '0', PORT: String(port), DATABASE_URL: db.url, REDIS_URL: env.REDIS_URL, LAB_OPERATOR_TOKEN: operatorToken };
+      for (const [k, v] of Object.entries(vars)) if (v === undefined) delete gatewayEnv[k]; else gatewayEnv[k] = v;
+      children.push(await spawnNode('services/gateway/dist/main.js', gatewayEnv, 'gateway ready', 'gateway'));
+      return `http://127.0.0.1:${port}`;
+    };
+    const url = await gateway();
+    return {
+      url,
+      gateway,
+      db,
+      operatorToken,
+      stop: async () => {
+        for (const c of children.reverse()) {
+          c.kill('SIGTERM');
+          await new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)));
+        }
+        await db.drop();
+      },
+    };
+  } catch (err) {
+    for (const c of children) c.kill('SIGKILL');
+    await db.drop();
+    throw err;
+  }
+}
+
+export async function api(base, method, path, token, body, headers = {}) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 400) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+/** An org without effective rate limits, an admin member and an API key acting as them. */
+export async function seedOrg(base, operatorToken, modules = []) {
+  const org = (await api(base, 'POST', '/admin/v1/orgs', operatorToken, { name: 'bench', modules, rate_limit: { per_minute: 1_000_000, per_hour: 1_000_000 } })).data;
+  const user = (await api(base, 'POST', '/admin/v1/users', operatorToken, { email: `bench-${randomBytes(4).toString('hex')}@example.org` })).data;
+  await api(base, 'PUT', `/admin/v1/orgs/${org.id}/members/${user.id}`, operatorToken, { role: 'admin' });
+  const key = (await api(base, 'POST', `/admin/v1/orgs/${org.id}/api-keys`, operatorToken, { name: 'bench', scopes: ['*'], user_id: user.id })).data;
+  return { org, user, token: key.token };
+}

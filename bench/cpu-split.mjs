@@ -1,0 +1,42 @@
+// Where the CPU goes under the read load: CPU seconds of each process of the cluster
+// (and PostgreSQL, Redis) over one autocannon run. A development aid, not a scenario.
+import { execSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import autocannon from 'autocannon';
+import { api, seedOrg, startCluster } from './cluster.mjs';
+
+const PATH = process.env.BENCH_PATH ?? 'get';
+const ticks = () => {
+  const out = {};
+  for (const pid of execSync('ls /proc').toString().split(/\s+/).filter((x) => /^\d+$/.test(x))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const t = Number(f[11]) + Number(f[12]);
+      const name = /services\/(\w+)\/dist/.exec(cmd)?.[1] ?? (/postgres/.test(cmd) ? 'postgres' : /redis/.test(cmd) ? 'redis' : /beam/.test(cmd) ? 'rabbitmq' : pid === String(process.pid) ? 'autocannon' : undefined);
+      if (name) out[name] = (out[name] ?? 0) + t;
+    } catch {}
+  }
+  return out;
+};
+const cluster = await startCluster();
+try {
+  const { token } = await seedOrg(cluster.url, cluster.operatorToken);
+  let id;
+  for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
+  const opts = PATH === 'post'
+    ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
+    : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
+  let n = 0;
+  const run = () => autocannon({ ...opts, connections: 64, duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    setupRequest: PATH === 'post' ? (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) : undefined });
+  await run();
+  const a = ticks();
+  const r = await run();
+  const b = ticks();
+  const total = r.requests.total;
+  console.log(`${PATH}: ${r.requests.average} req/s p50 ${r.latency.p50} p99 ${r.latency.p99} non2xx ${r.non2xx}`);
+  for (const k of Object.keys(b)) console.log(`  ${k.padEnd(12)} ${(((b[k] - (a[k] ?? 0)) * 10) / total * 1000).toFixed(0)} µs CPU/request`);
+} finally {
+  await cluster.stop();
+}

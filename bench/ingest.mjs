@@ -1,0 +1,148 @@
+// Environmental ingest through the whole stack: batches of 500 readings from
+// BENCH_CONNECTIONS (default 8) concurrent clients, against a baseline in the same
+// run: the same rows COPY'd straight into PostgreSQL by as many clients, one COPY of
+// 500 rows per batch, with every column the service writes (what the database can
+// take at best, minus HTTP, auth, validation, gRPC, the outbox and the audit record).
+// Stack and baseline runs alternate (and swap order each run) so drift on a shared
+// machine hits both alike. Prints median (min-max) over BENCH_RUNS runs and writes
+// bench/results/ingest.json.
+import { execSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import os from 'node:os';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { v7 } from 'uuid';
+import { api, seedOrg, startCluster } from './cluster.mjs';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
+const BATCH = 500;
+const TARGET_RATE = 50_000;
+const TARGET_RATIO = 0.4;
+const here = dirname(fileURLToPath(import.meta.url));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (xs, d = 0) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
+// a few values out of the limits, as a real feed has
+const valueAt = (i) => (i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3);
+
+const cluster = await startCluster(['identity', 'audit', 'telemetry']);
+try {
+  const { org, user, token } = await seedOrg(cluster.url, cluster.operatorToken, ['analytics_qc']);
+  const points = [];
+  for (let i = 0; i < 10; i++) {
+    points.push(
+      (await api(cluster.url, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, cluster.operatorToken, {
+        parameter: 'temperature',
+        unit: 'C',
+        external_code: `room-${i}`,
+        limit_min: 2,
+        limit_max: 8,
+      })).data,
+    );
+  }
+  const body = JSON.stringify({ readings: Array.from({ length: BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: valueAt(i) })) });
+  // the stack must store every item, or its rate would count rejected readings
+  const probe = await api(cluster.url, 'POST', '/v1/environmental-readings', token, JSON.parse(body));
+  if (probe.data.created !== BATCH || probe.data.rejected.length) throw new Error(`probe batch: ${JSON.stringify(probe.data).slice(0, 300)}`);
+
+  // The baseline writes the columns the service writes, in COPY text format:
+  // id (UUIDv7, as the service's), org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id,
+  // notes, created_by.
+  const pool = new pg.Pool({ connectionString: cluster.db.url, max: CONNECTIONS });
+  const copySql = `copy telemetry.environmental_readings
+    (id, org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id, notes, created_by) from stdin`;
+  const copyBatch = async () => {
+    const now = new Date().toISOString();
+    let text = '';
+    for (let i = 0; i < BATCH; i++) {
+      text += `${v7()}\t${org.id}\t${points[i % 10].id}\t${valueAt(i)}\tC\t2\t8\t${now}\t\\N\t\\N\t${user.id}\n`;
+    }
+    const client = await pool.connect();
+    try {
+      await pipeline(Readable.from([text]), client.query(copyFrom(copySql)));
+    } finally {
+      client.release();
+    }
+  };
+
+  const runStack = async () => {
+    const res = await autocannon({
+      url: `${cluster.url}/v1/environmental-readings`,
+      method: 'POST',
+      connections: CONNECTIONS,
+      duration: DURATION,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body,
+    });
+    if (res.non2xx || res.errors) console.error(`  warning: stack run had ${res.non2xx} non-2xx, ${res.errors} errors`);
+    return { rate: (res['2xx'] * BATCH) / res.duration, p50: res.latency.p50, p99: res.latency.p99 };
+  };
+  const runBaseline = async () => {
+    let done = 0;
+    const start = performance.now();
+    const until = Date.now() + DURATION * 1000;
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        while (Date.now() < until) {
+          await copyBatch();
+          done++;
+        }
+      }),
+    );
+    return { rate: (done * BATCH) / ((performance.now() - start) / 1000) };
+  };
+
+  const stack = [];
+  const base = [];
+  for (let r = 0; r < RUNS; r++) {
+    if (r % 2 === 0) {
+      stack.push(await runStack());
+      base.push(await runBaseline());
+    } else {
+      base.push(await runBaseline());
+      stack.push(await runStack());
+    }
+    console.log(`  run ${r + 1}: stack ${stack[r].rate.toFixed(0)}/s  copy ${base[r].rate.toFixed(0)}/s  ratio ${(stack[r].rate / base[r].rate).toFixed(2)}`);
+  }
+  const stackRates = stack.map((x) => x.rate);
+  const baseRates = base.map((x) => x.rate);
+  const ratio = stackRates.map((x, i) => x / baseRates[i]);
+  const pass = { rate: median(stackRates) >= TARGET_RATE, ratio: median(ratio) >= TARGET_RATIO };
+  console.log(
+    `environmental ingest (${BATCH}/batch, ${CONNECTIONS} clients): stack ${fmt(stackRates)} readings/s  COPY ${fmt(baseRates)} readings/s  ` +
+      `ratio ${fmt(ratio, 2)}  pass: rate>=${TARGET_RATE} ${pass.rate}, ratio>=${TARGET_RATIO} ${pass.ratio}`,
+  );
+  const meta = {
+    date: new Date().toISOString(),
+    commit: execSync('git rev-parse --short HEAD').toString().trim(),
+    node: process.version,
+    cpus: `${os.cpus().length} x ${os.cpus()[0]?.model}`,
+    memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    runs: RUNS,
+    seconds: DURATION,
+    connections: CONNECTIONS,
+    batch: BATCH,
+  };
+  const result = {
+    scenario: 'environmental ingest',
+    stack_readings_per_s: stackRates,
+    copy_readings_per_s: baseRates,
+    ratio,
+    median: { stack: median(stackRates), copy: median(baseRates), ratio: median(ratio) },
+    stack_p50_ms: stack.map((x) => x.p50),
+    stack_p99_ms: stack.map((x) => x.p99),
+    targets: { stack_readings_per_s: TARGET_RATE, ratio_of_copy: TARGET_RATIO },
+    pass,
+  };
+  mkdirSync(join(here, 'results'), { recursive: true });
+  writeFileSync(join(here, 'results', 'ingest.json'), JSON.stringify({ meta, results: [result] }, null, 2));
+  await pool.end();
+} finally {
+  await cluster.stop();
+}

@@ -1,0 +1,100 @@
+// npm run bench: the full stack (cluster shape: one process per service, real
+// PostgreSQL, RabbitMQ, Redis) against a baseline measured in the same run, since
+// absolute figures on a shared 2-core machine drift. Prints a table of medians
+// (min-max) over RUNS runs and writes bench/results/read-write.json.
+import autocannon from 'autocannon';
+import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
+import { saveResult } from './results.mjs';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+
+function load(url, { token, method = 'GET', body, idempotent = false }) {
+  let n = 0;
+  const prefix = `bench-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url,
+        method,
+        connections: CONNECTIONS,
+        duration: DURATION,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        setupRequest: idempotent ? (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `${prefix}-${n++}` } }) : undefined,
+      },
+      (err, r) => (err ? reject(err) : resolve({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors })),
+    );
+  });
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (xs, d = 0) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
+
+async function main() {
+  const cluster = await startCluster();
+  const baselinePort = await freePort();
+  const baseline = await spawnNode('bench/baseline-server.mjs', { DATABASE_URL: cluster.db.url, PORT: String(baselinePort) }, 'baseline ready', 'baseline');
+  const baseUrl = `http://127.0.0.1:${baselinePort}`;
+  try {
+    const { token } = await seedOrg(cluster.url, cluster.operatorToken);
+    let sampleId;
+    for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
+
+    const scenarios = [
+      { name: 'GET /v1/samples/{id}', path: `/v1/samples/${sampleId}`, opts: {}, minRatio: 0.6, maxP99: 25 },
+      { name: 'GET /v1/samples (50)', path: '/v1/samples?limit=50', opts: {}, minRatio: 0.6 },
+      { name: 'POST /v1/samples + Idempotency-Key', path: '/v1/samples', opts: { method: 'POST', body: { name: 'bench', type: 'blood' }, idempotent: true }, minRatio: 0.5 },
+    ];
+    const results = [];
+    const rows = [];
+    // BENCH_ONLY=get,list,post runs a subset (development)
+    const only = process.env.BENCH_ONLY?.split(',');
+    const keys = ['get', 'list', 'post'];
+    for (const [i, s] of scenarios.entries()) {
+      if (only && !only.includes(keys[i])) continue;
+      const stack = [];
+      const base = [];
+      for (let r = 0; r < RUNS; r++) {
+        // alternate the order so drift hits both sides alike
+        const a = await load(`${cluster.url}${s.path}`, { token, ...s.opts });
+        const b = await load(`${baseUrl}${s.path.replace('?limit=50', '')}`, { token, ...s.opts, idempotent: false });
+        stack.push(a);
+        base.push(b);
+        if (a.non2xx || a.errors) console.error(`  warning: stack run had ${a.non2xx} non-2xx, ${a.errors} errors`);
+      }
+      const ratio = stack.map((x, i) => x.rps / base[i].rps);
+      const p99 = stack.map((x) => x.p99);
+      const pass = median(ratio) >= s.minRatio && (s.maxP99 === undefined || median(p99) < s.maxP99);
+      rows.push({
+        scenario: s.name,
+        measured: `${fmt(stack.map((x) => x.rps))} req/s vs baseline ${fmt(base.map((x) => x.rps))}: ratio ${fmt(ratio, 2)}; p99 ${fmt(p99)} ms`,
+        target: `ratio >= ${s.minRatio.toFixed(2)}${s.maxP99 ? `, p99 < ${s.maxP99} ms at ${CONNECTIONS} connections` : ''}`,
+        pass,
+      });
+      results.push({
+        scenario: s.name,
+        pass,
+        stack_rps: stack.map((x) => x.rps),
+        baseline_rps: base.map((x) => x.rps),
+        ratio,
+        stack_p50_ms: stack.map((x) => x.p50),
+        stack_p99_ms: stack.map((x) => x.p99),
+        baseline_p99_ms: base.map((x) => x.p99),
+      });
+      console.log(
+        `${s.name.padEnd(38)} stack ${fmt(stack.map((x) => x.rps))} req/s  baseline ${fmt(base.map((x) => x.rps))} req/s  ratio ${fmt(ratio, 2)}  stack p99 ${fmt(stack.map((x) => x.p99))} ms`,
+      );
+    }
+    saveResult('read-write', { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, results, rows });
+  } finally {
+    baseline.kill('SIGTERM');
+    await cluster.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,301 @@
+import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
+import { randomUUID } from 'node:crypto';
+import type { Logger } from './logger.js';
+import { metrics } from './metrics.js';
+import { DomainError } from './errors.js';
+
+/**
+ * The envelope of every message on the bus: domain events (experiment.created),
+ * audit records (audit.record) and internal notices (identity.token.revoked).
+ */
+export interface BusMessage<T = unknown> {
+  /** unique id; consumers drop duplicates by it */
+  id: string;
+  /** routing key, e.g. "sample.created" */
+  type: string;
+  org_id: string | null;
+  occurred_at: string;
+  request_id?: string;
+  data: T;
+}
+
+export interface SubscribeOptions {
+  /** durable queue name; with `transient`, a prefix for a private auto-deleted queue */
+  queue: string;
+  /** topic patterns bound on the events exchange ("sample.*", "audit.#") */
+  bindings: string[];
+  handler: (msg: BusMessage) => Promise<void>;
+  prefetch?: number;
+  /** private, auto-deleted queue for this process (cache invalidation and the like) */
+  transient?: boolean;
+  /** attempts before a message is parked in `<queue>.dlq` */
+  maxAttempts?: number;
+}
+
+export interface Bus {
+  /** Resolves once the broker has confirmed every message. */
+  publish(messages: BusMessage[]): Promise<void>;
+  subscribe(opts: SubscribeOptions): Promise<void>;
+  readonly connected: boolean;
+  close(): Promise<void>;
+}
+
+/** AMQP topic matching: `*` is exactly one word, `#` zero or more. */
+export function topicMatches(pattern: string, key: string): boolean {
+  const p = pattern.split('.');
+  const k = key.split('.');
+  const walk = (i: number, j: number): boolean => {
+    if (i === p.length) return j === k.length;
+    if (p[i] === '#') return walk(i + 1, j) || (j < k.length && walk(i, j + 1));
+    if (j === k.length) return false;
+    return (p[i] === '*' || p[i] === k[j]) && walk(i + 1, j + 1);
+  };
+  return walk(0, 0);
+}
+
+/** Records how long after it occurred a consumer got to a message. */
+function observeLag(queue: string, msg: BusMessage): void {
+  const at = Date.parse(msg.occurred_at);
+  if (Number.isFinite(at)) metrics().consumeLag.observe({ queue }, Math.max(0, (Date.now() - at) / 1000));
+}
+
+/** Delay before retry n (1-based): exponential with jitter, capped. */
+export function retryDelayMs(attempt: number, baseMs = 500, capMs = 30_000): number {
+  const exp = Math.min(capMs, baseMs * 2 ** (attempt - 1));
+  return Math.round(exp / 2 + Math.random() * (exp / 2));
+}
+
+const ATTEMPT_HEADER = 'x-lab-attempt';
+
+export interface AmqpBusOptions {
+  /** delete this process's durable queues after this long unused (test stacks) */
+  queueExpiresMs?: number;
+}
+
+/**
+ * RabbitMQ bus: topic exchange, publisher confirms, manual acks, and for every
+ * durable queue Q a retry queue `Q.retry` (per-message TTL, dead-letters back to
+ * Q) and a dead-letter queue `Q.dlq` for messages that keep failing. Reconnects
+ * with backoff and re-creates channels and consumers after each reconnect.
+ */
+export class AmqpBus implements Bus {
+  private model?: RecoveringChannelModel;
+  private channel?: ConfirmChannel;
+  private readonly subscriptions: SubscribeOptions[] = [];
+  private closing = false;
+
+  private constructor(
+    private readonly url: string,
+    private readonly exchange: string,
+    private readonly log: Logger,
+    private readonly opts: AmqpBusOptions,
+  ) {}
+
+  static async connect(url: string, exchange: string, log: Logger, opts: AmqpBusOptions = {}): Promise<AmqpBus> {
+    const bus = new AmqpBus(url, exchange, log, opts);
+    await bus.start();
+    return bus;
+  }
+
+  get connected(): boolean {
+    return !!this.channel;
+  }
+
+  private async start(): Promise<void> {
+    this.model = await connect(this.url, {
+      recovery: { initialDelay: 200, maxDelay: 5_000, initialMaxRetries: 20, setup: (m: ChannelModel) => this.setup(m) },
+    });
+    this.model.on('disconnect', (err: Error) => {
+      this.channel = undefined;
+      if (!this.closing) this.log.warn({ err: err?.message }, 'bus disconnected, reconnecting');
+    });
+    this.model.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus error'));
+  }
+
+  private async setup(model: ChannelModel): Promise<void> {
+    const ch = await model.createConfirmChannel();
+    ch.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus channel error'));
+    ch.on('close', () => {
+      if (this.channel === ch) this.channel = undefined;
+    });
+    await ch.assertExchange(this.exchange, 'topic', { durable: true });
+    for (const sub of this.subscriptions) await this.consume(model, sub);
+    this.channel = ch;
+    this.log.info({ exchange: this.exchange }, 'bus connected');
+  }
+
+  async publish(messages: BusMessage[]): Promise<void> {
+    const ch = this.channel;
+    if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
+    for (const m of messages) {
+      ch.publish(this.exchange, m.type, Buffer.from(JSON.stringify(m)), {
+        persistent: true,
+        messageId: m.id,
+        contentType: 'application/json',
+        timestamp: Math.floor(Date.now() / 1000),
+        headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+      });
+    }
+    await ch.waitForConfirms();
+  }
+
+  async subscribe(opts: SubscribeOptions): Promise<void> {
+    this.subscriptions.push(opts);
+    const model = this.model as unknown as { connection?: unknown };
+    // Already connected: consume now; otherwise setup() does it on connect.
+    if (this.channel && model) await this.consume(this.model as unknown as ChannelModel, opts);
+  }
+
+  private async consume(model: ChannelModel, sub: SubscribeOptions): Promise<void> {
+    const ch = await model.createConfirmChannel();
+    ch.on('error', (err: Error) => this.log.warn({ err: err.message, queue: sub.queue }, 'consumer channel error'));
+    await ch.assertExchange(this.exchange, 'topic', { durable: true });
+    await ch.prefetch(sub.prefetch ?? 20);
+    // Queues are named after the exchange they serve, so two deployments (or two
+    // test stacks) on one broker never share a queue.
+    let queue = `${this.exchange}.${sub.queue}`;
+    const expires = this.opts.queueExpiresMs ? { 'x-expires': this.opts.queueExpiresMs } : {};
+    if (sub.transient) {
+      const q = await ch.assertQueue(`${sub.queue}.${randomUUID()}`, { exclusive: true, autoDelete: true, durable: false });
+      queue = q.queue;
+    } else {
+      await ch.assertQueue(queue, { durable: true, arguments: { ...expires } });
+      await ch.assertQueue(`${queue}.retry`, {
+        durable: true,
+        arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...expires },
+      });
+      await ch.assertQueue(`${queue}.dlq`, { durable: true, arguments: { ...expires } });
+    }
+    for (const b of sub.bindings) await ch.bindQueue(queue, this.exchange, b);
+    const maxAttempts = sub.maxAttempts ?? 8;
+    await ch.consume(queue, (raw: ConsumeMessage | null) => {
+      if (!raw) return;
+      void this.handle(ch, queue, sub, raw, maxAttempts);
+    });
+  }
+
+  private async handle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, maxAttempts: number) {
+    let msg: BusMessage;
+    try {
+      msg = JSON.parse(raw.content.toString('utf8')) as BusMessage;
+    } catch {
+      // Unparseable: nothing will ever handle it, park it at once.
+      this.park(ch, queue, sub, raw);
+      return;
+    }
+    try {
+      observeLag(sub.queue, msg);
+      await sub.handler(msg);
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
+      ch.ack(raw);
+    } catch (err) {
+      const attempt = Number(raw.properties.headers?.[ATTEMPT_HEADER] ?? 1);
+      this.log.warn({ err, queue, type: msg.type, id: msg.id, attempt }, 'message handler failed');
+      if (sub.transient) {
+        ch.nack(raw, false, false);
+        return;
+      }
+      if (attempt >= maxAttempts) {
+        this.park(ch, queue, sub, raw);
+        return;
+      }
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+      // Re-queue through the retry queue with a delay, confirmed before the ack,
+      // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
+      ch.sendToQueue(`${queue}.retry`, raw.content, {
+        ...raw.properties,
+        persistent: true,
+        expiration: String(retryDelayMs(attempt)),
+        headers: { ...raw.properties.headers, [ATTEMPT_HEADER]: attempt + 1 },
+      });
+      ch.waitForConfirms().then(
+        () => ch.ack(raw),
+        () => undefined, // channel gone: the broker redelivers the original
+      );
+    }
+  }
+
+  private park(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage) {
+    metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
+    if (sub.transient) {
+      ch.nack(raw, false, false);
+      return;
+    }
+    ch.sendToQueue(`${queue}.dlq`, raw.content, { ...raw.properties, persistent: true });
+    ch.waitForConfirms().then(
+      () => ch.ack(raw),
+      () => undefined,
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.model?.close().catch(() => undefined);
+    this.channel = undefined;
+  }
+}
+
+/**
+ * In-process bus for the standalone mode: same topic semantics. `publish`
+ * resolves only once every matching consumer has handled the message, so the
+ * outbox row is deleted only after its effect is stored: a crash in between
+ * means a redelivery from the outbox (dropped by the inbox), never a loss. A
+ * failing handler fails the publish, and the relay retries with backoff; after
+ * maxAttempts the message is parked in `dead` for that consumer.
+ */
+export class MemoryBus implements Bus {
+  private readonly subs: SubscribeOptions[] = [];
+  private readonly failures = new Map<string, number>();
+  readonly dead: { queue: string; msg: BusMessage }[] = [];
+  readonly connected = true;
+  private closed = false;
+
+  constructor(private readonly log: Logger) {}
+
+  async publish(messages: BusMessage[]): Promise<void> {
+    if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
+    const work: Promise<void>[] = [];
+    for (const sub of this.subs) {
+      const mine = messages.filter((m) => sub.bindings.some((b) => topicMatches(b, m.type)));
+      if (mine.length) work.push(this.deliver(sub, mine));
+    }
+    const results = await Promise.allSettled(work);
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** One consumer's messages, in order, as a queue would hand them over. */
+  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<void> {
+    for (const msg of msgs) {
+      const key = `${sub.queue}|${msg.id}`;
+      try {
+        observeLag(sub.queue, msg);
+        // A copy, so a consumer never shares objects with the publisher.
+        await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
+        this.failures.delete(key);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
+      } catch (err) {
+        const attempt = (this.failures.get(key) ?? 0) + 1;
+        this.log.warn({ err, queue: sub.queue, type: msg.type, attempt }, 'message handler failed');
+        if (sub.transient) continue;
+        if (attempt >= (sub.maxAttempts ?? 8)) {
+          this.failures.delete(key);
+          metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
+          this.dead.push({ queue: sub.queue, msg });
+          continue;
+        }
+        this.failures.set(key, attempt);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+        throw err;
+      }
+    }
+  }
+
+  async subscribe(opts: SubscribeOptions): Promise<void> {
+    this.subs.push(opts);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}

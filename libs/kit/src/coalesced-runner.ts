@@ -1,0 +1,51 @@
+/**
+ * Runs a pass of work on demand, one pass at a time: a kick during a pass asks
+ * for exactly one more pass after it, however many kicks arrive. A pass returns
+ * true when it stopped with work possibly left (a full batch), to go again at
+ * once. The shared loop of every "claim what is due" worker: the outbox relay,
+ * the job worker, the webhook delivery worker.
+ */
+export class CoalescedRunner {
+  private current?: Promise<void>;
+  private again = false;
+  private stopped = false;
+
+  constructor(
+    private readonly pass: () => Promise<boolean>,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  kick(): void {
+    if (this.stopped) return;
+    if (this.current) {
+      this.again = true;
+      return;
+    }
+    this.current = this.loop().finally(() => {
+      this.current = undefined;
+    });
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      let more: boolean;
+      do {
+        this.again = false;
+        more = await this.pass();
+      } while ((more || this.again) && !this.stopped);
+    } catch (err) {
+      this.onError(err);
+    }
+  }
+
+  /** Allows kicks again after stop(). */
+  resume(): void {
+    this.stopped = false;
+  }
+
+  /** Refuses further kicks and waits for the pass under way. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.current;
+  }
+}

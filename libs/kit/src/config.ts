@@ -1,0 +1,44 @@
+import { z } from 'zod';
+
+/**
+ * Reads the environment once through a zod schema and fails fast, naming every
+ * variable that is wrong, before the process opens any connection.
+ */
+export function loadConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Boolean env flags: only "true"/"1" enable, anything else (or unset) is false. */
+export const envFlag = z
+  .string()
+  .optional()
+  .transform((v) => v === 'true' || v === '1');
+
+export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max).default(def);
+
+/** Settings every service process shares. */
+export const commonEnv = z.object({
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** PostgreSQL URL of this service's database; unset means embedded PGlite. */
+  DATABASE_URL: z.string().url().optional(),
+  DATABASE_POOL_SIZE: envInt(10, 1, 200),
+  /** RabbitMQ URL; unset means the in-process bus (standalone mode only). */
+  AMQP_URL: z.string().optional(),
+  /** Topic exchange for domain and audit events. */
+  LAB_EVENTS_EXCHANGE: z.string().min(1).default('lab.events'),
+  /** HMAC secret that signs the caller context the gateway passes to services. */
+  LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  LAB_DATA_DIR: z.string().default('./data'),
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+});
+export type CommonEnv = z.infer<typeof commonEnv>;

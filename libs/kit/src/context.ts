@@ -1,0 +1,45 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/**
+ * Who is calling, as established by the gateway. Carried to services in gRPC
+ * metadata (signed) and to consumers inside bus messages.
+ */
+export interface CallerContext {
+  org_id: string | null;
+  user_id: string | null;
+  /** role of user_id in org_id: admin, dept_admin, researcher, qm, viewer */
+  role: string | null;
+  department_id: string | null;
+  scopes: string[];
+  /** api_key, pat, oauth, session, operator (management API), system (internal) */
+  token_kind: string;
+  token_id: string | null;
+  request_id: string;
+  connector_id?: string | null;
+  device_ids?: string[];
+}
+
+/** Per-async-flow state: request id and caller, read by the logger and outbox. */
+export interface RequestScope {
+  request_id: string;
+  caller?: CallerContext;
+}
+
+export const requestScope = new AsyncLocalStorage<RequestScope>();
+
+export function currentRequestId(): string | undefined {
+  return requestScope.getStore()?.request_id;
+}
+
+export function systemContext(request_id: string, org_id: string | null = null): CallerContext {
+  return {
+    org_id,
+    user_id: null,
+    role: null,
+    department_id: null,
+    scopes: ['*'],
+    token_kind: 'system',
+    token_id: null,
+    request_id,
+  };
+}

@@ -1,0 +1,151 @@
+import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
+import { randomUUID } from 'node:crypto';
+
+/**
+ * The one error type of domain code. `kind` says what went wrong in transport-
+ * neutral terms; `code` is the machine-readable code of the spec's error
+ * envelope (validation_failed, insufficient_scope, ...). The mapping to gRPC and
+ * to HTTP lives only in the table below.
+ */
+export type ErrorKind =
+  | 'invalid'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'too_large'
+  | 'unprocessable'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'timeout'
+  | 'internal';
+
+export class DomainError extends Error {
+  override name = 'DomainError';
+  constructor(
+    readonly kind: ErrorKind,
+    readonly code: string,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+  }
+
+  static invalid(message: string, details?: Record<string, unknown>, code = 'validation_failed') {
+    return new DomainError('invalid', code, message, details);
+  }
+  static notFound(message = 'not found', code = 'not_found') {
+    return new DomainError('not_found', code, message);
+  }
+  static forbidden(message: string, code = 'forbidden', details?: Record<string, unknown>) {
+    return new DomainError('forbidden', code, message, details);
+  }
+  static conflict(message: string, code = 'conflict', details?: Record<string, unknown>) {
+    return new DomainError('conflict', code, message, details);
+  }
+  static unauthenticated(message = 'missing or invalid bearer token', code = 'unauthorized') {
+    return new DomainError('unauthenticated', code, message);
+  }
+  static unprocessable(message: string, code = 'unprocessable', details?: Record<string, unknown>) {
+    return new DomainError('unprocessable', code, message, details);
+  }
+  static unavailable(message = 'a backing service is unavailable', code = 'service_unavailable') {
+    return new DomainError('unavailable', code, message);
+  }
+}
+
+interface KindRow {
+  grpc: GrpcStatus;
+  http: number;
+}
+
+/** The single status table (after grpc-gateway's runtime/errors.go, plus 405/413/422). */
+const TABLE: Record<ErrorKind, KindRow> = {
+  invalid: { grpc: GrpcStatus.INVALID_ARGUMENT, http: 400 },
+  unauthenticated: { grpc: GrpcStatus.UNAUTHENTICATED, http: 401 },
+  forbidden: { grpc: GrpcStatus.PERMISSION_DENIED, http: 403 },
+  not_found: { grpc: GrpcStatus.NOT_FOUND, http: 404 },
+  method_not_allowed: { grpc: GrpcStatus.UNIMPLEMENTED, http: 405 },
+  conflict: { grpc: GrpcStatus.ALREADY_EXISTS, http: 409 },
+  too_large: { grpc: GrpcStatus.OUT_OF_RANGE, http: 413 },
+  unprocessable: { grpc: GrpcStatus.FAILED_PRECONDITION, http: 422 },
+  rate_limited: { grpc: GrpcStatus.RESOURCE_EXHAUSTED, http: 429 },
+  unavailable: { grpc: GrpcStatus.UNAVAILABLE, http: 503 },
+  timeout: { grpc: GrpcStatus.DEADLINE_EXCEEDED, http: 504 },
+  internal: { grpc: GrpcStatus.INTERNAL, http: 500 },
+};
+
+const KIND_BY_GRPC = new Map<number, ErrorKind>(
+  (Object.entries(TABLE) as [ErrorKind, KindRow][]).map(([k, v]) => [v.grpc, k]),
+);
+KIND_BY_GRPC.set(GrpcStatus.ABORTED, 'conflict');
+KIND_BY_GRPC.set(GrpcStatus.CANCELLED, 'unavailable');
+
+export const httpStatusOf = (kind: ErrorKind): number => TABLE[kind].http;
+export const grpcStatusOf = (kind: ErrorKind): GrpcStatus => TABLE[kind].grpc;
+
+const ERROR_KEY = 'lab-error-bin';
+
+export interface ErrorBody {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/**
+ * Turns anything thrown inside a handler into a gRPC error. Unknown errors become
+ * INTERNAL with an error id; their cause goes to the log only.
+ */
+export function toServiceError(err: unknown, log?: (e: unknown, errorId: string) => void): Partial<ServiceError> {
+  const metadata = new Metadata();
+  let body: ErrorBody;
+  let code: GrpcStatus;
+  if (err instanceof DomainError) {
+    body = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
+    code = grpcStatusOf(err.kind);
+  } else if (isTransientDbError(err)) {
+    body = { code: 'service_unavailable', message: 'the database is unavailable, try again' };
+    code = GrpcStatus.UNAVAILABLE;
+    log?.(err, 'db-unavailable');
+  } else {
+    const errorId = randomUUID();
+    log?.(err, errorId);
+    body = { code: 'internal_error', message: 'internal error', details: { error_id: errorId } };
+    code = GrpcStatus.INTERNAL;
+  }
+  metadata.set(ERROR_KEY, Buffer.from(JSON.stringify(body)));
+  return { code, details: body.message, metadata };
+}
+
+/** Rebuilds the DomainError on the client side of a gRPC call. */
+export function fromServiceError(err: ServiceError): DomainError {
+  const kind = KIND_BY_GRPC.get(err.code) ?? 'internal';
+  const raw = err.metadata?.get(ERROR_KEY)?.[0];
+  if (raw) {
+    try {
+      const body = JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw)) as ErrorBody;
+      return new DomainError(kind, body.code, body.message, body.details);
+    } catch {
+      /* fall through to a generic error */
+    }
+  }
+  if (kind === 'unavailable' || kind === 'timeout') {
+    return new DomainError(kind, kind === 'timeout' ? 'timeout' : 'service_unavailable', 'a backing service did not answer');
+  }
+  return new DomainError(kind, kind === 'internal' ? 'internal_error' : kind, err.details || 'error');
+}
+
+/** PostgreSQL / network failures that mean "try again later", not a bug. */
+export function isTransientDbError(err: unknown, depth = 0): boolean {
+  const e = err as { code?: string; message?: string; cause?: unknown } | null;
+  if (!e || typeof e !== 'object') return false;
+  const code = e.code ?? '';
+  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08003', '08006', '53300'].includes(code)) {
+    return true;
+  }
+  if (/Connection terminated|connection timeout|Client has encountered a connection error/i.test(e.message ?? '')) return true;
+  // drizzle wraps the driver's error (DrizzleQueryError "Failed query: ...", cause =
+  // the pg error): without following the cause a database outage answered 500.
+  return depth < 3 && e.cause !== undefined && isTransientDbError(e.cause, depth + 1);
+}

@@ -1,0 +1,303 @@
+import {
+  ChannelCredentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  type ServiceDefinition,
+  type ServiceError,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type ServerReadableStream,
+  type ClientWritableStream,
+  type sendUnaryData,
+  type Client,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import type { CallerContext } from './context.js';
+import { requestScope } from './context.js';
+import { signCallerContext, verifyCallerContext } from './caller-signing.js';
+import { DomainError, fromServiceError, toServiceError } from './errors.js';
+import type { Logger } from './logger.js';
+import { metrics } from './metrics.js';
+
+/** Request type of a method in a ts-proto service definition. */
+type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
+type ResOf<M> = M extends { responseSerialize: (v: infer R) => Buffer } ? R : never;
+
+/** A client-streaming method's handler reads its requests as an async iterable. */
+type InputOf<M> = M extends { requestStream: true } ? AsyncIterable<ReqOf<M>> : ReqOf<M>;
+
+/**
+ * Handlers of a service: plain async functions of (request, caller); a
+ * server-streaming method returns an async iterable of its messages instead.
+ */
+export type Handlers<D> = {
+  [K in keyof D]: D[K] extends { responseStream: true }
+    ? (req: ReqOf<D[K]>, caller: CallerContext) => AsyncIterable<ResOf<D[K]>>
+    : (req: InputOf<D[K]>, caller: CallerContext) => Promise<ResOf<D[K]>>;
+};
+
+interface Definition {
+  [method: string]: { path: string; requestStream: boolean; responseStream: boolean };
+}
+
+export interface GrpcServerOptions {
+  /** service label for logs and metrics */
+  name: string;
+  logger: Logger;
+  /** internal secret that signs caller contexts */
+  secret: string;
+}
+
+const CHANNEL_OPTIONS = {
+  'grpc.keepalive_time_ms': 30_000,
+  'grpc.keepalive_timeout_ms': 10_000,
+  'grpc.max_receive_message_length': 64 * 1024 * 1024,
+  'grpc.max_send_message_length': 64 * 1024 * 1024,
+};
+
+/**
+ * A gRPC server whose every unary handler gets a verified caller context, runs
+ * inside the caller's request scope (request id on every log line), is timed, and
+ * has its errors mapped through the one status table.
+ */
+export class GrpcServer {
+  readonly server = new Server(CHANNEL_OPTIONS);
+  readonly health = new HealthImplementation({ '': 'NOT_SERVING' });
+  private readonly names: string[] = [];
+
+  constructor(private readonly opts: GrpcServerOptions) {
+    this.health.addToServer(this.server);
+  }
+
+  add<D extends Definition>(definition: D, handlers: Handlers<D>): this {
+    const impl: UntypedServiceImplementation = {};
+    for (const method of Object.keys(definition)) {
+      const handler = (handlers as Record<string, (req: unknown, c: CallerContext) => unknown>)[method];
+      if (!handler) throw new Error(`${this.opts.name}: no handler for ${definition[method]!.path}`);
+      const path = definition[method]!.path;
+      impl[method] = definition[method]!.responseStream
+        ? this.wrapStream(path, handler as (req: unknown, c: CallerContext) => AsyncIterable<unknown>)
+        : this.wrap(path, handler as (req: unknown, c: CallerContext) => Promise<unknown>, definition[method]!.requestStream);
+    }
+    this.server.addService(definition as unknown as ServiceDefinition, impl);
+    const first = Object.values(definition)[0];
+    if (first) this.names.push(first.path.split('/')[1]!);
+    return this;
+  }
+
+  /**
+   * Unary and client-streaming calls alike: a client-streaming handler gets the
+   * call's messages as an async iterable instead of one request.
+   */
+  private wrap(path: string, handler: (req: unknown, c: CallerContext) => Promise<unknown>, clientStreaming = false) {
+    const { logger, secret, name } = this.opts;
+    return (call: ServerUnaryCall<unknown, unknown> | ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      const started = process.hrtime.bigint();
+      let caller: CallerContext;
+      try {
+        caller = verifyCallerContext(call.metadata, secret);
+      } catch (err) {
+        callback(toServiceError(err) as ServiceError);
+        return;
+      }
+      requestScope.run({ request_id: caller.request_id, caller }, () => {
+        // Promise.resolve().then: a handler that throws before its first await is
+        // mapped like any other failure instead of escaping as an INTERNAL error.
+        Promise.resolve()
+          .then(() =>
+            handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, caller),
+          )
+          .then(
+          (res) => {
+            observe(name, path, 'OK', started);
+            callback(null, res);
+          },
+          (err: unknown) => {
+            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
+            observe(name, path, String(mapped.code), started);
+            callback(mapped as ServiceError);
+          },
+        );
+      });
+    };
+  }
+
+  /**
+   * A server-streaming method: the same caller check, scope and error mapping as
+   * a unary one; messages are written as the iterable yields them, respecting
+   * back-pressure, and a client that goes away stops the iteration.
+   */
+  private wrapStream(path: string, handler: (req: unknown, c: CallerContext) => AsyncIterable<unknown>) {
+    const { logger, secret, name } = this.opts;
+    return (call: ServerWritableStream<unknown, unknown>) => {
+      const started = process.hrtime.bigint();
+      let caller: CallerContext;
+      try {
+        caller = verifyCallerContext(call.metadata, secret);
+      } catch (err) {
+        // 'error' (not destroy) is how grpc-js sends a status on a server stream
+        call.emit('error', toServiceError(err));
+        return;
+      }
+      requestScope.run({ request_id: caller.request_id, caller }, () => {
+        void (async () => {
+          try {
+            for await (const msg of handler(call.request, caller)) {
+              if (call.cancelled) break;
+              if (!call.write(msg)) await new Promise((r) => call.once('drain', r));
+            }
+            observe(name, path, 'OK', started);
+            call.end();
+          } catch (err) {
+            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
+            observe(name, path, String(mapped.code), started);
+            call.emit('error', mapped);
+          }
+        })();
+      });
+    };
+  }
+
+  /** Binds and starts; returns the bound port (0 asks the OS for a free one). */
+  async listen(address: string): Promise<number> {
+    const port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    this.health.setStatus('', 'SERVING');
+    for (const n of this.names) this.health.setStatus(n, 'SERVING');
+    return port;
+  }
+
+  setServing(serving: boolean): void {
+    const s = serving ? 'SERVING' : 'NOT_SERVING';
+    this.health.setStatus('', s);
+    for (const n of this.names) this.health.setStatus(n, s);
+  }
+
+  /** Lets in-flight calls finish (up to graceMs), then forces the rest. */
+  async shutdown(graceMs = 10_000): Promise<void> {
+    this.setServing(false);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}
+
+/**
+ * The messages of a client stream. A client that cancels must make the reader
+ * fail (so the handler cleans up) rather than wait forever for the end.
+ */
+function readable(call: ServerReadableStream<unknown, unknown>): AsyncIterable<unknown> {
+  call.on('cancelled', () => call.destroy(new DomainError('unavailable', 'cancelled', 'the client cancelled the call')));
+  return call;
+}
+
+function observe(service: string, path: string, code: string, started: bigint) {
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  metrics().grpcServerDuration.observe({ service, method: path, code }, seconds);
+}
+
+type ClientCtor = new (address: string, credentials: ChannelCredentials, options?: object) => Client;
+
+export interface RpcClientOptions {
+  secret: string;
+  /** default deadline of one call */
+  deadlineMs?: number;
+}
+
+/**
+ * A typed client for one service definition: `call(method, request, caller)`
+ * signs the caller context into metadata, applies a deadline, and turns gRPC
+ * errors back into DomainErrors. One channel per client, reused for every call.
+ */
+export class RpcClient<D extends Definition> {
+  private readonly client: Client;
+  private readonly deadlineMs: number;
+
+  constructor(
+    ctor: ClientCtor,
+    readonly address: string,
+    private readonly opts: RpcClientOptions,
+  ) {
+    this.client = new ctor(address, ChannelCredentials.createInsecure(), CHANNEL_OPTIONS);
+    this.deadlineMs = opts.deadlineMs ?? 10_000;
+  }
+
+  call<K extends keyof D & string>(
+    method: K,
+    request: ReqOf<D[K]>,
+    caller: CallerContext,
+    deadlineMs = this.deadlineMs,
+  ): Promise<ResOf<D[K]>> {
+    const md = new Metadata();
+    signCallerContext(md, caller, this.opts.secret);
+    const fn = (this.client as unknown as Record<string, Function>)[method];
+    if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
+    return new Promise((resolve, reject) => {
+      fn.call(this.client, request, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
+        err ? reject(fromServiceError(err)) : resolve(res),
+      );
+    });
+  }
+
+  /**
+   * A server-streaming call as an async iterable of its messages; an error
+   * status ends the iteration with the DomainError it carries.
+   */
+  async *stream<K extends keyof D & string>(
+    method: K,
+    request: ReqOf<D[K]>,
+    caller: CallerContext,
+    deadlineMs = this.deadlineMs,
+  ): AsyncGenerator<ResOf<D[K]>> {
+    const md = new Metadata();
+    signCallerContext(md, caller, this.opts.secret);
+    const fn = (this.client as unknown as Record<string, Function>)[method];
+    if (!fn) throw new DomainError('internal', 'internal_error', `no rpc ${method}`);
+    const call = fn.call(this.client, request, md, { deadline: Date.now() + deadlineMs }) as AsyncIterable<ResOf<D[K]>> & {
+      cancel(): void;
+    };
+    try {
+      for await (const msg of call) yield msg;
+    } catch (err) {
+      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError) : err;
+    } finally {
+      call.cancel();
+    }
+  }
+
+  /**
+   * A client-streaming call: write the request messages to `stream` (honouring
+   * its backpressure), end it, and await `response`; `stream.cancel()` aborts.
+   */
+  clientStream<K extends keyof D & string>(
+    method: K,
+    caller: CallerContext,
+    deadlineMs = this.deadlineMs,
+  ): { stream: ClientWritableStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> } {
+    const md = new Metadata();
+    signCallerContext(md, caller, this.opts.secret);
+    const fn = (this.client as unknown as Record<string, Function>)[method];
+    if (!fn) throw new DomainError('internal', 'internal_error', `no rpc ${method}`);
+    let stream!: ClientWritableStream<ReqOf<D[K]>>;
+    const response = new Promise<ResOf<D[K]>>((resolve, reject) => {
+      stream = fn.call(this.client, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
+        err ? reject(fromServiceError(err)) : resolve(res),
+      );
+    });
+    return { stream, response };
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}

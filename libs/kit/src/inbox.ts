@@ -1,0 +1,62 @@
+import { sql } from 'drizzle-orm';
+import type { Bus, BusMessage } from './bus.js';
+import type { Database, Tx } from './db.js';
+import { rows } from './db.js';
+import { requestScope } from './context.js';
+import { metrics } from './metrics.js';
+
+export interface InboxConsumerOptions<P = undefined> {
+  bus: Bus;
+  db: Database;
+  /** schema holding this service's inbox table */
+  schema: string;
+  queue: string;
+  bindings: string[];
+  prefetch?: number;
+  maxAttempts?: number;
+  /**
+   * Runs before the transaction, for calls to other services: on the embedded
+   * database (one connection) a call that reads it from inside the transaction
+   * would wait for that transaction forever. Its result is handed to handler.
+   */
+  prepare?: (msg: BusMessage) => Promise<P>;
+  /** runs in the same transaction that records the message id */
+  handler: (tx: Tx, msg: BusMessage, prepared: P) => Promise<void>;
+}
+
+/**
+ * Consumes a durable queue exactly once per message id: the id goes into the
+ * inbox table in the same transaction as the handler's writes, so a redelivered
+ * duplicate finds it there and is acknowledged without effect.
+ */
+export async function consumeWithInbox<P = undefined>(opts: InboxConsumerOptions<P>): Promise<void> {
+  const table = sql.raw(`${opts.schema}.inbox`);
+  await opts.bus.subscribe({
+    queue: opts.queue,
+    bindings: opts.bindings,
+    prefetch: opts.prefetch,
+    maxAttempts: opts.maxAttempts,
+    handler: (msg) =>
+      requestScope.run({ request_id: msg.request_id ?? msg.id }, async () => {
+        const prepared = (opts.prepare ? await opts.prepare(msg) : undefined) as P;
+        await opts.db.tx(async (tx) => {
+          const fresh = await rows<{ id: string }>(
+            tx,
+            sql`insert into ${table} (id) values (${msg.id}::uuid) on conflict do nothing returning id`,
+          );
+          if (!fresh.length) {
+            metrics().consumed.inc({ queue: opts.queue, outcome: 'duplicate' });
+            return;
+          }
+          await opts.handler(tx, msg, prepared);
+        });
+      }),
+  });
+}
+
+/** Forgets inbox ids older than the redelivery horizon. */
+export async function pruneInbox(db: Database, schema: string, olderThanDays = 7): Promise<void> {
+  await db.orm.execute(
+    sql`delete from ${sql.raw(`${schema}.inbox`)} where received_at < now() - (${olderThanDays} * interval '1 day')`,
+  );
+}

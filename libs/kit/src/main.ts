@@ -1,0 +1,110 @@
+import type { Server } from 'node:http';
+import { z } from 'zod';
+import { AmqpBus, MemoryBus, type Bus } from './bus.js';
+import { commonEnv, loadConfig } from './config.js';
+import { createLogger, type Logger } from './logger.js';
+import { migrate, openDatabase } from './db.js';
+import { DEFAULT_METRICS_PORT, serveMetrics, type Readiness } from './metrics.js';
+import { runService, type ServiceDefinition } from './service.js';
+
+/** Opens the bus of a process: RabbitMQ when AMQP_URL is set, else in-process. */
+export async function openBus(amqpUrl: string | undefined, exchange: string, log: Logger): Promise<Bus> {
+  return amqpUrl ? AmqpBus.connect(amqpUrl, exchange, log) : new MemoryBus(log);
+}
+
+const serviceEnv = commonEnv.extend({
+  GRPC_PORT: z.coerce.number().int().min(0).max(65535).default(50051),
+  GRPC_HOST: z.string().default('0.0.0.0'),
+  LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters'),
+  AMQP_URL: z.string().min(1, 'a service process of the cluster needs RabbitMQ'),
+});
+
+/**
+ * Entry point of one service in its own process (cluster shape): validated env,
+ * RabbitMQ, the service, metrics port, graceful stop on SIGTERM/SIGINT.
+ */
+export async function runServiceMain(def: ServiceDefinition): Promise<void> {
+  const log = createLogger(def.name);
+  let cfg: z.infer<typeof serviceEnv>;
+  try {
+    cfg = loadConfig(serviceEnv);
+  } catch (err) {
+    log.fatal((err as Error).message);
+    process.exit(78);
+  }
+  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  const svc = await runService(def, {
+    log,
+    bus,
+    secret: cfg.LAB_INTERNAL_SECRET,
+    databaseUrl: cfg.DATABASE_URL,
+    dataDir: cfg.LAB_DATA_DIR,
+    poolSize: cfg.DATABASE_POOL_SIZE,
+    grpcAddress: `${cfg.GRPC_HOST}:${cfg.GRPC_PORT}`,
+  });
+  const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log);
+  log.info({ port: svc.port }, `${def.name} ready`);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    await svc.stop();
+    await bus.close();
+    metricsServer?.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/**
+ * The operations port of a cluster process. A port already taken is logged, not
+ * fatal: several processes on one host (local runs, the benchmark) would otherwise
+ * stop each other; in a pod it cannot happen, and there a missing listener shows
+ * as a failing readiness probe.
+ */
+export async function serveOps(port: number, readiness: Readiness, log: Logger): Promise<Server | undefined> {
+  try {
+    const server = await serveMetrics(port, { readiness });
+    if (server) log.info({ port }, 'metrics and probes serving');
+    return server;
+  } catch (err) {
+    log.error({ err: (err as Error).message, port }, 'metrics port unavailable; metrics and probes not served');
+    return undefined;
+  }
+}
+
+const migrateEnv = commonEnv.extend({
+  DATABASE_URL: z.string().url('a migration needs the service\'s PostgreSQL URL'),
+});
+
+/**
+ * Applies a service's migrations and exits: the entry of the chart's pre-install /
+ * pre-upgrade hook Job, so schema changes run once per release, before new pods
+ * start, instead of racing in every replica (runService still migrates under the
+ * same lock, which then finds nothing to do).
+ */
+export async function runMigrationsMain(def: Pick<ServiceDefinition, 'name' | 'schema' | 'migrationsDir'>): Promise<void> {
+  const log = createLogger(`${def.name}-migrate`);
+  let cfg: z.infer<typeof migrateEnv>;
+  try {
+    cfg = loadConfig(migrateEnv);
+  } catch (err) {
+    log.fatal((err as Error).message);
+    process.exit(78);
+  }
+  try {
+    const db = await openDatabase({ url: cfg.DATABASE_URL, poolSize: 1, name: `${def.name}-migrate` });
+    try {
+      const applied = await migrate(db, def.schema, def.migrationsDir);
+      log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
+    } finally {
+      await db.close();
+    }
+  } catch (err) {
+    log.fatal({ err }, 'migration failed');
+    process.exit(1);
+  }
+  process.exit(0);
+}

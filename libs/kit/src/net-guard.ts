@@ -1,0 +1,77 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import type { LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+/**
+ * Outbound-request guard against server-side request forgery: a URL chosen by a
+ * tenant (webhook receivers, job fetches) must not reach the service's own
+ * network. Only globally routable unicast addresses pass: loopback, private,
+ * link-local (cloud metadata 169.254.169.254), CGNAT, unique-local, multicast,
+ * broadcast, unspecified, reserved and translation ranges (6to4, NAT64, which
+ * embed IPv4 addresses) are refused, IPv4-mapped IPv6 judged as the IPv4 inside.
+ *
+ * The address is checked once and then connected to as checked (the lookup
+ * handed to the http agent returns it), so a second DNS answer cannot swap in
+ * an internal address between check and connect (DNS rebinding).
+ */
+export class BlockedAddressError extends Error {
+  override name = 'BlockedAddressError';
+  readonly code = 'blocked_address';
+  constructor(
+    readonly host: string,
+    readonly address?: string,
+  ) {
+    super(address && address !== host ? `${host} resolves to a blocked address (${address})` : `${host} is a blocked address`);
+  }
+}
+
+/** True when the address is not a globally routable unicast address (or not an IP at all). */
+export function isBlockedAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return true;
+  // process() turns IPv4-mapped IPv6 (::ffff:a.b.c.d) into the IPv4 address inside
+  return ipaddr.process(address).range() !== 'unicast';
+}
+
+/** The hostname of a URL without IPv6 brackets. */
+const bare = (hostname: string) => (hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname);
+
+export interface ResolvedTarget {
+  address: string;
+  family: 4 | 6;
+}
+
+export type Resolver = (host: string) => Promise<LookupAddress[]>;
+
+const systemResolver: Resolver = (host) =>
+  new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
+
+/**
+ * Resolves a host (all addresses) and returns the first allowed one, or throws
+ * BlockedAddressError when none is allowed. `allowPrivate` lifts the block
+ * (tests and local receivers).
+ */
+export async function resolveAllowed(hostname: string, allowPrivate: boolean, resolver: Resolver = systemResolver): Promise<ResolvedTarget> {
+  const host = bare(hostname);
+  if (ipaddr.isValid(host)) {
+    if (!allowPrivate && isBlockedAddress(host)) throw new BlockedAddressError(host, host);
+    return { address: host, family: ipaddr.parse(host).kind() === 'ipv6' ? 6 : 4 };
+  }
+  const addrs = await resolver(host);
+  const usable = allowPrivate ? addrs : addrs.filter((a) => !isBlockedAddress(a.address));
+  const first = usable[0];
+  if (!first) throw new BlockedAddressError(host, addrs[0]?.address);
+  return { address: first.address, family: first.family === 6 ? 6 : 4 };
+}
+
+/**
+ * A `lookup` for http.request / net.connect that answers only the address
+ * already checked: the connection goes where the guard looked, and Host and
+ * SNI still carry the hostname.
+ */
+export function pinnedLookup(target: ResolvedTarget): LookupFunction {
+  return ((_host: string, opts: { all?: boolean } | number | undefined, cb: (...args: unknown[]) => void) => {
+    const callback = typeof opts === 'function' ? (opts as (...args: unknown[]) => void) : cb;
+    if (typeof opts === 'object' && opts?.all) callback(null, [{ address: target.address, family: target.family }]);
+    else callback(null, target.address, target.family);
+  }) as unknown as LookupFunction;
+}

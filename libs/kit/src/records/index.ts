@@ -1,0 +1,7 @@
+export * from './validation.js';
+export * from './resource.js';
+export * from './list-query.js';
+export * from './store.js';
+export * from './handlers.js';
+export * from './fields.js';
+export * from './department-access.js';

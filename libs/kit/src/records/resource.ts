@@ -1,0 +1,124 @@
+import type { SQL } from 'drizzle-orm';
+import type { z } from 'zod';
+import type { CallerContext } from '../context.js';
+import type { Tx } from '../db.js';
+import type { Emitter } from '../outbox.js';
+
+/** A record as PostgreSQL rendered it (JSON object of the visible columns). */
+export type RecordJson = Record<string, unknown>;
+
+/** How an equality filter value from the query string is parsed and compared. */
+export type FilterType = 'uuid' | 'string' | 'date' | 'boolean';
+
+export interface ListLimits {
+  default: number;
+  max: number;
+}
+
+/** What a resource lets a caller do; see ResourceConfig for the hooks. */
+export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.ZodType = z.ZodType> {
+  /** name in the URL, e.g. "samples" */
+  name: string;
+  /** schema-qualified table; it must have id, org_id, created_at, updated_at */
+  table: string;
+  /** resource name written into audit records (default: name) */
+  auditResource?: string;
+  /**
+   * Create body. Use z.strictObject so that unknown and read-only fields are
+   * rejected with 400 naming them.
+   */
+  create: C;
+  /**
+   * Update body: the writable fields only, all optional, strict. Columns that no
+   * client may set (ids, signatures, authorship, timestamps) are simply absent.
+   */
+  update: U;
+  /** query keys allowed as equality filters, with the type of their value */
+  filters?: Record<string, FilterType>;
+  /** columns a list may be ordered by (created_at is always allowed) */
+  orderBy?: string[];
+  /** default order of lists (default created_at desc) */
+  defaultOrder?: { by: string; dir: 'asc' | 'desc' };
+  /** page size bounds (default 50, max 500) */
+  limits?: ListLimits;
+  /** timestamp column that the `from` / `to` query keys bound (sub-resource lists) */
+  rangeColumn?: string;
+  /** columns never rendered (org_id is always hidden) */
+  hidden?: string[];
+  /** sub-resource: the column holding the parent id of ListRecords/GetRecord/... */
+  parent?: {
+    column: string;
+    /** throws (typically 404) when the parent is not accessible to the caller */
+    check?: (tx: Tx, caller: CallerContext, parentId: string) => Promise<void>;
+  };
+  /**
+   * Record-level visibility: an SQL predicate over the table alias `t`, or
+   * undefined when the caller sees every record of the organisation.
+   */
+  canRead?: (caller: CallerContext) => SQL | undefined;
+  /** Record-level write permission on an existing (or about-to-exist) record. */
+  canWrite?: (caller: CallerContext, row: RecordJson) => boolean;
+  /** Delete permission (default: an administrator, see isAdministrator). */
+  canDelete?: (caller: CallerContext, row: RecordJson) => boolean;
+  /**
+   * Turns the validated create body into column values (add server-set
+   * columns, check references). id, org_id and created_by are set by the engine.
+   */
+  beforeCreate?: (tx: Tx, caller: CallerContext, input: z.infer<C>) => Promise<Record<string, unknown>>;
+  /** Turns the validated update body into column values (check references). */
+  beforeUpdate?: (tx: Tx, caller: CallerContext, input: z.infer<U>, before: RecordJson) => Promise<Record<string, unknown>>;
+  /** Emits the resource's domain events; the audit record is written by the engine. */
+  afterCreate?: (tx: Tx, emit: Emitter, caller: CallerContext, before: null, after: RecordJson) => Promise<void> | void;
+  afterUpdate?: (tx: Tx, emit: Emitter, caller: CallerContext, before: RecordJson, after: RecordJson) => Promise<void> | void;
+  afterDelete?: (tx: Tx, emit: Emitter, caller: CallerContext, before: RecordJson, after: null) => Promise<void> | void;
+}
+
+/** A checked resource definition, as the engine uses it. */
+export interface Resource extends ResourceConfig {
+  auditResource: string;
+  filters: Record<string, FilterType>;
+  orderBy: string[];
+  defaultOrder: { by: string; dir: 'asc' | 'desc' };
+  limits: ListLimits;
+  hidden: string[];
+}
+
+const IDENT = /^[a-z_][a-z0-9_]*$/;
+const TABLE = /^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/;
+
+/**
+ * Declares a generic CRUD resource. Identifiers are checked here once, because
+ * the engine puts the table and column names into SQL text.
+ */
+export function defineResource<C extends z.ZodType, U extends z.ZodType>(config: ResourceConfig<C, U>): Resource {
+  if (!TABLE.test(config.table)) throw new Error(`resource ${config.name}: table must be schema.table, got ${config.table}`);
+  const filters = config.filters ?? {};
+  const orderBy = [...new Set(['created_at', ...(config.orderBy ?? [])])];
+  const defaultOrder = config.defaultOrder ?? { by: 'created_at', dir: 'desc' as const };
+  const hidden = [...new Set(['org_id', ...(config.hidden ?? [])])];
+  const columns = [...Object.keys(filters), ...orderBy, defaultOrder.by, ...hidden];
+  if (config.rangeColumn) columns.push(config.rangeColumn);
+  if (config.parent) columns.push(config.parent.column);
+  for (const c of columns) {
+    if (!IDENT.test(c)) throw new Error(`resource ${config.name}: bad column name ${c}`);
+  }
+  if (!orderBy.includes(defaultOrder.by)) throw new Error(`resource ${config.name}: default order ${defaultOrder.by} is not allowlisted`);
+  return {
+    ...(config as unknown as ResourceConfig),
+    auditResource: config.auditResource ?? config.name,
+    filters,
+    orderBy,
+    defaultOrder,
+    limits: config.limits ?? { default: 50, max: 500 },
+    hidden,
+  };
+}
+
+/**
+ * An administrator of the caller's organisation: a member with role admin, or a
+ * token without a user (API key without user binding) holding scope admin or *.
+ */
+export function isAdministrator(caller: CallerContext): boolean {
+  if (caller.user_id) return caller.role === 'admin';
+  return caller.scopes.includes('admin') || caller.scopes.includes('*');
+}

@@ -1,0 +1,207 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { CallerContext } from '../context.js';
+import type { Executor, Tx } from '../db.js';
+import { rows } from '../db.js';
+import { DomainError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { ListQuery } from './list-query.js';
+import type { RecordJson, Resource } from './resource.js';
+import { isGuid } from './validation.js';
+
+/**
+ * The SQL of the records engine. Rows are rendered to JSON by PostgreSQL
+ * (row_to_json keeps column order; pg and PGlite give identical text), and
+ * written through jsonb_populate_record so that PostgreSQL converts every JSON
+ * value to its column's type (text[], jsonb, date, uuid) the same way on both.
+ */
+
+/** A record as stored: the JSON text sent to clients and the parsed object. */
+export interface StoredRecord {
+  json: string;
+  row: RecordJson;
+}
+
+const IDENT = /^[a-z_][a-z0-9_]*$/;
+const columnCache = new WeakMap<Resource, Promise<string[]>>();
+
+/** The table's columns in definition order, read once from the catalog. */
+export function tableColumns(exec: Executor, r: Resource): Promise<string[]> {
+  let cached = columnCache.get(r);
+  if (!cached) {
+    cached = rows<{ name: string }>(
+      exec,
+      sql`select attname::text as name from pg_attribute
+          where attrelid = ${r.table}::regclass and attnum > 0 and not attisdropped order by attnum`,
+    ).then((list) => list.map((c) => c.name));
+    cached.catch(() => columnCache.delete(r));
+    columnCache.set(r, cached);
+  }
+  return cached;
+}
+
+const table = (r: Resource) => sql.raw(r.table);
+const col = (name: string) => sql`t.${sql.identifier(name)}`;
+
+const rendered = new WeakMap<Resource, Promise<SQL>>();
+
+/** The expression rendering a row `t` as the client sees it (built once per resource). */
+function render(exec: Executor, r: Resource): Promise<SQL> {
+  let cached = rendered.get(r);
+  if (!cached) {
+    cached = tableColumns(exec, r).then((cols) => {
+      const shown = cols.filter((c) => !r.hidden.includes(c));
+      return sql`(select row_to_json(x) from (select ${sql.join(shown.map(col), sql`, `)}) x)::text`;
+    });
+    cached.catch(() => rendered.delete(r));
+    rendered.set(r, cached);
+  }
+  return cached;
+}
+
+/** The row is parsed only when asked for: a plain read sends the JSON text on as it is. */
+function stored(json: string): StoredRecord {
+  let row: RecordJson | undefined;
+  return {
+    json,
+    get row() {
+      return (row ??= JSON.parse(json) as RecordJson);
+    },
+  };
+}
+
+/** org, visibility and parent conditions every read of a resource applies. */
+function scope(r: Resource, caller: CallerContext, parentId: string | undefined, allVisible = false): SQL[] {
+  if (!caller.org_id) throw DomainError.forbidden('no organisation selected', 'org_required');
+  const where = [sql`t.org_id = ${caller.org_id}::uuid`];
+  const visible = allVisible ? undefined : r.canRead?.(caller);
+  if (visible) where.push(sql`(${visible})`);
+  if (r.parent) where.push(sql`${col(r.parent.column)} = ${parentId ?? null}::uuid`);
+  return where;
+}
+
+const CAST: Record<string, string> = { uuid: '::uuid', date: '::date', boolean: '::boolean', string: '' };
+
+/** One page of visible records and the total count, in one statement. */
+export async function listRecords(
+  exec: Executor,
+  r: Resource,
+  caller: CallerContext,
+  q: ListQuery,
+  parentId?: string,
+): Promise<{ json: string; total: number }> {
+  const where = scope(r, caller, parentId);
+  for (const f of q.filters) where.push(sql`${col(f.field)} = ${f.value}${sql.raw(CAST[f.type]!)}`);
+  if (r.rangeColumn && q.from) where.push(sql`${col(r.rangeColumn)} >= ${q.from}::timestamptz`);
+  if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
+  const cond = sql.join(where, sql` and `);
+  const dir = sql.raw(q.order);
+  const page = await rows<{ json: string; total: number }>(
+    exec,
+    sql`select ${await render(exec, r)} as json, (count(*) over ())::int as total
+        from ${table(r)} t where ${cond}
+        order by ${col(q.orderBy)} ${dir}, t.id ${dir}
+        limit ${q.limit} offset ${q.offset}`,
+  );
+  let total = page[0]?.total;
+  if (total === undefined) {
+    // past the last page the window count has no row to ride on
+    const [c] = await rows<{ total: number }>(exec, sql`select count(*)::int as total from ${table(r)} t where ${cond}`);
+    total = c?.total ?? 0;
+  }
+  return { json: `[${page.map((p) => p.json).join(',')}]`, total: Number(total) };
+}
+
+export interface FindOptions {
+  parentId?: string;
+  /** take a row lock (for an update in a transaction) */
+  lock?: boolean;
+  /** skip the visibility predicate (re-reading a row the caller just wrote) */
+  allVisible?: boolean;
+}
+
+/** A record of the caller's organisation visible to the caller, or null. */
+export async function findRecord(
+  exec: Executor,
+  r: Resource,
+  caller: CallerContext,
+  id: string,
+  opts: FindOptions = {},
+): Promise<StoredRecord | null> {
+  if (!isGuid(id)) return null;
+  const where = [sql`t.id = ${id}::uuid`, ...scope(r, caller, opts.parentId, opts.allVisible)];
+  const [found] = await rows<{ json: string }>(
+    exec,
+    sql`select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
+        ${opts.lock ? sql`for update of t` : sql``}`,
+  );
+  return found ? stored(found.json) : null;
+}
+
+/** The record or 404 (also when it exists in another organisation or is not visible). */
+export async function getRecordOr404(
+  exec: Executor,
+  r: Resource,
+  caller: CallerContext,
+  id: string,
+  opts: FindOptions = {},
+): Promise<StoredRecord> {
+  const found = await findRecord(exec, r, caller, id, opts);
+  if (!found) throw DomainError.notFound(`${r.name} record not found`);
+  return found;
+}
+
+async function checkedColumns(tx: Tx, r: Resource, values: Record<string, unknown>): Promise<string[]> {
+  const known = new Set(await tableColumns(tx, r));
+  const keys = Object.keys(values).filter((k) => values[k] !== undefined);
+  for (const k of keys) {
+    if (!IDENT.test(k) || !known.has(k)) throw new Error(`resource ${r.name}: no column ${k} in ${r.table}`);
+  }
+  return keys;
+}
+
+/**
+ * Inserts a record with engine-set id, org_id and created_by; returns it as
+ * stored (rendered by RETURNING, so no second statement reads it back).
+ */
+export async function insertRecord(tx: Tx, r: Resource, caller: CallerContext, values: Record<string, unknown>): Promise<StoredRecord> {
+  const id = newId();
+  const known = await tableColumns(tx, r);
+  const full: Record<string, unknown> = { ...values, id, org_id: caller.org_id };
+  if (known.includes('created_by')) full.created_by = caller.user_id;
+  const cols = sql.join((await checkedColumns(tx, r, full)).map((c) => sql.identifier(c)), sql`, `);
+  const [row] = await rows<{ json: string }>(
+    tx,
+    sql`insert into ${table(r)} as t (${cols})
+        select ${cols} from jsonb_populate_record(null::${table(r)}, ${JSON.stringify(full)}::jsonb)
+        returning ${await render(tx, r)} as json`,
+  );
+  return stored(row!.json);
+}
+
+/**
+ * Sets the given columns and updated_at of one record of the caller's
+ * organisation; returns the record as stored, or null when there is none.
+ */
+export async function updateColumns(
+  tx: Tx,
+  r: Resource,
+  caller: CallerContext,
+  id: string,
+  values: Record<string, unknown>,
+): Promise<StoredRecord | null> {
+  const keys = await checkedColumns(tx, r, values);
+  const sets = keys.map((c) => sql`${sql.identifier(c)} = v.${sql.identifier(c)}`);
+  sets.push(sql`updated_at = now()`);
+  const [row] = await rows<{ json: string }>(
+    tx,
+    sql`update ${table(r)} t set ${sql.join(sets, sql`, `)}
+        from jsonb_populate_record(null::${table(r)}, ${JSON.stringify(values)}::jsonb) v
+        where t.id = ${id}::uuid and t.org_id = ${caller.org_id}::uuid
+        returning ${await render(tx, r)} as json`,
+  );
+  return row ? stored(row.json) : null;
+}
+
+export async function deleteRow(tx: Tx, r: Resource, caller: CallerContext, id: string): Promise<void> {
+  await tx.execute(sql`delete from ${table(r)} t where t.id = ${id}::uuid and t.org_id = ${caller.org_id}::uuid`);
+}

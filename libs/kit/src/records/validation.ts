@@ -1,0 +1,68 @@
+import type { z } from 'zod';
+import { DomainError } from '../errors.js';
+
+/** One problem with one field of a request; `path` is dotted, '' for the body itself. */
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+/**
+ * The 400 of every record request, in the project's shape: `details.fields`
+ * lists every offending field ({path, message}); `details.field` repeats the
+ * first path for clients that show one.
+ */
+export function validationFailed(issues: FieldIssue[], message = 'validation failed'): DomainError {
+  return DomainError.invalid(message, { field: issues[0]?.path ?? '', fields: issues });
+}
+
+/** zod issues as field issues; an unknown key becomes one issue per key. */
+export function fieldIssues(error: z.ZodError): FieldIssue[] {
+  const out: FieldIssue[] = [];
+  for (const issue of error.issues) {
+    const base = issue.path.map(String).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) {
+        out.push({ path: base ? `${base}.${key}` : key, message: 'unknown or read-only field' });
+      }
+    } else {
+      out.push({ path: base, message: issue.message });
+    }
+  }
+  return out;
+}
+
+/** Parses input with a zod schema or throws 400 validation_failed naming every bad field. */
+export function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) throw validationFailed(fieldIssues(parsed.error));
+  return parsed.data;
+}
+
+function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
+  if (value === null || typeof value !== 'object') return false;
+  return Object.entries(value).some(([k, v]) => k.includes('\0') || hasNul(v));
+}
+
+/** A request body that must be a JSON object. */
+export function parseJsonObject(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text || '{}');
+  } catch {
+    throw validationFailed([{ path: '', message: 'body is not valid JSON' }]);
+  }
+  // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail in SQL
+  if (hasNul(value)) {
+    throw validationFailed([{ path: '', message: 'text must not contain NUL characters' }]);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw validationFailed([{ path: '', message: 'body must be a JSON object' }]);
+  }
+  return value as Record<string, unknown>;
+}
+
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Any 8-4-4-4-12 hex id, the shape PostgreSQL's uuid type accepts (as z.guid()). */
+export const isGuid = (v: unknown): v is string => typeof v === 'string' && GUID.test(v);

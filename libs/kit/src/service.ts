@@ -1,0 +1,99 @@
+import type { Bus } from './bus.js';
+import type { Database } from './db.js';
+import { migrate, openDatabase } from './db.js';
+import { GrpcServer } from './grpc.js';
+import type { Logger } from './logger.js';
+import { dependencyReadiness, type Readiness } from './metrics.js';
+import { Outbox } from './outbox.js';
+
+/** What a running service is given by its process (cluster main or standalone). */
+export interface ServiceEnv {
+  log: Logger;
+  bus: Bus;
+  /** internal secret for caller contexts */
+  secret: string;
+  /** this service's PostgreSQL URL; unset means embedded PGlite in dataDir */
+  databaseUrl?: string;
+  dataDir: string;
+  poolSize?: number;
+  /** gRPC listen address, e.g. 0.0.0.0:50051 or 127.0.0.1:0 */
+  grpcAddress: string;
+  /**
+   * Where the other services listen (host:port by service name), asked at call
+   * time: in one process a peer may start after this service. Defaults to the
+   * cluster's `<NAME>_ADDR` environment variables.
+   */
+  peers?: PeerAddresses;
+}
+
+/** host:port of a service by name, or undefined when it is not deployed. */
+export type PeerAddresses = (service: string) => string | undefined;
+
+/** The cluster's address book: `NOTEBOOK_ADDR` and so on. */
+export const envPeers: PeerAddresses = (service) => process.env[`${service.toUpperCase()}_ADDR`] || undefined;
+
+/** What a service's own code gets to build its handlers and consumers. */
+export interface ServiceDeps {
+  log: Logger;
+  bus: Bus;
+  db: Database;
+  outbox: Outbox;
+  secret: string;
+  /** where the other services listen (see ServiceEnv.peers) */
+  peers: PeerAddresses;
+  /** the process's data directory (LAB_DATA_DIR): default home of file stores */
+  dataDir: string;
+}
+
+export interface ServiceDefinition {
+  name: string;
+  /** PostgreSQL schema owned by this service */
+  schema: string;
+  migrationsDir: string;
+  /** adds gRPC services; may subscribe consumers and return a stop hook */
+  register(server: GrpcServer, deps: ServiceDeps): Promise<(() => Promise<void>) | void>;
+}
+
+export interface RunningService {
+  name: string;
+  port: number;
+  address: string;
+  deps: ServiceDeps;
+  /** database and bus checks behind the process's /readyz */
+  readiness: Readiness;
+  /** graceful stop: stop accepting, finish calls, flush the outbox, close the database */
+  stop(): Promise<void>;
+}
+
+/**
+ * The one start-up path of every service: database, migrations under lock,
+ * outbox relay, gRPC server with health, then the service's own registration.
+ */
+export async function runService(def: ServiceDefinition, env: ServiceEnv): Promise<RunningService> {
+  const log = env.log.child({ svc: def.name });
+  const db = await openDatabase({ url: env.databaseUrl, dataDir: env.dataDir, poolSize: env.poolSize, name: def.name });
+  const applied = await migrate(db, def.schema, def.migrationsDir);
+  if (applied.length) log.info({ applied }, 'migrations applied');
+  const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log });
+  const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
+  const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret });
+  const stopOwn = await def.register(server, deps);
+  const port = await server.listen(env.grpcAddress);
+  outbox.start();
+  const host = env.grpcAddress.replace(/:\d+$/, '');
+  const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
+  log.info({ address }, 'grpc serving');
+  return {
+    name: def.name,
+    port,
+    address,
+    deps,
+    readiness: dependencyReadiness(deps),
+    stop: async () => {
+      await server.shutdown();
+      if (stopOwn) await stopOwn();
+      await outbox.stop();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,143 @@
+import { Metadata, status } from '@grpc/grpc-js';
+import {
+  DomainError,
+  changedFields,
+  fromServiceError,
+  httpStatusOf,
+  retryDelayMs,
+  signCallerContext,
+  systemContext,
+  toServiceError,
+  topicMatches,
+  verifyCallerContext,
+  isUuid,
+  newId,
+} from '@lab/kit';
+
+describe('topicMatches', () => {
+  test.each([
+    ['sample.*', 'sample.created', true],
+    ['sample.*', 'sample.status.changed', false],
+    ['equipment.#', 'equipment.usage.started', true],
+    ['#', 'anything.at.all', true],
+    ['audit.record', 'audit.record', true],
+    ['audit.record', 'audit.records', false],
+    ['*.created', 'experiment.created', true],
+    ['identity.#', 'identity', true],
+  ])('%s ~ %s = %s', (p, k, want) => expect(topicMatches(p, k)).toBe(want));
+});
+
+describe('error mapping', () => {
+  test('a DomainError survives the trip through gRPC metadata', () => {
+    const err = DomainError.invalid('bad', { field: 'name' });
+    const se = toServiceError(err);
+    expect(se.code).toBe(status.INVALID_ARGUMENT);
+    const back = fromServiceError(se as never);
+    expect(back).toMatchObject({ kind: 'invalid', code: 'validation_failed', message: 'bad', details: { field: 'name' } });
+    expect(httpStatusOf(back.kind)).toBe(400);
+  });
+
+  test('unknown errors become 500 with an error id and no cause', () => {
+    const logged: unknown[] = [];
+    const se = toServiceError(new Error('secret detail'), (e) => logged.push(e));
+    const back = fromServiceError(se as never);
+    expect(back.kind).toBe('internal');
+    expect(back.message).not.toContain('secret');
+    expect(back.details?.error_id).toEqual(expect.any(String));
+    expect(logged).toHaveLength(1);
+  });
+
+  test('the status table', () => {
+    expect(httpStatusOf('unauthenticated')).toBe(401);
+    expect(httpStatusOf('forbidden')).toBe(403);
+    expect(httpStatusOf('not_found')).toBe(404);
+    expect(httpStatusOf('conflict')).toBe(409);
+    expect(httpStatusOf('unprocessable')).toBe(422);
+    expect(httpStatusOf('rate_limited')).toBe(429);
+    expect(httpStatusOf('unavailable')).toBe(503);
+    expect(httpStatusOf('timeout')).toBe(504);
+  });
+
+  test('a database outage wrapped by the query layer is still unavailable', () => {
+    const driver = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const wrapped = new Error('Failed query: select 1', { cause: driver });
+    expect(toServiceError(wrapped).code).toBe(status.UNAVAILABLE);
+    expect(toServiceError(new Error('Failed query', { cause: new Error('syntax error') })).code).toBe(status.INTERNAL);
+  });
+
+  test('a transient database error is unavailable, not internal', () => {
+    const se = toServiceError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+    expect(se.code).toBe(status.UNAVAILABLE);
+  });
+});
+
+describe('caller context signing', () => {
+  const secret = 'a-secret-of-some-length';
+  test('round trip', () => {
+    const md = new Metadata();
+    const ctx = { ...systemContext('r1', newId()), user_id: newId(), role: 'admin' };
+    signCallerContext(md, ctx, secret);
+    expect(verifyCallerContext(md, secret)).toEqual(ctx);
+  });
+  test('a tampered context is refused', () => {
+    const md = new Metadata();
+    signCallerContext(md, systemContext('r1'), secret);
+    const payload = JSON.parse(Buffer.from(md.get('x-lab-caller')[0] as string, 'base64url').toString());
+    payload.role = 'admin';
+    md.set('x-lab-caller', Buffer.from(JSON.stringify(payload)).toString('base64url'));
+    expect(() => verifyCallerContext(md, secret)).toThrow(DomainError);
+  });
+  test('a missing or wrongly signed context is refused', () => {
+    expect(() => verifyCallerContext(new Metadata(), secret)).toThrow(/missing caller context/);
+    const md = new Metadata();
+    signCallerContext(md, systemContext('r1'), 'another-secret-entirely');
+    expect(() => verifyCallerContext(md, secret)).toThrow(/forged/);
+  });
+});
+
+test('changedFields names exactly the fields that differ', () => {
+  expect(changedFields({ a: 1, b: 'x', c: [1] }, { a: 1, b: 'y', c: [1, 2], d: null })).toEqual(['b', 'c']);
+  expect(changedFields(null, { a: 1 })).toEqual(['a']);
+});
+
+test('retry delays grow and stay capped', () => {
+  for (let a = 1; a < 20; a++) {
+    const d = retryDelayMs(a, 500, 30_000);
+    expect(d).toBeGreaterThanOrEqual(Math.min(30_000, 500 * 2 ** (a - 1)) / 2);
+    expect(d).toBeLessThanOrEqual(30_000);
+  }
+});
+
+test('ids are UUIDv7 and time-ordered', () => {
+  const a = newId();
+  const b = newId();
+  expect(isUuid(a)).toBe(true);
+  expect(a[14]).toBe('7');
+  expect(a < b).toBe(true);
+  expect(isUuid('not-a-uuid')).toBe(false);
+});
+
+describe('CoalescedRunner', () => {
+  test('kicks during a pass coalesce into one more pass; a full pass goes again', async () => {
+    const { CoalescedRunner } = await import('@lab/kit');
+    let passes = 0;
+    let release!: () => void;
+    let third!: () => void;
+    const reachedThird = new Promise<void>((r) => (third = r));
+    const runner = new CoalescedRunner(async () => {
+      passes++;
+      if (passes === 1) await new Promise<void>((r) => (release = r));
+      if (passes === 3) third();
+      return passes === 2; // the second pass reports a full batch
+    }, () => undefined);
+    runner.kick();
+    for (let i = 0; i < 5; i++) runner.kick();
+    release();
+    await reachedThird;
+    await runner.stop();
+    // first pass, one coalesced pass (full), then one more because it was full
+    expect(passes).toBe(3);
+    runner.kick();
+    expect(passes).toBe(3); // stopped: kicks are refused
+  });
+});

@@ -1,0 +1,113 @@
+import { join } from 'node:path';
+import { connect, type ChannelModel } from 'amqplib';
+import { sql } from 'drizzle-orm';
+import { AmqpBus, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database } from '@lab/kit';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
+
+const log = createLogger('test', 'silent');
+const amqpUrl = process.env.AMQP_URL;
+const exchange = uniqueExchange();
+let db: Database;
+let bus: Bus;
+let outbox: Outbox;
+let conn: ChannelModel | undefined;
+const received: BusMessage[] = [];
+
+beforeAll(async () => {
+  db = await openDatabase({ url: await freshDatabaseUrl(), dataDir: `/tmp/lab-kit-${newId()}` });
+  expect(await migrate(db, 'kit_test', join(__dirname, 'fixtures', 'migrations'))).toEqual(['001_things.sql']);
+  // a second run applies nothing
+  expect(await migrate(db, 'kit_test', join(__dirname, 'fixtures', 'migrations'))).toEqual([]);
+  if (amqpUrl) {
+    bus = await AmqpBus.connect(amqpUrl, exchange, log, { queueExpiresMs: 600_000 });
+    // an independent consumer on the real broker, bound like any subscriber would be
+    conn = await connect(amqpUrl);
+    const ch = await conn.createChannel();
+    await ch.assertExchange(exchange, 'topic', { durable: true });
+    const q = await ch.assertQueue('', { exclusive: true });
+    await ch.bindQueue(q.queue, exchange, 'thing.#');
+    await ch.bindQueue(q.queue, exchange, 'audit.record');
+    await ch.consume(q.queue, (m) => m && received.push(JSON.parse(m.content.toString())), { noAck: true });
+  } else {
+    bus = new MemoryBus(log);
+    await bus.subscribe({ queue: 'kit-test', bindings: ['thing.#', 'audit.record'], handler: async (m) => void received.push(m) });
+  }
+  outbox = new Outbox({ service: 'kit-test', schema: 'kit_test', db, bus, log });
+  outbox.start();
+});
+
+afterAll(async () => {
+  await outbox.stop();
+  await conn?.close();
+  await bus.close();
+  await db.close();
+  await dropFreshDatabases();
+});
+
+async function until(cond: () => boolean | Promise<boolean>, what: string) {
+  for (let i = 0; i < 300; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+test('every committed change publishes its event exactly once, and the outbox empties', async () => {
+  const ids = await Promise.all(
+    Array.from({ length: 60 }, async (_, i) => {
+      const id = newId();
+      await outbox.write(systemContext(`r${i}`), async (tx, emit) => {
+        await tx.execute(sql`insert into kit_test.things (id, name) values (${id}::uuid, ${`t${i}`})`);
+        emit.event('thing.created', null, { id });
+      });
+      return id;
+    }),
+  );
+  await until(() => received.filter((m) => m.type === 'thing.created').length >= 60, '60 events');
+  const got = received.filter((m) => m.type === 'thing.created').map((m) => (m.data as { id: string }).id);
+  expect(new Set(got)).toEqual(new Set(ids));
+  expect(got).toHaveLength(60);
+  const left = await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`);
+  expect(left[0]!.n).toBe(0);
+  // the relay reports how long rows waited and how many it published
+  const lag = (await metrics().outboxLag.get()).values.find(
+    (v) => v.metricName === 'lab_outbox_lag_seconds_count' && v.labels.service === 'kit-test',
+  );
+  expect(lag?.value).toBeGreaterThanOrEqual(60);
+});
+
+test('a rolled back change publishes nothing', async () => {
+  const before = received.length;
+  await expect(
+    outbox.write(systemContext('r'), async (tx, emit) => {
+      emit.event('thing.created', null, { id: 'never' });
+      await tx.execute(sql`insert into kit_test.things (id, name) values (${newId()}::uuid, null)`);
+    }),
+  ).rejects.toThrow();
+  // a later event proves the relay ran past the point where the first would be
+  await outbox.write(systemContext('r'), async (_tx, emit) => emit.event('thing.marker', null, {}));
+  await until(() => received.some((m) => m.type === 'thing.marker'), 'marker');
+  expect(received.slice(before).map((m) => m.type)).toEqual(['thing.marker']);
+});
+
+test('audit records carry actor, request id and changed fields', async () => {
+  const ctx = { ...systemContext('req-audit'), user_id: newId(), token_id: newId(), token_kind: 'api_key' };
+  await outbox.write(ctx, async (_tx, emit) =>
+    emit.audit(null, { action: 'update', resource: 'things', record_id: 'x', before: { a: 1, b: 2 }, after: { a: 1, b: 3 } }),
+  );
+  await until(() => received.some((m) => m.type === 'audit.record' && m.request_id === 'req-audit'), 'audit record');
+  const rec = received.find((m) => m.type === 'audit.record' && m.request_id === 'req-audit')!;
+  expect(rec.data).toMatchObject({
+    action: 'update',
+    resource: 'things',
+    record_id: 'x',
+    actor_user_id: ctx.user_id,
+    actor_token_id: ctx.token_id,
+    token_kind: 'api_key',
+    service: 'kit-test',
+    changed_fields: ['b'],
+    request_id: 'req-audit',
+    before: { a: 1, b: 2 },
+    after: { a: 1, b: 3 },
+  });
+});

@@ -1,0 +1,243 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from 'amqplib';
+import pg from 'pg';
+
+/** Repository root: this file is libs/testing/src (ts-jest) or libs/testing/dist (built). */
+const root = join(__dirname, '..', '..', '..');
+
+/** A free TCP port on the loopback interface (released again before it is returned). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ClusterOptions {
+  /** service packages, started in this order (each may call the ones before it) */
+  services?: string[];
+  /** extra environment per service name (or 'gateway') */
+  serviceEnv?: Record<string, Record<string, string>>;
+  databaseUrl?: string;
+  amqpUrl?: string;
+  redisUrl?: string;
+  /** how long one process may take to log its ready line */
+  startTimeoutMs?: number;
+}
+
+interface Proc {
+  name: string;
+  entry: string;
+  env: Record<string, string>;
+  metricsPort: number;
+  child?: ChildProcess;
+  /** the last few KB of the process's output, for failure messages */
+  tail: string;
+}
+
+export interface Cluster {
+  /** base URL of the gateway */
+  url: string;
+  databaseUrl: string;
+  exchange: string;
+  operatorToken: string;
+  /** base URL of a process's operations port (/readyz, /metrics); name or 'gateway' */
+  opsUrl(name: string): string;
+  /** recent output of a process, for assertion messages */
+  output(name: string): string;
+  /** sends a signal (SIGKILL by default) and waits until the process is gone */
+  kill(name: string, signal?: NodeJS.Signals): Promise<void>;
+  /** starts the process again on the same ports and environment, resolved once ready */
+  restart(name: string): Promise<void>;
+  /** stops every process, drops the database and the run's queues */
+  stop(): Promise<void>;
+}
+
+const TAIL = 8_000;
+
+/**
+ * The cluster shape as separate processes (the built dist/ entries, as in
+ * production): every named service and the gateway, on a fresh database and on an
+ * events exchange of their own. Unlike the in-process stack, single processes can
+ * be killed and restarted, which is what fault-injection tests need. A TypeScript
+ * port of bench/cluster.mjs's startCluster.
+ */
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  const services = opts.services ?? ['identity', 'notebook', 'audit'];
+  const baseUrl = opts.databaseUrl ?? process.env.DATABASE_URL;
+  const amqpUrl = opts.amqpUrl ?? process.env.AMQP_URL;
+  if (!baseUrl || !amqpUrl) throw new Error('startCluster needs PostgreSQL and RabbitMQ (DATABASE_URL, AMQP_URL)');
+  const redisUrl = opts.redisUrl ?? process.env.REDIS_URL;
+  const startTimeoutMs = opts.startTimeoutMs ?? 30_000;
+
+  const dbName = `lab_cluster_${randomBytes(5).toString('hex')}`;
+  await adminQuery(baseUrl, `create database ${dbName}`);
+  const dbUrl = new URL(baseUrl);
+  dbUrl.pathname = `/${dbName}`;
+  const databaseUrl = dbUrl.toString();
+  const dataDir = await mkdtemp(join(tmpdir(), 'lab-cluster-'));
+  const exchange = `lab.cluster.${randomBytes(4).toString('hex')}`;
+  const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+  const common = {
+    AMQP_URL: amqpUrl,
+    DATABASE_URL: databaseUrl,
+    LAB_INTERNAL_SECRET: randomBytes(24).toString('hex'),
+    LAB_EVENTS_EXCHANGE: exchange,
+    LAB_DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+  };
+
+  const procs = new Map<string, Proc>();
+  const addrs: Record<string, string> = {};
+  let gatewayPort = 0;
+
+  const launch = (p: Proc) =>
+    new Promise<void>((resolve, reject) => {
+      const child = spawn(process.execPath, [join(root, p.entry)], {
+        env: { ...process.env, ...p.env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      p.child = child;
+      let ready = false;
+      const readyText = `${p.name} ready`;
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`${p.name} did not start within ${startTimeoutMs} ms:\n${p.tail}`));
+      }, startTimeoutMs);
+      const onData = (b: Buffer) => {
+        p.tail = (p.tail + b.toString()).slice(-TAIL);
+        if (!ready && p.tail.includes(readyText)) {
+          ready = true;
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (!ready) reject(new Error(`${p.name} exited (${code ?? signal}) before it was ready:\n${p.tail}`));
+      });
+    });
+
+  const stopProc = async (p: Proc, signal: NodeJS.Signals) => {
+    const child = p.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill(signal);
+    // A process that ignores SIGTERM for long is killed: a test run must end.
+    const timer = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await gone;
+    if (timer) clearTimeout(timer);
+  };
+
+  const cleanup = async () => {
+    for (const p of [...procs.values()].reverse()) await stopProc(p, 'SIGTERM');
+    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`).catch(() => undefined);
+    await rm(dataDir, { recursive: true, force: true });
+    await deleteQueues(amqpUrl, exchange);
+  };
+
+  try {
+    for (const name of services) {
+      const grpcPort = await freePort();
+      const metricsPort = await freePort();
+      const p: Proc = {
+        name,
+        entry: `services/${name}/dist/main.js`,
+        env: { ...common, ...addrs, GRPC_PORT: String(grpcPort), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[name] },
+        metricsPort,
+        tail: '',
+      };
+      procs.set(name, p);
+      await launch(p);
+      addrs[`${name.toUpperCase()}_ADDR`] = `127.0.0.1:${grpcPort}`;
+    }
+    gatewayPort = await freePort();
+    const metricsPort = await freePort();
+    const gw: Proc = {
+      name: 'gateway',
+      entry: 'services/gateway/dist/main.js',
+      env: {
+        ...common,
+        ...addrs,
+        PORT: String(gatewayPort),
+        HOST: '127.0.0.1',
+        METRICS_PORT: String(metricsPort),
+        LAB_OPERATOR_TOKEN: operatorToken,
+        ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+        ...opts.serviceEnv?.gateway,
+      },
+      metricsPort,
+      tail: '',
+    };
+    procs.set('gateway', gw);
+    await launch(gw);
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+
+  const get = (name: string) => {
+    const p = procs.get(name);
+    if (!p) throw new Error(`no process named ${name} in this cluster`);
+    return p;
+  };
+  return {
+    url: `http://127.0.0.1:${gatewayPort}`,
+    databaseUrl,
+    exchange,
+    operatorToken,
+    opsUrl: (name) => `http://127.0.0.1:${get(name).metricsPort}`,
+    output: (name) => get(name).tail,
+    kill: (name, signal = 'SIGKILL') => stopProc(get(name), signal),
+    restart: async (name) => {
+      const p = get(name);
+      await stopProc(p, 'SIGKILL');
+      p.tail += `\n--- restart ---\n`;
+      await launch(p);
+    },
+    stop: cleanup,
+  };
+}
+
+async function adminQuery(url: string, text: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  await c.connect();
+  try {
+    await c.query(text);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Deletes the run's durable queues and exchange (the service processes do not set
+ * x-expires on them), best effort: rabbitmqctl names them when this host has it.
+ */
+async function deleteQueues(amqpUrl: string, exchange: string): Promise<void> {
+  const list = spawnSync('rabbitmqctl', ['-q', 'list_queues', 'name', '--no-table-headers'], { encoding: 'utf8', timeout: 15_000 });
+  const names = (list.status === 0 ? list.stdout : '').split('\n').map((l) => l.trim()).filter((q) => q.startsWith(`${exchange}.`));
+  const conn = await connect(amqpUrl).catch(() => undefined);
+  if (!conn) return;
+  try {
+    const ch = await conn.createChannel();
+    for (const q of names) await ch.deleteQueue(q);
+    await ch.deleteExchange(exchange);
+    await ch.close();
+  } catch {
+    // best effort: leftovers only cost broker memory
+  } finally {
+    await conn.close().catch(() => undefined);
+  }
+}

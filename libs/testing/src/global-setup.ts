@@ -1,0 +1,28 @@
+import pg from 'pg';
+import { connect } from 'amqplib';
+import { startContainersIfDockerAnswers } from './containers';
+
+/**
+ * Backing servers for the integration run, in this order of preference:
+ * DATABASE_URL / AMQP_URL when set (CI sets them to the machine's own servers);
+ * else PostgreSQL and RabbitMQ in testcontainers when a Docker engine answers;
+ * else nothing, and the tests use the embedded PGlite and in-process bus.
+ * Fails the run at once when a named server does not answer, instead of letting
+ * every test time out or test less.
+ */
+export default async function globalSetup(): Promise<void> {
+  if (!process.env.DATABASE_URL && !process.env.AMQP_URL) await startContainersIfDockerAnswers();
+  if (process.env.DATABASE_URL) {
+    const c = new pg.Client({ connectionString: process.env.DATABASE_URL, connectionTimeoutMillis: 5000 });
+    await c.connect().catch((e: Error) => {
+      throw new Error(`PostgreSQL at DATABASE_URL does not answer: ${e.message}`);
+    });
+    await c.end();
+  }
+  if (process.env.AMQP_URL) {
+    const conn = await connect(process.env.AMQP_URL).catch((e: Error) => {
+      throw new Error(`RabbitMQ at AMQP_URL does not answer: ${e.message}`);
+    });
+    await conn.close();
+  }
+}

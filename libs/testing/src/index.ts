@@ -1,0 +1,4 @@
+export * from './backing.js';
+export * from './stack.js';
+export * from './cluster.js';
+export * from './service-harness.js';

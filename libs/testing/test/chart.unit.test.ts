@@ -1,0 +1,135 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Ajv from 'ajv';
+import { parse, parseAllDocuments } from 'yaml';
+
+const root = join(__dirname, '..', '..', '..');
+const chart = join(root, 'charts', 'lab');
+const read = (p: string) => readFileSync(join(chart, p), 'utf8');
+const values = parse(read('values.yaml')) as Record<string, any>;
+const schema = JSON.parse(read('values.schema.json')) as Record<string, unknown>;
+const templates = readdirSync(join(chart, 'templates')).filter((f) => /\.(ya?ml|tpl)$/.test(f));
+const helm = spawnSync('helm', ['version', '--short']).status === 0;
+
+const validator = () => new Ajv({ allErrors: true, strict: false }).compile(schema);
+const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
+
+function has(obj: unknown, path: string[]): boolean {
+  let cur: unknown = obj;
+  for (const p of path) {
+    if (!cur || typeof cur !== 'object' || !(p in (cur as object))) return false;
+    cur = (cur as Record<string, unknown>)[p];
+  }
+  return true;
+}
+
+/**
+ * Every `.Values.a.b` the templates read, and every `$svc.a.b` where `$svc` is the
+ * value variable of a `range ... := .Values.services` loop (checked against each entry).
+ */
+function referencedPaths(): { values: string[][]; service: string[][] } {
+  const values: string[][] = [];
+  const service: string[][] = [];
+  for (const f of templates) {
+    const text = readFileSync(join(chart, 'templates', f), 'utf8');
+    for (const m of text.matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) values.push(m[1]!.slice(1).split('.'));
+    const loopVars = [...text.matchAll(/range\s+\$[A-Za-z_]+\s*,\s*(\$[A-Za-z_]+)\s*:=\s*\$?[A-Za-z_]*\.Values\.services\b/g)].map((m) => m[1]!);
+    for (const v of new Set(loopVars)) {
+      const re = new RegExp(`\\${v}((?:\\.[A-Za-z_][A-Za-z0-9_]*)+)`, 'g');
+      for (const m of text.matchAll(re)) service.push(m[1]!.slice(1).split('.'));
+    }
+  }
+  return { values, service };
+}
+
+describe('helm chart charts/lab', () => {
+  it('Chart.yaml is a v2 application chart', () => {
+    expect(parse(read('Chart.yaml'))).toMatchObject({ apiVersion: 'v2', name: 'lab', type: 'application', version: expect.any(String) });
+  });
+
+  it('values.yaml satisfies values.schema.json', () => {
+    const validate = validator();
+    expect(validate(values) ? [] : validate.errors).toEqual([]);
+  });
+
+  it('the schema refuses values that break the rules (so the check above can fail)', () => {
+    const validate = validator();
+    const bad = (mutate: (v: any) => void) => {
+      const v = clone(values);
+      mutate(v);
+      return validate(v);
+    };
+    expect(bad((v) => (v.containerSecurityContext.readOnlyRootFilesystem = false))).toBe(false);
+    expect(bad((v) => (v.services.notebook.kind = 'http'))).toBe(false);
+    expect(bad((v) => (v.services.identity.env = { DATABASE_URL: 'postgres://u:p@db/x' }))).toBe(false);
+    expect(bad((v) => (v.services.identity.probes.liveness = {}))).toBe(false);
+    expect(bad((v) => delete v.services.audit.autoscaling)).toBe(false);
+  });
+
+  it('defines every component of the cluster', () => {
+    // every service package of the repository (standalone is all of them in one process)
+    const packages = readdirSync(join(__dirname, '..', '..', '..', 'services'), { withFileTypes: true })
+      .filter((d) => d.isDirectory() && d.name !== 'standalone' && existsSync(join(__dirname, '..', '..', '..', 'services', d.name, 'package.json')))
+      .map((d) => d.name)
+      .sort();
+    expect(Object.keys(values.services).sort()).toEqual(packages);
+    expect(values.services.gateway.probes.liveness).toHaveProperty('httpGet');
+    for (const [name, s] of Object.entries<any>(values.services)) {
+      if (name !== 'gateway') expect([name, s.probes.liveness]).toEqual([name, expect.objectContaining({ grpc: { port: s.port } })]);
+    }
+  });
+
+  it('every .Values path the templates read exists in values.yaml', () => {
+    const { values: paths, service } = referencedPaths();
+    expect(paths.length).toBeGreaterThan(10);
+    expect(service.length).toBeGreaterThan(10);
+    expect(paths.filter((p) => !has(values, p)).map((p) => p.join('.'))).toEqual([]);
+    for (const [name, entry] of Object.entries(values.services)) {
+      expect([name, service.filter((p) => !has(entry, p)).map((p) => p.join('.'))]).toEqual([name, []]);
+    }
+  });
+
+  it('the path check notices a missing value', () => {
+    const { values: paths } = referencedPaths();
+    const v = clone(values);
+    delete v.metrics.port;
+    expect(paths.some((p) => !has(v, p))).toBe(true);
+  });
+
+  it('templates never carry a secret value, only references', () => {
+    for (const f of templates) {
+      const text = readFileSync(join(chart, 'templates', f), 'utf8');
+      expect([f, /postgres(ql)?:\/\/|amqps?:\/\/|redis:\/\//.test(text)]).toEqual([f, false]);
+    }
+  });
+
+  it('a migration entry exists for every component whose hook is on', () => {
+    for (const [name, s] of Object.entries<any>(values.services)) {
+      if (!s.enabled || !s.database || !s.migrate) continue;
+      expect([name, readdirSync(join(root, 'services', name, 'src')).includes('migrate.ts')]).toEqual([name, true]);
+    }
+  });
+
+  it('docker/compose.yaml parses and runs every component as its own container', () => {
+    const compose = parse(readFileSync(join(root, 'docker', 'compose.yaml'), 'utf8')) as { services: Record<string, any> };
+    for (const s of ['postgres', 'rabbitmq', 'redis', 'gateway', 'identity', 'notebook', 'audit']) expect(Object.keys(compose.services)).toContain(s);
+    expect(compose.services.gateway.environment).toMatchObject({ IDENTITY_ADDR: expect.any(String), NOTEBOOK_ADDR: expect.any(String), AUDIT_ADDR: expect.any(String) });
+  });
+
+  it('the Grafana dashboard parses and queries the lab metrics', () => {
+    const dash = JSON.parse(read('dashboards/lab.json')) as { panels: { targets?: { expr: string }[] }[] };
+    const exprs = dash.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr).join('\n');
+    for (const m of ['lab_http_request_duration_seconds', 'lab_grpc_server_duration_seconds', 'lab_outbox_backlog', 'lab_bus_consumed_total', 'lab_rate_limit_rejections_total', 'lab_idempotent_replays_total']) {
+      expect(exprs).toContain(m);
+    }
+  });
+
+  (helm ? it : it.skip)('helm lint --strict and helm template render valid YAML', () => {
+    execFileSync('helm', ['lint', '--strict', chart], { stdio: 'pipe' });
+    const out = execFileSync('helm', ['template', 'lab', chart, '--set', 'ingress.enabled=true'], { encoding: 'utf8' });
+    const docs = parseAllDocuments(out).map((d) => d.toJS()).filter(Boolean);
+    const kinds = docs.map((d: any) => d.kind);
+    for (const k of ['Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'Job', 'ConfigMap', 'Ingress']) expect(kinds).toContain(k);
+  });
+});

@@ -1,0 +1,38 @@
+import { join } from 'node:path';
+import { audit } from '@lab/contracts';
+import { DomainError, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
+import { listRecords, parseListRequest, storeRecord } from './audit-log.js';
+
+/**
+ * The audit service: consumes every `audit.record` message from the events
+ * exchange into its log and serves the keyset-paged read behind GET /v1/audit.
+ */
+export const definition: ServiceDefinition = {
+  name: 'audit',
+  schema: 'audit',
+  migrationsDir: join(__dirname, '..', 'migrations'),
+  async register(server, { bus, db }) {
+    // The record id is the message id and the table's primary key, so the insert
+    // itself drops duplicates: no separate inbox row is needed per message.
+    await bus.subscribe({
+      queue: 'audit.records',
+      bindings: ['audit.record'],
+      prefetch: 200,
+      handler: async (msg) => storeRecord(db.orm, msg as BusMessage<AuditRecordData>),
+    });
+    server.add(audit.AuditServiceService, {
+      listAudit: async (req, caller) => {
+        if (!caller.org_id) throw DomainError.forbidden('an organisation is required', 'org_required');
+        const page = await listRecords(db, caller.org_id, parseListRequest(req));
+        return {
+          json: page.json,
+          count: page.count,
+          next_since_created_at: page.next?.since_created_at,
+          next_since_id: page.next?.since_id,
+        };
+      },
+    });
+  },
+};
+
+export { listRecords, storeRecord } from './audit-log.js';

@@ -1,0 +1,41 @@
+import { records } from '@lab/contracts';
+import { recordServiceHandlers, type GrpcServer, type Handlers, type ServiceDeps } from '@lab/kit';
+import { withConstraintErrors } from './constraint-errors.js';
+import { calibrations, documentResources, flattenDocument, flattenDocuments, qualifications } from './documents.js';
+import { equipment } from './equipment.js';
+import { maintenance } from './maintenance.js';
+import { remote, remoteLinkHandlers } from './remote.js';
+import { usage } from './usage.js';
+
+type RecordHandlers = Handlers<typeof records.RecordServiceService>;
+
+export const resources = [equipment, usage, maintenance, calibrations, qualifications, remote];
+
+/** Calibrations and qualifications leave the service flattened (see documents.ts). */
+function withFlatDocuments(base: RecordHandlers): RecordHandlers {
+  const isDoc = (resource: string) => documentResources.has(resource);
+  return {
+    ...base,
+    listRecords: async (req, caller) => {
+      const page = await base.listRecords(req, caller);
+      return isDoc(req.resource) ? { ...page, json: flattenDocuments(page.json) } : page;
+    },
+    getRecord: async (req, caller) => {
+      const r = await base.getRecord(req, caller);
+      return isDoc(req.resource) ? { json: flattenDocument(r.json) } : r;
+    },
+    createRecord: async (req, caller) => {
+      const r = await base.createRecord(req, caller);
+      return isDoc(req.resource) ? { json: flattenDocument(r.json) } : r;
+    },
+    updateRecord: async (req, caller) => {
+      const r = await base.updateRecord(req, caller);
+      return isDoc(req.resource) ? { json: flattenDocument(r.json) } : r;
+    },
+  };
+}
+
+export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
+  const base = recordServiceHandlers(deps, resources);
+  server.add(records.RecordServiceService, withConstraintErrors(withFlatDocuments(remoteLinkHandlers(base, deps.db))));
+}

@@ -1,0 +1,137 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import helmet from 'helmet';
+import { DomainError, metrics, newId, requestScope } from '@lab/kit';
+import { runRoute } from './pipeline.js';
+import { RateLimitedError, type RateState } from './rate-limit.js';
+import { errorReply, send } from './replies.js';
+import type { Ctx, Deps } from './request.js';
+import { ROUTES, Router, type Route } from './routes.js';
+
+/** The spec's maximum size of an inbound webhook request body (description A). */
+const INBOUND_WEBHOOK_MAX_BYTES = 1_000_000;
+
+/** An incoming X-Request-Id is kept only if it is short and plain. */
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+interface Locals {
+  requestId: string;
+  route?: Route;
+  params?: Record<string, string>;
+}
+
+const locals = (res: Response) => res.locals as Locals;
+
+/** The express application of the gateway: the route table is its only router. */
+export function createApp(deps: Deps): express.Express {
+  const router = new Router(ROUTES);
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const given = req.headers['x-request-id'];
+    const requestId = typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : newId();
+    locals(res).requestId = requestId;
+    res.setHeader('X-Request-Id', requestId);
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const route = locals(res).route?.path ?? 'unmatched';
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics().httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
+    });
+    requestScope.run({ request_id: requestId }, next);
+  });
+  app.use(helmet());
+
+  // Routing before body parsing: an unknown path is 404 whatever its body.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const m = router.match(req.method, req.path);
+    if (m.kind === 'found') {
+      locals(res).route = m.route;
+      locals(res).params = m.params;
+      next();
+      return;
+    }
+    if (m.kind === 'method_not_allowed') {
+      res.setHeader('Allow', m.allowed.join(', '));
+      next(new DomainError('method_not_allowed', 'method_not_allowed', `${req.method} is not allowed on ${req.path}`));
+      return;
+    }
+    next(DomainError.notFound(`no route for ${req.method} ${req.path}`));
+  });
+  // The inbound webhook receiver verifies a signature over the exact bytes:
+  // its body is read raw (any content type), at most 1,000,000 bytes (413
+  // beyond, never buffered further); express.json then leaves it alone.
+  const inboundRaw = express.raw({ limit: INBOUND_WEBHOOK_MAX_BYTES, type: () => true });
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (locals(res).route?.handler.kind === 'inbound_webhook') inboundRaw(req, res, next);
+    else next();
+  });
+  app.use(express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }));
+  // HTML forms and OAuth token requests: only the OAuth functions take them.
+  const formBody = express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 50 });
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const kind = locals(res).route?.handler.kind;
+    if (kind === 'oauth_authorize' || kind === 'oauth_token') formBody(req, res, next);
+    else next();
+  });
+
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const { requestId, route, params } = locals(res);
+    const ctx: Ctx = { req, route: route!, params: params ?? {}, requestId, body: req.body };
+    // Body parsing ran in stream callbacks: re-enter the request's scope.
+    requestScope.run({ request_id: requestId }, () => {
+      handle(ctx, deps, res).catch(next);
+    });
+  });
+
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    send(res, errorReply(bodyError(err) ?? err, deps.log));
+  });
+  return app;
+}
+
+async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
+  // a raw file upload is multipart/form-data, streamed by its handler
+  if (ctx.body === undefined && hasBody(ctx.req) && ctx.route.handler.kind !== 'raw_upload') {
+    throw DomainError.invalid('request body must be JSON (Content-Type: application/json)', {
+      fields: [{ path: '', message: 'must be application/json' }],
+    });
+  }
+  let reply;
+  let rate: RateState | undefined;
+  try {
+    reply = await runRoute(ctx, deps);
+    rate = ctx.rate;
+  } catch (err) {
+    rate = err instanceof RateLimitedError ? err.state : ctx.rate;
+    reply = errorReply(err, deps.log);
+  }
+  if (rate) {
+    res.setHeader('X-RateLimit-Limit', String(rate.limit));
+    res.setHeader('X-RateLimit-Remaining', String(rate.remaining));
+  }
+  send(res, reply);
+}
+
+const hasBody = (req: Request) =>
+  Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+
+/** body-parser's errors as DomainErrors: malformed JSON, too large, bad charset. */
+function bodyError(err: unknown): DomainError | undefined {
+  const e = err as { type?: string; status?: number } | null;
+  if (!e || typeof e !== 'object' || typeof e.type !== 'string') return undefined;
+  switch (e.type) {
+    case 'entity.parse.failed':
+      return DomainError.invalid('request body is not valid JSON', undefined, 'invalid_json');
+    case 'entity.too.large':
+      return new DomainError('too_large', 'payload_too_large', 'request body exceeds 1 MB');
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return DomainError.invalid('unsupported body encoding', undefined, 'invalid_body');
+    case 'request.aborted':
+      return DomainError.invalid('request aborted', undefined, 'invalid_body');
+    default:
+      return e.status && e.status < 500 ? DomainError.invalid('malformed request body', undefined, 'invalid_body') : undefined;
+  }
+}

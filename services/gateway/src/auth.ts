@@ -1,0 +1,138 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Request } from 'express';
+import type { identity } from '@lab/contracts';
+import { hashToken, parseApiKeyOrg, tokenKindOf } from '@lab/identity';
+import { DomainError, isUuid, systemContext, type CallerContext } from '@lab/kit';
+import type { Clients } from './clients.js';
+import { PrincipalCache } from './principal-cache.js';
+
+export type Principal = identity.Principal;
+
+/** Token kinds the public API (/v1) accepts; user sign-in sessions are not among them. */
+const PUBLIC_KINDS = new Set(['api_key', 'pat', 'oauth']);
+/** Sign-in tokens (access `ses_`, refresh `ref_`) are told apart by prefix before any lookup. */
+const isSignInToken = (token: string) => token.startsWith('ses_') || token.startsWith('ref_');
+const isSessionToken = (token: string) => token.startsWith('ses_');
+
+/** The bearer token of an Authorization header, or 401. */
+export function bearerOf(header: string | undefined): string {
+  const m = header ? /^Bearer[ ]+([^\s]+)\s*$/i.exec(header) : null;
+  if (!m) throw DomainError.unauthenticated();
+  return m[1]!;
+}
+
+const one = (v: unknown): string | undefined => {
+  if (v === undefined) return undefined;
+  if (typeof v === 'string') return v;
+  throw DomainError.invalid('org_id given more than once', { fields: [{ path: 'org_id', message: 'must be given once' }] });
+};
+
+/**
+ * The organisation a request selects, from query `org_id` or header `X-Org-Id`.
+ * Both may be given only if they agree; a value that is not a UUID is 400.
+ */
+export function orgSelection(query: unknown, header: string | string[] | undefined): string | undefined {
+  const fromQuery = one(query);
+  const fromHeader = one(header);
+  for (const [path, v] of [['org_id', fromQuery], ['X-Org-Id', fromHeader]] as const) {
+    if (v !== undefined && !isUuid(v)) throw DomainError.invalid(`${path} must be a UUID`, { fields: [{ path, message: 'must be a UUID' }] });
+  }
+  if (fromQuery && fromHeader && fromQuery.toLowerCase() !== fromHeader.toLowerCase()) {
+    throw DomainError.invalid('org_id and X-Org-Id name different organisations', {
+      fields: [{ path: 'org_id', message: 'differs from X-Org-Id' }],
+    });
+  }
+  return (fromQuery ?? fromHeader)?.toLowerCase();
+}
+
+/** The caller context passed (signed) on every gRPC call of a request. */
+export function callerOf(p: Principal, requestId: string): CallerContext {
+  return {
+    org_id: p.org_id,
+    user_id: p.user_id ?? null,
+    role: p.role ?? null,
+    department_id: p.department_id ?? null,
+    scopes: p.scopes,
+    token_kind: p.token_kind,
+    token_id: p.token_id,
+    request_id: requestId,
+    connector_id: p.connector_id ?? null,
+    device_ids: p.device_ids,
+  };
+}
+
+export function operatorCaller(requestId: string, orgId: string | null): CallerContext {
+  return { ...systemContext(requestId, orgId), token_kind: 'operator' };
+}
+
+const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/**
+ * Establishes who is calling: public API tokens and user sessions through
+ * identity's ResolveToken (cached), the operator by constant-time comparison.
+ */
+export class Authenticator {
+  private readonly operatorDigest: Buffer;
+
+  constructor(
+    private readonly clients: Clients,
+    readonly cache: PrincipalCache,
+    operatorToken: string,
+  ) {
+    this.operatorDigest = digest(operatorToken);
+  }
+
+  /** API key, PAT or OAuth token on /v1, acting in one organisation. */
+  async publicApi(req: Request, requestId: string): Promise<Principal> {
+    const token = bearerOf(req.headers.authorization);
+    if (isSignInToken(token)) throw DomainError.unauthenticated('sign-in tokens are not accepted on the public API');
+    const org = orgSelection(req.query.org_id, req.headers['x-org-id']);
+    const keyOrg = parseApiKeyOrg(token);
+    // An API key carries its organisation: a different selection fails without a hop.
+    if (keyOrg && org && keyOrg !== org) throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
+    const principal = await this.resolve(token, keyOrg ? undefined : org, requestId);
+    if (!PUBLIC_KINDS.has(principal.token_kind)) throw DomainError.unauthenticated();
+    return principal;
+  }
+
+  /** A signed-in user's access token; the organisation comes from X-Org-Id. */
+  async session(req: Request, requestId: string): Promise<Principal> {
+    const token = bearerOf(req.headers.authorization);
+    if (!isSessionToken(token)) throw DomainError.unauthenticated('a user access token is required');
+    const org = orgSelection(undefined, req.headers['x-org-id']);
+    if (!org) throw DomainError.invalid('X-Org-Id is required', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+    const principal = await this.resolve(token, org, requestId);
+    if (principal.token_kind !== 'session' || !principal.user_id) throw DomainError.unauthenticated('a user access token is required');
+    return principal;
+  }
+
+  /**
+   * The MCP function: only a signed-in user's own access tokens, a sign-in token
+   * (`ses_`, organisation from X-Org-Id) or an OAuth access token (`oat_`, the
+   * organisation of its grant); never API keys or PATs.
+   */
+  async user(req: Request, requestId: string): Promise<Principal> {
+    const token = bearerOf(req.headers.authorization);
+    const kind = tokenKindOf(token);
+    if (kind !== 'session' && kind !== 'oauth') throw DomainError.unauthenticated('a signed-in user\'s access token is required (API keys and PATs are not accepted)');
+    const org = orgSelection(undefined, req.headers['x-org-id']);
+    if (kind === 'session' && !org) {
+      throw DomainError.invalid('X-Org-Id is required with a sign-in token', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+    }
+    const principal = await this.resolve(token, org, requestId);
+    if (principal.token_kind !== kind || !principal.user_id) throw DomainError.unauthenticated();
+    return principal;
+  }
+
+  operator(req: Request): void {
+    const token = bearerOf(req.headers.authorization);
+    if (!timingSafeEqual(digest(token), this.operatorDigest)) throw DomainError.unauthenticated('invalid operator token');
+  }
+
+  private resolve(token: string, org: string | undefined, requestId: string): Promise<Principal> {
+    const tokenHash = hashToken(token);
+    return this.cache.get(PrincipalCache.key(tokenHash, org), () =>
+      this.clients.identity().call('resolveToken', { token_hash: tokenHash, org_id: org }, systemContext(requestId)),
+    );
+  }
+}

@@ -1,0 +1,311 @@
+import type { Request } from 'express';
+import type { identity } from '@lab/contracts';
+import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
+import { DomainError, systemContext } from '@lab/kit';
+import { RateLimitedError } from '../rate-limit.js';
+import type { Reply } from '../replies.js';
+import type { Ctx, Deps } from '../request.js';
+import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
+import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } from './views.js';
+
+/**
+ * oauth-authorize and oauth-token: the authorization-code flow for registered
+ * confidential clients (RFC 6749 section 4.1, refresh in section 6). Written by
+ * hand over identity's RPCs: identity owns clients, grants, codes and tokens and
+ * does every check that touches them in one transaction; this module speaks HTTP.
+ */
+export const functionsBase = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}/functions/v1`;
+
+type Params = Record<string, unknown>;
+
+/** Sign-in attempts through the authorization page per email address. */
+const LOGIN_LIMITS = { per_minute: 10, per_hour: 100 };
+const MAX_PARAM = 2000;
+
+/** A parameter given at most once (RFC 6749 3.1), as a string; `bad` when repeated or not text. */
+function param(p: Params, name: string): string | undefined | typeof BAD {
+  const v = p[name];
+  if (v === undefined || v === '') return undefined;
+  if (typeof v !== 'string' || v.length > MAX_PARAM) return BAD;
+  return v;
+}
+const BAD = Symbol('bad');
+
+/** The client's redirect_uri with the response parameters appended. */
+function redirectTo(uri: string, values: Record<string, string | undefined>): Reply {
+  const u = new URL(uri);
+  for (const [k, v] of Object.entries(values)) if (v !== undefined) u.searchParams.append(k, v);
+  return { status: 302, headers: { ...PAGE_HEADERS, Location: u.toString() } };
+}
+
+const errorRedirect = (r: AuthorizeRequest, error: string, description: string): Reply =>
+  redirectTo(r.redirect_uri, { error, error_description: description, state: r.state });
+
+async function clientOf(deps: Deps, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
+  try {
+    return await deps.clients.identity().call('getOAuthClient', { client_id: clientId }, systemContext(requestId));
+  } catch (err) {
+    if (err instanceof DomainError && (err.kind === 'not_found' || err.kind === 'invalid')) return null;
+    throw err;
+  }
+}
+
+type Parsed = { ok: AuthorizeRequest; client: identity.OAuthClient } | { reply: Reply };
+
+/**
+ * The authorization request. Until client_id and redirect_uri are known good
+ * every error is a page (a redirect could deliver to an attacker's URI); after
+ * that errors go back to the client by redirect, with its state.
+ */
+async function parseAuthorizeRequest(p: Params, deps: Deps, requestId: string): Promise<Parsed> {
+  const clientId = param(p, 'client_id');
+  const redirectUri = param(p, 'redirect_uri');
+  if (clientId === undefined || clientId === BAD) return { reply: errorPage(400, 'invalid_request', 'client_id is missing or given more than once.') };
+  const client = await clientOf(deps, clientId, requestId);
+  if (!client) return { reply: errorPage(400, 'invalid_client', 'The client is not registered.') };
+  if (redirectUri === undefined || redirectUri === BAD || !client.redirect_uris.includes(redirectUri)) {
+    return { reply: errorPage(400, 'invalid_request', 'redirect_uri is missing or not registered for this client.') };
+  }
+  const state = param(p, 'state');
+  const base: AuthorizeRequest = { client_id: client.client_id, redirect_uri: redirectUri, scopes: [], ...(typeof state === 'string' ? { state } : {}) };
+  const fail = (error: string, description: string) => ({ reply: errorRedirect(base, error, description) });
+  if (state === BAD) return fail('invalid_request', 'state is given more than once or too long');
+  const responseType = param(p, 'response_type');
+  if (responseType === undefined || responseType === BAD) return fail('invalid_request', 'response_type is required');
+  if (responseType !== 'code') return fail('unsupported_response_type', 'only response_type=code is supported');
+  const scope = param(p, 'scope');
+  if (scope === BAD) return fail('invalid_request', 'scope is given more than once');
+  const scopes = [...new Set((scope ?? '').split(' ').filter((s) => s.length > 0))];
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s) || !client.scopes.includes(s));
+  if (unknown.length) return fail('invalid_scope', `not allowed for this client: ${unknown.join(' ')}`);
+  const challenge = param(p, 'code_challenge');
+  const method = param(p, 'code_challenge_method');
+  if (challenge === BAD || method === BAD || (method !== undefined && (challenge === undefined || (method !== 'S256' && method !== 'plain')))) {
+    return fail('invalid_request', 'code_challenge_method must be S256 or plain and needs a code_challenge');
+  }
+  if (challenge !== undefined && !/^[A-Za-z0-9._~-]{43,128}$/.test(challenge)) return fail('invalid_request', 'malformed code_challenge');
+  return {
+    ok: {
+      ...base,
+      scopes,
+      ...(challenge !== undefined ? { code_challenge: challenge, code_challenge_method: (method ?? 'plain') as 'S256' | 'plain' } : {}),
+    },
+    client,
+  };
+}
+
+const secure = (req: Request) => req.protocol === 'https';
+
+function formFor(deps: Deps, req: Request, r: AuthorizeRequest, userId?: string): FormSecrets {
+  const { state, csrf } = deps.oauthState.seal(r, userId);
+  return { state, csrf, secure: secure(req) };
+}
+
+/** The consent page for a signed-in user, or access_denied when they belong to no organisation. */
+async function consent(ctx: Ctx, deps: Deps, r: AuthorizeRequest, client: identity.OAuthClient, userId: string): Promise<Reply> {
+  const { orgs } = await deps.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
+  if (!orgs.length) return errorRedirect(r, 'access_denied', 'the user is not a member of any organisation');
+  const scopes = r.scopes.length ? r.scopes : client.scopes;
+  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, r, userId));
+}
+
+/** A user already signed in through /auth/v1/token may present its access token instead of the login form. */
+async function sessionUser(ctx: Ctx, deps: Deps): Promise<string | undefined> {
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
+  if (!m || tokenKindOf(m[1]!) !== 'session') return undefined;
+  try {
+    const u = await deps.clients.identity().call('resolveSessionUser', { token_hash: hashToken(m[1]!) }, systemContext(ctx.requestId));
+    return u.id;
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'unauthenticated') return undefined;
+    throw err;
+  }
+}
+
+/** GET (and POST without a step) /functions/v1/oauth-authorize: start of the flow. */
+async function start(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
+  const parsed = await parseAuthorizeRequest(p, deps, ctx.requestId);
+  if ('reply' in parsed) return parsed.reply;
+  const userId = await sessionUser(ctx, deps);
+  if (userId) return consent(ctx, deps, parsed.ok, parsed.client, userId);
+  return loginPage(parsed.client.name, formFor(deps, ctx.req, parsed.ok));
+}
+
+/** The posted state, if it is authentic, unexpired and its CSRF token is in both the form and the cookie. */
+function postedState(ctx: Ctx, deps: Deps, p: Params): AuthorizeState | Reply {
+  const s = deps.oauthState.open(p.auth_state);
+  if (!s) return errorPage(400, 'invalid_request', 'This sign-in form has expired or was altered. Start again from the application.');
+  if (!deps.oauthState.csrfValid(s, p.csrf_token, cookieOf(ctx.req.headers.cookie, CSRF_COOKIE))) {
+    return errorPage(403, 'invalid_request', 'The form could not be verified (CSRF). Start again from the application.');
+  }
+  return s;
+}
+
+const requestOf = (s: AuthorizeState): AuthorizeRequest => {
+  const { user_id: _u, nonce: _n, exp: _e, ...r } = s;
+  return r;
+};
+
+async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
+  const s = postedState(ctx, deps, p);
+  if (!('nonce' in s)) return s;
+  const r = requestOf(s);
+  const client = await clientOf(deps, r.client_id, ctx.requestId);
+  if (!client) return errorPage(400, 'invalid_client', 'The client is no longer registered.');
+  const email = param(p, 'email');
+  const password = param(p, 'password');
+  if (typeof email !== 'string' || typeof password !== 'string') {
+    return loginPage(client.name, formFor(deps, ctx.req, r), 'Enter your email and password.');
+  }
+  // Password guessing through the form is throttled per account, like a lockout that heals.
+  try {
+    await deps.limiter.consume(`oauth-login:${email.trim().toLowerCase()}`, LOGIN_LIMITS);
+  } catch (err) {
+    if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
+    throw err;
+  }
+  let user: identity.User;
+  try {
+    user = await deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId));
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, r), 'Invalid email or password.');
+    throw err;
+  }
+  return consent(ctx, deps, r, client, user.id);
+}
+
+async function decide(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
+  const s = postedState(ctx, deps, p);
+  if (!('nonce' in s)) return s;
+  if (!s.user_id) return errorPage(400, 'invalid_request', 'Sign in first.');
+  const r = requestOf(s);
+  if (p.decision !== 'allow') return errorRedirect(r, 'access_denied', 'the user denied the request');
+  const orgId = param(p, 'org_id');
+  if (typeof orgId !== 'string') return errorRedirect(r, 'invalid_request', 'no organisation chosen');
+  try {
+    const code = await deps.clients.identity().call(
+      'createOAuthCode',
+      {
+        client_id: r.client_id,
+        redirect_uri: r.redirect_uri,
+        user_id: s.user_id,
+        org_id: orgId,
+        scopes: r.scopes,
+        code_challenge: r.code_challenge,
+        code_challenge_method: r.code_challenge_method,
+      },
+      systemContext(ctx.requestId, orgId),
+    );
+    return redirectTo(r.redirect_uri, { code: code.code, state: r.state });
+  } catch (err) {
+    if (err instanceof DomainError) {
+      if (err.code === 'invalid_scope') return errorRedirect(r, 'invalid_scope', err.message);
+      if (err.code === 'invalid_client') return errorRedirect(r, 'unauthorized_client', err.message);
+      if (err.kind === 'forbidden' || err.kind === 'invalid') return errorRedirect(r, 'access_denied', 'the user cannot grant access to this organisation');
+    }
+    deps.log.error({ err }, 'oauth-authorize failed');
+    return errorRedirect(r, 'server_error', 'the authorization server failed; try again');
+  }
+}
+
+/** GET/POST /functions/v1/oauth-authorize. */
+export async function oauthAuthorize(ctx: Ctx, deps: Deps): Promise<Reply> {
+  if (ctx.req.method === 'GET') return start(ctx, deps, ctx.req.query as Params);
+  const body = (ctx.body && typeof ctx.body === 'object' ? ctx.body : {}) as Params;
+  switch (body.step) {
+    case 'login':
+      return login(ctx, deps, body);
+    case 'consent':
+      return decide(ctx, deps, body);
+    case undefined:
+      return start(ctx, deps, body);
+    default:
+      return errorPage(400, 'invalid_request', 'unknown form step');
+  }
+}
+
+// ---- token endpoint ----
+
+const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
+
+const tokenError = (status: number, error: string, description: string, headers: Record<string, string> = {}): Reply => ({
+  status,
+  contentType: 'application/json; charset=utf-8',
+  headers: { ...TOKEN_HEADERS, ...headers },
+  body: JSON.stringify({ error, error_description: description }),
+});
+
+const BASIC_CHALLENGE = { 'WWW-Authenticate': 'Basic realm="oauth-token", charset="UTF-8"' };
+
+type ClientCreds = { client_id: string; client_secret: string; basic: boolean };
+
+/** client_secret_basic (RFC 6749 2.3.1: form-urlencoded id and secret) or client_secret_post; never both. */
+function clientCredentials(req: Request, p: Params): ClientCreds | Reply {
+  const header = req.headers.authorization;
+  const postId = param(p, 'client_id');
+  const postSecret = param(p, 'client_secret');
+  if (postId === BAD || postSecret === BAD) return tokenError(400, 'invalid_request', 'client_id or client_secret given more than once');
+  if (header !== undefined) {
+    const m = /^Basic[ ]+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
+    const decoded = m ? Buffer.from(m[1]!, 'base64').toString('utf8') : '';
+    const i = decoded.indexOf(':');
+    if (i < 0) return tokenError(401, 'invalid_client', 'malformed Basic credentials', BASIC_CHALLENGE);
+    if (postSecret !== undefined) return tokenError(400, 'invalid_request', 'use one client authentication method');
+    try {
+      const id = decodeURIComponent(decoded.slice(0, i).replace(/\+/g, ' '));
+      const secret = decodeURIComponent(decoded.slice(i + 1).replace(/\+/g, ' '));
+      if (postId !== undefined && postId !== id) return tokenError(400, 'invalid_request', 'client_id differs from the Basic credentials');
+      return { client_id: id, client_secret: secret, basic: true };
+    } catch {
+      return tokenError(401, 'invalid_client', 'malformed Basic credentials', BASIC_CHALLENGE);
+    }
+  }
+  if (postId === undefined || postSecret === undefined) return tokenError(401, 'invalid_client', 'client authentication is required', BASIC_CHALLENGE);
+  return { client_id: postId, client_secret: postSecret, basic: false };
+}
+
+/** POST /functions/v1/oauth-token: authorization_code and refresh_token grants. */
+export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const p = (ctx.body && typeof ctx.body === 'object' && !Array.isArray(ctx.body) ? ctx.body : {}) as Params;
+  const creds = clientCredentials(ctx.req, p);
+  if (!('client_id' in creds)) return creds;
+  const client = { client_id: creds.client_id, client_secret: creds.client_secret };
+  const grantType = param(p, 'grant_type');
+  const idc = deps.clients.identity();
+  const caller = systemContext(ctx.requestId);
+  let t: identity.OAuthTokens;
+  try {
+    if (grantType === 'authorization_code') {
+      const code = param(p, 'code');
+      const redirectUri = param(p, 'redirect_uri');
+      const verifier = param(p, 'code_verifier');
+      if (typeof code !== 'string' || typeof redirectUri !== 'string' || verifier === BAD) {
+        return tokenError(400, 'invalid_request', 'code and redirect_uri are required, each once');
+      }
+      t = await idc.call('exchangeOAuthCode', { client, code, redirect_uri: redirectUri, code_verifier: verifier }, caller);
+    } else if (grantType === 'refresh_token') {
+      const refresh = param(p, 'refresh_token');
+      const scope = param(p, 'scope');
+      if (typeof refresh !== 'string' || scope === BAD) return tokenError(400, 'invalid_request', 'refresh_token is required, once');
+      const scopes = [...new Set((scope ?? '').split(' ').filter((s) => s.length > 0))];
+      t = await idc.call('refreshOAuthToken', { client, refresh_token: refresh, scopes }, caller);
+    } else if (grantType === undefined || grantType === BAD) {
+      return tokenError(400, 'invalid_request', 'grant_type is required, once');
+    } else {
+      return tokenError(400, 'unsupported_grant_type', 'supported: authorization_code, refresh_token');
+    }
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    if (err.code === 'invalid_client') return tokenError(401, 'invalid_client', 'client authentication failed', creds.basic ? BASIC_CHALLENGE : {});
+    if (err.code === 'invalid_grant' || err.code === 'invalid_scope') return tokenError(400, err.code, err.message);
+    if (err.kind === 'invalid') return tokenError(400, 'invalid_request', err.message);
+    if (err.kind === 'unavailable') return tokenError(503, 'temporarily_unavailable', 'try again later');
+    throw err;
+  }
+  return {
+    status: 200,
+    contentType: 'application/json; charset=utf-8',
+    headers: TOKEN_HEADERS,
+    body: JSON.stringify({ access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token, scope: t.scopes.join(' ') }),
+  };
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { isUuid } from '@lab/kit';
+import type { Reply } from '../replies.js';
+import { callerIn, type Ctx, type Deps } from '../request.js';
+import { parseWith } from '../validation.js';
+
+const dateTime = z.iso.datetime({ offset: true });
+
+export const auditQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+    since_created_at: dateTime.optional(),
+    since_id: z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' }).optional(),
+    from: dateTime.optional(),
+    to: dateTime.optional(),
+  })
+  .refine((q) => (q.since_created_at === undefined) === (q.since_id === undefined), {
+    message: 'since_created_at and since_id go together',
+    path: ['since_id'],
+  });
+
+/** GET /v1/audit: keyset-paged audit log of the caller's organisation. */
+export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const q = parseWith(auditQuery, ctx.req.query, 'invalid audit query');
+  const r = await deps.clients.audit().call('listAudit', q, callerIn(ctx));
+  const next =
+    r.next_since_created_at && r.next_since_id
+      ? JSON.stringify({ since_created_at: r.next_since_created_at, since_id: r.next_since_id })
+      : 'null';
+  return {
+    status: 200,
+    body: `{"data":${r.json},"next_cursor":${next},"count":${r.count}}`,
+    contentType: 'application/json; charset=utf-8',
+  };
+}

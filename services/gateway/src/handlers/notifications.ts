@@ -1,0 +1,35 @@
+import { json, type Reply } from '../replies.js';
+import { callerIn, type Ctx, type Deps } from '../request.js';
+import { objectBody, queryMap, recordId } from './records.js';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** POST /v1/notifications: 201 {data: {created, notification_ids}}. */
+export async function createNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const r = await deps.clients.notifications().call('createNotifications', { json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
+  return json(201, { data: { created: r.created, notification_ids: r.notification_ids } });
+}
+
+/**
+ * GET /v1/notifications: {data, count} plus the pagination object of the list
+ * envelope; when more notifications exist than were returned, a Warning says the
+ * result was capped.
+ */
+export async function listNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const query = queryMap(ctx.req.query as Record<string, unknown>);
+  const r = await deps.clients.notifications().call('listNotifications', { query }, callerIn(ctx));
+  const capped = r.total > r.offset + r.count;
+  return {
+    status: 200,
+    body: `{"data":${r.json},"count":${r.count},"pagination":${JSON.stringify({ limit: r.limit, offset: r.offset, total: r.total })}}`,
+    contentType: JSON_TYPE,
+    headers: capped ? { Warning: `299 - "results capped at ${r.limit}"` } : undefined,
+  };
+}
+
+/** PATCH /v1/notifications/{id} {read}: the owner marks it read or unread. */
+export async function updateNotification(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const id = recordId(ctx.params);
+  const r = await deps.clients.notifications().call('updateNotification', { id, json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
+  return { status: 200, body: `{"data":${r.json}}`, contentType: JSON_TYPE };
+}

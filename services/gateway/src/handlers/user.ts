@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { DomainError, systemContext } from '@lab/kit';
+import { recordId } from './records.js';
+import { itemFromJson, json, type Reply } from '../replies.js';
+import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
+import { parseWith } from '../validation.js';
+
+export const grantBody = z.discriminatedUnion('grant_type', [
+  z.object({ grant_type: z.literal('password'), email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }),
+  z.object({ grant_type: z.literal('refresh_token'), refresh_token: z.string().min(1).max(200) }),
+]);
+
+/** POST /auth/v1/token: user sign-in with a password or a refresh token. */
+export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const b = parseWith(grantBody, ctx.body ?? {}, 'invalid token request');
+  const idc = deps.clients.identity();
+  const caller = systemContext(ctx.requestId);
+  const t =
+    b.grant_type === 'password'
+      ? await idc.call('passwordGrant', { email: b.email, password: b.password }, caller)
+      : await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
+  return json(200, { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token });
+}
+
+export const signBody = z.object({ password: z.string().min(1).max(1024) });
+
+/**
+ * POST /app/v1/experiments/:id/sign. The re-entered password is checked first; a
+ * wrong one is 403 invalid_password (the session itself is valid, so 401 would
+ * wrongly tell the client to sign in again).
+ */
+export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const id = recordId(ctx.params);
+  const b = parseWith(signBody, ctx.body ?? {}, 'invalid request body');
+  const p = principalIn(ctx);
+  const caller = callerIn(ctx);
+  try {
+    await deps.clients.identity().call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller);
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'unauthenticated') {
+      throw DomainError.forbidden('the password is not correct', 'invalid_password');
+    }
+    throw err;
+  }
+  const r = await deps.clients.notebook().call('signExperiment', { id }, caller);
+  return itemFromJson(200, r.json);
+}

@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { DomainError, isUuid, systemContext } from '@lab/kit';
+import { json, type Reply } from '../replies.js';
+import { callerIn, type Ctx, type Deps } from '../request.js';
+import { parseWith } from '../validation.js';
+import { requireKnownOrg } from './known-org.js';
+
+/** Bodies of the webhook management routes; the webhooks service checks their content. */
+export const webhooksAdminBodies = {
+  createSubscription: z
+    .object({ url: z.string().max(2000), events: z.array(z.string().max(200)).min(1).max(50), secret: z.string().max(200).optional() })
+    .strict(),
+  createInboundEndpoint: z
+    .object({
+      slug: z.string().max(64).optional(),
+      allowed_event_types: z.array(z.string().max(200)).max(100).optional(),
+      job_type: z.string().max(100).optional(),
+    })
+    .strict(),
+};
+
+const deliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
+
+function orgParam(ctx: Ctx): string {
+  const v = ctx.params.org_id ?? '';
+  if (!isUuid(v)) throw DomainError.invalid('org_id must be a UUID', { fields: [{ path: 'org_id', message: 'must be a UUID' }] });
+  return v.toLowerCase();
+}
+
+export async function webhooksAdminHandler(
+  ctx: Ctx,
+  deps: Deps,
+  action: 'createSubscription' | 'listDeliveries' | 'createInboundEndpoint',
+): Promise<Reply> {
+  const client = deps.clients.webhooks();
+  const caller = callerIn(ctx);
+  const org_id = orgParam(ctx);
+  await requireKnownOrg(org_id, ctx, deps);
+  switch (action) {
+    case 'createSubscription': {
+      const b = parseWith(webhooksAdminBodies.createSubscription, ctx.body ?? {}, 'invalid request body');
+      const s = await client.call('createSubscription', { org_id, ...b }, caller);
+      return json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } });
+    }
+    case 'listDeliveries': {
+      const q = parseWith(deliveriesQuery, ctx.req.query, 'invalid query');
+      const r = await client.call('listDeliveries', { org_id, subscription_id: ctx.params.id ?? '', limit: q.limit }, caller);
+      const data = r.deliveries.map((d) => ({
+        id: d.id,
+        event: d.event,
+        status: d.status,
+        attempts: d.attempts,
+        last_status_code: d.last_status_code ?? null,
+        next_attempt_at: d.next_attempt_at ?? null,
+        delivered_at: d.delivered_at ?? null,
+        last_error: d.last_error ?? null,
+        created_at: d.created_at,
+      }));
+      return json(200, { data, pagination: { limit: q.limit, offset: 0, total: null } });
+    }
+    case 'createInboundEndpoint': {
+      const b = parseWith(webhooksAdminBodies.createInboundEndpoint, ctx.body ?? {}, 'invalid request body');
+      const e = await client.call('createInboundEndpoint', { org_id, ...b, allowed_event_types: b.allowed_event_types ?? [] }, caller);
+      // the receiver's address as this request reached the gateway
+      const url = `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}/functions/v1/inbound-webhook/${org_id}/${e.slug}`;
+      return json(201, {
+        data: { id: e.id, slug: e.slug, secret: e.secret, url, allowed_event_types: e.allowed_event_types, job_type: e.job_type ?? null },
+      });
+    }
+  }
+}
+
+/** Per-endpoint flood limit of the inbound receiver. */
+export const INBOUND_LIMITS = { per_minute: 600, per_hour: 36_000 };
+
+const header = (ctx: Ctx, name: string): string | undefined => {
+  const v = ctx.req.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+};
+
+/**
+ * The inbound receiver: the raw body (at most 1,000,000 bytes, read by
+ * express.raw on these routes only) goes unparsed to the webhooks service,
+ * which holds the endpoint's secret and verifies the signature before parsing.
+ */
+export async function inboundWebhookHandler(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const slug = ctx.params.slug ?? '';
+  const orgId = ctx.params.org_id;
+  await deps.limiter.consume(`inbound:${orgId ?? '-'}/${slug}`, INBOUND_LIMITS);
+  const body = Buffer.isBuffer(ctx.body) ? ctx.body : Buffer.alloc(0);
+  const r = await deps.clients.webhooks().call(
+    'receiveInbound',
+    {
+      org_id: orgId,
+      slug,
+      body,
+      signature: header(ctx, 'x-service-signature'),
+      timestamp: header(ctx, 'x-service-timestamp'),
+      event_header: header(ctx, 'x-service-event'),
+      idempotency_key: header(ctx, 'idempotency-key'),
+    },
+    { ...systemContext(ctx.requestId, orgId && isUuid(orgId) ? orgId.toLowerCase() : null), token_kind: 'inbound_webhook', scopes: [] },
+  );
+  return json(r.duplicate ? 200 : 202, { event_id: r.event_id, duplicate: r.duplicate });
+}

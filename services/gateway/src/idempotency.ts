@@ -1,0 +1,149 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { DomainError, type Database } from '@lab/kit';
+import type { Reply } from './replies.js';
+
+/** How long a stored outcome is replayed. */
+export const RETENTION_MS = 24 * 60 * 60_000;
+/** How long a duplicate waits for the original to finish before answering 409. */
+const WAIT_MS = 10_000;
+const POLL_MS = 50;
+/**
+ * An 'in_progress' row older than this belongs to a request whose process died;
+ * a later request with the same key takes it over instead of being refused.
+ */
+const ABANDONED_MS = 5 * 60_000;
+
+/** JSON with object keys sorted at every level, so key order never changes the hash. */
+export function canonicalJson(value: unknown): string {
+  if (value === undefined) return 'null';
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(',')}]`;
+  const obj = value as Record<string, unknown>;
+  const keys = Object.keys(obj)
+    .filter((k) => obj[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
+}
+
+/** SHA-256 hex of method, path and canonical body: what "the same request" means. */
+export function requestHash(method: string, path: string, body: unknown): string {
+  return createHash('sha256')
+    .update(`${method.toUpperCase()}\n${path}\n${canonicalJson(body ?? null)}`)
+    .digest('hex');
+}
+
+/** Checks the Idempotency-Key header; undefined when absent. */
+export function parseIdempotencyKey(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const key = Array.isArray(header) ? header[0] : header;
+  if (key === undefined || key.length < 8 || key.length > 200 || !/^[\x21-\x7e]+$/.test(key)) {
+    throw DomainError.invalid('Idempotency-Key must be 8 to 200 visible ASCII characters', {
+      fields: [{ path: 'Idempotency-Key', message: 'must be 8 to 200 visible ASCII characters' }],
+    });
+  }
+  return key;
+}
+
+export interface IdempotencyScope {
+  org_id: string;
+  token_id: string;
+  key: string;
+}
+
+interface Row {
+  request_hash: string;
+  state: 'in_progress' | 'done';
+  response_status: number | null;
+  response_body: string | null;
+  content_type: string | null;
+  age_ms: number;
+}
+
+/** Outcome of claiming a key: run the request, or replay what it answered. */
+export type Claim = { kind: 'run' } | { kind: 'replay'; reply: Reply };
+
+const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
+
+/**
+ * Idempotency records in the gateway's schema. A key is claimed by inserting an
+ * 'in_progress' row with ON CONFLICT DO NOTHING, so of any number of concurrent
+ * duplicates exactly one runs; the others wait for its outcome and replay it.
+ */
+export class IdempotencyStore {
+  constructor(private readonly db: Database) {}
+
+  async claim(scope: IdempotencyScope, hash: string): Promise<Claim> {
+    const deadline = Date.now() + WAIT_MS;
+    for (;;) {
+      const inserted = await this.db.rows<{ key: string }>(
+        sql`insert into gateway.idempotency (org_id, token_id, key, request_hash, state)
+            values (${scope.org_id}::uuid, ${scope.token_id}, ${scope.key}, ${hash}, 'in_progress')
+            on conflict do nothing returning key`,
+      );
+      if (inserted.length) return { kind: 'run' };
+      const row = await this.read(scope);
+      if (!row) continue; // the holder failed and released the key: claim it again
+      if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > ABANDONED_MS)) {
+        await this.release(scope);
+        continue;
+      }
+      if (row.request_hash !== hash) {
+        throw conflict('Idempotency-Key was already used with a different request');
+      }
+      if (row.state === 'done') return { kind: 'replay', reply: replayOf(row) };
+      if (Date.now() >= deadline) {
+        throw conflict('a request with this Idempotency-Key is still in progress; retry later');
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  }
+
+  /** Stores the outcome; a 5xx outcome releases the key so a retry can run. */
+  async complete(scope: IdempotencyScope, reply: Reply): Promise<void> {
+    if (reply.status >= 500) {
+      await this.release(scope);
+      return;
+    }
+    await this.db.orm.execute(
+      sql`update gateway.idempotency set state = 'done', response_status = ${reply.status},
+            response_body = ${reply.body ?? null}, content_type = ${reply.contentType ?? null}, updated_at = now()
+          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
+    );
+  }
+
+  async release(scope: IdempotencyScope): Promise<void> {
+    await this.db.orm.execute(
+      sql`delete from gateway.idempotency
+          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
+    );
+  }
+
+  /** Deletes records past the retention window. */
+  async purgeExpired(): Promise<number> {
+    const gone = await this.db.rows<{ key: string }>(
+      sql`delete from gateway.idempotency
+          where created_at < now() - (${RETENTION_MS} * interval '1 millisecond') returning key`,
+    );
+    return gone.length;
+  }
+
+  private async read(scope: IdempotencyScope): Promise<Row | undefined> {
+    const found = await this.db.rows<Row>(
+      sql`select request_hash, state, response_status, response_body, content_type,
+            (extract(epoch from (now() - created_at)) * 1000)::float8 as age_ms
+          from gateway.idempotency
+          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
+    );
+    return found[0];
+  }
+}
+
+function replayOf(row: Row): Reply {
+  return {
+    status: row.response_status ?? 200,
+    body: row.response_body ?? undefined,
+    contentType: row.content_type ?? undefined,
+    headers: { 'Idempotent-Replay': 'true' },
+  };
+}

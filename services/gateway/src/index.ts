@@ -1,0 +1,108 @@
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { join } from 'node:path';
+import { dependencyReadiness, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
+import { createApp } from './app.js';
+import { Authenticator } from './auth.js';
+import { Clients } from './clients.js';
+import { oauthStateKey, StateSigner } from './functions/signed-state.js';
+import { IdempotencyStore } from './idempotency.js';
+import { JobEventsHub } from './job-events.js';
+import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
+import { RateLimiter } from './rate-limit.js';
+import { answerClientErrorsWithEnvelope } from './client-errors.js';
+
+export interface GatewayOptions {
+  /** HTTP port; 0 asks the OS for a free one */
+  port: number;
+  host?: string;
+  log: Logger;
+  /** internal secret that signs caller contexts */
+  secret: string;
+  /** bearer token of the management API */
+  operatorToken: string;
+  /** PostgreSQL URL for the gateway's schema; unset means embedded PGlite in dataDir */
+  databaseUrl?: string;
+  dataDir: string;
+  /** Redis for rate counters shared across replicas; unset means in-memory counters */
+  redisUrl?: string;
+  bus: Bus;
+  /** gRPC address by service name (identity, notebook, audit, ...) */
+  services: Record<string, string>;
+  /** how long a resolved token is cached (default 30 s) */
+  tokenCacheTtlMs?: number;
+  /** how long stop() lets in-flight requests finish (default 10 s) */
+  shutdownGraceMs?: number;
+}
+
+export interface RunningGateway {
+  port: number;
+  url: string;
+  /** database (idempotency records) and bus (cache invalidation) behind /readyz */
+  readiness: Readiness;
+  stop(): Promise<void>;
+}
+
+const PURGE_EVERY_MS = 60 * 60_000;
+
+/** Starts the HTTP edge: schema, caches, cache invalidation, then the listener. */
+export async function startGateway(opts: GatewayOptions): Promise<RunningGateway> {
+  const log = opts.log.child({ svc: 'gateway' });
+  const db = await openDatabase({ url: opts.databaseUrl, dataDir: opts.dataDir, name: 'gateway' });
+  const applied = await migrate(db, 'gateway', join(__dirname, '..', 'migrations'));
+  if (applied.length) log.info({ applied }, 'migrations applied');
+
+  const clients = new Clients(opts.services, opts.secret);
+  const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
+  const auth = new Authenticator(clients, cache, opts.operatorToken);
+  const limiter = new RateLimiter(log, opts.redisUrl);
+  const idempotency = new IdempotencyStore(db);
+
+  await opts.bus.subscribe({
+    queue: 'gateway.identity-cache',
+    transient: true,
+    bindings: ['identity.#'],
+    handler: async (msg) => invalidateFromEvent(cache, msg.type, msg.data),
+  });
+
+  const jobEvents = new JobEventsHub(log);
+  await jobEvents.subscribe(opts.bus);
+
+  const purge = setInterval(() => {
+    idempotency.purgeExpired().catch((err: unknown) => log.warn({ err }, 'idempotency purge failed'));
+  }, PURGE_EVERY_MS);
+  purge.unref();
+
+  const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });
+  const server: Server = app.listen(opts.port, opts.host ?? '0.0.0.0');
+  answerClientErrorsWithEnvelope(server);
+  await Promise.race([once(server, 'listening'), once(server, 'error').then(([e]) => Promise.reject(e as Error))]);
+  const sockets = new Set<Socket>();
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = !opts.host || opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host;
+  log.info({ port }, 'gateway listening');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      clearInterval(purge);
+      jobEvents.close();
+      // Stop accepting, let in-flight requests finish, then cut what is left.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), opts.shutdownGraceMs ?? 10_000);
+      await closed;
+      clearTimeout(grace);
+      for (const s of sockets) s.destroy();
+      clients.close();
+      await limiter.close();
+      await db.close();
+    })());
+
+  return { port, url: `http://${host}:${port}`, readiness: dependencyReadiness({ db, bus: opts.bus }), stop };
+}

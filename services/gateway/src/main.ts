@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, loadConfig, openBus, serveOps } from '@lab/kit';
+import { startGateway } from './index.js';
+
+/** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
+const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
+
+const addr = z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional();
+
+const gatewayEnv = commonEnv.extend({
+  PORT: envInt(8080, 0, 65535),
+  HOST: z.string().default('0.0.0.0'),
+  LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters'),
+  LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters'),
+  REDIS_URL: z.string().optional(),
+  TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
+  ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, addr])),
+});
+
+/** The gateway alone in its own process (cluster shape), stopped gracefully on SIGTERM. */
+async function main(): Promise<void> {
+  const log = createLogger('gateway');
+  let cfg: z.infer<typeof gatewayEnv>;
+  try {
+    cfg = loadConfig(gatewayEnv);
+  } catch (err) {
+    log.fatal((err as Error).message);
+    process.exit(78);
+  }
+  const env = cfg as unknown as Record<string, string | undefined>;
+  const services: Record<string, string> = {};
+  for (const s of SERVICES) {
+    const a = env[`${s.toUpperCase()}_ADDR`];
+    if (a) services[s] = a;
+  }
+  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  const gw = await startGateway({
+    port: cfg.PORT,
+    host: cfg.HOST,
+    log,
+    secret: cfg.LAB_INTERNAL_SECRET,
+    operatorToken: cfg.LAB_OPERATOR_TOKEN,
+    databaseUrl: cfg.DATABASE_URL,
+    dataDir: cfg.LAB_DATA_DIR,
+    redisUrl: cfg.REDIS_URL,
+    bus,
+    services,
+    tokenCacheTtlMs: cfg.TOKEN_CACHE_TTL_MS,
+  });
+  const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log);
+  log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping');
+    await gw.stop();
+    await bus.close();
+    ops?.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+void main();

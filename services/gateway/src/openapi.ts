@@ -1,0 +1,535 @@
+import { z } from 'zod';
+import { adminBodies } from './handlers/admin.js';
+import { auditQuery } from './handlers/audit.js';
+import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
+import { grantBody, signBody } from './handlers/user.js';
+import { RECORD_FIELDS, type FieldType } from './record-fields.js';
+import type { AdminAction, HttpMethod, RecordOp, Route } from './routes.js';
+
+/**
+ * The OpenAPI 3.1 document of the gateway, derived from the route table and from
+ * the zod schemas the handlers validate with (z.toJSONSchema), so it cannot drift
+ * from what the gateway does. Bodies of generic records are validated by their
+ * owning services; they are described from the spec's field table (record-fields.ts).
+ */
+
+type Json = Record<string, unknown>;
+
+export interface OpenApiOptions {
+  /** info.version: the interface revision of the spec */
+  version?: string;
+  /** server URLs; the default is the request-relative root */
+  servers?: { url: string; description?: string }[];
+}
+
+const ref = (kind: 'schemas' | 'parameters' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+/** A zod schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema of what a client sends. */
+export function jsonSchemaOf(schema: z.ZodType): Json {
+  const s = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
+  delete s.$schema;
+  return s;
+}
+
+// ---------------------------------------------------------------- components
+
+const UUID = { type: 'string', format: 'uuid' };
+
+const SCHEMAS: Record<string, Json> = {
+  Error: {
+    type: 'object',
+    description: 'The error envelope of every route (except the idempotency conflict).',
+    required: ['error'],
+    properties: {
+      error: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: {
+          code: { type: 'string', examples: ['validation_failed', 'insufficient_scope', 'not_found'] },
+          message: { type: 'string' },
+          details: { type: 'object', description: 'e.g. {fields: [{path, message}]} for validation_failed, {error_id} for a 500' },
+        },
+      },
+    },
+  },
+  IdempotencyConflict: {
+    type: 'object',
+    description: 'The one exception to the error envelope: Idempotency-Key reused with a different payload (error is a plain string).',
+    required: ['data', 'error', 'meta'],
+    properties: {
+      data: { type: 'null' },
+      error: { const: 'idempotency_key_conflict' },
+      meta: { type: 'object', required: ['message'], properties: { message: { type: 'string' } } },
+    },
+  },
+  Pagination: {
+    type: 'object',
+    required: ['limit', 'offset', 'total'],
+    properties: { limit: { type: 'integer' }, offset: { type: 'integer' }, total: { type: ['integer', 'null'] } },
+  },
+  Item: { type: 'object', required: ['data'], properties: { data: { type: 'object' } } },
+  List: {
+    type: 'object',
+    required: ['data', 'pagination'],
+    properties: { data: { type: 'array', items: { type: 'object' } }, pagination: ref('schemas', 'Pagination') },
+  },
+  CursorList: {
+    type: 'object',
+    required: ['data', 'next_cursor', 'count'],
+    properties: {
+      data: { type: 'array', items: { type: 'object' } },
+      next_cursor: {
+        oneOf: [
+          { type: 'null' },
+          {
+            type: 'object',
+            required: ['since_created_at', 'since_id'],
+            properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID },
+          },
+        ],
+      },
+      count: { type: 'integer' },
+    },
+  },
+  TestModeEcho: {
+    type: 'object',
+    description: 'Answer of a generic CRUD write under X-Test-Mode: true; nothing was validated or changed.',
+    required: ['data'],
+    properties: {
+      data: {
+        type: 'object',
+        required: ['test_mode', 'would_apply'],
+        properties: {
+          test_mode: { const: true },
+          would_apply: {
+            type: 'object',
+            required: ['operation', 'resource'],
+            properties: { operation: { enum: ['create', 'update', 'replace', 'delete'] }, resource: { type: 'string' }, id: UUID, body: { type: 'object' } },
+          },
+        },
+      },
+    },
+  },
+  Ping: {
+    type: 'object',
+    required: ['ok', 'authenticated_as', 'resources', 'docs'],
+    properties: {
+      ok: { type: 'boolean' },
+      authenticated_as: {
+        type: 'object',
+        properties: { kind: { enum: ['api_key', 'pat', 'oauth'] }, user_id: { type: ['string', 'null'], format: 'uuid' }, org_id: UUID },
+      },
+      resources: { type: 'array', items: { type: 'string' } },
+      docs: { type: 'string', format: 'uri' },
+    },
+  },
+  TokenResponse: {
+    type: 'object',
+    required: ['access_token', 'token_type', 'expires_in', 'refresh_token'],
+    properties: {
+      access_token: { type: 'string' },
+      token_type: { const: 'bearer' },
+      expires_in: { type: 'integer' },
+      refresh_token: { type: 'string' },
+    },
+  },
+};
+
+const HEADERS: Record<string, Json> = {
+  'X-RateLimit-Limit': { description: 'Requests allowed per minute for this token', schema: { type: 'integer' } },
+  'X-RateLimit-Remaining': { description: 'Requests left in the current minute', schema: { type: 'integer' } },
+  'Retry-After': { description: 'Seconds to wait before retrying (60)', schema: { type: 'integer' } },
+  'X-Request-Id': { description: 'Request id, also in the logs; an incoming sane X-Request-Id is kept', schema: { type: 'string' } },
+  Warning: { description: 'Set when a cap cut the answer short, e.g. 299 - "lab results capped at 2000 rows"', schema: { type: 'string' } },
+  'Idempotent-Replay': { description: '"true" when the answer is replayed from an earlier request with the same Idempotency-Key', schema: { const: 'true' } },
+};
+
+const PARAMETERS: Record<string, Json> = {
+  IdempotencyKey: {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    description: 'Same key and payload within 24 hours replays the first answer (Idempotent-Replay: true); another payload is 409.',
+    schema: { type: 'string', minLength: 8, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' },
+  },
+  TestMode: {
+    name: 'X-Test-Mode',
+    in: 'header',
+    required: false,
+    description: 'true: authentication and preliminary write permission are checked, the answer echoes would_apply, nothing changes.',
+    schema: { type: 'string', enum: ['true', 'false'] },
+  },
+  OrgIdHeader: {
+    name: 'X-Org-Id',
+    in: 'header',
+    required: false,
+    description: 'Organisation of the request for a personal access token not bound to one (or org_id in the query).',
+    schema: UUID,
+  },
+  OrgIdQuery: {
+    name: 'org_id',
+    in: 'query',
+    required: false,
+    description: 'Organisation of the request for a personal access token not bound to one (or the X-Org-Id header).',
+    schema: UUID,
+  },
+};
+
+const SECURITY_SCHEMES: Record<string, Json> = {
+  bearer: {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'API key (bound to one organisation), personal access token (pat_ prefix) or OAuth access token. Scopes: read, write, audit:read, admin, *, devices:register.',
+  },
+  session: { type: 'http', scheme: 'bearer', description: 'A signed-in user\'s access token from POST /auth/v1/token; send X-Org-Id.' },
+  operator: { type: 'http', scheme: 'bearer', description: 'The operator token (LAB_OPERATOR_TOKEN) of the management API under /admin/v1.' },
+};
+
+// ---------------------------------------------------------------- generic records
+
+function fieldSchema(t: FieldType): Json {
+  if (typeof t !== 'string') return { type: 'string', enum: [...t] };
+  switch (t) {
+    case 'uuid':
+    case 'date':
+    case 'date-time':
+    case 'uri':
+      return { type: 'string', format: t };
+    case 'string[]':
+      return { type: 'array', items: { type: 'string' } };
+    case 'object':
+      return { type: 'object', additionalProperties: true };
+    default:
+      return { type: t };
+  }
+}
+
+const pascal = (s: string) => s.replace(/(^|[-_/])([a-z])/g, (_m, _sep, c: string) => c.toUpperCase());
+
+/** Create and update schemas of each resource in the spec's field table. */
+function recordSchemas(): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const [resource, f] of Object.entries(RECORD_FIELDS)) {
+    const properties = Object.fromEntries(Object.entries(f.fields).map(([k, t]) => [k, fieldSchema(t)]));
+    out[`${pascal(resource)}Create`] = {
+      type: 'object',
+      description: `${f.title}: create body. The owning service validates it and refuses unknown or read-only fields.`,
+      properties,
+      ...(f.required.length ? { required: f.required } : {}),
+    };
+    if (f.updatable !== false) {
+      out[`${pascal(resource)}Update`] = {
+        type: 'object',
+        description: `${f.title}: the allowlisted writable fields to change.`,
+        properties,
+      };
+    }
+  }
+  return out;
+}
+
+const LIST_QUERY: Json[] = [
+  { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } },
+  { name: 'offset', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
+  { name: 'order_by', in: 'query', description: 'an allowlisted column of the resource (created_at always)', schema: { type: 'string' } },
+  { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'] } },
+];
+
+/** Lists of records under a parent (equipment sub-resources): their own page bounds and a time range. */
+const NESTED_LIST_QUERY: Json[] = [
+  { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 500, default: 100 } },
+  ...LIST_QUERY.slice(1),
+  { name: 'from', in: 'query', description: "inclusive lower bound on the record's own date", schema: { type: 'string', format: 'date-time' } },
+  { name: 'to', in: 'query', description: "exclusive upper bound on the record's own date", schema: { type: 'string', format: 'date-time' } },
+];
+
+// ---------------------------------------------------------------- operations
+
+const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }> = {
+  createOrg: { status: '201', description: 'organisation {id, name, modules, rate_limit}' },
+  updateOrg: { status: '200', description: 'organisation' },
+  createDepartment: { status: '201', description: 'department {id, org_id, name}' },
+  createUser: { status: '201', description: 'user {id, email, name}' },
+  putMember: { status: '200', description: 'membership {org_id, user_id, role, department_id}' },
+  deleteMember: { status: '204', description: 'membership removed' },
+  createApiKey: { status: '201', description: 'API key {id, token, scopes, user_id}; the token is shown only here' },
+  createPat: { status: '201', description: 'personal access token {id, token, scopes, org_id}; the token is shown only here' },
+  revokeToken: { status: '204', description: 'token revoked; it stops working at once' },
+  createOAuthClient: { status: '201', description: 'OAuth client {client_id, client_secret}; the secret is shown only here' },
+};
+
+const RECORD_SUCCESS: Record<RecordOp, { status: string; schema?: string }> = {
+  list: { status: '200', schema: 'List' },
+  get: { status: '200', schema: 'Item' },
+  create: { status: '201', schema: 'Item' },
+  update: { status: '200', schema: 'Item' },
+  replace: { status: '200', schema: 'Item' },
+  delete: { status: '204' },
+};
+
+const REASONS: Record<string, string> = {
+  '400': 'Invalid request: validation_failed names each bad field in details.fields',
+  '401': 'Missing or invalid token',
+  '403': 'Insufficient scope (insufficient_scope), module not enabled (module_not_enabled), role or organisation not allowed',
+  '404': 'Not found in this organisation',
+  '409': 'Conflict',
+  '429': 'Rate limit exceeded; retry after Retry-After seconds',
+  '503': 'The service behind this route is unavailable or not part of this deployment',
+};
+
+interface Op {
+  successStatus: string;
+  successDescription: string;
+  successSchema?: Json;
+  body?: Json;
+  bodyRequired?: boolean;
+  query?: Json[];
+  extraStatuses?: string[];
+}
+
+const JOB_TYPES = [
+  'audit_export', 'biosafety_export', 'gdpr_export', 'org_data_export', 'equipment_lifecycle_pdf',
+  'maintenance_report_pdf', 'equipment_book_pdf', 'experiment_entry_pdf', 'risk_assessment_pdf', 'box_layout_pdf',
+];
+const JOB_CREATE: Json = {
+  type: 'object',
+  required: ['job_type'],
+  properties: { job_type: { type: 'string', enum: JOB_TYPES }, input: { type: 'object' } },
+  additionalProperties: false,
+};
+const JOB_LIST_QUERY: Json[] = [
+  { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
+  { name: 'status', in: 'query', schema: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] } },
+  { name: 'job_type', in: 'query', schema: { type: 'string' } },
+  { name: 'cursor', in: 'query', description: 'enqueued_at of the last item of the previous page', schema: { type: 'string', format: 'date-time' } },
+];
+
+const jsonContent = (schema: Json) => ({ 'application/json': { schema } });
+const okSchema = (name: string) => ref('schemas', name);
+
+/** What each handler kind takes and answers; a kind not listed here gets a generic description. */
+function describe(route: Route): Op {
+  const h = route.handler;
+  const fallbackStatus = route.method === 'POST' ? '201' : route.method === 'DELETE' ? '204' : '200';
+  switch (h.kind) {
+    case 'health':
+      return { successStatus: '200', successDescription: 'alive', successSchema: { type: 'object', properties: { status: { const: 'ok' } } } };
+    case 'openapi':
+      return { successStatus: '200', successDescription: 'this document', successSchema: { type: 'object' } };
+    case 'ping':
+      return { successStatus: '200', successDescription: 'who the token is', successSchema: okSchema('Ping') };
+    case 'record': {
+      const s = RECORD_SUCCESS[h.op];
+      const name = pascal(h.resource);
+      const writes = h.op === 'create' || h.op === 'update' || h.op === 'replace';
+      const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
+      const known = writes && RECORD_FIELDS[h.resource] !== undefined;
+      const body = writes ? (known ? okSchema(bodyName) : { type: 'object' }) : undefined;
+      // X-Test-Mode belongs to generic CRUD, not to records under a parent
+      const testMode = !h.nested && h.op !== 'list' && h.op !== 'get';
+      const success = s.schema ? okSchema(s.schema) : undefined;
+      return {
+        successStatus: s.status,
+        successDescription: h.op === 'delete' ? 'deleted (needs an administrator role)' : `${h.resource}: ${h.op}`,
+        successSchema: testMode && success ? { oneOf: [success, okSchema('TestModeEcho')] } : success,
+        body,
+        bodyRequired: h.op === 'create',
+        query: h.op === 'list' ? (h.nested ? NESTED_LIST_QUERY : LIST_QUERY) : undefined,
+        // X-Test-Mode answers 200 with the echo for every write, delete included
+        extraStatuses: testMode && s.status !== '200' ? ['200'] : undefined,
+      };
+    }
+    case 'audit':
+      return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
+    case 'admin': {
+      const s = ADMIN_SUCCESS[h.action];
+      const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];
+      return {
+        successStatus: s.status,
+        successDescription: s.description,
+        successSchema: s.status === '204' ? undefined : okSchema('Item'),
+        body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
+        bodyRequired: schema !== undefined,
+      };
+    }
+    case 'token_grant':
+      return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
+    case 'sign_experiment':
+      return { successStatus: '200', successDescription: 'the signed experiment', successSchema: okSchema('Item'), body: jsonSchemaOf(signBody), bodyRequired: true };
+    case 'lab_orders': {
+      const d = describeLabOrderOp(h.op);
+      return {
+        successStatus: d.successStatus,
+        successDescription: d.successDescription,
+        successSchema: okSchema(d.successSchemaRef),
+        body: d.bodyRef ? okSchema(d.bodyRef) : undefined,
+        bodyRequired: d.bodyRef !== undefined,
+        query: d.query,
+      };
+    }
+    case 'jobs':
+      return {
+        // accepted, not done: the job runs in the background
+        successStatus: h.op === 'create' ? '202' : '200',
+        successDescription: {
+          create: 'the queued job {data: Job}',
+          list: 'jobs {data, next_cursor, count}',
+          get: 'the job {data: Job}',
+          artifact: 'the artifact file (PDF or ZIP), streamed',
+        }[h.op],
+        successSchema: h.op === 'artifact' ? undefined : { type: 'object' },
+        body: h.op === 'create' ? JOB_CREATE : undefined,
+        bodyRequired: h.op === 'create',
+        query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
+      };
+    case 'pending':
+      return {
+        successStatus: fallbackStatus,
+        successDescription: 'in the contract; answers 503 until its service is part of the deployment',
+        body: route.method === 'GET' || route.method === 'DELETE' ? undefined : { type: 'object' },
+      };
+    default:
+      return {
+        successStatus: fallbackStatus,
+        successDescription: 'success',
+        successSchema: fallbackStatus === '204' ? undefined : { type: 'object' },
+        body: route.method === 'GET' || route.method === 'DELETE' ? undefined : { type: 'object' },
+      };
+  }
+}
+
+/** Query parameters from a zod object schema (refinements across keys stay in the handler). */
+function queryParams(schema: z.ZodType): Json[] {
+  const s = jsonSchemaOf(schema) as { properties?: Record<string, Json>; required?: string[] };
+  return Object.entries(s.properties ?? {}).map(([name, p]) => ({
+    name,
+    in: 'query',
+    required: (s.required ?? []).includes(name),
+    schema: p,
+  }));
+}
+
+/** Error statuses a route can answer, from what its pipeline does. */
+function errorStatuses(route: Route, op: Op): string[] {
+  const params = /:[a-z_]+/.test(route.path);
+  const publicAuth = route.auth === 'bearer' || route.auth === 'session';
+  const out = new Set<string>();
+  if (op.body || op.query || publicAuth || route.idempotent || (params && route.handler.kind !== 'record')) out.add('400');
+  if (route.auth !== 'none') out.add('401');
+  if (publicAuth) out.add('403');
+  if (params) out.add('404');
+  if (route.idempotent || route.handler.kind === 'sign_experiment' || (route.handler.kind === 'admin' && route.method !== 'DELETE')) out.add('409');
+  if (publicAuth) out.add('429');
+  if (route.service || route.handler.kind === 'pending') out.add('503');
+  return [...out];
+}
+
+const toOpenApiPath = (path: string) => path.replace(/:([a-z_]+)/g, '{$1}');
+
+function pathParam(name: string): Json {
+  const uuid = name === 'id' || name.endsWith('_id') || name.endsWith('Id');
+  return { name, in: 'path', required: true, schema: uuid ? UUID : { type: 'string' } };
+}
+
+function operation(route: Route): Json {
+  const op = describe(route);
+  const publicAuth = route.auth === 'bearer' || route.auth === 'session';
+  const h = route.handler;
+  const rateHeaders = publicAuth ? { 'X-RateLimit-Limit': ref('headers', 'X-RateLimit-Limit'), 'X-RateLimit-Remaining': ref('headers', 'X-RateLimit-Remaining') } : {};
+  const commonHeaders = { 'X-Request-Id': ref('headers', 'X-Request-Id'), ...rateHeaders };
+
+  const parameters: Json[] = [...route.path.matchAll(/:([a-z_A-Z]+)/g)].map((m) => pathParam(m[1]!));
+  if (publicAuth) parameters.push(ref('parameters', 'OrgIdHeader'), ref('parameters', 'OrgIdQuery'));
+  if (route.idempotent) parameters.push(ref('parameters', 'IdempotencyKey'));
+  if (h.kind === 'record' && !h.nested && h.op !== 'list' && h.op !== 'get') parameters.push(ref('parameters', 'TestMode'));
+  if (op.query) parameters.push(...op.query);
+
+  const responses: Record<string, Json> = {};
+  const successHeaders = {
+    ...commonHeaders,
+    ...(route.idempotent ? { 'Idempotent-Replay': ref('headers', 'Idempotent-Replay') } : {}),
+    ...(h.kind === 'lab_orders' && h.op === 'list_results' ? { Warning: ref('headers', 'Warning') } : {}),
+  };
+  responses[op.successStatus] = {
+    description: op.successDescription,
+    headers: successHeaders,
+    ...(op.successSchema ? { content: jsonContent(op.successSchema) } : {}),
+  };
+  for (const s of op.extraStatuses ?? []) {
+    responses[s] = { description: 'X-Test-Mode echo', headers: commonHeaders, content: jsonContent(okSchema('TestModeEcho')) };
+  }
+  for (const status of errorStatuses(route, op)) {
+    const schema =
+      status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');
+    const headers = status === '429' ? { ...commonHeaders, 'Retry-After': ref('headers', 'Retry-After') } : commonHeaders;
+    responses[status] = {
+      description: status === '409' && route.idempotent ? 'Idempotency-Key reused with another payload, or still in progress' : REASONS[status]!,
+      headers,
+      content: jsonContent(schema),
+    };
+  }
+  responses.default = { description: 'Unexpected error (500 carries details.error_id)', content: jsonContent(okSchema('Error')) };
+
+  const scope = route.scope;
+  const scheme = route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
+  const notes = [
+    scope !== 'none' ? `Requires scope \`${scope}\` (write implies read; admin and * imply all).` : undefined,
+    route.module ? `Needs the organisation module \`${route.module}\`.` : undefined,
+    route.idempotent ? 'Honours Idempotency-Key.' : undefined,
+  ].filter(Boolean);
+
+  return {
+    operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, ''),
+    summary: `${route.method} ${toOpenApiPath(route.path)}`,
+    ...(notes.length ? { description: notes.join(' ') } : {}),
+    tags: [tagOf(route)],
+    security: scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
+    parameters,
+    ...(op.body ? { requestBody: { required: op.bodyRequired ?? false, content: jsonContent(op.body) } } : {}),
+    responses,
+    'x-required-scope': scope,
+    ...(route.module ? { 'x-module': route.module } : {}),
+    ...(route.service ? { 'x-service': route.service } : {}),
+    'x-idempotent': route.idempotent,
+  };
+}
+
+function tagOf(route: Route): string {
+  if (route.path.startsWith('/admin/')) return 'management';
+  if (route.path.startsWith('/auth/') || route.path.startsWith('/app/')) return 'application';
+  const h = route.handler;
+  if (h.kind === 'record') return h.resource;
+  if (h.kind === 'health' || h.kind === 'ping' || h.kind === 'openapi') return 'meta';
+  return route.path.split('/')[2] ?? 'other';
+}
+
+const METHOD_ORDER: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/** The whole document; every route of the table appears once under its method. */
+export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Json {
+  const paths: Record<string, Record<string, Json>> = {};
+  const sorted = [...routes].sort((a, b) => METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method));
+  for (const r of sorted) (paths[toOpenApiPath(r.path)] ??= {})[r.method.toLowerCase()] = operation(r);
+  const adminSchemas = Object.fromEntries(
+    Object.entries(adminBodies).map(([action, schema]) => [`Admin${pascal(action)}Body`, jsonSchemaOf(schema as z.ZodType)]),
+  );
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Laboratory Notebook Service API',
+      version: opts.version ?? '1.1.0',
+      description:
+        'Public REST API (/v1), management API (/admin/v1, operator token) and user sign-in (/auth/v1, /app/v1). ' +
+        'Every request acts within one organisation. Errors use {error: {code, message, details?}}, except the idempotency conflict.',
+    },
+    servers: opts.servers ?? [{ url: '/', description: 'this gateway' }],
+    security: [{ bearer: [] }],
+    paths,
+    components: {
+      securitySchemes: SECURITY_SCHEMES,
+      schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS },
+      parameters: PARAMETERS,
+      headers: HEADERS,
+    },
+  };
+}

@@ -1,0 +1,150 @@
+import type { Request } from 'express';
+import { DomainError, metrics } from '@lab/kit';
+import { callerOf, operatorCaller } from './auth.js';
+import { authorizationServerMetadata, protectedResourceMetadata } from './functions/metadata.js';
+import { mcpHandler } from './functions/mcp.js';
+import { oauthAuthorize, oauthToken } from './functions/oauth.js';
+import { adminHandler } from './handlers/admin.js';
+import { listAudit } from './handlers/audit.js';
+import { labOrderHandler } from './handlers/lab-orders.js';
+import { createJob, getJob, jobArtifact, listJobs, realtimeJobs } from './handlers/jobs.js';
+import { createNotifications, listNotifications, updateNotification } from './handlers/notifications.js';
+import { health, openapi, ping } from './handlers/meta.js';
+import { recordHandler, recordId } from './handlers/records.js';
+import { uploadRawFile } from './handlers/raw-upload.js';
+import { telemetryAdminHandler, telemetryHandler } from './handlers/telemetry.js';
+import { signExperiment, tokenGrant } from './handlers/user.js';
+import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
+import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
+import { DEFAULT_LIMITS } from './rate-limit.js';
+import { errorReply, type Reply } from './replies.js';
+import type { Ctx, Deps } from './request.js';
+import type { RouteHandler } from './routes.js';
+import { hasScope, missingScopeMessage } from './scopes.js';
+import { isTestMode, testModeReply } from './test-mode.js';
+
+/**
+ * Everything a matched route goes through, in order: authentication, rate limit,
+ * scope, module, service availability, X-Test-Mode, idempotency, the handler.
+ */
+export async function runRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const { route, req } = ctx;
+  await authenticate(ctx, deps);
+  const p = ctx.principal;
+  if (p) {
+    if (route.scope !== 'none' && !hasScope(p.scopes, route.scope)) {
+      throw DomainError.forbidden(missingScopeMessage(route.scope), 'insufficient_scope', { required_scope: route.scope });
+    }
+    if (route.module && !p.modules.includes(route.module)) {
+      throw DomainError.forbidden(`the ${route.module} module is not enabled for this organisation`, 'module_not_enabled', {
+        module: route.module,
+      });
+    }
+  }
+  if (route.handler.kind === 'pending' || (route.service && !deps.clients.has(route.service))) {
+    throw DomainError.unavailable(`${req.method} ${route.path} is not available in this deployment`);
+  }
+  const h = route.handler;
+  // X-Test-Mode belongs to the generic CRUD handler only, not to nested records
+  if (h.kind === 'record' && !h.nested && h.op !== 'list' && h.op !== 'get' && p && isTestMode(req.headers['x-test-mode'])) {
+    return testModeReply(p, h.op, h.resource, h.op === 'create' ? undefined : recordId(ctx.params), ctx.body);
+  }
+  if (route.idempotent && p) {
+    const key = parseIdempotencyKey(req.headers['idempotency-key']);
+    if (key !== undefined) return idempotent(ctx, deps, { org_id: p.org_id, token_id: p.token_id, key }, req);
+  }
+  return dispatch(ctx, deps, h);
+}
+
+async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
+  const { route, req, requestId } = ctx;
+  switch (route.auth) {
+    case 'none':
+      return;
+    case 'operator':
+      deps.auth.operator(req);
+      ctx.caller = operatorCaller(requestId, ctx.params.org_id?.toLowerCase() ?? null);
+      return;
+    case 'bearer':
+    case 'session': {
+      const p = route.auth === 'bearer' ? await deps.auth.publicApi(req, requestId) : await deps.auth.session(req, requestId);
+      ctx.principal = p;
+      ctx.caller = callerOf(p, requestId);
+      // Counted before the scope check, so refused requests carry the headers too.
+      ctx.rate = await deps.limiter.consume(p.token_id, p.rate_limit ?? DEFAULT_LIMITS);
+      return;
+    }
+  }
+}
+
+/** Runs the request once per (org, token, key); duplicates replay the stored outcome. */
+async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Request): Promise<Reply> {
+  const claim = await deps.idempotency.claim(scope, requestHash(req.method, req.path, ctx.body));
+  if (claim.kind === 'replay') {
+    metrics().idempotentReplays.inc();
+    return claim.reply;
+  }
+  let reply: Reply;
+  try {
+    reply = await dispatch(ctx, deps, ctx.route.handler);
+  } catch (err) {
+    reply = errorReply(err, deps.log);
+  }
+  try {
+    await deps.idempotency.complete(scope, reply);
+  } catch (err) {
+    // The write happened; answer it. The key stays 'in_progress' until it is
+    // taken over as abandoned, so a retry waits instead of writing twice.
+    deps.log.error({ err }, 'could not store idempotency outcome');
+  }
+  return reply;
+}
+
+function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
+  switch (h.kind) {
+    case 'health':
+      return health();
+    case 'ping':
+      return ping(ctx, deps);
+    case 'openapi':
+      return openapi();
+    case 'record':
+      return recordHandler(ctx, deps, h.op, h.resource, h.nested);
+    case 'audit':
+      return listAudit(ctx, deps);
+    case 'admin':
+      return adminHandler(ctx, deps, h.action);
+    case 'token_grant':
+      return tokenGrant(ctx, deps);
+    case 'sign_experiment':
+      return signExperiment(ctx, deps);
+    case 'notifications':
+      return h.op === 'create' ? createNotifications(ctx, deps) : h.op === 'list' ? listNotifications(ctx, deps) : updateNotification(ctx, deps);
+    case 'jobs':
+      return { create: createJob, list: listJobs, get: getJob, artifact: jobArtifact }[h.op](ctx, deps);
+    case 'realtime_jobs':
+      return realtimeJobs(ctx, deps);
+    case 'oauth_authorize':
+      return oauthAuthorize(ctx, deps);
+    case 'oauth_token':
+      return oauthToken(ctx, deps);
+    case 'oauth_metadata':
+      return h.document === 'authorization_server' ? authorizationServerMetadata(ctx) : protectedResourceMetadata(ctx);
+    case 'mcp':
+      return mcpHandler(ctx, deps);
+    case 'webhooks_admin':
+      return webhooksAdminHandler(ctx, deps, h.action);
+    case 'inbound_webhook':
+      return inboundWebhookHandler(ctx, deps);
+    case 'telemetry':
+      return telemetryHandler(ctx, deps, h.op);
+    case 'telemetry_admin':
+      return telemetryAdminHandler(ctx, deps, h.op);
+    case 'raw_upload':
+      return uploadRawFile(ctx, deps);
+    case 'lab_orders':
+      return labOrderHandler(ctx, deps, h.op);
+    case 'pending':
+      throw DomainError.unavailable();
+  }
+}

@@ -1,0 +1,104 @@
+import { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { DomainError, metrics, type Logger } from '@lab/kit';
+
+export const DEFAULT_LIMITS = { per_minute: 120, per_hour: 5000 };
+
+export interface Limits {
+  per_minute: number;
+  per_hour: number;
+}
+
+/** What the response headers report: the per-minute window. */
+export interface RateState {
+  limit: number;
+  remaining: number;
+}
+
+/** Redis keys are shared by every gateway replica; the prefix must not vary per process. */
+const KEY_PREFIX = 'lab:gateway:rl';
+/** At most one "failing open" line per this interval. */
+const FAIL_OPEN_LOG_MS = 30_000;
+
+/**
+ * Per-token request limits over two windows (minute and hour). Organisations may
+ * override the defaults, so there is one limiter per (window, points) pair,
+ * created on first use. Counters live in Redis when configured (shared across
+ * replicas), else in memory. If Redis fails, requests pass (fail open) and a
+ * line is logged: a broken counter store must not take the API down.
+ */
+export class RateLimiter {
+  private readonly limiters = new Map<string, RateLimiterAbstract>();
+  private readonly redis?: Redis;
+  private lastFailLog = 0;
+
+  constructor(
+    private readonly log: Logger,
+    redisUrl?: string,
+  ) {
+    if (redisUrl) {
+      this.redis = new Redis(redisUrl, {
+        // Fail at once while disconnected instead of queueing: we fail open.
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        // The minute and hour windows of a request (and of concurrent requests)
+        // go out as one pipelined write instead of a syscall each.
+        enableAutoPipelining: true,
+        lazyConnect: false,
+      });
+      this.redis.on('error', (err: Error) => this.failOpen(err));
+    }
+  }
+
+  private limiter(window: 'm' | 'h', points: number): RateLimiterAbstract {
+    const id = `${window}${points}`;
+    let l = this.limiters.get(id);
+    if (!l) {
+      const opts = { points, duration: window === 'm' ? 60 : 3600, keyPrefix: `${KEY_PREFIX}:${id}` };
+      l = this.redis ? new RateLimiterRedis({ ...opts, storeClient: this.redis }) : new RateLimiterMemory(opts);
+      this.limiters.set(id, l);
+    }
+    return l;
+  }
+
+  /** Counts one request of a token; throws 429 rate_limited when over either window. */
+  async consume(tokenId: string, limits: Limits): Promise<RateState> {
+    const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
+    const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
+    const results = await Promise.allSettled([
+      this.limiter('m', perMinute).consume(tokenId, 1),
+      this.limiter('h', perHour).consume(tokenId, 1),
+    ]);
+    const [minute, hour] = results;
+    const rejected = results.some((r) => r.status === 'rejected' && r.reason instanceof RateLimiterRes);
+    const minuteRes = minute.status === 'fulfilled' ? minute.value : minute.reason instanceof RateLimiterRes ? minute.reason : undefined;
+    const state: RateState = {
+      limit: perMinute,
+      remaining: rejected ? 0 : Math.max(0, minuteRes?.remainingPoints ?? perMinute),
+    };
+    if (rejected) {
+      metrics().rateLimited.inc();
+      throw new RateLimitedError(state);
+    }
+    for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
+    return state;
+  }
+
+  private failOpen(err: unknown): void {
+    const now = Date.now();
+    if (now - this.lastFailLog < FAIL_OPEN_LOG_MS) return;
+    this.lastFailLog = now;
+    this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'rate limit store unavailable, failing open');
+  }
+
+  async close(): Promise<void> {
+    if (this.redis) await this.redis.quit().catch(() => this.redis?.disconnect());
+  }
+}
+
+/** 429 that still carries the counters for the X-RateLimit-* headers. */
+export class RateLimitedError extends DomainError {
+  constructor(readonly state: RateState) {
+    super('rate_limited', 'rate_limited', 'rate limit exceeded; retry after 60 seconds');
+  }
+}

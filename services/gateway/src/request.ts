@@ -1,0 +1,49 @@
+import type { Request } from 'express';
+import type { CallerContext, Logger } from '@lab/kit';
+import type { Authenticator, Principal } from './auth.js';
+import type { Clients } from './clients.js';
+import type { StateSigner } from './functions/signed-state.js';
+import type { IdempotencyStore } from './idempotency.js';
+import type { JobEventsHub } from './job-events.js';
+import type { RateLimiter, RateState } from './rate-limit.js';
+import type { Reply } from './replies.js';
+import type { Route } from './routes.js';
+
+/** One request as the handlers see it, once routing and authentication are done. */
+export interface Ctx {
+  req: Request;
+  route: Route;
+  params: Record<string, string>;
+  requestId: string;
+  /** the parsed JSON body, or undefined when none was sent */
+  body: unknown;
+  principal?: Principal;
+  /** signed into every gRPC call of this request */
+  caller?: CallerContext;
+  rate?: RateState;
+}
+
+export interface Deps {
+  log: Logger;
+  clients: Clients;
+  auth: Authenticator;
+  limiter: RateLimiter;
+  idempotency: IdempotencyStore;
+  /** signs the state of the OAuth authorization pages */
+  oauthState: StateSigner;
+  /** server-sent job.updated events (realtime channel background_jobs) */
+  jobEvents: JobEventsHub;
+}
+
+export type Handler = (ctx: Ctx, deps: Deps) => Promise<Reply>;
+
+/** The caller of an authenticated route (the pipeline sets it before any handler). */
+export function callerIn(ctx: Ctx): CallerContext {
+  if (!ctx.caller) throw new Error(`route ${ctx.route.method} ${ctx.route.path} has no caller`);
+  return ctx.caller;
+}
+
+export function principalIn(ctx: Ctx): Principal {
+  if (!ctx.principal) throw new Error(`route ${ctx.route.method} ${ctx.route.path} has no principal`);
+  return ctx.principal;
+}

@@ -1,0 +1,18 @@
+/**
+ * Token scope rules of the public API, pure so they can be tested alone.
+ *   write implies read; admin and `*` imply every scope.
+ */
+export const SCOPES = ['read', 'write', 'audit:read', 'admin', '*', 'devices:register'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** What a route demands: a scope, or nothing beyond authentication. */
+export type RouteScope = Scope | 'none';
+
+export function hasScope(granted: readonly string[], required: RouteScope): boolean {
+  if (required === 'none') return true;
+  if (granted.includes(required) || granted.includes('admin') || granted.includes('*')) return true;
+  return required === 'read' && granted.includes('write');
+}
+
+/** The message of a 403 insufficient_scope, naming the missing scope. */
+export const missingScopeMessage = (required: Scope): string => `token lacks the ${required} scope`;

@@ -1,0 +1,34 @@
+import { DomainError } from '@lab/kit';
+import type { Principal } from './auth.js';
+import { json, type Reply } from './replies.js';
+import type { RecordOp } from './routes.js';
+import { hasScope } from './scopes.js';
+
+export const isTestMode = (header: string | string[] | undefined): boolean =>
+  typeof header === 'string' && header.trim().toLowerCase() === 'true';
+
+/**
+ * The preliminary write permission of X-Test-Mode (the route's write scope is
+ * already checked): a viewer may not write, and a delete needs an administrator
+ * role, or the admin scope for an API key that acts as no user.
+ */
+export function checkWritePermission(p: Principal, op: RecordOp): void {
+  if (p.role === 'viewer') throw DomainError.forbidden('a viewer cannot change records', 'forbidden');
+  if (op === 'delete') {
+    const admin = p.role === 'admin' || (!p.user_id && hasScope(p.scopes, 'admin'));
+    if (!admin) throw DomainError.forbidden('deleting records needs an administrator role', 'forbidden');
+  }
+}
+
+const OPERATION: Partial<Record<RecordOp, string>> = { create: 'create', update: 'update', replace: 'replace', delete: 'delete' };
+
+/** The echo of a generic CRUD write under X-Test-Mode: nothing is validated or changed. */
+export function testModeReply(p: Principal, op: RecordOp, resource: string, id: string | undefined, body: unknown): Reply {
+  const operation = OPERATION[op];
+  if (!operation) throw new Error(`X-Test-Mode does not apply to ${op}`);
+  checkWritePermission(p, op);
+  const wouldApply: Record<string, unknown> = { operation, resource };
+  if (id !== undefined) wouldApply.id = id;
+  if (op !== 'delete' && body !== undefined) wouldApply.body = body;
+  return json(200, { data: { test_mode: true, would_apply: wouldApply } });
+}

@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto';
+import type { BusMessage } from '@lab/kit';
+import { startStack, type Stack } from '@lab/testing';
+import { call, eventually } from './http';
+
+let stack: Stack;
+let key: string;
+const created: BusMessage<{ id: string; name: string }>[] = [];
+
+const post = (body: unknown, idempotencyKey?: string, token = key) =>
+  call(stack.url, 'POST', '/v1/samples', { token, body, headers: idempotencyKey ? { 'idempotency-key': idempotencyKey } : {} });
+
+const total = async () => (await call(stack.url, 'GET', '/v1/samples?limit=1', { token: key })).body.pagination.total as number;
+
+/** Creates a sample without a key and waits for its event: every earlier event has arrived by then. */
+async function drainEvents(): Promise<void> {
+  const marker = await post({ name: `marker-${randomUUID()}` });
+  await eventually(async () => (created.some((m) => m.data.id === marker.body.data.id) ? true : undefined));
+}
+
+const eventsFor = (id: string) => created.filter((m) => m.data.id === id).length;
+
+beforeAll(async () => {
+  stack = await startStack();
+  // A queue bound to this stack's exchange (RabbitMQ when AMQP_URL is set).
+  await stack.bus.subscribe({
+    queue: 'test.sample-created',
+    transient: true,
+    bindings: ['sample.created'],
+    handler: async (m) => {
+      created.push(m as BusMessage<{ id: string; name: string }>);
+    },
+  });
+  const org = await stack.admin.createOrg();
+  key = (await stack.admin.createApiKey(org.id, { scopes: ['read', 'write'] })).token;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('Idempotency-Key', () => {
+  it('replays the first answer and writes once', async () => {
+    const before = await total();
+    const k = `key-${randomUUID()}`;
+    const first = await post({ name: 'idem', type: 'blood' }, k);
+    expect(first.status).toBe(201);
+    expect(first.headers.get('idempotent-replay')).toBeNull();
+    const again = await post({ type: 'blood', name: 'idem' }, k); // same payload, other key order
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(await total()).toBe(before + 1);
+    await drainEvents();
+    expect(eventsFor(first.body.data.id)).toBe(1);
+  });
+
+  it('answers 409 in the special shape for the same key with another payload', async () => {
+    const k = `key-${randomUUID()}`;
+    expect((await post({ name: 'one' }, k)).status).toBe(201);
+    const r = await post({ name: 'two' }, k);
+    expect(r.status).toBe(409);
+    expect(r.body).toEqual({ data: null, error: 'idempotency_key_conflict', meta: { message: expect.any(String) } });
+  });
+
+  it('keeps keys apart per token', async () => {
+    const other = (await stack.admin.createApiKey((await stack.admin.createOrg()).id, { scopes: ['write'] })).token;
+    const k = `key-${randomUUID()}`;
+    const a = await post({ name: 'a' }, k);
+    const b = await post({ name: 'a' }, k, other);
+    expect(b.status).toBe(201);
+    expect(b.headers.get('idempotent-replay')).toBeNull();
+    expect(b.body.data.id).not.toBe(a.body.data.id);
+  });
+
+  it('replays a 4xx outcome too', async () => {
+    const k = `key-${randomUUID()}`;
+    const first = await post({ type: 'no name' }, k);
+    expect(first.status).toBe(400);
+    const again = await post({ type: 'no name' }, k);
+    expect(again.status).toBe(400);
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+    expect(again.text).toBe(first.text);
+  });
+
+  it.each([['short'], ['x'.repeat(201)]])('refuses the key %#: 400 validation_failed', async (bad) => {
+    const r = await post({ name: 'x' }, bad);
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('validation_failed');
+  });
+
+  it('lets 20 concurrent duplicates write once and answer identically', async () => {
+    const before = await total();
+    const k = `key-${randomUUID()}`;
+    const answers = await Promise.all(Array.from({ length: 20 }, () => post({ name: 'burst' }, k)));
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(201));
+    expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+    expect(answers.filter((a) => a.headers.get('idempotent-replay') === null)).toHaveLength(1);
+    expect(await total()).toBe(before + 1);
+    await drainEvents();
+    expect(eventsFor(answers[0]!.body.data.id)).toBe(1);
+  });
+});

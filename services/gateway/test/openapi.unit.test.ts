@@ -1,0 +1,164 @@
+import { z } from 'zod';
+import { adminBodies } from '../src/handlers/admin';
+import { jsonSchemaOf, openApiDocument } from '../src/openapi';
+import { RECORD_FIELDS } from '../src/record-fields';
+import { ROUTES, type Route } from '../src/routes';
+
+type Operation = Record<string, any>;
+type Doc = {
+  openapi: string;
+  info: { title: string; version: string };
+  servers: unknown[];
+  paths: Record<string, Record<string, Operation>>;
+  components: Record<string, Record<string, any>>;
+};
+
+const doc = openApiDocument(ROUTES) as unknown as Doc;
+const oasPath = (p: string) => p.replace(/:([A-Za-z_]+)/g, '{$1}');
+const opOf = (r: Route): Operation => {
+  const op = doc.paths[oasPath(r.path)]?.[r.method.toLowerCase()];
+  if (!op) throw new Error(`${r.method} ${r.path} is missing from the document`);
+  return op;
+};
+const label = (r: Route) => `${r.method} ${r.path}`;
+
+/** Resolves a local $ref (or returns the object itself). */
+function deref(x: any): any {
+  if (!x || typeof x.$ref !== 'string') return x;
+  const parts = (x.$ref as string).replace(/^#\//, '').split('/');
+  let cur: any = doc;
+  for (const p of parts) cur = cur?.[p];
+  return cur;
+}
+const paramNames = (op: Operation, where?: string) =>
+  (op.parameters as unknown[]).map(deref).filter((p) => !where || p.in === where).map((p) => p.name as string);
+
+async function validate(document: unknown) {
+  const { Validator } = await import('@seriousme/openapi-schema-validator');
+  const v = new Validator();
+  const res = await v.validate(JSON.parse(JSON.stringify(document)));
+  return { ...res, version: v.version };
+}
+
+describe('OpenAPI document', () => {
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const res = await validate(doc);
+    expect(res.errors ?? []).toEqual([]);
+    expect(res.valid).toBe(true);
+    expect(res.version).toBe('3.1');
+    expect(doc.info).toMatchObject({ version: '1.1.0' });
+    expect(doc.servers.length).toBeGreaterThan(0);
+  });
+
+  it('the validator refuses a broken document (the check above can fail)', async () => {
+    const broken = JSON.parse(JSON.stringify(doc));
+    broken.paths['/v1/health'].get.responses = 'none';
+    expect((await validate(broken)).valid).toBe(false);
+  });
+
+  it('every $ref points at something that exists', () => {
+    const refs: string[] = [];
+    const walk = (x: unknown) => {
+      if (Array.isArray(x)) x.forEach(walk);
+      else if (x && typeof x === 'object') {
+        for (const [k, v] of Object.entries(x)) (k === '$ref' && typeof v === 'string' ? refs.push(v) : walk(v));
+      }
+    };
+    walk(doc);
+    expect(refs.length).toBeGreaterThan(0);
+    expect(refs.filter((r) => deref({ $ref: r }) === undefined)).toEqual([]);
+  });
+
+  describe.each(ROUTES.map((r) => [label(r), r] as const))('%s', (_name, route) => {
+    const op = opOf(route);
+
+    it('appears with its scope, module and security', () => {
+      expect(op['x-required-scope']).toBe(route.scope);
+      expect(op['x-module']).toBe(route.module);
+      if (route.auth === 'none') expect(op.security).toEqual([]);
+      else {
+        const scheme = { bearer: 'bearer', session: 'session', operator: 'operator' }[route.auth];
+        expect(op.security).toEqual([{ [scheme]: route.scope === 'none' ? [] : [route.scope] }]);
+        expect(doc.components.securitySchemes[scheme]).toMatchObject({ type: 'http', scheme: 'bearer' });
+        expect(op.responses['401']).toBeDefined();
+      }
+      if (route.scope !== 'none') expect(op.description).toContain(route.scope);
+    });
+
+    it('documents Idempotency-Key exactly on idempotent routes', () => {
+      expect(paramNames(op).includes('Idempotency-Key')).toBe(route.idempotent);
+      if (route.idempotent) {
+        const conflict = op.responses['409'].content['application/json'].schema;
+        expect(JSON.stringify(conflict)).toContain('#/components/schemas/IdempotencyConflict');
+      }
+    });
+
+    it('documents every path parameter', () => {
+      for (const m of route.path.matchAll(/:([A-Za-z_]+)/g)) expect(paramNames(op)).toContain(m[1]);
+    });
+
+    it('documents organisation selection, rate-limit headers and 429 on public routes', () => {
+      const publicApi = route.auth === 'bearer' || route.auth === 'session';
+      expect(paramNames(op, 'header').includes('X-Org-Id')).toBe(publicApi);
+      expect(paramNames(op, 'query').includes('org_id')).toBe(publicApi);
+      expect(op.responses['429'] !== undefined).toBe(publicApi);
+      if (publicApi) {
+        expect(Object.keys(op.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+        const success = Object.keys(op.responses).find((s) => s.startsWith('2'))!;
+        expect(Object.keys(op.responses[success].headers)).toEqual(expect.arrayContaining(['X-RateLimit-Limit', 'X-RateLimit-Remaining']));
+        expect(op.responses['403']).toBeDefined();
+      }
+    });
+
+    it('answers 503 when it depends on a service', () => {
+      if (route.service) expect(op.responses['503']).toBeDefined();
+    });
+  });
+
+  it('marks X-Test-Mode on generic CRUD writes only', () => {
+    for (const r of ROUTES) {
+      const write = r.handler.kind === 'record' && !r.handler.nested && r.handler.op !== 'list' && r.handler.op !== 'get';
+      expect([label(r), paramNames(opOf(r)).includes('X-Test-Mode')]).toEqual([label(r), write]);
+    }
+  });
+
+  it('describes the create body of every generic resource from the field table', () => {
+    for (const r of ROUTES) {
+      if (r.handler.kind !== 'record' || r.handler.op !== 'create') continue;
+      const fields = RECORD_FIELDS[r.handler.resource];
+      expect([r.handler.resource, fields !== undefined]).toEqual([r.handler.resource, true]);
+      const body = deref(opOf(r).requestBody.content['application/json'].schema);
+      expect(Object.keys(body.properties).sort()).toEqual(Object.keys(fields!.fields).sort());
+      expect(body.required ?? []).toEqual(fields!.required);
+    }
+    expect(deref({ $ref: '#/components/schemas/StockItemsCreate' }).required).toEqual(['catalog_id', 'quantity', 'unit']);
+  });
+
+  it('takes management bodies from the zod schemas that validate them', () => {
+    for (const r of ROUTES) {
+      if (r.handler.kind !== 'admin') continue;
+      const schema = (adminBodies as Record<string, z.ZodType>)[r.handler.action];
+      if (!schema) continue;
+      const body = deref(opOf(r).requestBody.content['application/json'].schema);
+      expect(body).toEqual(jsonSchemaOf(schema));
+    }
+    const org = deref({ $ref: '#/components/schemas/AdminCreateOrgBody' });
+    expect(org.properties.modules.items.enum).toEqual(['lab_equipment', 'analytics_qc', 'sample_intake']);
+    expect(org.additionalProperties).toBe(false);
+  });
+
+  it('has the error, idempotency-conflict and envelope schemas', () => {
+    const s = doc.components.schemas;
+    expect(s.Error.required).toEqual(['error']);
+    expect(s.IdempotencyConflict.properties.error).toEqual({ const: 'idempotency_key_conflict' });
+    expect(s.List.required).toEqual(['data', 'pagination']);
+    expect(s.Item.required).toEqual(['data']);
+    expect(s.CursorList.required).toEqual(['data', 'next_cursor', 'count']);
+  });
+
+  it('documents the audit query from its zod schema', () => {
+    const audit = ROUTES.find((r) => r.path === '/v1/audit')!;
+    const limit = opOf(audit).parameters.find((p: any) => p.name === 'limit');
+    expect(limit).toMatchObject({ in: 'query', schema: { maximum: 1000, default: 100 } });
+  });
+});

@@ -1,0 +1,150 @@
+import { startStack, type Stack } from '@lab/testing';
+import { call } from './http';
+
+let stack: Stack;
+let orgA: string;
+let adminKey: string;
+let writeKey: string;
+let otherOrgKey: string;
+let viewerPat: string;
+
+const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
+  call(stack.url, method, path, { token, body, headers });
+
+beforeAll(async () => {
+  stack = await startStack();
+  const { admin } = stack;
+  orgA = (await admin.createOrg()).id;
+  const orgB = (await admin.createOrg()).id;
+  adminKey = (await admin.createApiKey(orgA, { scopes: ['admin'] })).token;
+  writeKey = (await admin.createApiKey(orgA, { scopes: ['write'] })).token;
+  otherOrgKey = (await admin.createApiKey(orgB, { scopes: ['read', 'write'] })).token;
+  const viewer = await admin.createUser();
+  await admin.putMember(orgA, viewer.id, 'viewer');
+  viewerPat = (await admin.createPat(viewer.id, { scopes: ['write'], org_id: orgA })).token;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('generic CRUD of samples', () => {
+  it('creates, reads, updates, replaces, lists and deletes', async () => {
+    const created = await api('POST', '/v1/samples', writeKey, { name: 'S-1', type: 'blood', status: 'new' });
+    expect(created.status).toBe(201);
+    expect(created.body.data).toMatchObject({ name: 'S-1', type: 'blood', status: 'new' });
+    const id = created.body.data.id as string;
+
+    const got = await api('GET', `/v1/samples/${id}`, writeKey);
+    expect(got.status).toBe(200);
+    expect(got.body.data.id).toBe(id);
+
+    const patched = await api('PATCH', `/v1/samples/${id}`, writeKey, { status: 'received' });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data).toMatchObject({ name: 'S-1', status: 'received' });
+
+    const put = await api('PUT', `/v1/samples/${id}`, writeKey, { storage_location: 'freezer 2' });
+    expect(put.status).toBe(200);
+    expect(put.body.data.storage_location).toBe('freezer 2');
+
+    const deleted = await api('DELETE', `/v1/samples/${id}`, adminKey);
+    expect(deleted.status).toBe(204);
+    expect(deleted.text).toBe('');
+    expect((await api('GET', `/v1/samples/${id}`, writeKey)).status).toBe(404);
+  });
+
+  it('pages lists in the list envelope', async () => {
+    for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/samples', writeKey, { name: `page-${i}` })).status).toBe(201);
+    const first = await api('GET', '/v1/samples?limit=2&offset=0&order_by=created_at&order=asc', writeKey);
+    expect(first.status).toBe(200);
+    expect(first.body.data).toHaveLength(2);
+    expect(first.body.pagination).toEqual({ limit: 2, offset: 0, total: expect.any(Number) });
+    expect(first.body.pagination.total).toBeGreaterThanOrEqual(3);
+    const second = await api('GET', '/v1/samples?limit=2&offset=2&order_by=created_at&order=asc', writeKey);
+    expect(second.body.pagination).toMatchObject({ limit: 2, offset: 2 });
+    const ids = [...first.body.data, ...second.body.data].map((r: { id: string }) => r.id);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('does not show a record of another organisation', async () => {
+    const created = await api('POST', '/v1/samples', writeKey, { name: 'private' });
+    const r = await api('GET', `/v1/samples/${created.body.data.id}`, otherOrgKey);
+    expect(r.status).toBe(404);
+    expect(r.body.error.code).toBeDefined();
+  });
+
+  it('answers 404 for an id that is not a UUID', async () => {
+    const r = await api('GET', '/v1/samples/not-a-uuid', writeKey);
+    expect(r.status).toBe(404);
+    expect(r.body.error.code).toBe('not_found');
+  });
+
+  it('answers 400 validation_failed with details for an invalid body', async () => {
+    const r = await api('POST', '/v1/samples', writeKey, { type: 'blood' });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('validation_failed');
+    expect(r.body.error.details).toBeDefined();
+  });
+
+  it('answers 400 invalid_json for malformed JSON and 400 for a non-object body', async () => {
+    const bad = await api('POST', '/v1/samples', writeKey, '{"name": ');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('invalid_json');
+    const arr = await api('POST', '/v1/samples', writeKey, [{ name: 'x' }]);
+    expect(arr.status).toBe(400);
+    expect(arr.body.error.code).toBe('validation_failed');
+    const text = await api('POST', '/v1/samples', writeKey, 'name=x', { 'content-type': 'text/plain' });
+    expect(text.status).toBe(400);
+  });
+
+  it('answers 413 for a body over 1 MB', async () => {
+    const r = await api('POST', '/v1/samples', writeKey, { name: 'x', metadata: { blob: 'x'.repeat(1_100_000) } });
+    expect(r.status).toBe(413);
+    expect(r.body.error).toBeDefined();
+  });
+
+  it('refuses a delete by a token without an administrator role', async () => {
+    const created = await api('POST', '/v1/samples', writeKey, { name: 'keep' });
+    const r = await api('DELETE', `/v1/samples/${created.body.data.id}`, writeKey);
+    expect(r.status).toBe(403);
+  });
+});
+
+describe('X-Test-Mode', () => {
+  const testMode = { 'x-test-mode': 'true' };
+
+  it('echoes a create without validating or writing', async () => {
+    const before = await api('GET', '/v1/samples?limit=1', writeKey);
+    const r = await api('POST', '/v1/samples', writeKey, { nonsense: 1 }, testMode);
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ data: { test_mode: true, would_apply: { operation: 'create', resource: 'samples', body: { nonsense: 1 } } } });
+    const after = await api('GET', '/v1/samples?limit=1', writeKey);
+    expect(after.body.pagination.total).toBe(before.body.pagination.total);
+  });
+
+  it('echoes update, replace and delete with the id', async () => {
+    const id = '0190a0c8-0000-7000-8000-000000000001';
+    const u = await api('PATCH', `/v1/samples/${id}`, writeKey, { status: 'x' }, testMode);
+    expect(u.body.data.would_apply).toEqual({ operation: 'update', resource: 'samples', id, body: { status: 'x' } });
+    const p = await api('PUT', `/v1/samples/${id}`, writeKey, { status: 'x' }, testMode);
+    expect(p.body.data.would_apply.operation).toBe('replace');
+    const d = await api('DELETE', `/v1/samples/${id}`, adminKey, undefined, testMode);
+    expect(d.status).toBe(200);
+    expect(d.body.data.would_apply).toEqual({ operation: 'delete', resource: 'samples', id });
+  });
+
+  it('still checks authentication, scope and preliminary permission', async () => {
+    expect((await call(stack.url, 'POST', '/v1/samples', { body: {}, headers: testMode })).status).toBe(401);
+    const readKey = (await stack.admin.createApiKey(orgA, { scopes: ['read'] })).token;
+    expect((await api('POST', '/v1/samples', readKey, {}, testMode)).status).toBe(403);
+    expect((await api('POST', '/v1/samples', viewerPat, {}, testMode)).status).toBe(403);
+    const id = '0190a0c8-0000-7000-8000-000000000002';
+    expect((await api('DELETE', `/v1/samples/${id}`, writeKey, undefined, testMode)).status).toBe(403);
+  });
+
+  it('is ignored on reads', async () => {
+    const r = await api('GET', '/v1/samples', writeKey, undefined, testMode);
+    expect(r.status).toBe(200);
+    expect(r.body.pagination).toBeDefined();
+  });
+});

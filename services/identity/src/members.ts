@@ -1,0 +1,111 @@
+import { sql } from 'drizzle-orm';
+import { DomainError, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
+import type { identity } from '@lab/contracts';
+import type { Role } from './model.js';
+import { requireOrg } from './orgs.js';
+import { arr } from './sql.js';
+
+type Member = identity.Member;
+
+interface MemberRow {
+  org_id: string;
+  user_id: string;
+  role: string;
+  department_id: string | null;
+  email: string;
+  name: string | null;
+}
+
+const toMember = (r: MemberRow): Member => ({
+  org_id: r.org_id,
+  user_id: r.user_id,
+  role: r.role,
+  ...(r.department_id !== null ? { department_id: r.department_id } : {}),
+  email: r.email,
+  ...(r.name !== null ? { name: r.name } : {}),
+});
+
+/** Audit view: the membership itself, without the user's contact data. */
+const snapshot = (m: Member) => ({ org_id: m.org_id, user_id: m.user_id, role: m.role, department_id: m.department_id ?? null });
+
+const selectMembers = sql`select m.org_id, m.user_id, m.role, m.department_id, u.email, u.name
+  from identity.memberships m join identity.users u on u.id = m.user_id`;
+
+export async function findMember(deps: ServiceDeps, orgId: string, userId: string, exec?: Executor, lock = false): Promise<Member | null> {
+  const [row] = await deps.db.rows<MemberRow>(
+    sql`${selectMembers} where m.org_id = ${orgId} and m.user_id = ${userId} ${lock ? sql`for update of m` : sql``}`,
+    exec,
+  );
+  return row ? toMember(row) : null;
+}
+
+/** Throws 400 unless the user is a member of the org (for tokens that act as a member). */
+export async function requireMember(deps: ServiceDeps, orgId: string, userId: string, exec: Executor): Promise<void> {
+  if (!(await findMember(deps, orgId, userId, exec))) {
+    throw DomainError.invalid('the user is not a member of the organisation', { user_id: userId, org_id: orgId }, 'not_a_member');
+  }
+}
+
+export async function putMember(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  input: { org_id: string; user_id: string; role: Role; department_id?: string },
+): Promise<Member> {
+  return deps.outbox.write(caller, async (tx, emit) => {
+    await requireOrg(deps, input.org_id, tx);
+    const [user] = await deps.db.rows<{ id: string }>(sql`select id from identity.users where id = ${input.user_id}`, tx);
+    if (!user) throw DomainError.notFound('user not found');
+    if (input.department_id) {
+      const [dept] = await deps.db.rows<{ id: string }>(
+        sql`select id from identity.departments where id = ${input.department_id} and org_id = ${input.org_id}`,
+        tx,
+      );
+      if (!dept) throw DomainError.invalid('department not found in this organisation', { department_id: input.department_id });
+    }
+    const before = await findMember(deps, input.org_id, input.user_id, tx, true);
+    await tx.execute(sql`insert into identity.memberships (org_id, user_id, role, department_id)
+        values (${input.org_id}, ${input.user_id}, ${input.role}, ${input.department_id ?? null})
+        on conflict (org_id, user_id) do update
+          set role = excluded.role, department_id = excluded.department_id, updated_at = now()`);
+    const after = (await findMember(deps, input.org_id, input.user_id, tx))!;
+    emit.audit(input.org_id, {
+      action: before ? 'update' : 'create',
+      resource: 'member',
+      record_id: input.user_id,
+      before: before ? snapshot(before) : null,
+      after: snapshot(after),
+    });
+    emit.event('identity.member.changed', input.org_id, { org_id: input.org_id, user_id: input.user_id });
+    return after;
+  });
+}
+
+export async function deleteMember(deps: ServiceDeps, caller: CallerContext, input: { org_id: string; user_id: string }): Promise<void> {
+  await deps.outbox.write(caller, async (tx, emit) => {
+    const before = await findMember(deps, input.org_id, input.user_id, tx, true);
+    if (!before) throw DomainError.notFound('member not found');
+    await tx.execute(sql`delete from identity.memberships where org_id = ${input.org_id} and user_id = ${input.user_id}`);
+    emit.audit(input.org_id, { action: 'delete', resource: 'member', record_id: input.user_id, before: snapshot(before) });
+    emit.event('identity.member.removed', input.org_id, { org_id: input.org_id, user_id: input.user_id });
+  });
+}
+
+/** Members of one org: only the given users (non-members left out), or by role, or all. */
+export async function listMembers(
+  deps: ServiceDeps,
+  input: { org_id: string; user_ids: string[]; role?: Role },
+): Promise<Member[]> {
+  const filters = [sql`m.org_id = ${input.org_id}`];
+  if (input.user_ids.length) filters.push(sql`m.user_id = any(${arr(input.user_ids)}::uuid[])`);
+  if (input.role) filters.push(sql`m.role = ${input.role}`);
+  const rows = await deps.db.rows<MemberRow>(sql`${selectMembers} where ${sql.join(filters, sql` and `)} order by m.created_at, m.user_id`);
+  return rows.map(toMember);
+}
+
+/** Organisations a user belongs to, with the role there (the OAuth consent page's picker). */
+export async function listUserOrgs(deps: ServiceDeps, userId: string): Promise<identity.UserOrg[]> {
+  return deps.db.rows<identity.UserOrg>(
+    sql`select m.org_id, o.name, m.role from identity.memberships m join identity.orgs o on o.id = m.org_id
+        where m.user_id = ${userId} order by o.name, m.org_id limit 500`,
+  );
+}

@@ -1,0 +1,73 @@
+import type { GrpcServer, ServiceDeps } from '@lab/kit';
+import { identity } from '@lab/contracts';
+import { deleteMember, listMembers, listUserOrgs, putMember } from './members.js';
+import { OAUTH_DEFAULT_CLIENT_SCOPES } from './model.js';
+import { createOAuthClient, getOAuthClient } from './oauth-clients.js';
+import { createOAuthCode, exchangeOAuthCode, refreshOAuthToken } from './oauth-grants.js';
+import { createDepartment, createOrg, getOrg, updateOrg } from './orgs.js';
+import { resolveSessionUser, resolveToken } from './resolve.js';
+import { passwordGrant, refreshGrant } from './sessions.js';
+import { createApiKey, createPat, revokeToken } from './token-store.js';
+import { checkCredentials, createUser, getUser, verifyUserPassword } from './users.js';
+import { parse, schemas as s } from './validation.js';
+
+/**
+ * The gRPC edge: every request is validated here, then handed to the domain
+ * module that owns it. The gateway decides who may call the management RPCs
+ * (operator token); here the signed caller context is what gets audited.
+ */
+export interface IdentityOptions {
+  /** lifetime of OAuth authorization codes */
+  oauthCodeTtlSeconds: number;
+}
+
+export function registerIdentity(server: GrpcServer, deps: ServiceDeps, opts: IdentityOptions): void {
+  server.add(identity.IdentityServiceService, {
+    resolveToken: async (req) => {
+      const r = parse(s.resolveToken, req);
+      return resolveToken(deps, r.token_hash, r.org_id);
+    },
+    createOrg: async (req, caller) => createOrg(deps, caller, parse(s.createOrg, req)),
+    updateOrg: async (req, caller) => updateOrg(deps, caller, parse(s.updateOrg, req)),
+    getOrg: async (req) => getOrg(deps, parse(s.orgId, req).org_id),
+    createDepartment: async (req, caller) => createDepartment(deps, caller, parse(s.createDepartment, req)),
+    createUser: async (req, caller) => createUser(deps, caller, parse(s.createUser, req)),
+    getUser: async (req) => getUser(deps, parse(s.userId, req).user_id),
+    putMember: async (req, caller) => putMember(deps, caller, parse(s.putMember, req)),
+    deleteMember: async (req, caller) => {
+      await deleteMember(deps, caller, parse(s.member, req));
+      return {};
+    },
+    listMembers: async (req) => ({ members: await listMembers(deps, parse(s.listMembers, req)) }),
+    createApiKey: async (req, caller) => createApiKey(deps, caller, parse(s.createApiKey, req)),
+    createPat: async (req, caller) => createPat(deps, caller, parse(s.createPat, req)),
+    revokeToken: async (req, caller) => {
+      await revokeToken(deps, caller, parse(s.tokenId, req).token_id);
+      return {};
+    },
+    passwordGrant: async (req, caller) => {
+      const r = parse(s.passwordGrant, req);
+      return passwordGrant(deps, caller, r.email, r.password);
+    },
+    refreshGrant: async (req, caller) => refreshGrant(deps, caller, parse(s.refreshGrant, req).refresh_token),
+    verifyPassword: async (req) => {
+      const r = parse(s.verifyPassword, req);
+      await verifyUserPassword(deps, r.user_id, r.password);
+      return {};
+    },
+    createOAuthClient: async (req, caller) => {
+      const r = parse(s.createOAuthClient, req);
+      return createOAuthClient(deps, caller, { ...r, scopes: r.scopes.length ? r.scopes : [...OAUTH_DEFAULT_CLIENT_SCOPES] });
+    },
+    getOAuthClient: async (req) => getOAuthClient(deps, parse(s.oauthClientId, req).client_id),
+    checkCredentials: async (req) => {
+      const r = parse(s.passwordGrant, req);
+      return checkCredentials(deps, r.email, r.password);
+    },
+    resolveSessionUser: async (req) => resolveSessionUser(deps, parse(s.tokenHash, req).token_hash),
+    listUserOrgs: async (req) => ({ orgs: await listUserOrgs(deps, parse(s.userId, req).user_id) }),
+    createOAuthCode: async (req, caller) => createOAuthCode(deps, caller, parse(s.createOAuthCode, req), opts.oauthCodeTtlSeconds),
+    exchangeOAuthCode: async (req, caller) => exchangeOAuthCode(deps, caller, parse(s.exchangeOAuthCode, req)),
+    refreshOAuthToken: async (req, caller) => refreshOAuthToken(deps, caller, parse(s.refreshOAuthToken, req)),
+  });
+}

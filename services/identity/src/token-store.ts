@@ -1,0 +1,158 @@
+import { sql } from 'drizzle-orm';
+import { DomainError, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
+import type { identity } from '@lab/contracts';
+import { requireMember } from './members.js';
+import { requireOrg } from './orgs.js';
+import { arr } from './sql.js';
+import { hashToken, newApiKey, newPrefixedToken, type TokenKind } from './tokens.js';
+import { getUser } from './users.js';
+
+export interface NewToken {
+  kind: TokenKind;
+  name: string | null;
+  org_id: string | null;
+  user_id: string | null;
+  scopes: readonly string[];
+  connector_id?: string | null;
+  device_ids?: readonly string[];
+  session_id?: string | null;
+  /** OAuth grant the token was issued under */
+  grant_id?: string | null;
+  ttl_seconds?: number;
+}
+
+/** Stores the hash of a fresh token of `kind` and returns its id and plain text. */
+export async function insertToken(tx: Tx, t: NewToken): Promise<{ id: string; token: string }> {
+  const id = newId();
+  const token = t.kind === 'api_key' ? newApiKey(t.org_id!) : newPrefixedToken(t.kind);
+  await tx.execute(sql`insert into identity.tokens
+      (id, kind, token_hash, name, org_id, user_id, scopes, connector_id, device_ids, session_id, grant_id, expires_at)
+    values (${id}, ${t.kind}, ${hashToken(token)}, ${t.name}, ${t.org_id}, ${t.user_id}, ${arr(t.scopes)}::text[],
+      ${t.connector_id ?? null}, ${arr(t.device_ids ?? [])}::uuid[], ${t.session_id ?? null}, ${t.grant_id ?? null},
+      ${t.ttl_seconds === undefined ? null : sql`now() + ${t.ttl_seconds} * interval '1 second'`})`);
+  return { id, token };
+}
+
+/** What the audit log keeps of a token: never its hash or plain text. */
+export const tokenSnapshot = (id: string, t: NewToken) => ({
+  id,
+  kind: t.kind,
+  name: t.name,
+  org_id: t.org_id,
+  user_id: t.user_id,
+  scopes: [...t.scopes],
+  connector_id: t.connector_id ?? null,
+  device_ids: [...(t.device_ids ?? [])],
+});
+
+async function issue(deps: ServiceDeps, caller: CallerContext, t: NewToken, check: (tx: Tx) => Promise<void>): Promise<identity.IssuedToken> {
+  return deps.outbox.write(caller, async (tx, emit) => {
+    await check(tx);
+    const { id, token } = await insertToken(tx, t);
+    emit.audit(t.org_id, { action: 'create', resource: t.kind, record_id: id, after: tokenSnapshot(id, t) });
+    return {
+      id,
+      token,
+      scopes: [...t.scopes],
+      ...(t.user_id ? { user_id: t.user_id } : {}),
+      ...(t.org_id ? { org_id: t.org_id } : {}),
+    };
+  });
+}
+
+export function createApiKey(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  input: { org_id: string; name: string; scopes: string[]; user_id?: string; connector_id?: string; device_ids: string[] },
+): Promise<identity.IssuedToken> {
+  const t: NewToken = {
+    kind: 'api_key',
+    name: input.name,
+    org_id: input.org_id,
+    user_id: input.user_id ?? null,
+    scopes: input.scopes,
+    connector_id: input.connector_id ?? null,
+    device_ids: input.device_ids,
+  };
+  return issue(deps, caller, t, async (tx) => {
+    await requireOrg(deps, input.org_id, tx);
+    if (input.user_id) await requireMember(deps, input.org_id, input.user_id, tx);
+  });
+}
+
+export function createPat(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  input: { user_id: string; name: string; scopes: string[]; org_id?: string },
+): Promise<identity.IssuedToken> {
+  const t: NewToken = { kind: 'pat', name: input.name, org_id: input.org_id ?? null, user_id: input.user_id, scopes: input.scopes };
+  return issue(deps, caller, t, async (tx) => {
+    await getUser(deps, input.user_id, tx);
+    if (input.org_id) {
+      await requireOrg(deps, input.org_id, tx);
+      await requireMember(deps, input.org_id, input.user_id, tx);
+    }
+  });
+}
+
+interface RevokedRow {
+  id: string;
+  kind: string;
+  org_id: string | null;
+  user_id: string | null;
+}
+
+/**
+ * Revokes the given live tokens, or every live token of a sign-in session, and
+ * emits one `identity.token.revoked` per token so gateway caches drop them.
+ */
+export async function revokeWhere(
+  tx: Tx,
+  emit: Emitter,
+  target: { token_id: string } | { session_id: string } | { grant_id: string },
+): Promise<RevokedRow[]> {
+  const where =
+    'token_id' in target
+      ? sql`id = ${target.token_id}`
+      : 'session_id' in target
+        ? sql`session_id = ${target.session_id}`
+        : sql`grant_id = ${target.grant_id}`;
+  const revoked = await rows<RevokedRow>(
+    tx,
+    sql`update identity.tokens set revoked_at = now()
+        where ${where} and revoked_at is null returning id, kind, org_id, user_id`,
+  );
+  for (const row of revoked) {
+    emit.event('identity.token.revoked', row.org_id, { token_id: row.id });
+    emit.audit(row.org_id, {
+      action: 'revoke',
+      resource: row.kind,
+      record_id: row.id,
+      before: { revoked: false },
+      after: { revoked: true },
+    });
+  }
+  return revoked;
+}
+
+/** Ends an OAuth grant: it issues nothing more, and every live token issued under it stops working. */
+export async function revokeGrant(tx: Tx, emit: Emitter, grantId: string): Promise<void> {
+  await tx.execute(sql`update identity.oauth_grants set revoked_at = now() where id = ${grantId} and revoked_at is null`);
+  await revokeWhere(tx, emit, { grant_id: grantId });
+}
+
+/** Revokes a token; a session or refresh token takes the rest of its sign-in session with it, an OAuth token its grant. */
+export async function revokeToken(deps: ServiceDeps, caller: CallerContext, tokenId: string): Promise<void> {
+  await deps.outbox.write(caller, async (tx, emit) => {
+    const [tok] = await deps.db.rows<{ id: string; session_id: string | null; grant_id: string | null }>(
+      sql`select id, session_id, grant_id from identity.tokens where id = ${tokenId} for update`,
+      tx,
+    );
+    if (!tok) throw DomainError.notFound('token not found');
+    if (tok.grant_id) {
+      await revokeGrant(tx, emit, tok.grant_id);
+      return;
+    }
+    await revokeWhere(tx, emit, tok.session_id ? { session_id: tok.session_id } : { token_id: tok.id });
+  });
+}

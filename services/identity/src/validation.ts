@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { DomainError, isUuid } from '@lab/kit';
+import { MODULES, ROLES } from './model.js';
+import { SCOPES, unknownScopes } from './scopes.js';
+
+/**
+ * Request schemas of the service edge. proto3 delivers unset strings as '' and
+ * unset messages as undefined; `optional` fields arrive as undefined.
+ */
+const uuid = z
+  .string()
+  .refine((v) => isUuid(v), 'must be a UUID')
+  .transform((v) => v.toLowerCase());
+
+const name = z.string().trim().min(1).max(200);
+const email = z.string().trim().pipe(z.email().max(320));
+const password = z.string().min(8).max(1024);
+const unique = <T>(xs: T[]) => [...new Set(xs)];
+
+// Canonical order and no duplicates, so equal sets compare equal in audit diffs.
+const modules = z
+  .array(z.enum(MODULES))
+  .max(MODULES.length * 4)
+  .transform((xs) => MODULES.filter((m) => xs.includes(m)));
+const rateLimit = z.object({
+  per_minute: z.number().int().positive(),
+  per_hour: z.number().int().positive(),
+});
+const scopes = z
+  .array(z.string())
+  .min(1, 'at least one scope')
+  .max(SCOPES.length * 4)
+  .superRefine((xs, ctx) => {
+    const bad = unknownScopes(xs);
+    if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
+  })
+  .transform(unique);
+
+/**
+ * A registrable OAuth redirect URI: absolute https, or http on the loopback host
+ * (native and development clients); no fragment (RFC 6749 3.1.2). Matching at
+ * authorization time is exact string equality.
+ */
+export function isAllowedRedirectUri(value: string): boolean {
+  if (value.includes('#')) return false;
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return false;
+  }
+  if (u.username || u.password) return false;
+  if (u.protocol === 'https:') return u.hostname.length > 0;
+  return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1');
+}
+
+const redirectUri = z.string().min(1).max(2000).refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment');
+const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200) });
+const opaque = z.string().min(1).max(200);
+const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine((xs, ctx) => {
+  const bad = unknownScopes(xs);
+  if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')}` });
+});
+
+export const schemas = {
+  resolveToken: z.object({
+    token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256'),
+    org_id: uuid.optional(),
+  }),
+  createOrg: z.object({ name, modules: modules.default([]), rate_limit: rateLimit.optional() }),
+  updateOrg: z.object({
+    org_id: uuid,
+    name: name.optional(),
+    modules: z.object({ modules }).optional(),
+    rate_limit: rateLimit.optional(),
+  }),
+  orgId: z.object({ org_id: uuid }),
+  createDepartment: z.object({ org_id: uuid, name }),
+  createUser: z.object({ email, name: name.optional(), password: password.optional() }),
+  userId: z.object({ user_id: uuid }),
+  putMember: z.object({ org_id: uuid, user_id: uuid, role: z.enum(ROLES), department_id: uuid.optional() }),
+  member: z.object({ org_id: uuid, user_id: uuid }),
+  listMembers: z.object({
+    org_id: uuid,
+    user_ids: z.array(uuid).max(1000).default([]).transform(unique),
+    role: z.enum(ROLES).optional(),
+  }),
+  createApiKey: z.object({
+    org_id: uuid,
+    name,
+    scopes,
+    user_id: uuid.optional(),
+    connector_id: uuid.optional(),
+    device_ids: z.array(uuid).max(1000).default([]).transform(unique),
+  }),
+  createPat: z.object({ user_id: uuid, name, scopes, org_id: uuid.optional() }),
+  tokenId: z.object({ token_id: uuid }),
+  passwordGrant: z.object({ email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }),
+  refreshGrant: z.object({ refresh_token: z.string().min(1).max(200) }),
+  verifyPassword: z.object({ user_id: uuid, password: z.string().max(1024) }),
+  createOAuthClient: z.object({
+    name,
+    redirect_uris: z.array(redirectUri).min(1).max(20).transform(unique),
+    scopes: z.array(z.string()).max(SCOPES.length * 4).superRefine((xs, ctx) => {
+      const bad = unknownScopes(xs);
+      if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
+    }).transform(unique),
+  }),
+  oauthClientId: z.object({ client_id: z.string().max(100) }),
+  tokenHash: z.object({ token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256') }),
+  createOAuthCode: z.object({
+    client_id: z.string().max(100),
+    redirect_uri: z.string().max(2000),
+    user_id: uuid,
+    org_id: uuid,
+    scopes: scopeList.transform(unique),
+    code_challenge: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 unreserved characters').optional(),
+    code_challenge_method: z.enum(['S256', 'plain']).optional(),
+  }),
+  exchangeOAuthCode: z.object({
+    client: clientAuth,
+    code: opaque,
+    redirect_uri: z.string().max(2000),
+    code_verifier: z.string().max(128).optional(),
+  }),
+  refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique) }),
+};
+
+/** Parses a request or throws 400 validation_failed naming each bad field. */
+export function parse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  throw DomainError.invalid('invalid request', {
+    fields: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+  });
+}

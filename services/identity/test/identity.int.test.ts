@@ -1,0 +1,319 @@
+import { randomUUID } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { connect, type Channel, type ChannelModel } from 'amqplib';
+import { AmqpBus, DomainError, RpcClient, createLogger, runService, systemContext, type BusMessage, type RunningService } from '@lab/kit';
+import { identity } from '@lab/contracts';
+import { definition, hashToken, parseApiKeyOrg } from '@lab/identity';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
+
+const secret = 'test-secret-0123456789';
+const log = createLogger('test', 'silent');
+/** used only when no DATABASE_URL is set (embedded PGlite) */
+const dataDir = `/tmp/identity-test-${randomUUID()}`;
+
+let bus: AmqpBus;
+let svc: RunningService;
+let client: RpcClient<typeof identity.IdentityServiceService>;
+let amqp: ChannelModel;
+let channel: Channel;
+
+/** Every identity.* message seen on the test exchange, in arrival order. */
+const seen: BusMessage[] = [];
+const waiters: { match: (m: BusMessage) => boolean; resolve: (m: BusMessage) => void }[] = [];
+
+function nextMessage(match: (m: BusMessage) => boolean): Promise<BusMessage> {
+  const hit = seen.find(match);
+  if (hit) return Promise.resolve(hit);
+  return new Promise((resolve) => waiters.push({ match, resolve }));
+}
+
+beforeAll(async () => {
+  const exchange = uniqueExchange();
+  amqp = await connect(process.env.AMQP_URL!);
+  channel = await amqp.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true });
+  await channel.bindQueue(queue, exchange, 'identity.#');
+  await channel.consume(
+    queue,
+    (raw) => {
+      if (!raw) return;
+      const msg = JSON.parse(raw.content.toString('utf8')) as BusMessage;
+      seen.push(msg);
+      for (const w of waiters.filter((x) => x.match(msg))) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(msg);
+      }
+    },
+    { noAck: true },
+  );
+  bus = await AmqpBus.connect(process.env.AMQP_URL!, exchange, log);
+  svc = await runService(definition, {
+    log,
+    bus,
+    secret,
+    databaseUrl: await freshDatabaseUrl(),
+    dataDir,
+    grpcAddress: '127.0.0.1:0',
+  });
+  client = new RpcClient(identity.IdentityServiceClient, svc.address, { secret });
+});
+
+afterAll(async () => {
+  client?.close();
+  await svc?.stop();
+  await bus?.close();
+  await amqp?.close();
+  await dropFreshDatabases();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+const ctx = () => systemContext(randomUUID());
+
+async function rejection(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof DomainError) return `${err.kind}/${err.code}`;
+    throw err;
+  }
+  return 'ok';
+}
+
+const resolve = (token: string, org_id?: string) =>
+  client.call('resolveToken', { token_hash: hashToken(token), ...(org_id ? { org_id } : {}) }, ctx());
+
+const email = () => `u-${randomUUID()}@Example.org`;
+
+/** A fresh org with one member of the given role. */
+async function orgWithMember(role = 'researcher', password?: string) {
+  const org = await client.call('createOrg', { name: 'Lab', modules: ['lab_equipment'] }, ctx());
+  const user = await client.call('createUser', { email: email(), name: 'Ada', ...(password ? { password } : {}) }, ctx());
+  await client.call('putMember', { org_id: org.id, user_id: user.id, role }, ctx());
+  return { org, user };
+}
+
+describe('identity over gRPC', () => {
+  it('creates and reads orgs, departments, users and members', async () => {
+    const org = await client.call(
+      'createOrg',
+      { name: 'Chem Lab', modules: ['analytics_qc', 'lab_equipment'], rate_limit: { per_minute: 60, per_hour: 1000 } },
+      ctx(),
+    );
+    expect(org).toMatchObject({ name: 'Chem Lab', modules: ['lab_equipment', 'analytics_qc'], rate_limit: { per_minute: 60, per_hour: 1000 } });
+    expect(new Date(org.created_at).toISOString()).toBe(org.created_at);
+    expect(await client.call('getOrg', { org_id: org.id }, ctx())).toEqual(org);
+
+    const updated = await client.call('updateOrg', { org_id: org.id, modules: { modules: ['sample_intake'] } }, ctx());
+    expect(updated).toMatchObject({ name: 'Chem Lab', modules: ['sample_intake'], rate_limit: { per_minute: 60, per_hour: 1000 } });
+    await nextMessage((m) => m.type === 'identity.org.updated' && (m.data as { org_id: string }).org_id === org.id);
+
+    const dept = await client.call('createDepartment', { org_id: org.id, name: 'QC' }, ctx());
+    const user = await client.call('createUser', { email: 'Grace.' + email(), name: 'Grace' }, ctx());
+    expect(await client.call('getUser', { user_id: user.id }, ctx())).toEqual(user);
+    expect(await rejection(client.call('createUser', { email: user.email.toUpperCase() }, ctx()))).toBe('conflict/email_taken');
+
+    const member = await client.call('putMember', { org_id: org.id, user_id: user.id, role: 'qm', department_id: dept.id }, ctx());
+    expect(member).toMatchObject({ org_id: org.id, user_id: user.id, role: 'qm', department_id: dept.id, email: user.email });
+
+    const other = await orgWithMember();
+    const foreignDept = await client.call('createDepartment', { org_id: other.org.id, name: 'Elsewhere' }, ctx());
+    expect(
+      await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'qm', department_id: foreignDept.id }, ctx())),
+    ).toBe('invalid/validation_failed');
+
+    const viewer = await client.call('createUser', { email: email() }, ctx());
+    await client.call('putMember', { org_id: org.id, user_id: viewer.id, role: 'viewer' }, ctx());
+    const byIds = await client.call('listMembers', { org_id: org.id, user_ids: [user.id, other.user.id] }, ctx());
+    expect(byIds.members.map((m) => m.user_id)).toEqual([user.id]);
+    const byRole = await client.call('listMembers', { org_id: org.id, user_ids: [], role: 'viewer' }, ctx());
+    expect(byRole.members.map((m) => m.user_id)).toEqual([viewer.id]);
+    const all = await client.call('listMembers', { org_id: org.id, user_ids: [] }, ctx());
+    expect(all.members.map((m) => m.user_id).sort()).toEqual([user.id, viewer.id].sort());
+  });
+
+  it('rejects bad input with 400 and unknown records with 404, changing nothing', async () => {
+    expect(await rejection(client.call('getOrg', { org_id: 'not-a-uuid' }, ctx()))).toBe('invalid/validation_failed');
+    expect(await rejection(client.call('getOrg', { org_id: randomUUID() }, ctx()))).toBe('not_found/not_found');
+    expect(await rejection(client.call('createOrg', { name: '', modules: [] }, ctx()))).toBe('invalid/validation_failed');
+    const { org, user } = await orgWithMember();
+    expect(
+      await rejection(client.call('createApiKey', { org_id: org.id, name: 'k', scopes: ['read', 'sudo'], device_ids: [] }, ctx())),
+    ).toBe('invalid/validation_failed');
+    expect(await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'owner' }, ctx()))).toBe(
+      'invalid/validation_failed',
+    );
+    const members = await client.call('listMembers', { org_id: org.id, user_ids: [] }, ctx());
+    expect(members.members.map((m) => m.role)).toEqual(['researcher']);
+    expect(await rejection(client.call('revokeToken', { token_id: randomUUID() }, ctx()))).toBe('not_found/not_found');
+    expect(await rejection(client.call('deleteMember', { org_id: org.id, user_id: randomUUID() }, ctx()))).toBe('not_found/not_found');
+  });
+
+  it('resolves an API key in its embedded org, with and without a member binding', async () => {
+    const { org, user } = await orgWithMember('dept_admin');
+    const other = await client.call('createOrg', { name: 'Other', modules: [] }, ctx());
+    const connector = randomUUID();
+    const device = randomUUID();
+    const key = await client.call(
+      'createApiKey',
+      { org_id: org.id, name: 'instrument', scopes: ['read', 'devices:register'], connector_id: connector, device_ids: [device] },
+      ctx(),
+    );
+    expect(key.token.startsWith(`lab_${org.id.replace(/-/g, '')}_`)).toBe(true);
+    expect(parseApiKeyOrg(key.token)).toBe(org.id);
+
+    const p = await resolve(key.token);
+    expect(p).toMatchObject({
+      token_id: key.id,
+      token_kind: 'api_key',
+      org_id: org.id,
+      scopes: ['read', 'devices:register'],
+      connector_id: connector,
+      device_ids: [device],
+      modules: ['lab_equipment'],
+      rate_limit: { per_minute: 120, per_hour: 5000 },
+      org_bound: true,
+    });
+    expect(p.role).toBeUndefined();
+    expect(p.user_id).toBeUndefined();
+    expect((await resolve(key.token, org.id)).org_id).toBe(org.id);
+    expect(await rejection(resolve(key.token, other.id))).toBe('forbidden/org_mismatch');
+
+    const asMember = await client.call('createApiKey', { org_id: org.id, name: 'acting', scopes: ['write'], user_id: user.id, device_ids: [] }, ctx());
+    expect(await resolve(asMember.token)).toMatchObject({ user_id: user.id, role: 'dept_admin', org_bound: true });
+
+    const outsider = await client.call('createUser', { email: email() }, ctx());
+    expect(
+      await rejection(client.call('createApiKey', { org_id: org.id, name: 'x', scopes: ['read'], user_id: outsider.id, device_ids: [] }, ctx())),
+    ).toBe('invalid/not_a_member');
+    expect(await rejection(client.call('createApiKey', { org_id: randomUUID(), name: 'x', scopes: ['read'], device_ids: [] }, ctx()))).toBe(
+      'not_found/not_found',
+    );
+    expect(await rejection(resolve(`${key.token}x`))).toBe('unauthenticated/unauthorized');
+  });
+
+  it('resolves bound and unbound PATs by org selection and membership', async () => {
+    const { org, user } = await orgWithMember('admin');
+    const second = await client.call('createOrg', { name: 'Second', modules: [] }, ctx());
+    await client.call('putMember', { org_id: second.id, user_id: user.id, role: 'viewer' }, ctx());
+    const stranger = await client.call('createOrg', { name: 'Stranger', modules: [] }, ctx());
+
+    const bound = await client.call('createPat', { user_id: user.id, name: 'bound', scopes: ['read'], org_id: org.id }, ctx());
+    expect(bound.token).toMatch(/^pat_/);
+    expect(bound.org_id).toBe(org.id);
+    expect(await resolve(bound.token)).toMatchObject({ token_kind: 'pat', org_id: org.id, role: 'admin', org_bound: true });
+    expect(await rejection(resolve(bound.token, second.id))).toBe('forbidden/org_mismatch');
+
+    const unbound = await client.call('createPat', { user_id: user.id, name: 'unbound', scopes: ['*'] }, ctx());
+    expect(unbound.org_id).toBeUndefined();
+    expect(await rejection(resolve(unbound.token))).toBe('invalid/org_required');
+    expect(await resolve(unbound.token, org.id)).toMatchObject({ org_id: org.id, role: 'admin', org_bound: false, user_id: user.id });
+    expect(await resolve(unbound.token, second.id)).toMatchObject({ org_id: second.id, role: 'viewer', modules: [] });
+    expect(await rejection(resolve(unbound.token, stranger.id))).toBe('forbidden/not_a_member');
+    expect(await rejection(resolve(unbound.token, randomUUID()))).toBe('forbidden/not_a_member');
+
+    expect(
+      await rejection(client.call('createPat', { user_id: user.id, name: 'x', scopes: ['read'], org_id: stranger.id }, ctx())),
+    ).toBe('invalid/not_a_member');
+    expect(await rejection(client.call('createPat', { user_id: randomUUID(), name: 'x', scopes: ['read'] }, ctx()))).toBe('not_found/not_found');
+  });
+
+  it('stops a revoked token at once and announces it on the bus exactly once', async () => {
+    const { org, user } = await orgWithMember();
+    const key = await client.call('createApiKey', { org_id: org.id, name: 'k', scopes: ['read'], device_ids: [] }, ctx());
+    const pat = await client.call('createPat', { user_id: user.id, name: 'p', scopes: ['read'] }, ctx());
+    await resolve(key.token);
+
+    await client.call('revokeToken', { token_id: key.id }, ctx());
+    expect(await rejection(resolve(key.token))).toBe('unauthenticated/unauthorized');
+    expect((await resolve(pat.token, org.id)).token_id).toBe(pat.id);
+    await client.call('revokeToken', { token_id: key.id }, ctx()); // already revoked: nothing more to announce
+
+    const revoked = await nextMessage((m) => m.type === 'identity.token.revoked' && (m.data as { token_id: string }).token_id === key.id);
+    expect(revoked.org_id).toBe(org.id);
+    // One relay publishes in commit order: once a later write's event is here, any duplicate would be too.
+    await client.call('updateOrg', { org_id: org.id, name: 'Renamed' }, ctx());
+    await nextMessage((m) => m.type === 'identity.org.updated' && (m.data as { org_id: string }).org_id === org.id);
+    const copies = seen.filter((m) => m.type === 'identity.token.revoked' && (m.data as { token_id: string }).token_id === key.id);
+    expect(copies).toHaveLength(1);
+  });
+
+  it('stops tokens acting as a member once the member is removed', async () => {
+    const { org, user } = await orgWithMember('researcher');
+    const key = await client.call('createApiKey', { org_id: org.id, name: 'acting', scopes: ['read'], user_id: user.id, device_ids: [] }, ctx());
+    const pat = await client.call('createPat', { user_id: user.id, name: 'p', scopes: ['read'] }, ctx());
+    expect((await resolve(key.token)).role).toBe('researcher');
+
+    await client.call('deleteMember', { org_id: org.id, user_id: user.id }, ctx());
+    expect(await rejection(resolve(key.token))).toBe('forbidden/not_a_member');
+    expect(await rejection(resolve(pat.token, org.id))).toBe('forbidden/not_a_member');
+    const removed = await nextMessage((m) => m.type === 'identity.member.removed' && (m.data as { user_id: string }).user_id === user.id);
+    expect(removed).toMatchObject({ org_id: org.id, data: { org_id: org.id, user_id: user.id } });
+
+    await client.call('putMember', { org_id: org.id, user_id: user.id, role: 'viewer' }, ctx());
+    expect((await resolve(key.token)).role).toBe('viewer');
+  });
+
+  it('signs users in with a password and never lets a refresh token act as a bearer', async () => {
+    const { org, user } = await orgWithMember('qm', 'correct horse battery');
+    const found = await client.call('getUser', { user_id: user.id }, ctx());
+    const s = await client.call('passwordGrant', { email: found.email.toLowerCase(), password: 'correct horse battery' }, ctx());
+    expect(s).toMatchObject({ expires_in: 3600, user_id: user.id });
+    expect(s.access_token).toMatch(/^ses_/);
+    expect(s.refresh_token).toMatch(/^ref_/);
+
+    expect(await resolve(s.access_token, org.id)).toMatchObject({ token_kind: 'session', user_id: user.id, role: 'qm', org_bound: false });
+    expect(await rejection(resolve(s.access_token))).toBe('invalid/org_required');
+    expect(await rejection(resolve(s.refresh_token, org.id))).toBe('unauthenticated/unauthorized');
+
+    expect(await rejection(client.call('passwordGrant', { email: found.email, password: 'wrong horse battery' }, ctx()))).toBe(
+      'invalid/invalid_grant',
+    );
+    expect(await rejection(client.call('passwordGrant', { email: email(), password: 'correct horse battery' }, ctx()))).toBe(
+      'invalid/invalid_grant',
+    );
+    const noPassword = await client.call('createUser', { email: email() }, ctx());
+    expect(await rejection(client.call('passwordGrant', { email: noPassword.email, password: 'anything' }, ctx()))).toBe(
+      'invalid/invalid_grant',
+    );
+  });
+
+  it('rotates refresh tokens and ends the session when a used one comes back', async () => {
+    const { org, user } = await orgWithMember('researcher', 'correct horse battery');
+    const { email: address } = await client.call('getUser', { user_id: user.id }, ctx());
+    const first = await client.call('passwordGrant', { email: address, password: 'correct horse battery' }, ctx());
+
+    const second = await client.call('refreshGrant', { refresh_token: first.refresh_token }, ctx());
+    expect(second.refresh_token).not.toBe(first.refresh_token);
+    expect(second.user_id).toBe(user.id);
+    expect(await rejection(resolve(first.access_token, org.id))).toBe('unauthenticated/unauthorized');
+    expect((await resolve(second.access_token, org.id)).user_id).toBe(user.id);
+
+    expect(await rejection(client.call('refreshGrant', { refresh_token: first.refresh_token }, ctx()))).toBe('invalid/invalid_grant');
+    // The replay revoked the session the stolen token belonged to.
+    expect(await rejection(resolve(second.access_token, org.id))).toBe('unauthenticated/unauthorized');
+    expect(await rejection(client.call('refreshGrant', { refresh_token: second.refresh_token }, ctx()))).toBe('invalid/invalid_grant');
+    expect(await rejection(client.call('refreshGrant', { refresh_token: 'ref_unknown' }, ctx()))).toBe('invalid/invalid_grant');
+  });
+
+  it('revokes the whole sign-in session when one of its tokens is revoked', async () => {
+    const { org, user } = await orgWithMember('researcher', 'correct horse battery');
+    const { email: address } = await client.call('getUser', { user_id: user.id }, ctx());
+    const s = await client.call('passwordGrant', { email: address, password: 'correct horse battery' }, ctx());
+    const p = await resolve(s.access_token, org.id);
+    await client.call('revokeToken', { token_id: p.token_id }, ctx());
+    expect(await rejection(resolve(s.access_token, org.id))).toBe('unauthenticated/unauthorized');
+    expect(await rejection(client.call('refreshGrant', { refresh_token: s.refresh_token }, ctx()))).toBe('invalid/invalid_grant');
+  });
+
+  it('verifies a re-entered password', async () => {
+    const { user } = await orgWithMember('researcher', 'correct horse battery');
+    expect(await client.call('verifyPassword', { user_id: user.id, password: 'correct horse battery' }, ctx())).toEqual({});
+    expect(await rejection(client.call('verifyPassword', { user_id: user.id, password: 'nope' }, ctx()))).toBe(
+      'unauthenticated/invalid_password',
+    );
+    expect(await rejection(client.call('verifyPassword', { user_id: randomUUID(), password: 'nope' }, ctx()))).toBe(
+      'unauthenticated/invalid_password',
+    );
+  });
+});

@@ -1,0 +1,62 @@
+import { scopesForRole } from '../src/scopes';
+import { toPrincipal, type TokenContextRow } from '../src/principal';
+import { newPrefixedToken, tokenKindOf } from '../src/tokens';
+import { isAllowedRedirectUri } from '../src/validation';
+
+describe('OAuth rules', () => {
+  it('keeps admin-only scopes for admins only', () => {
+    expect(scopesForRole(['read', 'admin', 'audit:read', '*'], 'admin')).toEqual(['read', 'admin', 'audit:read', '*']);
+    for (const role of ['dept_admin', 'researcher', 'qm', 'viewer', null]) {
+      expect(scopesForRole(['read', 'write', 'admin', 'audit:read', '*'], role)).toEqual(['read', 'write']);
+    }
+  });
+
+  it.each([
+    ['https://app.example.com/cb', true],
+    ['https://app.example.com/cb?x=1', true],
+    ['http://localhost:8080/cb', true],
+    ['http://127.0.0.1/cb', true],
+    ['http://app.example.com/cb', false],
+    ['https://app.example.com/cb#frag', false],
+    ['https://user:pw@app.example.com/cb', false],
+    ['javascript:alert(1)', false],
+    ['/relative', false],
+    ['http://localhost.evil.com/cb', false],
+  ])('redirect URI %s allowed: %s', (uri, ok) => {
+    expect(isAllowedRedirectUri(uri)).toBe(ok);
+  });
+
+  it('tells OAuth tokens apart by prefix', () => {
+    expect(tokenKindOf(newPrefixedToken('oauth'))).toBe('oauth');
+    expect(tokenKindOf(newPrefixedToken('oauth_refresh'))).toBe('oauth_refresh');
+    expect(newPrefixedToken('oauth')).toMatch(/^oat_/);
+    expect(newPrefixedToken('oauth_refresh')).toMatch(/^ort_/);
+  });
+
+  const row = (over: Partial<TokenContextRow>): TokenContextRow => ({
+    token_id: 't',
+    kind: 'oauth',
+    user_id: 'u',
+    bound_org_id: 'o',
+    scopes: ['read', 'admin'],
+    connector_id: null,
+    device_ids: [],
+    org_id: 'o',
+    modules: [],
+    per_minute: 1,
+    per_hour: 1,
+    role: 'admin',
+    department_id: null,
+    ...over,
+  });
+
+  it('drops admin scopes of an OAuth token whose user is no longer an admin', () => {
+    expect(toPrincipal(row({}), undefined).scopes).toEqual(['read', 'admin']);
+    expect(toPrincipal(row({ role: 'researcher' }), undefined).scopes).toEqual(['read']);
+    expect(toPrincipal(row({ kind: 'oauth' }), undefined).token_kind).toBe('oauth');
+  });
+
+  it('never accepts an OAuth refresh token as a bearer token', () => {
+    expect(() => toPrincipal(row({ kind: 'oauth_refresh' }), undefined)).toThrow();
+  });
+});

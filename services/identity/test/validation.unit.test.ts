@@ -1,0 +1,73 @@
+import { DomainError } from '@lab/kit';
+import { hasScope } from '../src/scopes';
+import { parse, schemas } from '../src/validation';
+
+const ORG = '0190a4f0-1234-7abc-8def-0123456789ab';
+const apiKey = (over: Record<string, unknown>) => ({ org_id: ORG, name: 'k', scopes: ['read'], device_ids: [], ...over });
+
+function rejection(fn: () => unknown): DomainError {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof DomainError) return err;
+    throw err;
+  }
+  throw new Error('expected a DomainError');
+}
+
+describe('scope validation', () => {
+  it('accepts every allowed scope and drops duplicates', () => {
+    const r = parse(schemas.createApiKey, apiKey({ scopes: ['read', 'write', 'audit:read', 'admin', '*', 'devices:register', 'read'] }));
+    expect(r.scopes).toEqual(['read', 'write', 'audit:read', 'admin', '*', 'devices:register']);
+  });
+
+  it.each([[['read', 'delete']], [['READ']], [[]], [['']]])('rejects %j with 400 validation_failed', (scopes) => {
+    const err = rejection(() => parse(schemas.createPat, { user_id: ORG, name: 'p', scopes }));
+    expect(err.kind).toBe('invalid');
+    expect(err.code).toBe('validation_failed');
+    expect(JSON.stringify(err.details)).toContain('scopes');
+  });
+
+  it('lets admin and * imply every scope', () => {
+    expect(hasScope(['read'], 'read')).toBe(true);
+    expect(hasScope(['read'], 'write')).toBe(false);
+    expect(hasScope(['admin'], 'audit:read')).toBe(true);
+    expect(hasScope(['*'], 'devices:register')).toBe(true);
+  });
+});
+
+describe('request validation', () => {
+  it('names the bad field of a non-UUID id', () => {
+    const err = rejection(() => parse(schemas.orgId, { org_id: 'nope' }));
+    expect(err.details).toEqual({ fields: [{ path: 'org_id', message: 'must be a UUID' }] });
+  });
+
+  it('keeps modules to the known set, deduplicated in canonical order', () => {
+    expect(parse(schemas.createOrg, { name: 'Lab', modules: ['sample_intake', 'lab_equipment', 'sample_intake'] }).modules).toEqual([
+      'lab_equipment',
+      'sample_intake',
+    ]);
+    expect(rejection(() => parse(schemas.createOrg, { name: 'Lab', modules: ['billing'] })).code).toBe('validation_failed');
+  });
+
+  it.each([
+    [{ name: '', modules: [] }],
+    [{ name: 'x'.repeat(201), modules: [] }],
+    [{ name: 'Lab', modules: [], rate_limit: { per_minute: 0, per_hour: 10 } }],
+    [{ name: 'Lab', modules: [], rate_limit: { per_minute: 1.5, per_hour: 10 } }],
+  ])('rejects org %j', (input) => {
+    expect(rejection(() => parse(schemas.createOrg, input)).kind).toBe('invalid');
+  });
+
+  it('validates emails and password length of new users', () => {
+    expect(parse(schemas.createUser, { email: ' Ada@Example.org ' }).email).toBe('Ada@Example.org');
+    expect(rejection(() => parse(schemas.createUser, { email: 'not-an-email' })).kind).toBe('invalid');
+    expect(rejection(() => parse(schemas.createUser, { email: `${'a'.repeat(315)}@ex.org` })).kind).toBe('invalid');
+    expect(rejection(() => parse(schemas.createUser, { email: 'a@ex.org', password: 'short' })).kind).toBe('invalid');
+  });
+
+  it('only knows the five roles', () => {
+    expect(parse(schemas.putMember, { org_id: ORG, user_id: ORG, role: 'qm' }).role).toBe('qm');
+    expect(rejection(() => parse(schemas.putMember, { org_id: ORG, user_id: ORG, role: 'owner' })).kind).toBe('invalid');
+  });
+});

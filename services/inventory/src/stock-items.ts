@@ -1,0 +1,76 @@
+import { z } from 'zod';
+import { defineResource } from '@lab/kit';
+import { amount, date, reference, short, text } from './fields.js';
+import { canWriteInventory } from './permissions.js';
+import { sameOrgRecord } from './references.js';
+
+const optional = <T extends z.ZodType>(s: T) => s.nullable().optional();
+
+const fields = {
+  catalog_id: reference,
+  unit: z.string().trim().min(1, 'must not be empty').max(50),
+  name_suffix: optional(short),
+  manufacturer: optional(short),
+  supplier: optional(short),
+  article_number: optional(short),
+  order_number: optional(short),
+  lot_number: optional(short),
+  lot_status: optional(short),
+  container_material: optional(short),
+  cost_center: optional(short),
+  project_number: optional(short),
+  intended_use: optional(short),
+  notes: optional(text),
+  package_size_full: optional(amount),
+  package_size_current: optional(amount),
+  purchase_price: optional(amount),
+  min_stock: optional(amount),
+  storage_location_id: optional(reference),
+  department_id: optional(reference),
+  acquired_on: optional(date),
+  opened_on: optional(date),
+  expires_on: optional(date),
+  inspected_on: optional(date),
+};
+
+const createStockItem = z.strictObject({ ...fields, quantity: amount });
+
+/**
+ * After creation the quantity changes only through stock movements, so that the
+ * movement log always explains it; naming it in an update is a 400 that says so.
+ */
+const updateStockItem = z.strictObject({
+  ...z.object(fields).partial().shape,
+  quantity: z.never({ error: 'quantity changes only through stock movements (POST /v1/stock-movements)' }).optional(),
+});
+
+/** Stock items: a container or lot of a catalog reagent, with its current quantity. */
+export const stockItems = defineResource({
+  name: 'stock-items',
+  table: 'inventory.stock_items',
+  auditResource: 'stock_item',
+  create: createStockItem,
+  update: updateStockItem,
+  filters: {
+    catalog_id: 'uuid',
+    storage_location_id: 'uuid',
+    department_id: 'uuid',
+    lot_number: 'string',
+    lot_status: 'string',
+    supplier: 'string',
+    manufacturer: 'string',
+    article_number: 'string',
+    unit: 'string',
+    expires_on: 'date',
+  },
+  orderBy: ['updated_at', 'expires_on', 'quantity', 'name_suffix', 'lot_number'],
+  canWrite: canWriteInventory,
+  async beforeCreate(tx, caller, input) {
+    await sameOrgRecord(tx, caller, 'catalog_id', 'inventory.reagents', input.catalog_id);
+    return input;
+  },
+  async beforeUpdate(tx, caller, input) {
+    if (input.catalog_id != null) await sameOrgRecord(tx, caller, 'catalog_id', 'inventory.reagents', input.catalog_id);
+    return input;
+  },
+});

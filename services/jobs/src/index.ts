@@ -1,0 +1,71 @@
+import path from 'node:path';
+import { jobs } from '@lab/contracts';
+import type { ServiceDefinition } from '@lab/kit';
+import { createJob, getJob, listJobs, readArtifact } from './api.js';
+import { Sources, type PeerAddresses } from './sources.js';
+import { JobWorker, type WorkerOptions } from './worker.js';
+
+export type JobsRole = 'api' | 'worker' | 'both';
+
+export interface JobsOptions extends Partial<WorkerOptions> {
+  /** api serves the RPCs, worker runs jobs; default JOBS_ROLE, else both */
+  role?: JobsRole;
+  maxAttempts?: number;
+  /** addresses of the services jobs read; default the address book (deps.peers: <NAME>_ADDR in the cluster) */
+  peers?: PeerAddresses;
+}
+
+const envInt = (name: string, fallback: number) => {
+  const v = Number(process.env[name]);
+  return Number.isInteger(v) && v >= 0 ? v : fallback;
+};
+
+/** Options from the environment, overridden by what the caller gives. */
+export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, 'peers'>> & { peers: PeerAddresses } {
+  const role = opts.role ?? (process.env.JOBS_ROLE as JobsRole | undefined) ?? 'both';
+  if (!['api', 'worker', 'both'].includes(role)) throw new Error(`JOBS_ROLE must be api, worker or both, not ${role}`);
+  return {
+    role,
+    maxAttempts: opts.maxAttempts ?? envInt('JOBS_MAX_ATTEMPTS', 3),
+    concurrency: opts.concurrency ?? envInt('JOBS_CONCURRENCY', 2),
+    pollMs: opts.pollMs ?? envInt('JOBS_POLL_MS', 1_000),
+    heartbeatMs: opts.heartbeatMs ?? envInt('JOBS_HEARTBEAT_MS', 5_000),
+    visibilityMs: opts.visibilityMs ?? envInt('JOBS_VISIBILITY_MS', 30_000),
+    retryBaseMs: opts.retryBaseMs ?? envInt('JOBS_RETRY_BASE_MS', 2_000),
+    stepDelayMs: opts.stepDelayMs ?? envInt('JOBS_STEP_DELAY_MS', 0),
+    // empty: the service's data directory (resolved in register)
+    artifactDir: opts.artifactDir ?? process.env.JOBS_ARTIFACT_DIR ?? '',
+    peers: opts.peers ?? {},
+  };
+}
+
+/** Allowlisted background jobs: the API (role api), the worker (role worker), or both. */
+export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
+  return {
+    name: 'jobs',
+    schema: 'jobs',
+    migrationsDir: path.join(__dirname, '..', 'migrations'),
+    async register(server, deps) {
+      const cfg = jobsConfig(opts);
+      cfg.artifactDir ||= path.join(deps.dataDir, 'artifacts');
+      server.add(jobs.JobsServiceService, {
+        createJob: async (req, caller) => ({ json: await createJob(deps, caller, req.json, cfg.maxAttempts) }),
+        listJobs: async (req, caller) => listJobs(deps, caller, req.query),
+        getJob: async (req, caller) => ({ json: await getJob(deps, caller, req.id) }),
+        readArtifact: (req, caller) => readArtifact(deps, caller, req.id, cfg.artifactDir),
+      });
+      if (cfg.role === 'api') return;
+      const sources = new Sources(deps.secret, cfg.peers, deps.peers);
+      const worker = new JobWorker(deps, sources, cfg);
+      await worker.start();
+      return async () => {
+        await worker.stop();
+        sources.close();
+      };
+    },
+  };
+}
+
+export const definition = jobsDefinition();
+export { layout } from './reports.js';
+export { toCsv } from './artifacts.js';

@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import { isGuid } from '@lab/kit';
+
+/** The allowlist of the spec; anything else is 403. */
+export const JOB_TYPES = [
+  'audit_export',
+  'biosafety_export',
+  'gdpr_export',
+  'org_data_export',
+  'equipment_lifecycle_pdf',
+  'maintenance_report_pdf',
+  'equipment_book_pdf',
+  'experiment_entry_pdf',
+  'risk_assessment_pdf',
+  'box_layout_pdf',
+] as const;
+export type JobType = (typeof JOB_TYPES)[number];
+
+/** Job types that export data of many people: administrators only. */
+export const ADMIN_JOB_TYPES = new Set<JobType>(['audit_export', 'biosafety_export', 'gdpr_export', 'org_data_export']);
+
+export const isJobType = (v: string): v is JobType => (JOB_TYPES as readonly string[]).includes(v);
+
+const uuid = z.string().refine(isGuid, 'must be a UUID').transform((s) => s.toLowerCase());
+const isoTime = z.iso.datetime({ offset: true });
+
+/**
+ * Input of each job type (the spec fixes only experiment_entry_pdf's entry_id).
+ * Unknown keys are refused so a typo does not silently produce another report.
+ */
+export const INPUTS = {
+  experiment_entry_pdf: z.strictObject({ entry_id: uuid }),
+  equipment_lifecycle_pdf: z.strictObject({ equipment_id: uuid }),
+  equipment_book_pdf: z.strictObject({ equipment_id: uuid }),
+  maintenance_report_pdf: z.strictObject({ equipment_id: uuid.optional() }),
+  risk_assessment_pdf: z.strictObject({ reagent_ids: z.array(uuid).min(1).max(500).optional() }),
+  box_layout_pdf: z.strictObject({
+    rows: z.number().int().min(1).max(26).default(9),
+    cols: z.number().int().min(1).max(26).default(9),
+    storage_location: z.string().min(1).max(500).optional(),
+    storage_location_id: uuid.optional(),
+    title: z.string().min(1).max(200).optional(),
+  }),
+  audit_export: z.strictObject({ from: isoTime.optional(), to: isoTime.optional() }),
+  biosafety_export: z.strictObject({}),
+  gdpr_export: z.strictObject({ user_id: uuid }),
+  org_data_export: z.strictObject({}),
+} satisfies Record<JobType, z.ZodType>;
+
+export type InputOf<T extends JobType> = z.infer<(typeof INPUTS)[T]>;

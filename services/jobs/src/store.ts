@@ -1,0 +1,165 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { newId, rows, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+
+const T = sql`jobs.jobs`;
+
+/** The Job of the spec, exactly its fields, rendered by PostgreSQL. */
+export const JOB_JSON = sql`json_build_object(
+  'id', j.id, 'job_type', j.job_type, 'status', j.status, 'progress', j.progress, 'status_text', j.status_text,
+  'result_path', j.result_path, 'result_meta', j.result_meta, 'error_message', j.error_message,
+  'attempts', j.attempts, 'max_attempts', j.max_attempts, 'enqueued_at', j.enqueued_at,
+  'started_at', j.started_at, 'finished_at', j.finished_at)`;
+
+/** What the service keeps beside the Job: who asked, for visibility, events and reads on their behalf. */
+export interface JobRow {
+  json: string;
+  id: string;
+  org_id: string;
+  job_type: string;
+  input: Record<string, unknown>;
+  status: string;
+  attempts: number;
+  max_attempts: number;
+  result_path: string | null;
+  result_meta: Record<string, unknown> | null;
+  created_by: string | null;
+  created_by_token_id: string | null;
+  creator_role: string | null;
+  creator_department_id: string | null;
+}
+
+const ROW = sql`${JOB_JSON}::text as json, j.id, j.org_id, j.job_type, j.input, j.status, j.attempts, j.max_attempts,
+  j.result_path, j.result_meta, j.created_by, j.created_by_token_id, j.creator_role, j.creator_department_id`;
+
+/** `job.updated` carries the Job and who may see it (creator user or token). */
+export function emitUpdated(emit: Emitter, r: JobRow): void {
+  emit.event('job.updated', r.org_id, {
+    job: JSON.parse(r.json) as Record<string, unknown>,
+    created_by: r.created_by,
+    created_by_token_id: r.created_by_token_id,
+  });
+}
+
+/** Whether a caller sees every job of the organisation. */
+export const isJobAdmin = (c: CallerContext) =>
+  c.user_id ? c.role === 'admin' : c.scopes.includes('admin') || c.scopes.includes('*');
+
+/** A user sees the jobs they created, a token without a user those it created, administrators all. */
+function visibleTo(c: CallerContext): SQL {
+  if (isJobAdmin(c)) return sql`true`;
+  if (c.user_id) return sql`j.created_by = ${c.user_id}::uuid`;
+  return c.token_id ? sql`j.created_by_token_id = ${c.token_id}::uuid and j.created_by is null` : sql`false`;
+}
+
+/**
+ * Inserts a queued job. enqueued_at is the list cursor, so it is made unique per
+ * organisation: the later of the clock and the newest job plus a microsecond;
+ * the unique index turns a concurrent tie into a retry (see createJob).
+ */
+export async function insertJob(
+  tx: Tx,
+  caller: CallerContext & { org_id: string },
+  job_type: string,
+  input: Record<string, unknown>,
+  maxAttempts: number,
+): Promise<JobRow> {
+  const id = newId();
+  const [r] = await rows<JobRow>(
+    tx,
+    sql`with ins as (
+          insert into ${T} (id, org_id, job_type, input, max_attempts, enqueued_at, created_by, created_by_token_id, creator_role, creator_department_id)
+          values (${id}::uuid, ${caller.org_id}::uuid, ${job_type}, ${JSON.stringify(input)}::jsonb, ${maxAttempts},
+            greatest(clock_timestamp(), (select max(enqueued_at) + interval '1 microsecond' from ${T} where org_id = ${caller.org_id}::uuid)),
+            ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid)
+          returning *)
+        select ${ROW} from ins j`,
+  );
+  return r!;
+}
+
+export async function getVisible(db: Executor, caller: CallerContext, org_id: string, id: string): Promise<JobRow | undefined> {
+  const [r] = await rows<JobRow>(db, sql`select ${ROW} from ${T} j where j.org_id = ${org_id}::uuid and j.id = ${id}::uuid and ${visibleTo(caller)}`);
+  return r;
+}
+
+export interface ListQuery {
+  limit: number;
+  status?: string;
+  job_type?: string;
+  cursor?: string;
+}
+
+/** Newest first by (enqueued_at, id); the cursor is the enqueued_at of the previous page's last job. */
+export async function listVisible(db: Executor, caller: CallerContext, org_id: string, q: ListQuery) {
+  const where = [sql`j.org_id = ${org_id}::uuid`, visibleTo(caller)];
+  if (q.status) where.push(sql`j.status = ${q.status}`);
+  if (q.job_type) where.push(sql`j.job_type = ${q.job_type}`);
+  if (q.cursor) where.push(sql`j.enqueued_at < ${q.cursor}::timestamptz`);
+  const page = await rows<{ json: string; enqueued_at: string }>(
+    db,
+    sql`select ${JOB_JSON}::text as json, to_json(j.enqueued_at) #>> '{}' as enqueued_at from ${T} j
+        where ${sql.join(where, sql` and `)} order by j.enqueued_at desc, j.id desc limit ${q.limit + 1}`,
+  );
+  const more = page.length > q.limit;
+  const shown = more ? page.slice(0, q.limit) : page;
+  return { json: `[${shown.map((p) => p.json).join(',')}]`, count: shown.length, next_cursor: more ? shown[shown.length - 1]!.enqueued_at : undefined };
+}
+
+/** Claims the next due job (queued, or failed and past its backoff) for this worker. */
+export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | undefined> {
+  const [r] = await rows<JobRow>(
+    tx,
+    sql`with next as (
+          select id from ${T} where status in ('queued', 'failed') and run_after <= now()
+          order by run_after, enqueued_at limit 1 for update skip locked),
+        upd as (
+          update ${T} j set status = 'running', attempts = j.attempts + 1, started_at = coalesce(j.started_at, now()),
+            heartbeat_at = now(), worker_id = ${workerId}, progress = 0, status_text = 'started', error_message = null, updated_at = now()
+          from next where j.id = next.id returning j.*)
+        select ${ROW} from upd j`,
+  );
+  return r;
+}
+
+/** Changes a job this worker still holds; undefined when it was taken away. */
+export async function updateHeld(tx: Tx, id: string, workerId: string, set: SQL): Promise<JobRow | undefined> {
+  const [r] = await rows<JobRow>(
+    tx,
+    sql`with upd as (update ${T} j set ${set}, updated_at = now()
+          where j.id = ${id}::uuid and j.worker_id = ${workerId} and j.status = 'running' returning j.*)
+        select ${ROW} from upd j`,
+  );
+  return r;
+}
+
+/** Keeps this worker's hold on its jobs; returns the ids it still holds. */
+export async function heartbeat(db: Executor, ids: string[], workerId: string): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const held = await rows<{ id: string }>(
+    db,
+    sql`update ${T} set heartbeat_at = now() where worker_id = ${workerId} and status = 'running'
+        and id in (${sql.join(ids.map((i) => sql`${i}::uuid`), sql`, `)}) returning id`,
+  );
+  return new Set(held.map((h) => h.id));
+}
+
+/**
+ * Takes back running jobs whose worker stopped beating: queued again (their
+ * attempt counted), or dead when that was the last attempt.
+ */
+export async function reapStale(tx: Tx, visibilityMs: number): Promise<JobRow[]> {
+  return rows<JobRow>(
+    tx,
+    sql`with stale as (
+          select id from ${T} where status = 'running' and heartbeat_at < now() - (${visibilityMs} * interval '1 millisecond')
+          for update skip locked),
+        upd as (
+          update ${T} j set
+            status = case when j.attempts >= j.max_attempts then 'dead' else 'queued' end,
+            finished_at = case when j.attempts >= j.max_attempts then now() else null end,
+            error_message = 'worker stopped responding', status_text = 'worker lost; taken back',
+            worker_id = null, run_after = now(), updated_at = now()
+          from stale where j.id = stale.id returning j.*)
+        select ${ROW} from upd j`,
+  );
+}

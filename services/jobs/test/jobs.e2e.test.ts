@@ -1,0 +1,336 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { PDFDocument } from 'pdf-lib';
+import yauzl from 'yauzl';
+import { createLogger, runService, type RunningService } from '@lab/kit';
+import { startStack, type Stack } from '@lab/testing';
+import { call, eventually } from '../../gateway/test/http';
+import { jobsDefinition } from '../src/index';
+
+/**
+ * Jobs through the gateway. The stack's jobs instance serves the API only
+ * (JOBS_ROLE=api); the tests run worker instances themselves, so one can be
+ * stopped in the middle of a job and another started.
+ */
+let stack: Stack;
+let artifactDir: string;
+let worker: RunningService | undefined;
+let orgId: string;
+let admin: string;
+let researcher: string;
+let other: string;
+let unboundWrite: string;
+const data: Record<string, string> = {};
+
+const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
+  call(stack.url, method, path, { token, body, headers });
+
+async function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number } = {}): Promise<RunningService> {
+  const def = jobsDefinition({
+    role: 'worker',
+    artifactDir,
+    pollMs: 100,
+    heartbeatMs: 100,
+    retryBaseMs: 50,
+    visibilityMs: opts.visibilityMs ?? 30_000,
+    stepDelayMs: opts.stepDelayMs ?? 100,
+  });
+  return runService(def, {
+    log: createLogger('jobs-worker', process.env.TEST_LOG_LEVEL ?? 'silent'),
+    bus: stack.bus,
+    secret: stack.secret,
+    databaseUrl: stack.databaseUrl,
+    dataDir: stack.dataDir,
+    grpcAddress: '127.0.0.1:0',
+    poolSize: 3,
+    peers: (peer) => stack.services[peer],
+  });
+}
+
+async function member(role: string, name?: string): Promise<string> {
+  const u = await stack.admin.createUser();
+  await stack.admin.putMember(orgId, u.id, role);
+  if (name) data[name] = u.id;
+  return (await stack.admin.createPat(u.id, { scopes: ['read', 'write'], org_id: orgId })).token;
+}
+
+beforeAll(async () => {
+  artifactDir = await mkdtemp(join(tmpdir(), 'lab-artifacts-'));
+  process.env.JOBS_ROLE = 'api';
+  process.env.JOBS_ARTIFACT_DIR = artifactDir;
+  stack = await startStack({ services: ['identity', 'audit', 'notebook', 'inventory', 'equipment', 'notifications', 'jobs'] });
+  delete process.env.JOBS_ROLE;
+  // the tests poll job status: room for it above the default rate limit
+  orgId = (await stack.admin.createOrg({ modules: ['lab_equipment'], rate_limit: { per_minute: 100_000, per_hour: 1_000_000 } })).id;
+  admin = await member('admin');
+  researcher = await member('researcher', 'researcherId');
+  other = await member('researcher');
+  unboundWrite = (await stack.admin.createApiKey(orgId, { scopes: ['write'] })).token;
+
+  const ok = async (path: string, body: unknown, token = admin) => {
+    const r = await api('POST', path, token, body);
+    if (r.status !== 201) throw new Error(`${path}: ${r.status} ${r.text}`);
+    return r.body.data.id as string;
+  };
+  data.entry = await ok('/v1/experiments', { title: 'Enzyme kinetics of lactase', content: { steps: ['mix', 'measure'] } }, researcher);
+  data.equipment = await ok('/v1/equipment', { name: 'Centrifuge 5424' });
+  await ok(`/v1/equipment/${data.equipment}/usage`, { purpose: 'spin', ended_at: new Date().toISOString(), started_at: new Date(Date.now() - 3_600_000).toISOString() });
+  await ok(`/v1/equipment/${data.equipment}/maintenance`, { maintenance_type: 'inspection', completed_date: '2026-01-10' });
+  await ok(`/v1/equipment/${data.equipment}/calibrations`, { standard: 'A', ok: true });
+  data.reagent = await ok('/v1/reagents', { name: 'Acetone', signal_word: 'danger', h_phrases: ['H225', 'H319'] });
+  await ok('/v1/stock-items', { catalog_id: data.reagent, quantity: 2.5, unit: 'L' });
+  await ok('/v1/samples', { name: 'S-1', storage_location: 'Box 7', metadata: { position: 'B2' } });
+  await ok('/v1/samples', { name: 'S-2', storage_location: 'Box 7' });
+  worker = await startWorker();
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await stack?.stop();
+  await rm(artifactDir, { recursive: true, force: true });
+  delete process.env.JOBS_ARTIFACT_DIR;
+});
+
+async function submit(token: string, job_type: string, input?: unknown) {
+  const r = await api('POST', '/v1/jobs', token, { job_type, ...(input === undefined ? {} : { input }) });
+  if (r.status !== 202) throw new Error(`${job_type}: ${r.status} ${r.text}`);
+  return r.body.data as { id: string; status: string };
+}
+
+async function finished(token: string, id: string, timeoutMs = 30_000) {
+  return eventually(async () => {
+    const j = (await api('GET', `/v1/jobs/${id}`, token)).body.data;
+    return j.status === 'succeeded' || j.status === 'dead' ? j : undefined;
+  }, timeoutMs);
+}
+
+async function artifact(token: string, id: string) {
+  const res = await fetch(`${stack.url}/v1/jobs/${id}/artifact`, { headers: { authorization: `Bearer ${token}` } });
+  return { status: res.status, type: res.headers.get('content-type'), bytes: Buffer.from(await res.arrayBuffer()) };
+}
+
+function zipNames(bytes: Buffer): Promise<string[]> {
+  return new Promise((resolve, reject) =>
+    yauzl.fromBuffer(bytes, { lazyEntries: true }, (err, zip) => {
+      if (err || !zip) return reject(err);
+      const names: string[] = [];
+      zip.on('entry', (e: yauzl.Entry) => {
+        names.push(e.fileName);
+        zip.readEntry();
+      });
+      zip.on('end', () => resolve(names));
+      zip.on('error', reject);
+      zip.readEntry();
+    }),
+  );
+}
+
+describe('POST /v1/jobs', () => {
+  it('queues a job: 202 with every Job field', async () => {
+    const r = await api('POST', '/v1/jobs', researcher, { job_type: 'experiment_entry_pdf', input: { entry_id: data.entry } });
+    expect(r.status).toBe(202);
+    expect(Object.keys(r.body.data).sort()).toEqual(
+      ['id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message', 'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at'].sort(),
+    );
+    expect(r.body.data).toMatchObject({ job_type: 'experiment_entry_pdf', progress: 0, attempts: 0, max_attempts: 3, result_path: null });
+    await finished(researcher, r.body.data.id);
+  });
+
+  it.each([
+    ['a job type outside the allowlist', 'researcher', { job_type: 'mine_bitcoin' }, 403],
+    ['an administrators\' job type for a researcher', 'researcher', { job_type: 'audit_export' }, 403],
+    ['an administrators\' job type for an API key without admin scope', 'unbound', { job_type: 'org_data_export' }, 403],
+    ['no job_type', 'researcher', { input: {} }, 400],
+    ['an input that is not an object', 'researcher', { job_type: 'box_layout_pdf', input: [1] }, 400],
+    ['experiment_entry_pdf without entry_id', 'researcher', { job_type: 'experiment_entry_pdf', input: {} }, 400],
+    ['experiment_entry_pdf with a bad entry_id', 'researcher', { job_type: 'experiment_entry_pdf', input: { entry_id: 'x' } }, 400],
+    ['an unknown field', 'researcher', { job_type: 'box_layout_pdf', colour: 'red' }, 400],
+  ])('refuses %s', async (_n, token, body, status) => {
+    const r = await api('POST', '/v1/jobs', token === 'unbound' ? unboundWrite : researcher, body);
+    expect(r.status).toBe(status);
+  });
+
+  it('replays an Idempotency-Key', async () => {
+    const key = randomUUID();
+    const body = { job_type: 'box_layout_pdf', input: { rows: 2, cols: 2 } };
+    const a = await api('POST', '/v1/jobs', researcher, body, { 'Idempotency-Key': key });
+    const b = await api('POST', '/v1/jobs', researcher, body, { 'Idempotency-Key': key });
+    expect(b.status).toBe(202);
+    expect(b.headers.get('idempotent-replay')).toBe('true');
+    expect(b.body.data.id).toBe(a.body.data.id);
+    await finished(researcher, a.body.data.id);
+  });
+});
+
+describe('visibility and listing', () => {
+  it('shows a job to its creator and administrators only', async () => {
+    const job = await submit(researcher, 'box_layout_pdf', { rows: 1, cols: 1 });
+    expect((await api('GET', `/v1/jobs/${job.id}`, researcher)).status).toBe(200);
+    expect((await api('GET', `/v1/jobs/${job.id}`, admin)).status).toBe(200);
+    expect((await api('GET', `/v1/jobs/${job.id}`, other)).status).toBe(404);
+    expect((await api('GET', `/v1/jobs/${job.id}`, unboundWrite)).status).toBe(404);
+    expect((await api('GET', `/v1/jobs/${randomUUID()}`, admin)).status).toBe(404);
+    const done = await finished(researcher, job.id);
+    expect((await artifact(other, job.id)).status).toBe(404);
+    expect((await artifact(researcher, done.id)).status).toBe(200);
+  });
+
+  it('pages newest first by cursor without gaps or repeats, filtered by status and job_type', async () => {
+    const mine = [];
+    for (let i = 0; i < 3; i++) mine.push(await submit(other, 'box_layout_pdf', { rows: 1, cols: 1, title: `page ${i}` }));
+    for (const j of mine) await finished(other, j.id);
+    const first = await api('GET', '/v1/jobs?limit=2&job_type=box_layout_pdf', other);
+    expect(first.status).toBe(200);
+    expect(first.body.count).toBe(2);
+    expect(first.body.next_cursor).toEqual(expect.any(String));
+    const second = await api('GET', `/v1/jobs?limit=2&job_type=box_layout_pdf&cursor=${encodeURIComponent(first.body.next_cursor)}`, other);
+    const ids = [...first.body.data, ...second.body.data].map((j: { id: string }) => j.id);
+    expect(ids).toEqual(mine.map((j) => j.id).reverse());
+    expect(second.body.next_cursor).toBeNull();
+    expect((await api('GET', '/v1/jobs?status=dead', other)).body.data).toEqual([]);
+    expect((await api('GET', '/v1/jobs?status=succeeded', other)).body.count).toBe(3);
+    const all = await api('GET', '/v1/jobs?limit=200', admin);
+    expect(all.body.data.map((j: { id: string }) => j.id)).toEqual(expect.arrayContaining(ids));
+  });
+
+  it.each(['limit=0', 'limit=201', 'status=done', 'cursor=yesterday', 'colour=red'])('refuses %s', async (q) => {
+    expect((await api('GET', `/v1/jobs?${q}`, researcher)).status).toBe(400);
+  });
+});
+
+describe('job types', () => {
+  it('experiment_entry_pdf: a PDF titled like the entry', async () => {
+    const done = await finished(researcher, (await submit(researcher, 'experiment_entry_pdf', { entry_id: data.entry })).id);
+    expect(done).toMatchObject({ status: 'succeeded', progress: 100, attempts: 1, result_path: expect.stringContaining('.pdf') });
+    expect(done.result_meta).toMatchObject({ content_type: 'application/pdf', pages: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    const a = await artifact(researcher, done.id);
+    expect(a.type).toBe('application/pdf');
+    expect(a.bytes.length).toBe(done.result_meta.size);
+    const pdf = await PDFDocument.load(a.bytes);
+    expect(pdf.getPageCount()).toBeGreaterThan(0);
+    expect(pdf.getTitle()).toBe('Enzyme kinetics of lactase');
+  });
+
+  it.each([
+    ['equipment_lifecycle_pdf', () => ({ equipment_id: data.equipment }), 'Equipment lifecycle: Centrifuge 5424'],
+    ['equipment_book_pdf', () => ({ equipment_id: data.equipment }), 'Equipment log book: Centrifuge 5424'],
+    ['maintenance_report_pdf', () => ({}), 'Maintenance report'],
+    ['risk_assessment_pdf', () => ({}), 'Risk assessment'],
+    ['box_layout_pdf', () => ({ rows: 3, cols: 4, storage_location: 'Box 7' }), 'Box layout: Box 7'],
+  ])('%s: a PDF', async (type, input, title) => {
+    const done = await finished(admin, (await submit(admin, type, input())).id);
+    expect(done.status).toBe('succeeded');
+    const pdf = await PDFDocument.load((await artifact(admin, done.id)).bytes);
+    expect(pdf.getPageCount()).toBe(done.result_meta.pages);
+    expect(pdf.getTitle()).toBe(title);
+  });
+
+  it.each([
+    ['audit_export', () => ({}), ['manifest.json', 'audit.json', 'audit.csv']],
+    ['biosafety_export', () => ({}), ['manifest.json', 'reagents.csv', 'stock_items.json', 'stock_movements.csv', 'samples.json']],
+    ['gdpr_export', () => ({ user_id: data.researcherId }), ['manifest.json', 'member.json', 'experiments.json', 'experiments.csv', 'audit.csv']],
+    ['org_data_export', () => ({}), ['manifest.json', 'experiments.json', 'reagents.csv', 'equipment_usage.json', 'equipment_calibrations.csv', 'audit.json']],
+  ])('%s: a ZIP of JSON and CSV files', async (type, input, files) => {
+    const done = await finished(admin, (await submit(admin, type, input())).id);
+    expect(done.status).toBe('succeeded');
+    expect(done.result_meta).toMatchObject({ content_type: 'application/zip', rows: expect.any(Number) });
+    const a = await artifact(admin, done.id);
+    expect(a.type).toBe('application/zip');
+    expect(await zipNames(a.bytes)).toEqual(expect.arrayContaining(files));
+  });
+});
+
+describe('failures and workers', () => {
+  it('a job that always fails goes failed -> dead after max_attempts', async () => {
+    const job = await submit(researcher, 'experiment_entry_pdf', { entry_id: randomUUID() });
+    const done = await eventually(async () => {
+      const j = (await api('GET', `/v1/jobs/${job.id}`, researcher)).body.data;
+      return j.status === 'dead' ? j : undefined;
+    }, 30_000);
+    expect(done).toMatchObject({ attempts: 3, max_attempts: 3, error_message: expect.stringContaining('not_found'), finished_at: expect.any(String) });
+    expect((await artifact(researcher, job.id)).status).toBe(404);
+  });
+
+  it('a job whose worker is stopped mid-run is finished by another worker', async () => {
+    const job = await submit(admin, 'org_data_export');
+    await eventually(async () => ((await api('GET', `/v1/jobs/${job.id}`, admin)).body.data.status === 'running' ? true : undefined));
+    await worker!.stop();
+    const requeued = (await api('GET', `/v1/jobs/${job.id}`, admin)).body.data;
+    expect(requeued.status).toBe('queued');
+    worker = await startWorker();
+    const done = await finished(admin, job.id);
+    expect(done).toMatchObject({ status: 'succeeded', attempts: 1 });
+  });
+
+  it('a job whose worker died (no heartbeat) goes back to the queue after the visibility timeout', async () => {
+    if (!stack.databaseUrl) return; // needs a second connection to the jobs schema
+    await worker!.stop();
+    const job = await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 });
+    // what a worker that crashed mid-run leaves behind: running, attempt counted, heartbeat long gone
+    const db = new pg.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await db.query(
+        `update jobs.jobs set status = 'running', attempts = 1, worker_id = 'crashed', heartbeat_at = now() - interval '1 hour', started_at = now() where id = $1`,
+        [job.id],
+      );
+    } finally {
+      await db.end();
+    }
+    expect((await api('GET', `/v1/jobs/${job.id}`, admin)).body.data.status).toBe('running');
+    worker = await startWorker({ visibilityMs: 1_000 });
+    const done = await finished(admin, job.id);
+    expect(done).toMatchObject({ status: 'succeeded', attempts: 2 });
+  });
+});
+
+describe('GET /v1/realtime/background_jobs', () => {
+  it('streams the updates of a running job to its creator, not to another user', async () => {
+    const open = (token: string) => {
+      const ctl = new AbortController();
+      const events: { status: string; id: string; progress: number }[] = [];
+      let connected!: () => void;
+      const ready = new Promise<void>((r) => (connected = r));
+      const done = (async () => {
+        const res = await fetch(`${stack.url}/v1/realtime/background_jobs`, { headers: { authorization: `Bearer ${token}` }, signal: ctl.signal });
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toContain('text/event-stream');
+        const reader = res.body!.getReader();
+        let buf = '';
+        for (;;) {
+          const { value, done: end } = await reader.read();
+          if (end) break;
+          connected();
+          buf += Buffer.from(value).toString('utf8');
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const frame = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (frame.startsWith('event: job.updated')) events.push(JSON.parse(frame.split('\n').find((l) => l.startsWith('data: '))!.slice(6)));
+          }
+        }
+      })().catch((e: Error) => {
+        if (e.name !== 'AbortError') throw e;
+      });
+      return { events, close: () => ctl.abort(), done, ready };
+    };
+    const mine = open(researcher);
+    const theirs = open(other);
+    await Promise.all([mine.ready, theirs.ready]); // both streams connected before the job exists
+    const job = await submit(researcher, 'experiment_entry_pdf', { entry_id: data.entry });
+    await eventually(async () => (mine.events.some((e) => e.id === job.id && e.status === 'succeeded') ? true : undefined), 30_000);
+    mine.close();
+    theirs.close();
+    await Promise.all([mine.done, theirs.done]);
+    const statuses = mine.events.filter((e) => e.id === job.id).map((e) => e.status);
+    expect(statuses[0]).toBe('queued');
+    expect(statuses).toContain('running');
+    expect(statuses[statuses.length - 1]).toBe('succeeded');
+    const progress = mine.events.filter((e) => e.id === job.id && e.status === 'running').map((e) => e.progress);
+    expect(progress).toEqual([...progress].sort((a, b) => a - b));
+    expect(theirs.events.filter((e) => e.id === job.id)).toEqual([]);
+  });
+});

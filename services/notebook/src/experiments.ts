@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { defineResource, departmentAccess } from '@lab/kit';
+import { nextDisplayId } from './display-id.js';
+import { experimentEvents } from './events.js';
+import { object, reference, status, tags, text } from './fields.js';
+import { assertSameOrgReference } from './references.js';
+
+const createExperiment = z.strictObject({
+  title: z.string().trim().max(500).optional(),
+  description: text.nullable().optional(),
+  content: object.optional(),
+  status: status.optional(),
+  tags: tags.optional(),
+  project_id: reference.nullable().optional(),
+  template_id: reference.nullable().optional(),
+  department_id: reference.nullable().optional(),
+});
+
+export const experimentAccess = departmentAccess(['author_id', 'created_by']);
+
+/**
+ * Experiments (notebook entries). display_id and author_id are set by the
+ * service; signed_at / signed_by only by SignExperiment, never by REST writes.
+ */
+export const experiments = defineResource({
+  name: 'experiments',
+  table: 'notebook.experiments',
+  auditResource: 'experiment',
+  create: createExperiment,
+  update: createExperiment.partial(),
+  filters: {
+    status: 'string',
+    project_id: 'uuid',
+    template_id: 'uuid',
+    author_id: 'uuid',
+    department_id: 'uuid',
+    display_id: 'string',
+    signed_by: 'uuid',
+  },
+  orderBy: ['updated_at', 'title', 'status', 'display_id', 'signed_at'],
+  ...experimentAccess,
+  async beforeCreate(tx, caller, input) {
+    await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', input.project_id);
+    return {
+      ...input,
+      // an entry belongs to its author's department unless the body says otherwise
+      department_id: input.department_id === undefined ? caller.department_id : input.department_id,
+      display_id: await nextDisplayId(tx, caller.org_id!, 'EXP'),
+      author_id: caller.user_id,
+    };
+  },
+  async beforeUpdate(tx, caller, input) {
+    await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', input.project_id);
+    return input;
+  },
+  afterCreate: (_tx, emit, caller, _before, after) => experimentEvents.created(emit, caller, after),
+  afterUpdate: (_tx, emit, caller, before, after) => experimentEvents.statusChanged(emit, caller, before, after),
+});

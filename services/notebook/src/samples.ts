@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { defineResource, departmentAccess } from '@lab/kit';
+import { sampleEvents } from './events.js';
+import { name, object, reference, status } from './fields.js';
+
+const createSample = z.strictObject({
+  name,
+  type: z.string().trim().max(200).nullable().optional(),
+  status: status.optional(),
+  metadata: object.optional(),
+  storage_location: z.string().trim().max(500).nullable().optional(),
+  storage_location_id: reference.nullable().optional(),
+  department_id: reference.nullable().optional(),
+  owner_id: reference.nullable().optional(),
+});
+
+export const samples = defineResource({
+  name: 'samples',
+  table: 'notebook.samples',
+  auditResource: 'sample',
+  create: createSample,
+  update: createSample.partial(),
+  filters: {
+    status: 'string',
+    type: 'string',
+    name: 'string',
+    department_id: 'uuid',
+    owner_id: 'uuid',
+    storage_location_id: 'uuid',
+    storage_location: 'string',
+  },
+  orderBy: ['updated_at', 'name', 'status', 'type'],
+  ...departmentAccess(['owner_id', 'created_by']),
+  afterCreate: (_tx, emit, caller, _before, after) => sampleEvents.created(emit, caller, after),
+  afterUpdate: (_tx, emit, caller, before, after) => sampleEvents.statusChanged(emit, caller, before, after),
+});

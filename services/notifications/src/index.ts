@@ -1,0 +1,33 @@
+import path from 'node:path';
+import { identity, notifications } from '@lab/contracts';
+import { PeerClient, type ServiceDefinition } from '@lab/kit';
+import { createNotifications, listNotifications, updateNotification } from './notifications.js';
+import { consumeReactions } from './reactions.js';
+
+export interface NotificationsOptions {
+  /** identity's gRPC address; default the address book (deps.peers: IDENTITY_ADDR in the cluster), read when first needed */
+  identityAddress?: string;
+}
+
+/** In-app notifications: on request (POST /v1/notifications) and from events. */
+export function notificationsDefinition(opts: NotificationsOptions = {}): ServiceDefinition {
+  return {
+    name: 'notifications',
+    schema: 'notifications',
+    migrationsDir: path.join(__dirname, '..', 'migrations'),
+    async register(server, deps) {
+      const peer = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, opts.identityAddress ?? deps.peers);
+      server.add(notifications.NotificationsServiceService, {
+        createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.json),
+        listNotifications: async (req, caller) => listNotifications(deps, caller, req.query),
+        updateNotification: async (req, caller) => ({ json: await updateNotification(deps, caller, req.id, req.json) }),
+      });
+      await consumeReactions(deps, peer);
+      return async () => peer.close();
+    },
+  };
+}
+
+export const definition = notificationsDefinition();
+export { planFor } from './reactions.js';
+export { isHttpLink, parseCreate } from './notifications.js';

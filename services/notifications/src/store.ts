@@ -1,0 +1,101 @@
+import { sql } from 'drizzle-orm';
+import { newId, rows, type Emitter, type Executor, type Tx } from '@lab/kit';
+
+/** What every notification of one create carries; the recipients differ. */
+export interface NotificationContent {
+  notification_type: string;
+  title: string;
+  body: string | null;
+  link_url: string | null;
+  entry_id: string | null;
+}
+
+/** The read shape of the spec, rendered by PostgreSQL. */
+export const READ_COLUMNS = sql`id, notification_type, title, body, link_url, entry_id, read_at, created_at`;
+
+const TABLE = sql`notifications.notifications`;
+
+/**
+ * Stores one notification per recipient in one multi-row insert, in the
+ * caller's transaction, with one `notification.created` event each and one
+ * audit record for the whole create.
+ */
+export async function insertNotifications(
+  tx: Tx,
+  emit: Emitter,
+  org_id: string,
+  user_ids: string[],
+  c: NotificationContent,
+): Promise<string[]> {
+  const ids = user_ids.map(() => newId());
+  const values = user_ids.map(
+    (user_id, i) =>
+      sql`(${ids[i]}::uuid, ${org_id}::uuid, ${user_id}::uuid, ${c.notification_type}, ${c.title}, ${c.body}, ${c.link_url}, ${c.entry_id}::uuid)`,
+  );
+  const created = await rows<{ id: string; user_id: string; created_at: string }>(
+    tx,
+    sql`insert into ${TABLE} (id, org_id, user_id, notification_type, title, body, link_url, entry_id)
+        values ${sql.join(values, sql`, `)} returning id, user_id, created_at`,
+  );
+  for (const r of created) {
+    emit.event('notification.created', org_id, {
+      id: r.id,
+      user_id: r.user_id,
+      notification_type: c.notification_type,
+      title: c.title,
+      entry_id: c.entry_id,
+      created_at: r.created_at,
+    });
+  }
+  emit.audit(org_id, {
+    action: 'create',
+    resource: 'notifications',
+    record_id: null,
+    after: { ...c, recipients: user_ids, notification_ids: ids },
+  });
+  return ids;
+}
+
+export interface Page {
+  json: string;
+  count: number;
+  total: number;
+}
+
+/** One page of a user's notifications, newest first (ties by id). */
+export async function listForUser(db: Executor, org_id: string, user_id: string, limit: number, offset: number): Promise<Page> {
+  const [page] = await rows<{ json: string; count: number; total: string }>(
+    db,
+    sql`with page as (
+          select ${READ_COLUMNS} from ${TABLE}
+          where org_id = ${org_id}::uuid and user_id = ${user_id}::uuid
+          order by created_at desc, id desc limit ${limit} offset ${offset})
+        select coalesce((select json_agg(p order by p.created_at desc, p.id desc) from page p), '[]')::text as json,
+               (select count(*) from page)::int as count,
+               (select count(*) from ${TABLE} where org_id = ${org_id}::uuid and user_id = ${user_id}::uuid)::text as total`,
+  );
+  return { json: page!.json, count: page!.count, total: Number(page!.total) };
+}
+
+/** Sets or clears read_at of one of the user's notifications; undefined when it is not theirs. */
+export async function setRead(
+  tx: Tx,
+  org_id: string,
+  user_id: string,
+  id: string,
+  read: boolean,
+): Promise<{ before: Record<string, unknown>; after: Record<string, unknown>; json: string } | undefined> {
+  const [row] = await rows<{ before: Record<string, unknown>; after: string }>(
+    tx,
+    sql`with old as (
+          select ${READ_COLUMNS} from ${TABLE}
+          where id = ${id}::uuid and org_id = ${org_id}::uuid and user_id = ${user_id}::uuid for update),
+        upd as (
+          update ${TABLE} n set read_at = case when ${read} then coalesce(n.read_at, now()) else null end
+          from old where n.id = old.id
+          returning n.id, n.notification_type, n.title, n.body, n.link_url, n.entry_id, n.read_at, n.created_at)
+        select (select row_to_json(old) from old) as before, (select row_to_json(upd)::text from upd) as after from old`,
+  );
+  if (!row) return undefined;
+  return { before: row.before, after: JSON.parse(row.after) as Record<string, unknown>, json: row.after };
+}

@@ -1,0 +1,4 @@
+import { runServiceMain } from '@lab/kit';
+import { definition } from './index.js';
+
+void runServiceMain(definition);

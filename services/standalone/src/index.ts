@@ -1,0 +1,1 @@
+export { startStandalone, standaloneEnv, type Standalone, type StandaloneConfig } from './standalone.js';

@@ -1,0 +1,45 @@
+import { createLogger, loadConfig } from '@lab/kit';
+import { prepareEmbeddedDataDir } from './embedded-data-dir.js';
+import { standaloneEnv, startStandalone, type StandaloneConfig } from './standalone.js';
+
+const log = createLogger('lab');
+
+async function main() {
+  let cfg: StandaloneConfig;
+  try {
+    cfg = loadConfig(standaloneEnv);
+  } catch (err) {
+    log.fatal((err as Error).message);
+    process.exit(78);
+  }
+  // in a child process, so first-start memory does not stay with the server
+  if (!cfg.DATABASE_URL) await prepareEmbeddedDataDir(cfg.LAB_DATA_DIR, log);
+  const lab = await startStandalone(cfg, log);
+  log.info(
+    {
+      url: lab.url,
+      data_dir: cfg.LAB_DATA_DIR,
+      database: cfg.DATABASE_URL ? 'postgresql' : 'embedded',
+      bus: cfg.AMQP_URL ? 'rabbitmq' : 'in-process',
+      operator_token_file: lab.operatorTokenFile,
+    },
+    `lab notebook service ready on ${lab.url}` +
+      (lab.operatorTokenFile ? ` (operator token in ${lab.operatorTokenFile})` : ''),
+  );
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping: finishing in-flight requests and flushing outboxes');
+    await lab.stop();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err) => {
+  log.fatal({ err }, 'failed to start');
+  process.exit(1);
+});

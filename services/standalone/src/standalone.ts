@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { commonEnv, DEFAULT_METRICS_PORT, envFlag, openBus, randomToken, runService, serveOps, type Logger, type RunningService } from '@lab/kit';
+import { startGateway } from '@lab/gateway';
+import { serviceDefinitions } from './services.js';
+import { operatorToken } from './operator-token.js';
+
+export const standaloneEnv = commonEnv.extend({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().default('0.0.0.0'),
+  LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  REDIS_URL: z.string().optional(),
+  LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
+});
+export type StandaloneConfig = z.infer<typeof standaloneEnv>;
+
+export interface Standalone {
+  url: string;
+  port: number;
+  operatorToken: string;
+  operatorTokenFile?: string;
+  services: RunningService[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Every service in one process. They still talk gRPC over loopback, each with its
+ * own schema and outbox, so this is the cluster's code path in one box: embedded
+ * PostgreSQL (PGlite) and the in-process bus unless DATABASE_URL / AMQP_URL say
+ * otherwise.
+ */
+export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promise<Standalone> {
+  // Services and gateway share the process, so a fresh internal secret per start suffices.
+  const secret = cfg.LAB_INTERNAL_SECRET ?? randomToken(32);
+  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  const services: RunningService[] = [];
+  try {
+    for (const def of serviceDefinitions) {
+      services.push(
+        await runService(def, {
+          log,
+          bus,
+          secret,
+          databaseUrl: cfg.DATABASE_URL,
+          dataDir: cfg.LAB_DATA_DIR,
+          poolSize: cfg.DATABASE_POOL_SIZE,
+          grpcAddress: '127.0.0.1:0',
+          peers: (peer) => services.find((s) => s.name === peer)?.address,
+        }),
+      );
+    }
+    const op = await operatorToken(cfg.LAB_OPERATOR_TOKEN, cfg.LAB_DATA_DIR);
+    const gateway = await startGateway({
+      port: cfg.PORT,
+      host: cfg.HOST,
+      log,
+      secret,
+      operatorToken: op.token,
+      databaseUrl: cfg.DATABASE_URL,
+      dataDir: cfg.LAB_DATA_DIR,
+      redisUrl: cfg.REDIS_URL,
+      bus,
+      services: Object.fromEntries(services.map((s) => [s.name, s.address])),
+    });
+    // One operations port for the whole process: /metrics, /livez, and /readyz
+    // answering for every service's database and the bus. METRICS_PORT=0 turns it off.
+    const ops = await serveOps(
+      cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT,
+      async () => {
+        const named = [{ name: 'gateway', readiness: gateway.readiness }, ...services];
+        const results = await Promise.all(named.map((s) => s.readiness()));
+        const checks: Record<string, boolean> = {};
+        results.forEach((r, i) => {
+          for (const [k, ok] of Object.entries(r)) checks[`${named[i]!.name}.${k}`] = ok;
+        });
+        return checks;
+      },
+      log,
+    );
+    return {
+      url: gateway.url,
+      port: gateway.port,
+      operatorToken: op.token,
+      operatorTokenFile: op.file,
+      services,
+      stop: async () => {
+        ops?.close();
+        await gateway.stop();
+        // Reverse order: the gateway's callers first, identity last.
+        for (const s of [...services].reverse()) await s.stop();
+        await bus.close();
+      },
+    };
+  } catch (err) {
+    for (const s of services.reverse()) await s.stop().catch(() => undefined);
+    await bus.close();
+    throw err;
+  }
+}

@@ -1,0 +1,176 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { z } from 'zod';
+import type { telemetry } from '@lab/contracts';
+import { assertNotViewer, DomainError, isAdministrator, newId, rows, validationFailed, type CallerContext, type ServiceDeps, type Tx } from '@lab/kit';
+import { isBound } from './access.js';
+import { idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+
+export const MAX_SYNCED_DEVICES = 1000;
+
+const heartbeatBody = z
+  .object({
+    connector_id: uuid.optional(),
+    name: text(200).optional(),
+    version: text(100).nullish(),
+    host: text(255).nullish(),
+    devices: z
+      .array(z.object({ identifier: text(200), name: text(200), kind: text(100).nullish() }).strict())
+      .max(MAX_SYNCED_DEVICES)
+      .optional(),
+  })
+  .strict();
+
+const listQuery = z.object({ limit: limitParam(50, 500), offset: offsetParam }).strict();
+
+/**
+ * status is derived from last_seen_at when read: online within 2 minutes of the
+ * last heartbeat, stale within 15, offline after that (or never seen).
+ */
+export const connectorJson = (c: SQL) => sql`json_build_object(
+  'id', ${c}.id, 'name', ${c}.name, 'version', ${c}.version, 'host', ${c}.host, 'last_seen_at', ${c}.last_seen_at,
+  'status', case when ${c}.last_seen_at > now() - interval '2 minutes' then 'online'
+                 when ${c}.last_seen_at > now() - interval '15 minutes' then 'stale' else 'offline' end,
+  'device_count', (select count(*) from telemetry.devices x where x.org_id = ${c}.org_id and x.connector_id = ${c}.id),
+  'created_by', ${c}.created_by, 'created_at', ${c}.created_at, 'updated_at', ${c}.updated_at)`;
+const C = sql.raw('c');
+
+/** Connectors a caller sees: all of the org, or only its own when the key is bound. */
+const connectorScope = (caller: CallerContext): SQL | undefined =>
+  isBound(caller) ? (caller.connector_id ? sql`c.id = ${caller.connector_id}::uuid` : sql`false`) : undefined;
+
+type Body = z.infer<typeof heartbeatBody>;
+
+/** Finds or makes the connector of a heartbeat; the key's bound connector wins over the body. */
+async function upsertConnector(tx: Tx, org: string, caller: CallerContext, b: Body): Promise<{ id: string; created: boolean }> {
+  if (isBound(caller) && !caller.connector_id) {
+    throw DomainError.forbidden('an API key bound to devices cannot act as a connector', 'connector_not_allowed');
+  }
+  if (caller.connector_id && b.connector_id && b.connector_id !== caller.connector_id) {
+    throw DomainError.forbidden('this API key acts for its own connector only', 'connector_not_allowed');
+  }
+  const id = caller.connector_id ?? b.connector_id;
+  if (id) {
+    const [row] = await rows<{ id: string }>(
+      tx,
+      sql`update telemetry.connectors set name = coalesce(${b.name ?? null}, name), version = coalesce(${b.version ?? null}, version),
+            host = coalesce(${b.host ?? null}, host), last_seen_at = now(), updated_at = now()
+          where org_id = ${org} and id = ${id} returning id`,
+    );
+    if (row) return { id, created: false };
+    // a bound key's connector comes into being with its first heartbeat
+    if (!caller.connector_id) throw DomainError.notFound('connector not found');
+  }
+  if (!b.name) throw validationFailed([{ path: 'name', message: 'name is required for a new connector (or give connector_id)' }]);
+  if (id) {
+    // the bound connector's own id: a name taken by another connector is a conflict, not a takeover
+    await tx.execute(sql`insert into telemetry.connectors (id, org_id, name, version, host, last_seen_at, created_by)
+        values (${id}, ${org}, ${b.name}, ${b.version ?? null}, ${b.host ?? null}, now(), ${caller.user_id})`);
+    return { id, created: true };
+  }
+  const [row] = await rows<{ id: string; created: boolean }>(
+    tx,
+    sql`insert into telemetry.connectors (id, org_id, name, version, host, last_seen_at, created_by)
+        values (${newId()}, ${org}, ${b.name}, ${b.version ?? null}, ${b.host ?? null}, now(), ${caller.user_id})
+        on conflict (org_id, name) do update set version = coalesce(excluded.version, connectors.version),
+          host = coalesce(excluded.host, connectors.host), last_seen_at = now(), updated_at = now()
+        returning id, (xmax = 0) as created`,
+  );
+  return row!;
+}
+
+/** Upserts the reported devices by identifier, linking them to the connector; one statement. */
+async function syncDevices(tx: Tx, org: string, caller: CallerContext, connectorId: string, devices: NonNullable<Body['devices']>): Promise<number> {
+  if (!devices.length) return 0;
+  const identifiers = devices.map((d) => d.identifier);
+  if (new Set(identifiers).size !== identifiers.length) {
+    throw validationFailed([{ path: 'devices', message: 'each identifier may appear once' }]);
+  }
+  const list = JSON.stringify(devices.map((d) => ({ id: newId(), identifier: d.identifier, name: d.name, kind: d.kind ?? null })));
+  if (isBound(caller)) {
+    // a bound key cannot take over devices that belong to another connector
+    const taken = await rows<{ identifier: string }>(
+      tx,
+      sql`select identifier from telemetry.devices where org_id = ${org} and connector_id is not null and connector_id <> ${connectorId}
+            and identifier in (select x->>'identifier' from jsonb_array_elements(${list}::jsonb) x)`,
+    );
+    if (taken.length) {
+      throw DomainError.forbidden('some devices belong to another connector', 'device_not_allowed', { identifiers: taken.map((t) => t.identifier) });
+    }
+  }
+  const [r] = await rows<{ n: number }>(
+    tx,
+    sql`with d as (insert into telemetry.devices (id, org_id, name, identifier, kind, connector_id, created_by)
+          select u.id, ${org}::uuid, u.name, u.identifier, u.kind, ${connectorId}::uuid, ${caller.user_id}::uuid
+          from jsonb_to_recordset(${list}::jsonb) as u(id uuid, identifier text, name text, kind text)
+          on conflict (org_id, identifier) do update set name = excluded.name, kind = coalesce(excluded.kind, devices.kind),
+            connector_id = excluded.connector_id, updated_at = now()
+          returning 1)
+        select count(*)::int as n from d`,
+  );
+  return r!.n;
+}
+
+export function connectorHandlers(deps: ServiceDeps) {
+  const one = async (org: string, id: string, caller: CallerContext, exec: Tx | undefined = undefined) => {
+    const [row] = await deps.db.rows<{ json: string }>(
+      sql`select ${connectorJson(C)}::text as json from telemetry.connectors c
+          where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])}`,
+      exec,
+    );
+    return row?.json;
+  };
+
+  return {
+    connectorHeartbeat: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+      const org = orgOf(caller);
+      assertNotViewer(caller);
+      const b = parseBody(heartbeatBody, req.json);
+      return deps.outbox.write(caller, async (tx, emit) => {
+        const c = await upsertConnector(tx, org, caller, b);
+        const synced = await syncDevices(tx, org, caller, c.id, b.devices ?? []);
+        const json = (await one(org, c.id, { ...caller, connector_id: null, device_ids: [] }, tx))!;
+        emit.audit(org, {
+          action: c.created ? 'create' : 'heartbeat',
+          resource: 'connector',
+          record_id: c.id,
+          after: { ...JSON.parse(json), devices_synced: synced },
+        });
+        return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
+      });
+    },
+
+    listConnectors: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
+      const org = orgOf(caller);
+      const q = parseQuery(listQuery, req.query);
+      const cond = where([sql`c.org_id = ${org}`, connectorScope(caller)]);
+      const [r] = await deps.db.rows<{ json: string; total: string }>(
+        sql`select coalesce(json_agg(${connectorJson(C)} order by c.name, c.id), '[]')::text as json,
+                   (select count(*) from telemetry.connectors c where ${cond})::text as total
+            from (select * from telemetry.connectors c where ${cond} order by c.name, c.id limit ${q.limit} offset ${q.offset}) c`,
+      );
+      return { json: r!.json, limit: q.limit, offset: q.offset, total: Number(r!.total) };
+    },
+
+    getConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+      const org = orgOf(caller);
+      const json = await one(org, idOf(req.id, 'connector'), caller);
+      if (!json) throw DomainError.notFound('connector not found');
+      return { json, created: false };
+    },
+
+    deleteConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.Empty> => {
+      const org = orgOf(caller);
+      const id = idOf(req.id, 'connector');
+      if (!isAdministrator(caller)) throw DomainError.forbidden('deleting a connector needs an administrator role');
+      await deps.outbox.write(caller, async (tx, emit) => {
+        const [row] = await rows<{ id: string }>(
+          tx,
+          sql`delete from telemetry.connectors c where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])} returning c.id`,
+        );
+        if (!row) throw DomainError.notFound('connector not found');
+        emit.audit(org, { action: 'delete', resource: 'connector', record_id: id });
+      });
+      return {};
+    },
+  };
+}

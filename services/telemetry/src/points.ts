@@ -1,0 +1,115 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { z } from 'zod';
+import type { telemetry } from '@lab/contracts';
+import { DomainError, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { finite, idOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+
+export const MAX_POINTS = 500;
+
+const fields = {
+  parameter: text(100),
+  unit: text(32),
+  external_code: text(100).nullable(),
+  limit_min: finite.nullable(),
+  limit_max: finite.nullable(),
+  room_id: uuid.nullable(),
+  equipment_id: uuid.nullable(),
+  active: z.boolean(),
+};
+
+const createBody = z
+  .object({
+    ...fields,
+    external_code: fields.external_code.optional(),
+    limit_min: fields.limit_min.optional(),
+    limit_max: fields.limit_max.optional(),
+    room_id: fields.room_id.optional(),
+    equipment_id: fields.equipment_id.optional(),
+    active: fields.active.default(true),
+  })
+  .strict();
+const updateBody = z
+  .object(fields)
+  .partial()
+  .strict()
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change');
+
+const listQuery = z.object({ active: z.enum(['true', 'false']).optional() }).strict();
+
+/** A point as the API shows it, rendered by PostgreSQL. */
+export const pointJson = (p: SQL) => sql`json_build_object(
+  'id', ${p}.id, 'external_code', ${p}.external_code, 'parameter', ${p}.parameter, 'unit', ${p}.unit,
+  'limit_min', ${p}.limit_min, 'limit_max', ${p}.limit_max, 'room_id', ${p}.room_id, 'equipment_id', ${p}.equipment_id,
+  'active', ${p}.active, 'created_at', ${p}.created_at, 'updated_at', ${p}.updated_at)`;
+
+/** Points are set up by the operator (management API), never through /v1. */
+function assertOperator(caller: CallerContext): void {
+  if (caller.token_kind !== 'operator' && caller.token_kind !== 'system') {
+    throw DomainError.forbidden('environmental points are managed through the management API');
+  }
+}
+
+const P = sql.raw('p');
+
+export function pointHandlers(deps: ServiceDeps) {
+  return {
+    createPoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+      assertOperator(caller);
+      const org = uuid.safeParse(req.org_id);
+      if (!org.success) throw DomainError.notFound('organisation not found');
+      const b = parseBody(createBody, req.json);
+      const id = newId();
+      return deps.outbox.write(caller, async (tx, emit) => {
+        const [row] = await rows<{ json: string }>(
+          tx,
+          sql`with p as (insert into telemetry.environmental_points
+                (id, org_id, external_code, parameter, unit, limit_min, limit_max, room_id, equipment_id, active)
+              values (${id}, ${org.data}, ${b.external_code ?? null}, ${b.parameter}, ${b.unit}, ${b.limit_min ?? null},
+                      ${b.limit_max ?? null}, ${b.room_id ?? null}, ${b.equipment_id ?? null}, ${b.active})
+              returning *)
+              select ${pointJson(P)}::text as json from p`,
+        );
+        emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after: JSON.parse(row!.json) });
+        return { json: row!.json, created: true };
+      });
+    },
+
+    updatePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+      assertOperator(caller);
+      const org = uuid.safeParse(req.org_id);
+      if (!org.success) throw DomainError.notFound('point not found');
+      const id = idOf(req.point_id, 'point');
+      const b = parseBody(updateBody, req.json);
+      const sets = Object.entries(b).map(([k, v]) => sql`${sql.identifier(k)} = ${v ?? null}`);
+      return deps.outbox.write(caller, async (tx, emit) => {
+        const found = await rows<{ before: string; json: string }>(
+          tx,
+          sql`with old as (select ${pointJson(P)}::text as before from telemetry.environmental_points p
+                           where p.org_id = ${org.data} and p.id = ${id}),
+                   p as (update telemetry.environmental_points set ${sql.join(sets, sql`, `)}, updated_at = now()
+                         where org_id = ${org.data} and id = ${id} returning *)
+              select old.before, ${pointJson(P)}::text as json from p, old`,
+        );
+        const row = found[0];
+        if (!row) throw DomainError.notFound('point not found');
+        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(row.before), after: JSON.parse(row.json) });
+        return { json: row.json, created: false };
+      });
+    },
+
+    listPoints: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
+      const org = caller.org_id;
+      if (!org) throw DomainError.forbidden('the call names no organisation', 'org_required');
+      const q = parseQuery(listQuery, req.query);
+      const [r] = await deps.db.rows<{ json: string; total: string }>(
+        sql`select coalesce(json_agg(${pointJson(P)} order by p.parameter, p.id), '[]')::text as json,
+                   (select count(*) from telemetry.environmental_points c
+                     where ${where([sql`c.org_id = ${org}`, q.active ? sql`c.active = ${q.active === 'true'}` : undefined])})::text as total
+            from (select * from telemetry.environmental_points
+                  where ${where([sql`org_id = ${org}`, q.active ? sql`active = ${q.active === 'true'}` : undefined])}
+                  order by parameter, id limit ${MAX_POINTS}) p`,
+      );
+      return { json: r!.json, limit: MAX_POINTS, offset: 0, total: Number(r!.total) };
+    },
+  };
+}

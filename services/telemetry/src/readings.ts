@@ -1,0 +1,453 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import { z } from 'zod';
+import type { telemetry } from '@lab/contracts';
+import { DomainError, fieldIssues, parseJsonObject, rows, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { dateTime, finite, limitParam, orgOf, parseQuery, text, uuid, where } from './common.js';
+
+export const MAX_BATCH = 500;
+
+/** One ingest item (spec: Environmental reading). */
+export const item = z
+  .object({
+    point_id: uuid.optional(),
+    external_code: text(100).optional(),
+    value: finite,
+    unit: text(32).optional(),
+    measured_at: dateTime.optional(),
+    sample_id: uuid.optional(),
+    notes: z.string().max(2000).optional(),
+  })
+  .strict()
+  .refine((i) => i.point_id !== undefined || i.external_code !== undefined, {
+    message: 'point_id or external_code is required',
+    path: ['point_id'],
+  });
+type Item = z.infer<typeof item>;
+
+const listQuery = z
+  .object({
+    point_id: uuid.optional(),
+    since: dateTime.optional(),
+    breaches: z.enum(['true', 'false']).optional(),
+    limit: limitParam(100, 500),
+  })
+  .strict();
+
+export interface Rejected {
+  index: number;
+  code: 'point_not_found' | 'point_inactive' | 'validation_failed';
+  message: string;
+  point_id?: string;
+  external_code?: string;
+}
+
+/** A point row of the ingest lookup, with the transaction's clock and the given times rendered by PostgreSQL. */
+interface PointRow {
+  now: string | null;
+  stamps: string | null;
+  id: string | null;
+  external_code: string | null;
+  parameter: string;
+  unit: string;
+  limit_min: number | null;
+  limit_max: number | null;
+  active: boolean;
+}
+
+type FoundPoint = PointRow & { id: string };
+
+interface Accepted {
+  item: Item;
+  point: FoundPoint;
+  /** as PostgreSQL renders the stored value */
+  measured_at: string;
+}
+
+/** A reading as the API shows it, with its point's code and parameter. */
+const readingJson = sql`json_build_object(
+  'id', r.id, 'point_id', r.point_id, 'external_code', p.external_code, 'parameter', p.parameter,
+  'value', r.value, 'unit', r.unit, 'limit_min', r.limit_min, 'limit_max', r.limit_max, 'is_breach', r.is_breach,
+  'measured_at', r.measured_at, 'sample_id', r.sample_id, 'notes', r.notes, 'created_by', r.created_by, 'created_at', r.created_at)`;
+
+/**
+ * parseJsonObject without its walk over every string for NUL when the text holds
+ * no \u0000 escape (JSON cannot carry a raw NUL); anything unusual goes through
+ * parseJsonObject itself, so errors are the same.
+ */
+function jsonObject(json: string): Record<string, unknown> {
+  if (!json || json.includes('\\u0000')) return parseJsonObject(json);
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return parseJsonObject(json);
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return parseJsonObject(json);
+  return value as Record<string, unknown>;
+}
+
+/** The items of a body: one reading object, or {readings: [...]} of 1 to 500. */
+function itemsOf(json: string): unknown[] {
+  const body = jsonObject(json);
+  if (!('readings' in body)) return [body];
+  const list = body.readings;
+  const extra = Object.keys(body).filter((k) => k !== 'readings');
+  if (extra.length) throw validationFailed(extra.map((k) => ({ path: k, message: 'unknown field beside readings' })));
+  if (!Array.isArray(list) || list.length < 1 || list.length > MAX_BATCH) {
+    throw validationFailed([{ path: 'readings', message: `must be an array of 1 to ${MAX_BATCH} readings` }]);
+  }
+  return list;
+}
+
+const idOrCode = (i: { point_id?: string; external_code?: string }) => ({
+  ...(i.point_id !== undefined ? { point_id: i.point_id } : {}),
+  ...(i.external_code !== undefined ? { external_code: i.external_code } : {}),
+});
+
+/** What the raw item said about its point, for a rejection of an item that failed validation. */
+function rawRef(raw: unknown): { point_id?: string; external_code?: string } {
+  if (!raw || typeof raw !== 'object') return {};
+  const r = raw as Record<string, unknown>;
+  return idOrCode({
+    point_id: typeof r.point_id === 'string' ? r.point_id.slice(0, 100) : undefined,
+    external_code: typeof r.external_code === 'string' ? r.external_code.slice(0, 100) : undefined,
+  });
+}
+
+const ITEM_KEYS = new Set(['point_id', 'external_code', 'value', 'unit', 'measured_at', 'sample_id', 'notes']);
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A trimmed text of 1 to max characters, as text(max) accepts it; undefined when it would not. */
+function quickText(v: unknown, max: number): string | undefined {
+  if (typeof v !== 'string') return undefined;
+  const t = v.trim();
+  return t.length >= 1 && t.length <= max ? t : undefined;
+}
+
+/**
+ * The common, valid item checked without zod (500 safeParse calls are a good part
+ * of a batch's CPU). Accepts only what the zod schema accepts and yields the same
+ * value; anything else returns undefined and goes through the schema, which gives
+ * the error message.
+ */
+export function quickItem(r: unknown): Item | undefined {
+  if (r === null || typeof r !== 'object' || Array.isArray(r)) return undefined;
+  const o = r as Record<string, unknown>;
+  for (const k in o) if (!ITEM_KEYS.has(k)) return undefined;
+  const out: { -readonly [K in keyof Item]: Item[K] } = { value: 0 };
+  if (typeof o.value !== 'number' || !Number.isFinite(o.value)) return undefined;
+  out.value = o.value;
+  if (o.point_id !== undefined) {
+    if (typeof o.point_id !== 'string' || !GUID.test(o.point_id)) return undefined;
+    out.point_id = o.point_id.toLowerCase();
+  }
+  if (o.external_code !== undefined) {
+    const t = quickText(o.external_code, 100);
+    if (t === undefined) return undefined;
+    out.external_code = t;
+  }
+  if (out.point_id === undefined && out.external_code === undefined) return undefined;
+  if (o.unit !== undefined) {
+    const t = quickText(o.unit, 32);
+    if (t === undefined) return undefined;
+    out.unit = t;
+  }
+  if (o.measured_at !== undefined) {
+    if (typeof o.measured_at !== 'string' || !dateTime.safeParse(o.measured_at).success) return undefined;
+    out.measured_at = o.measured_at;
+  }
+  if (o.sample_id !== undefined) {
+    if (typeof o.sample_id !== 'string' || !GUID.test(o.sample_id)) return undefined;
+    out.sample_id = o.sample_id.toLowerCase();
+  }
+  if (o.notes !== undefined) {
+    if (typeof o.notes !== 'string' || o.notes.length > 2000) return undefined;
+    out.notes = o.notes;
+  }
+  return out;
+}
+
+type WellFormed = { isWellFormed(): boolean; toWellFormed(): string };
+/** A lone surrogate reaches PostgreSQL as U+FFFD; the answer must show what was stored. */
+const wellFormed = (s: string): string => ((s as unknown as WellFormed).isWellFormed() ? s : (s as unknown as WellFormed).toWellFormed());
+
+/** The strings of an item as they will be stored. */
+function storedStrings(i: Item): Item {
+  const ok = (s: string | undefined) => s === undefined || (s as unknown as WellFormed).isWellFormed();
+  if (ok(i.external_code) && ok(i.unit) && ok(i.notes)) return i;
+  return {
+    ...i,
+    ...(i.external_code !== undefined ? { external_code: wellFormed(i.external_code) } : {}),
+    ...(i.unit !== undefined ? { unit: wellFormed(i.unit) } : {}),
+    ...(i.notes !== undefined ? { notes: wellFormed(i.notes) } : {}),
+  };
+}
+
+/** A double as PostgreSQL's float8 output writes it (shortest exact digits, exponent outside 1e-4..1e15). */
+export function pgFloat(x: number): string {
+  if (x === 0) return Object.is(x, -0) ? '-0' : '0';
+  const a = Math.abs(x);
+  if (a >= 1e-4 && a < 1e15) return String(x);
+  const e = x.toExponential();
+  const at = e.indexOf('e');
+  const exp = Number(e.slice(at + 1));
+  return `${e.slice(0, at)}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
+}
+const jsonFloat = (x: number | null): string => (x === null ? 'null' : pgFloat(x));
+const jsonText = (s: string | null): string => (s === null ? 'null' : JSON.stringify(s));
+
+/** An element of a PostgreSQL array literal: quoted, so any text is taken as it is. */
+const quoted = (s: string): string => (s.includes('"') || s.includes('\\') ? `"${s.replace(/[\\"]/g, '\\$&')}"` : `"${s}"`);
+/** An element that needs no quoting (UUIDs checked by the schema). */
+const bare = (s: string): string => s;
+/**
+ * A PostgreSQL array literal passed as one text parameter: the same on node-postgres
+ * and PGlite, and one parameter whatever the batch size.
+ */
+function pgArray<T>(xs: readonly (T | null)[], element: (x: T) => string): string {
+  let out = '{';
+  for (let k = 0; k < xs.length; k++) {
+    const x = xs[k];
+    out += (k ? ',' : '') + (x === null || x === undefined ? 'NULL' : element(x));
+  }
+  return `${out}}`;
+}
+interface Shape {
+  /** 1-based position in the batch's point arrays */
+  n: number;
+  head: string;
+  unit: string;
+  limits: string;
+}
+
+const HEX4 = Array.from({ length: MAX_BATCH }, (_, k) => k.toString(16).padStart(4, '0'));
+let lastMs = 0;
+let seq = 0;
+
+/**
+ * The first 28 hex digits of a batch's reading ids; reading k of the batch is this
+ * plus k as 4 hex digits. UUIDv7: the time in ms, a 12-bit sequence in rand_a that
+ * grows between batches of one millisecond, 46 random bits and the item counter in
+ * rand_b. So ids increase in the order given, batch after batch, and PostgreSQL
+ * builds them from this prefix rather than parsing 500 ids sent to it.
+ */
+export function batchIdBase(): string {
+  const rnd = randomBytes(8);
+  let ms = Date.now();
+  if (ms > lastMs) seq = rnd.readUInt16BE(6) & 0x3ff;
+  else if (++seq > 0xfff) {
+    ms = lastMs + 1;
+    seq = 0;
+  } else ms = lastMs;
+  lastMs = ms;
+  const t = ms.toString(16).padStart(12, '0');
+  const r = rnd.toString('hex');
+  const variant = '89ab'[rnd[0]! & 3];
+  return `${t.slice(0, 8)}-${t.slice(8)}-7${(seq | 0x1000).toString(16).slice(1)}-${variant}${r.slice(2, 5)}-${r.slice(5, 13)}`;
+}
+
+export function readingHandlers(deps: ServiceDeps) {
+  return {
+    /**
+     * Validates each item on its own, resolves every point (and reads the clock)
+     * in one query, stores the accepted items with one set-based insert of arrays
+     * (limits copied from the point rows read, is_breach computed by the database),
+     * and emits the breach events and one audit record in the same transaction.
+     * The answer is rendered here from what was inserted, rather than read back
+     * with RETURNING and json_agg, which cost PostgreSQL as much as the insert.
+     */
+    ingestReadings: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+      const org = orgOf(caller);
+      const raw = itemsOf(req.json);
+      const rejected: Rejected[] = [];
+      const valid: { index: number; item: Item }[] = [];
+      for (let index = 0; index < raw.length; index++) {
+        const r = raw[index];
+        const fast = quickItem(r);
+        if (fast) {
+          valid.push({ index, item: storedStrings(fast) });
+          continue;
+        }
+        const parsed = item.safeParse(r);
+        if (parsed.success) valid.push({ index, item: storedStrings(parsed.data) });
+        else {
+          const issues = fieldIssues(parsed.error);
+          const message = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+          rejected.push({ index, code: 'validation_failed', message, ...rawRef(r) });
+        }
+      }
+
+      const out = valid.length
+        ? await deps.outbox.write(caller, async (tx, emit) => {
+            const ids = new Set<string>();
+            const codes = new Set<string>();
+            const stamps = new Map<string, number>();
+            for (const { item: i } of valid) {
+              if (i.point_id !== undefined) ids.add(i.point_id);
+              else codes.add(i.external_code!);
+              if (i.measured_at !== undefined && !stamps.has(i.measured_at)) stamps.set(i.measured_at, stamps.size);
+            }
+            // now() is the transaction's time, so it is the stored default measured_at and
+            // created_at; PostgreSQL renders it and the given times, as lists show them.
+            // No row lock on the points: the limits stored are the ones read here (passed
+            // to the insert), and the foreign key keeps the point from disappearing.
+            // one row for the clock (id null), then one per point
+            const found = await rows<PointRow>(
+              tx,
+              sql`select to_json(now()) #>> '{}' as now,
+                         (select string_agg(to_json(s.t::timestamptz) #>> '{}', ',' order by s.n)
+                          from unnest(${pgArray([...stamps.keys()], quoted)}::text[]) with ordinality as s(t, n)) as stamps,
+                         null::uuid as id, null as external_code, null as parameter, null as unit,
+                         null::float8 as limit_min, null::float8 as limit_max, null::boolean as active
+                  union all
+                  select null, null, p.id, p.external_code, p.parameter, p.unit, p.limit_min, p.limit_max, p.active
+                  from telemetry.environmental_points p
+                  where p.org_id = ${org}
+                    and (p.id = any(${pgArray([...ids], bare)}::uuid[]) or p.external_code = any(${pgArray([...codes], quoted)}::text[]))`,
+            );
+            const clock = found.find((r) => r.id === null)!;
+            const now = clock.now!;
+            // rendered timestamps hold no comma
+            const stampText = clock.stamps ? clock.stamps.split(',') : [];
+            const byId = new Map<string, FoundPoint>();
+            const byCode = new Map<string, FoundPoint>();
+            for (const row of found) {
+              if (row.id === null) continue;
+              const p = row as FoundPoint;
+              // numbers whichever driver answered, as the insert and the answer are written from them
+              if (p.limit_min !== null) p.limit_min = Number(p.limit_min);
+              if (p.limit_max !== null) p.limit_max = Number(p.limit_max);
+              byId.set(p.id, p);
+              if (p.external_code !== null) byCode.set(p.external_code, p);
+            }
+
+            const accepted: Accepted[] = [];
+            for (const { index, item: i } of valid) {
+              const p = i.point_id !== undefined ? byId.get(i.point_id) : byCode.get(i.external_code!);
+              if (!p) {
+                rejected.push({ index, code: 'point_not_found', message: 'no environmental point with this id or external_code', ...idOrCode(i) });
+              } else if (!p.active) {
+                rejected.push({ index, code: 'point_inactive', message: 'the environmental point is inactive', ...idOrCode(i) });
+              } else {
+                accepted.push({ item: i, point: p, measured_at: i.measured_at === undefined ? now : stampText[stamps.get(i.measured_at)!]! });
+              }
+            }
+            rejected.sort((a, b) => a.index - b.index);
+            if (!accepted.length) return undefined;
+
+            const n = accepted.length;
+            const idBase = batchIdBase();
+            // Per point once (its id, unit, limits and the parts of a reading's JSON that are
+            // the point's); per reading only its own values: a batch is a few KB on the wire.
+            const used = new Map<FoundPoint, Shape>();
+            const shapeOf = (p: FoundPoint): Shape => {
+              let sh = used.get(p);
+              if (!sh) {
+                sh = {
+                  n: used.size + 1,
+                  head: `","point_id":"${p.id}","external_code":${jsonText(p.external_code)},"parameter":${jsonText(p.parameter)},"value":`,
+                  unit: JSON.stringify(p.unit),
+                  limits: `,"limit_min":${jsonFloat(p.limit_min)},"limit_max":${jsonFloat(p.limit_max)},"is_breach":`,
+                };
+                used.set(p, sh);
+              }
+              return sh;
+            };
+            const shapes: Shape[] = new Array(n);
+            let pointIdx = '';
+            let values = '';
+            const units: (string | null)[] = [];
+            const measured: (string | null)[] = [];
+            const samples: (string | null)[] = [];
+            const notes: (string | null)[] = [];
+            for (let k = 0; k < n; k++) {
+              const { item: i, point } = accepted[k]!;
+              const sh = (shapes[k] = shapeOf(point));
+              pointIdx += (k ? ',' : '') + sh.n;
+              values += (k ? ',' : '') + pgFloat(i.value);
+              // only the columns some item sets are sent; unnest pads the shorter arrays with NULL
+              if (i.unit !== undefined) units[k] = i.unit;
+              if (i.measured_at !== undefined) measured[k] = i.measured_at;
+              if (i.sample_id !== undefined) samples[k] = i.sample_id;
+              if (i.notes !== undefined) notes[k] = i.notes;
+            }
+            const pts = [...used.keys()];
+            await tx.execute(
+              sql`insert into telemetry.environmental_readings
+                    (id, org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id, notes, created_by)
+                  select (${idBase}::text || lpad(to_hex(u.n - 1), 4, '0'))::uuid, ${org}::uuid, p.id, u.value, coalesce(u.unit, p.unit),
+                         p.limit_min, p.limit_max, coalesce(u.measured_at, now()), u.sample_id, u.notes, ${caller.user_id}::uuid
+                  from unnest(${`{${pointIdx}}`}::int[], ${`{${values}}`}::float8[], ${pgArray(units, quoted)}::text[],
+                              ${pgArray(measured, quoted)}::timestamptz[], ${pgArray(samples, bare)}::uuid[], ${pgArray(notes, quoted)}::text[])
+                         with ordinality as u(point, value, unit, measured_at, sample_id, notes, n)
+                  join unnest(${pgArray(pts.map((p) => p.id), bare)}::uuid[], ${pgArray(pts.map((p) => p.unit), quoted)}::text[],
+                              ${pgArray(pts.map((p) => p.limit_min), pgFloat)}::float8[], ${pgArray(pts.map((p) => p.limit_max), pgFloat)}::float8[])
+                         with ordinality as p(id, unit, limit_min, limit_max, n)
+                    on p.n = u.point`,
+            );
+
+            const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
+            const parts: string[] = new Array(n);
+            let breaches = 0;
+            for (let k = 0; k < n; k++) {
+              const { item: i, point: p, measured_at } = accepted[k]!;
+              const sh = shapes[k]!;
+              const id = idBase + HEX4[k]!;
+              // the generated column's rule, on the same doubles
+              const breach = (p.limit_min !== null && i.value < p.limit_min) || (p.limit_max !== null && i.value > p.limit_max);
+              parts[k] =
+                '{"id":"' + id + sh.head + pgFloat(i.value) + ',"unit":' + (i.unit === undefined ? sh.unit : JSON.stringify(i.unit)) +
+                sh.limits + breach + ',"measured_at":"' + measured_at + '","sample_id":' + (i.sample_id === undefined ? 'null' : `"${i.sample_id}"`) +
+                ',"notes":' + (i.notes === undefined ? 'null' : JSON.stringify(i.notes)) + tail;
+              if (breach) {
+                breaches++;
+                emit.event('environmental.breach', org, {
+                  reading_id: id,
+                  point_id: p.id,
+                  external_code: p.external_code,
+                  parameter: p.parameter,
+                  value: i.value,
+                  unit: i.unit ?? p.unit,
+                  limit_min: p.limit_min,
+                  limit_max: p.limit_max,
+                  measured_at,
+                });
+              }
+            }
+            emit.audit(org, {
+              action: 'ingest',
+              resource: 'environmental_readings',
+              record_id: null,
+              after: { created: n, breaches, rejected: rejected.length },
+            });
+            return { readings: `[${parts.join(',')}]`, created: n, breaches };
+          })
+        : undefined;
+
+      if (!out) {
+        throw DomainError.unprocessable('every reading was rejected', 'all_readings_rejected', { rejected });
+      }
+      const json = `{"created":${out.created},"breaches":${out.breaches},"readings":${out.readings},"rejected":${JSON.stringify(rejected)}}`;
+      return { json, created: true };
+    },
+
+    listReadings: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
+      const org = orgOf(caller);
+      const q = parseQuery(listQuery, req.query);
+      const cond = where([
+        sql`r.org_id = ${org}`,
+        q.point_id ? sql`r.point_id = ${q.point_id}` : undefined,
+        q.since ? sql`r.measured_at >= ${q.since}::timestamptz` : undefined,
+        q.breaches === 'true' ? sql`r.is_breach` : q.breaches === 'false' ? sql`not r.is_breach` : undefined,
+      ]);
+      const [r] = await deps.db.rows<{ json: string }>(
+        sql`select coalesce(json_agg(${readingJson} order by r.measured_at desc, r.id desc), '[]')::text as json
+            from (select * from telemetry.environmental_readings r where ${cond}
+                  order by r.measured_at desc, r.id desc limit ${q.limit}) r
+            join telemetry.environmental_points p on p.org_id = r.org_id and p.id = r.point_id`,
+      );
+      return { json: r!.json, limit: q.limit, offset: 0 };
+    },
+  };
+}

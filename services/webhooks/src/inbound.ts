@@ -1,0 +1,191 @@
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { sql } from 'drizzle-orm';
+import type { webhooks } from '@lab/contracts';
+import { DomainError, isUuid, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertOperator, generateSecret } from './management.js';
+import { verifySignature } from './signature.js';
+
+export const SLUG = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+/** The largest accepted `payload`, serialised (description B: 256 KB). */
+export const MAX_PAYLOAD_BYTES = 256 * 1024;
+
+const createEndpoint = z.object({
+  org_id: z.string().refine(isUuid, 'must be a UUID'),
+  slug: z.string().regex(SLUG, 'lower-case letters, digits, - and _, at most 64, starting with a letter or digit').optional(),
+  allowed_event_types: z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'letters, digits and _ . : - only')).max(100),
+  job_type: z.string().regex(/^[a-z0-9_]{1,100}$/, 'lower-case letters, digits and _ only').optional(),
+});
+
+/** Random slugs: 24 hex characters, unique across organisations (partial unique index). */
+const generateSlug = () => randomBytes(12).toString('hex');
+
+export async function createInboundEndpoint(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  req: webhooks.CreateInboundEndpointRequest,
+): Promise<webhooks.InboundEndpoint> {
+  assertOperator(caller);
+  const b = parseWith(createEndpoint, req);
+  const allowed = [...new Set(b.allowed_event_types)];
+  const secret = generateSecret();
+  // a generated slug colliding (never in practice) is simply drawn again
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const id = newId();
+    const slug = b.slug ?? generateSlug();
+    const created = await deps.outbox.write(caller, async (tx, emit) => {
+      const r = await rows<{ id: string }>(
+        tx,
+        sql`insert into webhooks.inbound_endpoints (id, org_id, slug, slug_generated, secret, allowed_event_types, job_type)
+            values (${id}::uuid, ${b.org_id}::uuid, ${slug}, ${b.slug === undefined}, ${secret},
+                    string_to_array(${allowed.join(',')}, ','), ${b.job_type ?? null})
+            on conflict do nothing returning id::text`,
+      );
+      if (!r.length) return false;
+      emit.audit(b.org_id, {
+        action: 'create',
+        resource: 'inbound_endpoint',
+        record_id: id,
+        after: { id, slug, allowed_event_types: allowed, job_type: b.job_type ?? null },
+      });
+      return true;
+    });
+    if (created) return { id, org_id: b.org_id, slug, secret, allowed_event_types: allowed, job_type: b.job_type };
+    if (b.slug !== undefined) throw DomainError.conflict(`the slug ${b.slug} is already used in this organisation`, 'slug_taken');
+  }
+  throw DomainError.unavailable('could not allocate a unique slug, try again');
+}
+
+interface EndpointRow {
+  id: string;
+  org_id: string;
+  secret: string;
+  allowed_event_types: string[];
+  job_type: string | null;
+}
+
+const notFound = () => DomainError.notFound('inbound webhook endpoint not found');
+
+/**
+ * The active endpoint a request names. The long path names the organisation;
+ * the short path finds a slug only when exactly one active endpoint has it
+ * (generated slugs are unique everywhere; a chosen slug may repeat across
+ * organisations, and then the short path is ambiguous: 404).
+ */
+async function findEndpoint(deps: ServiceDeps, orgId: string | undefined, slug: string): Promise<EndpointRow> {
+  if (!SLUG.test(slug)) throw notFound();
+  const cols = sql`id::text, org_id::text, secret, allowed_event_types, job_type`;
+  if (orgId !== undefined) {
+    if (!isUuid(orgId)) throw notFound();
+    const [e] = await deps.db.rows<EndpointRow>(
+      sql`select ${cols} from webhooks.inbound_endpoints where org_id = ${orgId}::uuid and slug = ${slug} and active`,
+    );
+    if (!e) throw notFound();
+    return e;
+  }
+  // a lookup across organisations by design: the short path carries no org
+  const found = await deps.db.rows<EndpointRow>(sql`select ${cols} from webhooks.inbound_endpoints where slug = ${slug} and active limit 2`);
+  if (found.length !== 1) throw notFound();
+  return found[0]!;
+}
+
+const iso = z.iso.datetime({ offset: true });
+const inboundBody = z.object({
+  event_type: z.string().min(1).max(200).optional(),
+  event: z.string().min(1).max(200).optional(),
+  occurred_at: iso.optional(),
+  external_id: z.string().min(1).max(200).optional(),
+  payload: z.unknown().optional(),
+});
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+
+function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
+  if (value === null || typeof value !== 'object') return false;
+  return Object.entries(value).some(([k, v]) => k.includes('\0') || hasNul(v));
+}
+
+/**
+ * Receives one inbound event: endpoint (404), signature over the raw bytes
+ * before any parsing (400 malformed header, 401 mismatch or stale), then the
+ * body (400), payload size (413), allowed event type (422), and storage, where
+ * a repeated external_id or Idempotency-Key of the endpoint answers the stored
+ * event with duplicate: true and changes nothing.
+ */
+export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, req: webhooks.ReceiveInboundRequest): Promise<webhooks.ReceiveInboundResponse> {
+  const ep = await findEndpoint(deps, req.org_id, req.slug);
+  verifySignature({ secret: ep.secret, body: req.body, signature: req.signature, timestamp: req.timestamp });
+
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(req.body.toString('utf8'));
+  } catch {
+    throw DomainError.invalid('request body is not valid JSON', undefined, 'invalid_json');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw DomainError.invalid('body must be a JSON object', { field: '', fields: [{ path: '', message: 'must be a JSON object' }] });
+  }
+  if (hasNul(parsed)) throw DomainError.invalid('text must not contain NUL characters', { field: '', fields: [{ path: '', message: 'contains NUL' }] });
+  const b = parseWith(inboundBody, parsed);
+  const eventType = b.event_type ?? b.event ?? req.event_header?.trim();
+  if (!eventType || eventType.length > 200) {
+    throw DomainError.invalid('event_type is required (body event_type or event, or header X-Service-Event)', {
+      field: 'event_type',
+      fields: [{ path: 'event_type', message: 'required' }],
+    });
+  }
+  const payloadJson = b.payload === undefined ? null : JSON.stringify(b.payload);
+  if (payloadJson !== null && Buffer.byteLength(payloadJson) > MAX_PAYLOAD_BYTES) {
+    throw new DomainError('too_large', 'payload_too_large', `payload exceeds ${MAX_PAYLOAD_BYTES} bytes`);
+  }
+  if (ep.allowed_event_types.length && !ep.allowed_event_types.includes(eventType)) {
+    throw DomainError.unprocessable(`event type ${eventType} is not allowed on this endpoint`, 'event_type_not_allowed', {
+      event_type: eventType,
+    });
+  }
+  const key = req.idempotency_key?.trim() || undefined;
+  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+    throw DomainError.invalid('Idempotency-Key must be 1 to 200 visible ASCII characters', { header: 'Idempotency-Key' }, 'invalid_idempotency_key');
+  }
+
+  const id = newId();
+  return deps.outbox.write(caller, async (tx, emit) => {
+    const inserted = await rows<{ id: string }>(
+      tx,
+      sql`insert into webhooks.inbound_events
+            (id, org_id, endpoint_id, event_type, occurred_at, external_id, idempotency_key, payload, job_type, job_status)
+          values (${id}::uuid, ${ep.org_id}::uuid, ${ep.id}::uuid, ${eventType}, ${b.occurred_at ?? null}::timestamptz,
+                  ${b.external_id ?? null}, ${key ?? null}, ${payloadJson}::jsonb, ${ep.job_type},
+                  ${ep.job_type ? 'pending' : null})
+          on conflict do nothing returning id::text`,
+    );
+    if (!inserted.length) {
+      const [orig] = await rows<{ id: string }>(
+        tx,
+        sql`select id::text from webhooks.inbound_events
+            where org_id = ${ep.org_id}::uuid and endpoint_id = ${ep.id}::uuid
+              and (external_id = ${b.external_id ?? null} or idempotency_key = ${key ?? null})
+            order by received_at limit 1`,
+      );
+      if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
+      return { event_id: orig.id, duplicate: true };
+    }
+    // the jobs service takes `job_type` from this event once it exists; until then the request stays pending on the row
+    emit.event('inbound_webhook.received', ep.org_id, {
+      event_id: id,
+      endpoint_id: ep.id,
+      event_type: eventType,
+      external_id: b.external_id ?? null,
+      occurred_at: b.occurred_at ?? null,
+      job_type: ep.job_type,
+    });
+    emit.audit(ep.org_id, {
+      action: 'create',
+      resource: 'inbound_event',
+      record_id: id,
+      after: { id, endpoint_id: ep.id, event_type: eventType, external_id: b.external_id ?? null, job_type: ep.job_type },
+    });
+    return { event_id: id, duplicate: false };
+  });
+}

@@ -1,0 +1,23 @@
+import path from 'node:path';
+import type { ServiceDefinition } from '@lab/kit';
+import { webhooksConfig, type WebhooksConfig } from './config.js';
+import { registerWebhooks } from './server.js';
+
+export type { WebhooksConfig } from './config.js';
+export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
+
+/**
+ * Outbound webhook subscriptions and signed deliveries with retries; inbound
+ * endpoints and the events they receive. Configuration is read from the
+ * environment when the service starts; `overrides` (tests) win over it.
+ */
+export function webhooksDefinition(overrides: Partial<WebhooksConfig> = {}): ServiceDefinition {
+  return {
+    name: 'webhooks',
+    schema: 'webhooks',
+    migrationsDir: path.join(__dirname, '..', 'migrations'),
+    register: async (server, deps) => registerWebhooks(server, deps, webhooksConfig(overrides)),
+  };
+}
+
+export const definition: ServiceDefinition = webhooksDefinition();

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { sql } from 'drizzle-orm';
+import type { webhooks } from '@lab/contracts';
+import { DomainError, isUuid, newId, parseWith, randomToken, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { isValidFilter } from './event-filters.js';
+
+/** Management RPCs are reached only through the operator token (checked by the gateway). */
+export function assertOperator(caller: CallerContext): void {
+  if (caller.token_kind !== 'operator') throw DomainError.forbidden('management calls need the operator token');
+}
+
+const orgId = z.string().refine(isUuid, 'must be a UUID');
+const secret = z.string().min(16, 'must be at least 16 characters').max(200).regex(/^[\x21-\x7e]+$/, 'visible ASCII only');
+
+export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
+
+const createSubscriptionBody = z.object({
+  org_id: orgId,
+  url: z
+    .string()
+    .max(2000)
+    .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
+      message: 'must be an http(s) URL without credentials',
+    }),
+  events: z
+    .array(z.string().max(200).refine(isValidFilter, 'must be a public event name or one of experiment.*, sample.*, stock_movement.*, equipment.*, *'))
+    .min(1)
+    .max(50),
+  secret: secret.optional(),
+});
+
+/** Generated signing secrets: prefixed so they are recognisable in a leak scan. */
+export const generateSecret = () => `whsec_${randomToken(32)}`;
+
+interface SubscriptionRow {
+  id: string;
+  org_id: string;
+  url: string;
+  events: string[];
+  secret: string;
+  active: boolean;
+  disabled_reason: string | null;
+  created_at: string;
+}
+
+export async function createSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.CreateSubscriptionRequest): Promise<webhooks.Subscription> {
+  assertOperator(caller);
+  const b = parseWith(createSubscriptionBody, req);
+  const events = [...new Set(b.events)];
+  const id = newId();
+  const row = await deps.outbox.write(caller, async (tx, emit) => {
+    const [{ n }] = (await rows<{ n: number }>(tx, sql`select count(*)::int as n from webhooks.subscriptions where org_id = ${b.org_id}::uuid`)) as [
+      { n: number },
+    ];
+    if (n >= MAX_SUBSCRIPTIONS_PER_ORG) {
+      throw DomainError.conflict(`an organisation has at most ${MAX_SUBSCRIPTIONS_PER_ORG} subscriptions`, 'too_many_subscriptions');
+    }
+    const [r] = await rows<SubscriptionRow>(
+      tx,
+      sql`insert into webhooks.subscriptions (id, org_id, url, events, secret)
+          values (${id}::uuid, ${b.org_id}::uuid, ${b.url}, string_to_array(${events.join(',')}, ','), ${b.secret ?? generateSecret()})
+          returning id::text, org_id::text, url, events, secret, active, disabled_reason,
+                    to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at`,
+    );
+    // the secret never goes into the audit log
+    emit.audit(b.org_id, { action: 'create', resource: 'webhook_subscription', record_id: id, after: { id, url: b.url, events, active: true } });
+    return r!;
+  });
+  return { ...row, disabled_reason: row.disabled_reason ?? undefined };
+}
+
+const listDeliveriesBody = z.object({
+  org_id: orgId,
+  subscription_id: z.string(),
+  limit: z.number().int().min(0).max(1000),
+});
+
+interface DeliveryRow {
+  id: string;
+  event: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  next_attempt_at: string | null;
+  delivered_at: string | null;
+  last_error: string | null;
+  created_at: string;
+}
+
+const iso = (col: string) => sql.raw(`to_char(${col} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
+
+/** The newest deliveries of a subscription (default 100, at most 1000). */
+export async function listSubscriptionDeliveries(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  req: webhooks.ListDeliveriesRequest,
+): Promise<webhooks.ListDeliveriesResponse> {
+  assertOperator(caller);
+  const b = parseWith(listDeliveriesBody, req);
+  if (!isUuid(b.subscription_id)) throw DomainError.notFound('webhook subscription not found');
+  const sub = await deps.db.rows<{ id: string }>(
+    sql`select id from webhooks.subscriptions where org_id = ${b.org_id}::uuid and id = ${b.subscription_id}::uuid`,
+  );
+  if (!sub.length) throw DomainError.notFound('webhook subscription not found');
+  const list = await deps.db.rows<DeliveryRow>(
+    sql`select id::text, event, status, attempts, last_status_code, last_error,
+               case when status = 'pending' then ${iso('next_attempt_at')} end as next_attempt_at,
+               ${iso('delivered_at')} as delivered_at, ${iso('created_at')} as created_at
+        from webhooks.deliveries
+        where org_id = ${b.org_id}::uuid and subscription_id = ${b.subscription_id}::uuid
+        order by created_at desc, id desc limit ${b.limit || 100}`,
+  );
+  return {
+    deliveries: list.map((d) => ({
+      ...d,
+      last_status_code: d.last_status_code ?? undefined,
+      next_attempt_at: d.next_attempt_at ?? undefined,
+      delivered_at: d.delivered_at ?? undefined,
+      last_error: d.last_error ?? undefined,
+    })),
+  };
+}
