@@ -4,7 +4,7 @@ import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
+import { PgDialect, type PgDatabase, type PgQueryResultHKT, type PgTransaction } from 'drizzle-orm/pg-core';
 import type { ExtractTablesWithRelations, SQL } from 'drizzle-orm';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
@@ -22,6 +22,13 @@ interface RawTx {
 export interface Database {
   readonly kind: 'pg' | 'pglite';
   readonly orm: Orm;
+  /**
+   * Runs single statements outside any transaction, like `orm`, but as named
+   * prepared statements on PostgreSQL: the server parses and plans each
+   * statement shape once per connection instead of on every call. Only
+   * `execute` (what `rows` uses) is offered; on PGlite it is `orm` itself.
+   */
+  readonly reads: Executor;
   /**
    * Runs fn in one transaction. Inside it use only `tx`: on PGlite there is one
    * connection, so a statement on `db.orm` inside a transaction would wait forever.
@@ -69,6 +76,7 @@ function openPg(url: string, max: number, name: string): Database {
   return {
     kind: 'pg',
     orm,
+    reads: preparedReads(pool),
     tx: (fn) => orm.transaction(fn),
     rows: (q, exec = orm) => rows(exec, q),
     ping: async () => {
@@ -95,6 +103,46 @@ function openPg(url: string, max: number, name: string): Database {
       }
     },
   };
+}
+
+/** Dates and times stay the strings PostgreSQL sent, as drizzle's own driver keeps them. */
+const TEXT_TYPES = new Set([
+  pg.types.builtins.TIMESTAMPTZ,
+  pg.types.builtins.TIMESTAMP,
+  pg.types.builtins.DATE,
+  pg.types.builtins.INTERVAL,
+  1115, // timestamp[]
+  1182, // date[]
+  1185, // timestamptz[]
+  1187, // interval[]
+  1231, // numeric[]
+]);
+const driverTypes = {
+  getTypeParser: (oid: number, format?: 'text' | 'binary') =>
+    TEXT_TYPES.has(oid) ? (v: string) => v : pg.types.getTypeParser(oid, format),
+};
+
+/**
+ * Named statements live on each server connection; their number is bounded so
+ * that an unbounded variety of statement texts cannot grow server memory: past
+ * the bound, new texts run unnamed (parsed every time), as before.
+ */
+const MAX_PREPARED = 512;
+
+function preparedReads(pool: pg.Pool): Executor {
+  const dialect = new PgDialect();
+  const names = new Map<string, string>();
+  const execute = async (q: SQL) => {
+    const { sql: text, params } = dialect.sqlToQuery(q);
+    let name = names.get(text);
+    if (name === undefined && names.size < MAX_PREPARED) {
+      name = `lab_${names.size}`;
+      names.set(text, name);
+    }
+    // pg types the config loosely; `types` takes a getTypeParser like the pool's own
+    return pool.query({ name, text, values: params, types: driverTypes } as pg.QueryConfig);
+  };
+  return { execute } as unknown as Executor;
 }
 
 /**
@@ -126,6 +174,7 @@ async function openEmbedded(dataDir: string): Promise<Database> {
   return {
     kind: 'pglite',
     orm,
+    reads: orm,
     tx: (fn) => orm.transaction(fn),
     rows: (q, exec = orm) => rows(exec, q),
     ping: async () => {

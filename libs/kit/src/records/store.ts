@@ -41,6 +41,7 @@ export function tableColumns(exec: Executor, r: Resource): Promise<string[]> {
 
 const table = (r: Resource) => sql.raw(r.table);
 const col = (name: string) => sql`t.${sql.identifier(name)}`;
+const quotedColumn = (name: string) => `t."${name.replace(/"/g, '""')}"`;
 
 const rendered = new WeakMap<Resource, Promise<SQL>>();
 
@@ -50,7 +51,10 @@ function render(exec: Executor, r: Resource): Promise<SQL> {
   if (!cached) {
     cached = tableColumns(exec, r).then((cols) => {
       const shown = cols.filter((c) => !r.hidden.includes(c));
-      return sql`(select row_to_json(x) from (select ${sql.join(shown.map(col), sql`, `)}) x)::text`;
+      // One raw chunk rather than a nested fragment per column: drizzle walks
+      // every chunk of every statement, and this expression is in all of them.
+      // The names come from the catalog and are quoted as identifiers.
+      return sql.raw(`(select row_to_json(x) from (select ${shown.map(quotedColumn).join(', ')}) x)::text`);
     });
     cached.catch(() => rendered.delete(r));
     rendered.set(r, cached);
