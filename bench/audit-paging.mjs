@@ -13,12 +13,12 @@
 // exact statement listRecords issues (compiled from the built service code, with a
 // cursor) is run under EXPLAIN ANALYZE at 1M rows: the plan must be an Index Scan on
 // records_org_keyset_idx with no Seq Scan and no Sort, otherwise the script exits 1.
-import { mkdir, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { seedOrg, startCluster } from './cluster.mjs';
+import { saveResult } from './results.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -191,11 +191,24 @@ try {
   console.log(plan.split('\n').map((l) => `    ${l}`).join('\n'));
   console.log(`audit paging: ${pass ? 'PASS' : 'FAIL'}`);
 
-  await mkdir(join(here, 'results'), { recursive: true });
-  await writeFile(
-    join(here, 'results', 'audit-paging.json'),
-    JSON.stringify(
+  const rows = [
+    {
+      scenario: `Audit paging, first page (limit ${LIMIT})`,
+      measured: `${fmt(figures.first_page_1m)} at ${orgRows} rows vs ${fmt(figures.first_page_10k)} at ${SMALL}: ratio ${ratioFirst.toFixed(2)} (load-corrected ${ratioFirstCorrected.toFixed(2)})`,
+      target: `ratio <= ${TARGET}`,
+      pass: ratioFirst <= TARGET,
+    },
+    {
+      scenario: `Audit paging, deep pages by cursor (limit ${LIMIT})`,
+      measured: `${fmt(figures.deep_page_1m)} at ${orgRows} rows vs ${fmt(figures.deep_page_10k)} at ${SMALL}: ratio ${ratioDeep.toFixed(2)} (load-corrected ${ratioDeepCorrected.toFixed(2)}); plan ${planOk ? 'Index Scan on records_org_keyset_idx' : 'not an index keyset scan'}`,
+      target: `ratio <= ${TARGET}, index scan`,
+      pass: ratioDeep <= TARGET && planOk,
+    },
+  ];
+  saveResult(
+    'audit-paging',
       {
+        rows,
         scenario: 'audit-paging',
         target: `GET /v1/audit page time at ${LARGE} rows within ${Math.round((TARGET - 1) * 100)}% of the time at ${SMALL} rows; plan is an Index Scan on records_org_keyset_idx`,
         rows_small: SMALL,
@@ -215,9 +228,6 @@ try {
         statement: stmt.sql,
         pass,
       },
-      null,
-      2,
-    ) + '\n',
   );
   if (!planOk) {
     console.error('FAIL: the audit page query does not use an Index Scan on records_org_keyset_idx');

@@ -6,18 +6,14 @@
 // Stack and baseline runs alternate (and swap order each run) so drift on a shared
 // machine hits both alike. Prints median (min-max) over BENCH_RUNS runs and writes
 // bench/results/ingest.json.
-import { execSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import os from 'node:os';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { v7 } from 'uuid';
 import { api, seedOrg, startCluster } from './cluster.mjs';
+import { saveResult } from './results.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
@@ -25,7 +21,6 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const BATCH = 500;
 const TARGET_RATE = 50_000;
 const TARGET_RATIO = 0.4;
-const here = dirname(fileURLToPath(import.meta.url));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (xs, d = 0) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
 // a few values out of the limits, as a real feed has
@@ -118,17 +113,7 @@ try {
     `environmental ingest (${BATCH}/batch, ${CONNECTIONS} clients): stack ${fmt(stackRates)} readings/s  COPY ${fmt(baseRates)} readings/s  ` +
       `ratio ${fmt(ratio, 2)}  pass: rate>=${TARGET_RATE} ${pass.rate}, ratio>=${TARGET_RATIO} ${pass.ratio}`,
   );
-  const meta = {
-    date: new Date().toISOString(),
-    commit: execSync('git rev-parse --short HEAD').toString().trim(),
-    node: process.version,
-    cpus: `${os.cpus().length} x ${os.cpus()[0]?.model}`,
-    memory_gib: Math.round(os.totalmem() / 2 ** 30),
-    runs: RUNS,
-    seconds: DURATION,
-    connections: CONNECTIONS,
-    batch: BATCH,
-  };
+  const setup = { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, batch: BATCH };
   const result = {
     scenario: 'environmental ingest',
     stack_readings_per_s: stackRates,
@@ -140,8 +125,15 @@ try {
     targets: { stack_readings_per_s: TARGET_RATE, ratio_of_copy: TARGET_RATIO },
     pass,
   };
-  mkdirSync(join(here, 'results'), { recursive: true });
-  writeFileSync(join(here, 'results', 'ingest.json'), JSON.stringify({ meta, results: [result] }, null, 2));
+  const rows = [
+    {
+      scenario: `Environmental ingest (${BATCH}/batch, ${CONNECTIONS} clients)`,
+      measured: `${fmt(stackRates)} readings/s vs COPY ${fmt(baseRates)}: ratio ${fmt(ratio, 2)}`,
+      target: `>= ${TARGET_RATE} readings/s and ratio >= ${TARGET_RATIO}`,
+      pass: pass.rate && pass.ratio,
+    },
+  ];
+  saveResult('ingest', { setup, results: [result], rows });
   await pool.end();
 } finally {
   await cluster.stop();

@@ -25,12 +25,13 @@
 // Also reports the CPU the webhooks process spent per delivery (less noisy than
 // rates on a shared machine). Writes bench/results/webhooks.json.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { readFileSync, readdirSync, mkdirSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { api, freePort, seedOrg, startCluster } from './cluster.mjs';
+import { saveResult } from './results.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const SUBS = Number(process.env.BENCH_SUBSCRIPTIONS ?? 8);
@@ -274,11 +275,24 @@ try {
   console.log(`p99 commit-to-delivery at half rate ${paced.commit_to_delivery_p99_ms} ms (target < ${TARGET_P99_MS} ms): ${pass.p99_commit_to_delivery_at_half_rate ? 'PASS' : 'FAIL'}`);
   console.log(`bad signatures ${capacity.bad_signatures + paced.bad_signatures}, duplicates ${capacity.duplicates + paced.duplicates}, missing ${capacity.missing + paced.missing}`);
 
-  mkdirSync(join(here, 'results'), { recursive: true });
-  writeFileSync(
-    join(here, 'results', 'webhooks.json'),
-    JSON.stringify(
+  const rows = [
+    {
+      scenario: 'Webhook fan-out, capacity',
+      measured: `${capacity.deliveries_per_s} signed deliveries/s (${SUBS} subscriptions); bad signatures ${capacity.bad_signatures}, missing ${capacity.missing}`,
+      target: `>= ${TARGET_RATE} deliveries/s`,
+      pass: pass.deliveries_per_s && capacity.bad_signatures === 0 && capacity.missing === 0,
+    },
+    {
+      scenario: 'Webhook fan-out, paced at half rate',
+      measured: `commit-to-delivery p50 ${paced.commit_to_delivery_p50_ms} ms, p99 ${paced.commit_to_delivery_p99_ms} ms at ${paced.deliveries_per_s} deliveries/s`,
+      target: `p99 < ${TARGET_P99_MS} ms`,
+      pass: pass.p99_commit_to_delivery_at_half_rate && paced.bad_signatures === 0 && paced.missing === 0,
+    },
+  ];
+  saveResult(
+    'webhooks',
       {
+        rows,
         scenario: 'webhooks',
         targets: {
           deliveries_per_s: TARGET_RATE,
@@ -289,9 +303,6 @@ try {
         figures: { capacity, paced },
         pass,
       },
-      null,
-      2,
-    ),
   );
   if (!pass.no_bad_signatures || !pass.no_missing) exitCode = 1;
 } finally {
