@@ -15,6 +15,13 @@ export const env = {
   REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
 };
 
+/**
+ * A young generation of 32 MiB semi-spaces instead of V8's 16: a request's
+ * short-lived objects die in fewer, cheaper scavenges (measured here: higher
+ * throughput and about half the p99 on the read path).
+ */
+export const SERVICE_NODE_OPTIONS = '--max-semi-space-size=32';
+
 export function freePort() {
   return new Promise((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
@@ -48,8 +55,13 @@ export async function freshDatabase() {
 export function spawnNode(entry, vars, readyText, label) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(root, entry)], {
-      // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every process on exit.
-      env: { ...process.env, ...vars, ...(process.env.BENCH_CPU_PROF ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` } : {}) },
+      // The V8 flags the container image runs services with (docker/Dockerfile);
+      // BENCH_CPU_PROF=<dir> adds a V8 CPU profile of every process on exit.
+      env: {
+        ...process.env,
+        ...vars,
+        NODE_OPTIONS: [SERVICE_NODE_OPTIONS, process.env.BENCH_CPU_PROF ? `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` : ''].join(' ').trim(),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -12,6 +12,7 @@ import {
   verifyCallerContext,
   isUuid,
   newId,
+  StatementNames,
 } from '@lab/kit';
 
 describe('topicMatches', () => {
@@ -139,5 +140,39 @@ describe('CoalescedRunner', () => {
     expect(passes).toBe(3);
     runner.kick();
     expect(passes).toBe(3); // stopped: kicks are refused
+  });
+});
+
+describe('StatementNames', () => {
+  const text = 'select * from t where id = $1';
+
+  test('names a statement text the second time it is seen, then always the same', () => {
+    const names = new StatementNames();
+    expect(names.nameFor(text)).toBeUndefined();
+    const name = names.nameFor(text);
+    expect(name).toMatch(/^lab_\d+$/);
+    expect(names.nameFor(text)).toBe(name);
+    expect(names.nameFor('update t set x = $1 where id = $2')).toBeUndefined();
+    expect(names.nameFor('update t set x = $1 where id = $2')).not.toBe(name);
+  });
+
+  test('never names DDL, transaction control or a text of several commands', () => {
+    const names = new StatementNames();
+    for (const t of ['begin', 'create table x (a int)', 'set local x = 1', 'commit']) {
+      names.nameFor(t);
+      expect(names.nameFor(t)).toBeUndefined();
+    }
+  });
+
+  test('stops naming at its bound, so server memory stays bounded', () => {
+    const names = new StatementNames();
+    const given = new Set<string>();
+    for (let i = 0; i < 1000; i++) {
+      const t = `select ${i} where $1::int > 0`;
+      names.nameFor(t);
+      const n = names.nameFor(t);
+      if (n) given.add(n);
+    }
+    expect(given.size).toBe(256);
   });
 });

@@ -50,7 +50,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
 
   /**
    * A read is one statement, run without BEGIN/COMMIT (three round trips
-   * instead of one on the hottest path) as a prepared statement; only a parent
+   * instead of one on the hottest path); only a parent
    * check adds a second statement, and then both see one snapshot.
    */
   const read = <T>(r: Resource, caller: CallerContext, parentId: string | undefined, fn: (exec: Executor) => Promise<T>): Promise<T> =>
@@ -59,7 +59,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
           await checkParent(tx, r, caller, parentId);
           return fn(tx);
         })
-      : fn(db.reads);
+      : fn(db.orm);
 
   /** Runs a write and records its audit entry (with before/after) in the same transaction. */
   const audited = (
