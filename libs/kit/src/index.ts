@@ -9,6 +9,7 @@ export * from './metrics.js';
 export * from './db.js';
 export * from './bus.js';
 export * from './coalesced-runner.js';
+export * from './batcher.js';
 export * from './outbox.js';
 export * from './inbox.js';
 export * from './net-guard.js';

@@ -13,6 +13,7 @@ import {
   isUuid,
   newId,
   StatementNames,
+  Batcher,
 } from '@lab/kit';
 
 describe('topicMatches', () => {
@@ -174,5 +175,36 @@ describe('StatementNames', () => {
       if (n) given.add(n);
     }
     expect(given.size).toBe(256);
+  });
+});
+
+describe('Batcher', () => {
+  test('writes items added together in one call and settles each', async () => {
+    const calls: number[][] = [];
+    const b = new Batcher<number>(async (items) => {
+      calls.push(items);
+    });
+    await Promise.all([1, 2, 3].map((i) => b.add(i)));
+    expect(calls).toEqual([[1, 2, 3]]);
+  });
+
+  test('a bad item fails alone; its batch neighbours are written', async () => {
+    const written: number[] = [];
+    const b = new Batcher<number>(async (items) => {
+      if (items.includes(2)) throw new Error('bad item');
+      written.push(...items);
+    });
+    const results = await Promise.allSettled([1, 2, 3].map((i) => b.add(i)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(written.sort()).toEqual([1, 3]);
+  });
+
+  test('never writes more than its batch size at once', async () => {
+    const sizes: number[] = [];
+    const b = new Batcher<number>(async (items) => {
+      sizes.push(items.length);
+    }, 2);
+    await Promise.all([1, 2, 3, 4, 5].map((i) => b.add(i)));
+    expect(sizes).toEqual([2, 2, 1]);
   });
 });

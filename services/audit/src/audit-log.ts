@@ -21,16 +21,39 @@ export type ListQuery = z.infer<typeof listQuery>;
 /** Microsecond precision, so a cursor names exactly one position. */
 const TS = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
 
-/** Stores one audit record; a duplicate delivery changes nothing. */
-export async function storeRecord(exec: Executor, msg: BusMessage<AuditRecordData>): Promise<void> {
-  const d = msg.data;
+/**
+ * Stores audit records, many in one statement (one parameter: a JSON array, so
+ * the statement text is the same whatever the count, and stays prepared); a
+ * duplicate delivery changes nothing.
+ */
+export async function storeRecords(exec: Executor, msgs: BusMessage<AuditRecordData>[]): Promise<void> {
+  const rows = msgs.map((msg) => {
+    const d = msg.data;
+    return {
+      id: msg.id,
+      org_id: msg.org_id,
+      occurred_at: msg.occurred_at,
+      service: d.service,
+      action: d.action,
+      resource: d.resource,
+      record_id: d.record_id,
+      actor_user_id: d.actor_user_id,
+      actor_token_id: d.actor_token_id,
+      token_kind: d.token_kind,
+      changed_fields: d.changed_fields,
+      before: d.before ?? null,
+      after: d.after ?? null,
+      request_id: d.request_id,
+    };
+  });
   await exec.execute(sql`
     insert into audit.records (id, org_id, occurred_at, service, action, resource, record_id,
       actor_user_id, actor_token_id, token_kind, changed_fields, before, after, request_id)
-    values (${msg.id}::uuid, ${msg.org_id}::uuid, ${msg.occurred_at}::timestamptz, ${d.service}, ${d.action}, ${d.resource},
-      ${d.record_id}, ${d.actor_user_id}::uuid, ${d.actor_token_id}::uuid, ${d.token_kind},
-      ${sql.raw('array[')}${d.changed_fields.length ? sql.join(d.changed_fields.map((f) => sql`${f}`), sql`, `) : sql``}${sql.raw(']::text[]')},
-      ${d.before === null ? null : JSON.stringify(d.before)}::jsonb, ${d.after === null ? null : JSON.stringify(d.after)}::jsonb, ${d.request_id})
+    select id, org_id, occurred_at, service, action, resource, record_id,
+      actor_user_id, actor_token_id, token_kind, coalesce(changed_fields, '{}'), before, after, request_id
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as x(id uuid, org_id uuid, occurred_at timestamptz,
+      service text, action text, resource text, record_id text, actor_user_id uuid, actor_token_id uuid,
+      token_kind text, changed_fields text[], before jsonb, after jsonb, request_id text)
     on conflict (id) do nothing`);
 }
 

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { audit } from '@lab/contracts';
-import { DomainError, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
-import { listRecords, parseListRequest, storeRecord } from './audit-log.js';
+import { Batcher, DomainError, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
+import { listRecords, parseListRequest, storeRecords } from './audit-log.js';
 
 /**
  * The audit service: consumes every `audit.record` message from the events
@@ -14,11 +14,13 @@ export const definition: ServiceDefinition = {
   async register(server, { bus, db }) {
     // The record id is the message id and the table's primary key, so the insert
     // itself drops duplicates: no separate inbox row is needed per message.
+    // Messages in flight together (up to the prefetch) are stored together.
+    const store = new Batcher<BusMessage<AuditRecordData>>((msgs) => storeRecords(db.orm, msgs), 200);
     await bus.subscribe({
       queue: 'audit.records',
       bindings: ['audit.record'],
       prefetch: 200,
-      handler: async (msg) => storeRecord(db.orm, msg as BusMessage<AuditRecordData>),
+      handler: (msg) => store.add(msg as BusMessage<AuditRecordData>),
     });
     server.add(audit.AuditServiceService, {
       listAudit: async (req, caller) => {
@@ -35,4 +37,4 @@ export const definition: ServiceDefinition = {
   },
 };
 
-export { listRecords, storeRecord } from './audit-log.js';
+export { listRecords, storeRecords } from './audit-log.js';
