@@ -208,3 +208,30 @@ describe('Batcher', () => {
     expect(sizes).toEqual([2, 2, 1]);
   });
 });
+
+describe('caller context signing, reused signatures', () => {
+  const secret = 'a-secret-of-some-length';
+  test('each call carries its own request id; an insane one is dropped', () => {
+    const base = { ...systemContext('r1', newId()), user_id: newId(), role: 'researcher' };
+    const a = new Metadata();
+    const b = new Metadata();
+    signCallerContext(a, base, secret);
+    signCallerContext(b, { ...base, request_id: 'r2' }, secret);
+    expect(verifyCallerContext(a, secret).request_id).toBe('r1');
+    expect(verifyCallerContext(b, secret).request_id).toBe('r2');
+    b.set('x-lab-request-id', 'not a sane {request} id');
+    expect(verifyCallerContext(b, secret).request_id).toBe('');
+  });
+  test('a verified signature does not vouch for another payload or another secret', () => {
+    const md = new Metadata();
+    signCallerContext(md, systemContext('r1'), secret);
+    expect(verifyCallerContext(md, secret).token_kind).toBe('system');
+    const other = new Metadata();
+    signCallerContext(other, { ...systemContext('r1'), role: 'admin' }, secret);
+    md.set('x-lab-caller', other.get('x-lab-caller')[0] as string);
+    expect(() => verifyCallerContext(md, secret)).toThrow(/forged/);
+    const again = new Metadata();
+    signCallerContext(again, systemContext('r1'), secret);
+    expect(() => verifyCallerContext(again, 'a-different-secret-value')).toThrow(/forged/);
+  });
+});
