@@ -71,7 +71,22 @@ const conflict = (message: string) => DomainError.conflict(message, 'idempotency
  * duplicates exactly one runs; the others wait for its outcome and replay it.
  */
 export class IdempotencyStore {
+  /** Outcomes being stored: stop() waits for them before the pool closes. */
+  private readonly storing = new Set<Promise<void>>();
+
   constructor(private readonly db: Database) {}
+
+  /** Stores an outcome without holding up the answer; settle() waits for it. */
+  completeInBackground(scope: IdempotencyScope, reply: Reply, onError: (err: unknown) => void): void {
+    const p = this.complete(scope, reply).catch(onError);
+    this.storing.add(p);
+    void p.finally(() => this.storing.delete(p));
+  }
+
+  /** Resolves once every outcome handed to completeInBackground is stored (or failed). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.storing]);
+  }
 
   async claim(scope: IdempotencyScope, hash: string): Promise<Claim> {
     const deadline = Date.now() + WAIT_MS;

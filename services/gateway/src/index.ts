@@ -101,6 +101,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       for (const s of sockets) s.destroy();
       clients.close();
       await limiter.close();
+      await idempotency.settle();
       await db.close();
     })());
 

@@ -90,13 +90,12 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   } catch (err) {
     reply = errorReply(err, deps.log);
   }
-  try {
-    await deps.idempotency.complete(scope, reply);
-  } catch (err) {
-    // The write happened; answer it. The key stays 'in_progress' until it is
-    // taken over as abandoned, so a retry waits instead of writing twice.
-    deps.log.error({ err }, 'could not store idempotency outcome');
-  }
+  // The outcome is stored while the answer goes out: the client does not wait
+  // for a second commit. A retry arriving first finds the key in progress and
+  // waits for the outcome. If storing fails, the write still happened: the key
+  // stays 'in_progress' until taken over as abandoned, so a retry waits (then
+  // gets 409) instead of writing twice.
+  deps.idempotency.completeInBackground(scope, reply, (err) => deps.log.error({ err }, 'could not store idempotency outcome'));
   return reply;
 }
 
