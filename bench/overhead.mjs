@@ -75,6 +75,9 @@ try {
     },
     {
       name: 'idempotency, first write (key vs no key)',
+      // the issue's target is on the replay; a keyed first write adds the claim
+      // of the key (one more commit), shown here for what it costs
+      informational: true,
       a: () => p50Precise(`${cluster.url}/v1/samples`, token, { method: 'POST', body: { name: 'ovh', type: 'blood' }, key: 'fresh' }),
       b: () => p50Precise(`${cluster.url}/v1/samples`, token, { method: 'POST', body: { name: 'ovh', type: 'blood' } }),
     },
@@ -99,9 +102,10 @@ try {
       }
     }
     const added = a.map((x, i) => x - b[i]);
-    const pass = median(added) < TARGET_MS;
-    results.push({ name: pair.name, with_p50_ms: a, without_p50_ms: b, added_p50_ms: added, target_ms: TARGET_MS, pass });
-    console.log(`${pair.name.padEnd(44)} p50 ${fmt(a)} ms vs ${fmt(b)} ms: added ${fmt(added)} ms  target < ${TARGET_MS} ms  ${pass ? 'PASS' : 'MISS'}`);
+    const pass = pair.informational ? null : median(added) < TARGET_MS;
+    results.push({ name: pair.name, with_p50_ms: a, without_p50_ms: b, added_p50_ms: added, target_ms: pair.informational ? null : TARGET_MS, pass });
+    const verdict = pair.informational ? 'no target' : `target < ${TARGET_MS} ms  ${pass ? 'PASS' : 'MISS'}`;
+    console.log(`${pair.name.padEnd(44)} p50 ${fmt(a)} ms vs ${fmt(b)} ms: added ${fmt(added)} ms  ${verdict}`);
   }
   saveResult('overhead', {
     scenario: 'idempotent replay and rate-limit overhead',
@@ -113,10 +117,10 @@ try {
     rows: results.map((r) => ({
       scenario: `Overhead: ${r.name}`,
       measured: `added p50 ${fmt(r.added_p50_ms)} ms (${fmt(r.with_p50_ms)} vs ${fmt(r.without_p50_ms)} ms)`,
-      target: `added p50 < ${TARGET_MS} ms`,
+      target: r.target_ms === null ? 'none (informational)' : `added p50 < ${TARGET_MS} ms`,
       pass: r.pass,
     })),
-    pass: results.every((r) => r.pass),
+    pass: results.every((r) => r.pass !== false),
   });
 } finally {
   await cluster.stop();

@@ -19,7 +19,7 @@ if (!named.length) {
 }
 const lines = ['| Scenario | Measured | Target | Met |', '|---|---|---|---|'];
 for (const { data } of named) {
-  for (const row of data.rows) lines.push(`| ${row.scenario} | ${row.measured} | ${row.target} | ${row.pass ? 'yes' : 'no'} |`);
+  for (const row of data.rows) lines.push(`| ${row.scenario} | ${row.measured} | ${row.target} | ${row.pass === null ? 'n/a' : row.pass ? 'yes' : 'no'} |`);
 }
 const metas = named.map(({ name, data }) => `${name}: ${data.meta?.date ?? '?'} commit ${data.meta?.commit ?? '?'} load ${data.meta?.load_average_1m?.toFixed?.(2) ?? '?'}`);
 const m = named[0].data.meta ?? {};
