@@ -17,4 +17,5 @@ export * from './service.js';
 export * from './main.js';
 export * from './peers.js';
 export * from './constraint-errors.js';
+export * from './storable.js';
 export * from './records/index.js';

@@ -129,8 +129,21 @@ describe('parseWith', () => {
 });
 
 describe('parseJsonObject', () => {
-  it.each([['{nope'], ['[1]'], ['null'], ['"text"'], ['{"name":"a\\u0000b"}']])('rejects %s as a body', (text) => {
+  it.each([['{nope'], ['[1]'], ['null'], ['"text"']])('rejects %s as a body', (text) => {
     expect(failure(() => parseJsonObject(text))).toMatchObject({ code: 'validation_failed', details: { field: '', fields: [{ path: '' }] } });
+  });
+
+  it.each([
+    ['{"name":"a\\u0000b"}', 'name'],
+    ['{"metadata":{"k":["x","\\ud800"]}}', 'metadata.k.1'],
+    ['{"\\udc00":1}', '\udc00'],
+  ])('rejects text PostgreSQL cannot store in %s, naming %s', (text, field) => {
+    expect(failure(() => parseJsonObject(text))).toMatchObject({ code: 'validation_failed', details: { field } });
+  });
+
+  it('refuses nesting past the limit without overflowing the stack', () => {
+    const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`;
+    expect(failure(() => parseJsonObject(deep))).toMatchObject({ code: 'validation_failed', details: { field: '' } });
   });
 
   it('returns the object', () => {

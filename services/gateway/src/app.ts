@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import { DomainError, metrics, newId, requestScope } from '@lab/kit';
+import { DomainError, jsonProblem, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
 import { runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { errorReply, send } from './replies.js';
@@ -67,7 +67,18 @@ export function createApp(deps: Deps): express.Express {
     if (locals(res).route?.handler.kind === 'inbound_webhook') inboundRaw(req, res, next);
     else next();
   });
-  app.use(express.json({ limit: '1mb', type: ['application/json', 'application/*+json'] }));
+  // Any JSON value is parsed (strict: false), so a body that is not an object is
+  // refused by the handler as validation_failed rather than by the parser.
+  app.use(
+    express.json({
+      limit: '1mb',
+      strict: false,
+      type: ['application/json', 'application/*+json'],
+      verify: (req, _res, buf) => {
+        if (mayHideUnstorable(buf)) (req as Request & Walk)[MUST_WALK] = true;
+      },
+    }),
+  );
   // HTML forms and OAuth token requests: only the OAuth functions take them.
   const formBody = express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 50 });
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -98,6 +109,7 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
       fields: [{ path: '', message: 'must be application/json' }],
     });
   }
+  if ((ctx.req as Request & Walk)[MUST_WALK]) refuseUnstorable(ctx.body);
   let reply;
   let rate: RateState | undefined;
   try {
@@ -112,6 +124,41 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
     res.setHeader('X-RateLimit-Remaining', String(rate.remaining));
   }
   send(res, reply);
+}
+
+const MUST_WALK = Symbol('must walk the JSON body');
+type Walk = { [MUST_WALK]?: true };
+
+/**
+ * Whether a JSON body's bytes could hold what PostgreSQL cannot store or nest
+ * too deep to walk safely: NUL and unpaired surrogates can only arrive as \u
+ * escapes, and a nesting of MAX_JSON_DEPTH needs as many brackets. Most bodies
+ * have neither, and skip the walk.
+ */
+function mayHideUnstorable(buf: Buffer): boolean {
+  if (buf.includes('\\u')) return true;
+  let brackets = 0;
+  for (const b of [0x5b, 0x7b]) {
+    for (let i = buf.indexOf(b); i !== -1; i = buf.indexOf(b, i + 1)) if (++brackets >= MAX_JSON_DEPTH) return true;
+  }
+  return false;
+}
+
+/** 400 for a body nested deeper than MAX_JSON_DEPTH or holding text PostgreSQL cannot store. */
+function refuseUnstorable(body: unknown): void {
+  const problem = jsonProblem(body);
+  if (problem?.kind === 'too_deep') {
+    throw DomainError.invalid(`JSON must not nest deeper than ${MAX_JSON_DEPTH} levels`, {
+      field: '',
+      fields: [{ path: '', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }],
+    });
+  }
+  if (problem?.kind === 'unstorable') {
+    throw DomainError.invalid('text must not contain NUL characters or unpaired surrogates', {
+      field: problem.path,
+      fields: [{ path: problem.path, message: 'contains NUL or an unpaired surrogate' }],
+    });
+  }
 }
 
 const hasBody = (req: Request) =>

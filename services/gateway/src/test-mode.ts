@@ -1,5 +1,6 @@
 import { DomainError } from '@lab/kit';
 import type { Principal } from './auth.js';
+import { objectBody } from './handlers/records.js';
 import { json, type Reply } from './replies.js';
 import type { RecordOp } from './routes.js';
 import { hasScope } from './scopes.js';
@@ -22,13 +23,17 @@ export function checkWritePermission(p: Principal, op: RecordOp): void {
 
 const OPERATION: Partial<Record<RecordOp, string>> = { create: 'create', update: 'update', replace: 'replace', delete: 'delete' };
 
-/** The echo of a generic CRUD write under X-Test-Mode: nothing is validated or changed. */
+/**
+ * The echo of a generic CRUD write under X-Test-Mode: no field is validated and
+ * nothing is changed. The body must still be a JSON object, as for the real write
+ * (400 otherwise): an array or a scalar could never apply.
+ */
 export function testModeReply(p: Principal, op: RecordOp, resource: string, id: string | undefined, body: unknown): Reply {
   const operation = OPERATION[op];
   if (!operation) throw new Error(`X-Test-Mode does not apply to ${op}`);
   checkWritePermission(p, op);
   const wouldApply: Record<string, unknown> = { operation, resource };
   if (id !== undefined) wouldApply.id = id;
-  if (op !== 'delete' && body !== undefined) wouldApply.body = body;
+  if (op !== 'delete' && body !== undefined) wouldApply.body = objectBody(body);
   return json(200, { data: { test_mode: true, would_apply: wouldApply } });
 }

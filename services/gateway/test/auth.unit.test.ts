@@ -1,7 +1,7 @@
 import type { identity } from '@lab/contracts';
 import { bearerOf, callerOf, orgSelection } from '../src/auth';
 import { invalidateFromEvent, PrincipalCache } from '../src/principal-cache';
-import { checkWritePermission } from '../src/test-mode';
+import { checkWritePermission, testModeReply } from '../src/test-mode';
 
 const ORG = '0190a0c8-0000-7000-8000-00000000000a';
 const ORG2 = '0190a0c8-0000-7000-8000-00000000000b';
@@ -134,5 +134,25 @@ describe('X-Test-Mode write permission', () => {
     expect(() => checkWritePermission(principal({ ...key, scopes: ['write'] }), 'delete')).toThrow();
     expect(() => checkWritePermission(principal({ ...key, scopes: ['admin'] }), 'delete')).not.toThrow();
     expect(() => checkWritePermission(principal({ ...key, scopes: ['write'], role: 'admin', user_id: 'u' }), 'delete')).not.toThrow();
+  });
+});
+
+describe('X-Test-Mode echo', () => {
+  const admin = principal({ role: 'admin', scopes: ['write'] });
+  it('echoes would_apply without validating fields', () => {
+    expect(JSON.parse(testModeReply(admin, 'create', 'samples', undefined, { zz: 1 }).body as string)).toEqual({
+      data: { test_mode: true, would_apply: { operation: 'create', resource: 'samples', body: { zz: 1 } } },
+    });
+  });
+  // an array or scalar body was echoed with 200, although the real write refuses it
+  it.each([[[1]], [[]], [5], ['x'], [null]])('refuses the body %j with 400, as the real write does', (body) => {
+    for (const op of ['create', 'update', 'replace'] as const) {
+      expect(() => testModeReply(admin, op, 'samples', op === 'create' ? undefined : ORG, body)).toThrow(
+        expect.objectContaining({ kind: 'invalid', code: 'validation_failed' }),
+      );
+    }
+  });
+  it('needs no body for a delete', () => {
+    expect(testModeReply(admin, 'delete', 'samples', ORG, undefined).status).toBe(200);
   });
 });

@@ -148,3 +148,36 @@ describe('X-Test-Mode', () => {
     expect(r.body.pagination).toBeDefined();
   });
 });
+
+describe('input PostgreSQL cannot take is a 400 that changes nothing', () => {
+  const countSamples = async () => (await api('GET', '/v1/samples?limit=1', writeKey)).body.pagination.total as number;
+
+  it.each([
+    ['a lone surrogate in a field', '{"name":"S-\\ud800"}', 'name'],
+    ['a NUL inside free-form metadata', '{"name":"S","metadata":{"notes":["ok","a\\u0000b"]}}', 'metadata.notes.1'],
+    ['JSON nested far deeper than any record', `{"name":"S","metadata":{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`, ''],
+  ])('%s', async (_what, raw, field) => {
+    const before = await countSamples();
+    const r = await api('POST', '/v1/samples', writeKey, raw, { 'idempotency-key': `bad-input-${field}-${raw.length}` });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'validation_failed', details: { field } });
+    expect(await countSamples()).toBe(before);
+  });
+
+  it('a body that is JSON but not an object is validation_failed', async () => {
+    for (const raw of ['null', '"text"', '[1,2]', '7']) {
+      const r = await api('POST', '/v1/samples', writeKey, raw);
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('validation_failed');
+    }
+  });
+
+  it('year 0000 and an offset past int32 are refused, not failed in SQL', async () => {
+    const p = await api('POST', '/v1/projects', writeKey, { name: 'P', start_date: '0000-01-01' });
+    expect(p.status).toBe(400);
+    expect(p.body.error.details.field).toBe('start_date');
+    expect((await api('GET', '/v1/projects?start_date=0000-01-01', writeKey)).status).toBe(400);
+    expect((await api('GET', '/v1/samples?offset=2147483648', writeKey)).status).toBe(400);
+    expect((await api('GET', '/v1/samples?offset=2147483647', writeKey)).status).toBe(200);
+  });
+});

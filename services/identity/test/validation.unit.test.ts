@@ -66,6 +66,23 @@ describe('request validation', () => {
     expect(rejection(() => parse(schemas.createUser, { email: 'a@ex.org', password: 'short' })).kind).toBe('invalid');
   });
 
+  // PostgreSQL's text cannot hold NUL: each of these was a failed insert or lookup (500)
+  it.each([
+    ['createOrg', { name: 'a\u0000', modules: [] }, 'name'],
+    ['updateOrg', { org_id: ORG, name: 'a\u0000' }, 'name'],
+    ['createDepartment', { org_id: ORG, name: 'Chem\u0000' }, 'name'],
+    ['createUser', { email: 'u@ex.org', name: '\u0000' }, 'name'],
+    ['createApiKey', { org_id: ORG, name: 'k\u0000', scopes: ['read'] }, 'name'],
+    ['createPat', { user_id: ORG, name: 'p\u0000', scopes: ['read'] }, 'name'],
+    ['createOAuthClient', { name: 'c\u0000', redirect_uris: ['https://x.org/cb'], scopes: [] }, 'name'],
+    ['createOAuthClient', { name: 'c', redirect_uris: ['https://x.org/c\u0000b'], scopes: [] }, 'redirect_uris.0'],
+    ['passwordGrant', { email: 'a\u0000@ex.org', password: 'xxxxxxxx' }, 'email'],
+  ] as const)('refuses NUL in %s, naming the field', (schema, input, path) => {
+    const err = rejection(() => parse(schemas[schema], input));
+    expect(err.code).toBe('validation_failed');
+    expect((err.details as { fields: { path: string }[] }).fields.map((f) => f.path)).toContain(path);
+  });
+
   it('only knows the five roles', () => {
     expect(parse(schemas.putMember, { org_id: ORG, user_id: ORG, role: 'qm' }).role).toBe('qm');
     expect(rejection(() => parse(schemas.putMember, { org_id: ORG, user_id: ORG, role: 'owner' })).kind).toBe('invalid');

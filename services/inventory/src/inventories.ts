@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { defineResource, rows, validationFailed, type Tx } from '@lab/kit';
+import { defineResource, isoTimestamp, rows, validationFailed, type Tx } from '@lab/kit';
 import { name, reference, text } from './fields.js';
 import { assertTransition, INVENTORY_STATUSES, type InventoryStatus } from './inventory-status.js';
 import { canWriteInventory } from './permissions.js';
@@ -27,7 +27,7 @@ const updateInventory = z.strictObject({
   name: name.optional(),
   notes: text.nullable().optional(),
   status: z.enum(INVENTORY_STATUSES, `must be one of ${INVENTORY_STATUSES.join(', ')}`).optional(),
-  closed_at: z.iso.datetime({ offset: true, error: 'must be an ISO 8601 timestamp' }).optional(),
+  closed_at: isoTimestamp().optional(),
   closed_by: reference.optional(),
 });
 

@@ -77,6 +77,18 @@ describe('inventory run transitions', () => {
     expect(details(() => parseWith(inventories.update, { scope_room_id: ITEM }))).toMatchObject({ field: 'scope_room_id' });
     expect(details(() => parseWith(inventories.create, { notes: 'no name' }))).toMatchObject({ field: 'name' });
   });
+
+  // year 0000 and offsets of 16 hours or more pass zod's ISO format, but closing with
+  // them failed in PostgreSQL (500) instead of answering 400 on closed_at
+  it.each(['0000-01-01T00:00:00Z', '0001-01-01T00:30:00+01:00', '2024-01-01T00:00:00+16:00', '2024-01-01T00:00:00-23:00'])(
+    'refuses to close at %s, naming closed_at',
+    (closed_at) => {
+      expect(details(() => parseWith(inventories.update, { status: 'closed', closed_at }))).toMatchObject({ field: 'closed_at' });
+    },
+  );
+  it.each(['0001-01-01T00:00:00Z', '2024-01-01T00:00:00+15:59', '2024-01-01T00:00:00.123456-15:59'])('takes closed_at %s', (closed_at) => {
+    expect(parseWith(inventories.update, { status: 'closed', closed_at })).toMatchObject({ closed_at });
+  });
 });
 
 describe('record schemas', () => {

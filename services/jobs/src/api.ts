@@ -13,7 +13,7 @@ import {
   type ServiceDeps,
 } from '@lab/kit';
 import { artifactFile } from './artifacts.js';
-import { ADMIN_JOB_TYPES, INPUTS, isJobType, JOB_TYPES } from './job-types.js';
+import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, isJobAdmin, listVisible, type JobRow } from './store.js';
 
 const createBody = z.strictObject({
@@ -78,7 +78,7 @@ const listQuery = z.strictObject({
   cursor: z
     .string()
     .transform((s) => s.replace(/ /g, '+'))
-    .pipe(z.iso.datetime({ offset: true }))
+    .pipe(isoTime)
     .optional(),
 });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isGuid } from '@lab/kit';
+import { isGuid, isoTimestamp } from '@lab/kit';
 
 /** The allowlist of the spec; anything else is 403. */
 export const JOB_TYPES = [
@@ -22,7 +22,11 @@ export const ADMIN_JOB_TYPES = new Set<JobType>(['audit_export', 'biosafety_expo
 export const isJobType = (v: string): v is JobType => (JOB_TYPES as readonly string[]).includes(v);
 
 const uuid = z.string().refine(isGuid, 'must be a UUID').transform((s) => s.toLowerCase());
-const isoTime = z.iso.datetime({ offset: true });
+/**
+ * A timestamp PostgreSQL stores: refused up front, a list query is a 400 rather
+ * than a 500, and an export is not accepted (202) only to fail on every attempt.
+ */
+export const isoTime = isoTimestamp();
 
 /**
  * Input of each job type (the spec fixes only experiment_entry_pdf's entry_id).

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isoTimestamp, jsonProblem } from '@lab/kit';
 
 /**
  * The request bodies and queries of the orders service, validated here at its
@@ -32,7 +33,9 @@ const orderSample = z.strictObject({
 
 /**
  * POST /v1/lab-orders. The requester is given as an object or, for systems
- * that only know a name, as requester_name (exactly one of the two).
+ * that only know a name, as requester_name (exactly one of the two). Text with
+ * an unpaired surrogate is refused here: the notebook could not store such a
+ * sample, and the order would fail half-way with a 500 instead of a 400.
  */
 export const createOrderBody = z
   .strictObject({
@@ -55,12 +58,16 @@ export const createOrderBody = z
       }
       seen.add(s.external_sample_id);
     });
+    const problem = jsonProblem(b);
+    if (problem?.kind === 'unstorable') {
+      ctx.addIssue({ code: 'custom', path: problem.path.split('.'), message: 'must not contain NUL characters or unpaired surrogates' });
+    }
   });
 export type CreateOrderBody = z.infer<typeof createOrderBody>;
 export type OrderSampleBody = z.infer<typeof orderSample>;
 
 const guid = z.guid('must be a UUID').transform((s) => s.toLowerCase());
-const timestamp = z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with offset' });
+const timestamp = isoTimestamp();
 
 /** POST /v1/lab-orders/{id}/results */
 export const recordResultBody = z.strictObject({
@@ -75,6 +82,8 @@ export const recordResultBody = z.strictObject({
 export type RecordResultBody = z.infer<typeof recordResultBody>;
 
 const INT = /^\d+$/;
+/** Paging offsets travel as int32 (lab.orders.v1 pagination): a larger one could not be answered. */
+const MAX_OFFSET = 2_147_483_647;
 const intIn = (min: number, max: number) =>
   z
     .string()
@@ -85,7 +94,7 @@ const intIn = (min: number, max: number) =>
 /** GET /v1/lab-orders (query values arrive as strings; unknown keys are 400). */
 export const listOrdersQuery = z.strictObject({
   limit: intIn(1, 500).default(50),
-  offset: intIn(0, Number.MAX_SAFE_INTEGER).default(0),
+  offset: intIn(0, MAX_OFFSET).default(0),
   status: z.enum(ORDER_STATUSES).optional(),
   priority: z.enum(PRIORITIES).optional(),
   external_order_number: text(100).optional(),
@@ -102,5 +111,5 @@ export const listResultsQuery = (rowCap: number) =>
     sample_id: guid.optional(),
     since: timestamp.optional(),
     limit: intIn(1, rowCap).optional(),
-    offset: intIn(0, Number.MAX_SAFE_INTEGER).default(0),
+    offset: intIn(0, MAX_OFFSET).default(0),
   });

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, isGuid, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
+import { DomainError, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
 
 /** The caller's organisation; every statement of this service filters by it. */
 export function orgOf(caller: CallerContext): string {
@@ -26,7 +26,7 @@ export const hasScope = (caller: CallerContext, scope: string): boolean =>
 
 export const uuid = z.string().refine(isGuid, 'must be a UUID').transform((s) => s.toLowerCase());
 export const text = (max: number) => z.string().trim().min(1).max(max);
-export const dateTime = z.iso.datetime({ offset: true });
+export const dateTime = isoTimestamp();
 export const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 /** Free-form object, bounded so one record cannot grow without limit. */
 export const freeObject = z

@@ -1,3 +1,4 @@
+import { storableTimestamp } from '@lab/kit';
 import { batchIdBase, item, pgFloat, quickItem } from '../src/readings';
 
 const ID = '0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b';
@@ -30,6 +31,8 @@ describe('the ingest fast path', () => {
     { external_code: 'A', value: 1, measured_at: '2024-01-01T10:00:00' },
     { external_code: 'A', value: 1, measured_at: '2024-13-01T10:00:00Z' },
     { external_code: 'A', value: 1, measured_at: 1 },
+    { external_code: 'A', value: 1, measured_at: '0000-01-01T00:00:00Z' },
+    { external_code: 'A', value: 1, measured_at: '2024-01-01T10:00:00+23:00' },
     { external_code: 'A', value: 1, sample_id: ID.toUpperCase() },
     { external_code: 'A', value: 1, sample_id: 'x' },
     { external_code: 'A', value: 1, notes: '' },
@@ -64,6 +67,25 @@ describe('the ingest fast path', () => {
       sample_id: ID,
       notes: 'n',
     });
+  });
+});
+
+describe('timestamps PostgreSQL cannot store', () => {
+  // year 0000 and offsets of 16 hours or more pass zod's ISO format but make
+  // timestamptz fail ("out of range"): they must be a validation error, not a 500
+  it.each(['0000-01-01T00:00:00Z', '0000-12-31T23:59:59.999Z', '0001-01-01T00:30:00+01:00', '2024-06-01T10:00:00+16:00', '2024-06-01T10:00:00-23:59'])(
+    'refuses %s',
+    (measured_at) => {
+      expect(storableTimestamp(measured_at)).toBe(false);
+      expect(quickItem({ external_code: 'A', value: 1, measured_at })).toBeUndefined();
+      const r = item.safeParse({ external_code: 'A', value: 1, measured_at });
+      expect(r.success).toBe(false);
+      expect(r.error?.issues[0]?.path).toEqual(['measured_at']);
+    },
+  );
+  it.each(['0001-01-01T00:00:00Z', '2024-06-01T10:00:00+15:59', '2024-06-01T10:00:00-15:59', '9999-12-31T23:59:59.999999Z'])('accepts %s', (measured_at) => {
+    expect(storableTimestamp(measured_at)).toBe(true);
+    expect(item.safeParse({ external_code: 'A', value: 1, measured_at }).success).toBe(true);
   });
 });
 

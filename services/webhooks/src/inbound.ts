@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, isUuid, isoTimestamp, jsonProblem, MAX_JSON_DEPTH, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
 import { verifySignature } from './signature.js';
 
@@ -89,7 +89,7 @@ async function findEndpoint(deps: ServiceDeps, orgId: string | undefined, slug: 
   return found[0]!;
 }
 
-const iso = z.iso.datetime({ offset: true });
+const iso = isoTimestamp();
 const inboundBody = z.object({
   event_type: z.string().min(1).max(200).optional(),
   event: z.string().min(1).max(200).optional(),
@@ -99,12 +99,6 @@ const inboundBody = z.object({
 });
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
-
-function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\0');
-  if (value === null || typeof value !== 'object') return false;
-  return Object.entries(value).some(([k, v]) => k.includes('\0') || hasNul(v));
-}
 
 /**
  * Receives one inbound event: endpoint (404), signature over the raw bytes
@@ -126,7 +120,21 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw DomainError.invalid('body must be a JSON object', { field: '', fields: [{ path: '', message: 'must be a JSON object' }] });
   }
-  if (hasNul(parsed)) throw DomainError.invalid('text must not contain NUL characters', { field: '', fields: [{ path: '', message: 'contains NUL' }] });
+  // deeper JSON would overflow the stack when walked or serialised again (a 500,
+  // retried by the sender in vain); NUL and unpaired surrogates cannot be stored
+  const problem = jsonProblem(parsed);
+  if (problem?.kind === 'too_deep') {
+    throw DomainError.invalid(`JSON must not nest deeper than ${MAX_JSON_DEPTH} levels`, {
+      field: '',
+      fields: [{ path: '', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }],
+    });
+  }
+  if (problem?.kind === 'unstorable') {
+    throw DomainError.invalid('text must not contain NUL characters or unpaired surrogates', {
+      field: problem.path,
+      fields: [{ path: problem.path, message: 'contains NUL or an unpaired surrogate' }],
+    });
+  }
   const b = parseWith(inboundBody, parsed);
   const eventType = b.event_type ?? b.event ?? req.event_header?.trim();
   if (!eventType || eventType.length > 200) {

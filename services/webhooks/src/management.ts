@@ -14,11 +14,18 @@ const secret = z.string().min(16, 'must be at least 16 characters').max(200).reg
 
 export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
 
-const createSubscriptionBody = z.object({
+/**
+ * Characters the URL parser would encode or drop but PostgreSQL's text cannot hold
+ * (NUL) or holds altered (an unpaired surrogate): the stored URL must be the one given.
+ */
+const UNSTORABLE = /[\0-\x1f\x7f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+export const createSubscriptionBody = z.object({
   org_id: orgId,
   url: z
     .string()
     .max(2000)
+    .refine((u) => !UNSTORABLE.test(u), 'must not contain control characters or unpaired surrogates')
     .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
       message: 'must be an http(s) URL without credentials',
     }),

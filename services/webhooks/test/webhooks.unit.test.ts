@@ -1,5 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { BlockedAddressError, DomainError, isBlockedAddress, resolveAllowed } from '@lab/kit';
+import { BlockedAddressError, DomainError, isBlockedAddress, resolveAllowed, type ServiceDeps } from '@lab/kit';
+import { jsonProblem, MAX_JSON_DEPTH, storableTimestamp } from '@lab/kit';
+import { receiveInbound } from '../src/inbound';
+import { createSubscriptionBody } from '../src/management';
 import { filterMatches, isValidFilter } from '../src/event-filters';
 import { parseSignatureHeader, signatureHeader, verifySignature } from '../src/signature';
 import { retryDelay, webhooksConfig } from '../src/config';
@@ -125,5 +128,64 @@ describe('configuration', () => {
     const cfg = webhooksConfig({}, { LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: 'true', LAB_WEBHOOKS_RETRY_DELAYS_MS: '5,6' });
     expect(cfg.allowPrivateNetworks).toBe(true);
     expect(cfg.retryDelaysMs).toEqual([5, 6]);
+  });
+});
+
+describe('inbound bodies PostgreSQL cannot store', () => {
+  const ORG = '0190a0c8-0000-7000-8000-00000000000a';
+  const endpoint = { id: '0190a0c8-0000-7000-8000-00000000000e', org_id: ORG, secret, allowed_event_types: [], job_type: null };
+  const caller = { org_id: null, user_id: null, role: null, department_id: null, scopes: [], token_kind: 'system', token_id: null, request_id: 'r' };
+  // the endpoint lookup answers; storing answers a marker, so a refused body shows by not reaching it
+  const deps = { db: { rows: async () => [endpoint] }, outbox: { write: async () => ({ event_id: 'stored', duplicate: false }) } } as unknown as ServiceDeps;
+  const receive = (raw: string) => {
+    const t = Math.floor(Date.now() / 1000);
+    const v1 = createHmac('sha256', secret).update(`${t}.${raw}`).digest('hex');
+    return receiveInbound(deps, caller, { org_id: ORG, slug: 'lims', body: Buffer.from(raw), signature: `t=${t},v1=${v1}` });
+  };
+
+  // each of these was a failed insert (500), which tells the sender to retry in vain
+  it.each([
+    ['{"event_type":"x","payload":{},"occurred_at":"0000-01-01T00:00:00Z"}', 'occurred_at'],
+    ['{"event_type":"x","payload":{},"occurred_at":"2024-01-01T00:00:00+23:00"}', 'occurred_at'],
+    ['{"event_type":"x","payload":{"a":"\\ud800"}}', 'payload.a'],
+    ['{"event_type":"x","payload":{"\\udc00":1}}', 'payload.\udc00'],
+    ['{"event_type":"x","payload":{},"external_id":"e-\\ud83d"}', 'external_id'],
+  ])('answers 400 for %s', async (raw, field) => {
+    await expect(receive(raw)).rejects.toMatchObject({ kind: 'invalid', details: expect.objectContaining({ field }) });
+  });
+
+  // JSON.parse took it, then walking the payload overflowed the stack (500)
+  it('answers 400 for a payload nested deeper than MAX_JSON_DEPTH, and takes one at the limit', async () => {
+    const nested = (n: number) => `{"event_type":"x","payload":${'['.repeat(n)}${']'.repeat(n)}}`;
+    await expect(receive(nested(100_000))).rejects.toMatchObject({ kind: 'invalid', code: 'validation_failed' });
+    await expect(receive(nested(MAX_JSON_DEPTH))).rejects.toMatchObject({ kind: 'invalid' });
+    // the body object is level 1, so MAX_JSON_DEPTH - 1 arrays fit
+    await expect(receive(nested(MAX_JSON_DEPTH - 1))).resolves.toEqual({ event_id: 'stored', duplicate: false });
+    expect(jsonProblem({ a: [{ b: [] }] }, 4)).toBeUndefined();
+    expect(jsonProblem({ a: [{ b: [[]] }] }, 4)).toEqual({ kind: 'too_deep' });
+    expect(jsonProblem('x', 0)).toBeUndefined();
+  });
+
+  it('stores well-formed text outside the BMP and a storable timestamp', async () => {
+    await expect(receive('{"event_type":"x","payload":{"a":"\\ud83d\\ude00"},"occurred_at":"0001-01-01T00:00:00Z"}')).resolves.toMatchObject({ event_id: 'stored' });
+  });
+
+  it('keeps well-formed text outside the BMP and storable timestamps', () => {
+    expect(jsonProblem(JSON.parse('{"a":"\\ud83d\\ude00","\\ud83e\\uddea":["x"]}'))).toBeUndefined();
+    expect(storableTimestamp('0001-01-01T00:00:00Z')).toBe(true);
+    expect(storableTimestamp('2024-01-01T00:00:00-15:59')).toBe(true);
+  });
+});
+
+describe('webhook subscription URLs', () => {
+  const ORG = '0190a0c8-0000-7000-8000-00000000000a';
+  // a NUL passed URL.canParse and failed the insert (500); a lone surrogate was stored altered
+  it.each(['https://x.org/\u0000', 'https://x.org/a\u0007b', 'https://x.org/\ud800'])('refuses %j', (url) => {
+    const r = createSubscriptionBody.safeParse({ org_id: ORG, url, events: ['*'] });
+    expect(r.success).toBe(false);
+    expect(r.error?.issues.map((i) => i.path.join('.'))).toContain('url');
+  });
+  it('takes an ordinary URL', () => {
+    expect(createSubscriptionBody.safeParse({ org_id: ORG, url: 'https://x.org/hook?a=1&b=%00', events: ['*'] }).success).toBe(true);
   });
 });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isoDate, isoTimestamp } from '../storable.js';
 
 /**
  * The field vocabulary of record schemas, shared by every service that defines
@@ -16,7 +17,7 @@ export const fields = {
   reference: z.guid('must be a UUID'),
   /** a free-form JSON object (not an array, not null) */
   object: z.record(z.string(), z.unknown()),
-  date: z.iso.date('must be a date YYYY-MM-DD'),
+  date: isoDate(),
   /** ISO 8601 with an offset (Z or ±hh:mm), as every timestamp on the wire */
-  timestamp: z.iso.datetime({ offset: true, message: 'must be an ISO 8601 timestamp with offset' }),
+  timestamp: isoTimestamp(),
 };

@@ -1,5 +1,11 @@
 import type { FilterType, Resource } from './resource.js';
+import { isoDate, isoTimestamp, storableDate, storableText } from '../storable.js';
 import { isGuid, validationFailed } from './validation.js';
+
+/** Paging offsets travel as int32 (lab.common.v1): a larger one could not be answered. */
+const MAX_OFFSET = 2_147_483_647;
+const TIMESTAMP = isoTimestamp();
+const DATE_ONLY = isoDate();
 
 /** A validated list request of one resource. */
 export interface ListQuery {
@@ -43,7 +49,7 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
         out.limit = intIn(key, value, 1, limits.max);
         break;
       case 'offset':
-        out.offset = intIn(key, value, 0, Number.MAX_SAFE_INTEGER);
+        out.offset = intIn(key, value, 0, MAX_OFFSET);
         break;
       case 'order_by':
         if (!resource.orderBy.includes(value)) {
@@ -60,7 +66,9 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
       case 'from':
       case 'to':
         if (!resource.rangeColumn) throw bad(key, 'unknown query parameter');
-        if (Number.isNaN(Date.parse(value))) throw bad(key, 'must be an ISO 8601 timestamp');
+        if (!TIMESTAMP.safeParse(value).success && !DATE_ONLY.safeParse(value).success) {
+          throw bad(key, 'must be an ISO 8601 timestamp with offset or a date YYYY-MM-DD (year 1 on)');
+        }
         out[key] = value;
         break;
       default: {
@@ -77,7 +85,7 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
 function intIn(field: string, value: string, min: number, max: number): number {
   const n = INT.test(value) ? Number(value) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw bad(field, max === Number.MAX_SAFE_INTEGER ? `must be an integer >= ${min}` : `must be an integer from ${min} to ${max}`);
+    throw bad(field, max === MAX_OFFSET ? `must be an integer >= ${min}` : `must be an integer from ${min} to ${max}`);
   }
   return n;
 }
@@ -88,7 +96,7 @@ function filterValue(field: string, type: FilterType, value: string): string {
       if (!isGuid(value)) throw bad(field, 'must be a UUID');
       return value.toLowerCase();
     case 'date':
-      if (!DATE.test(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`)) || new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) !== value) {
+      if (!DATE.test(value) || !storableDate(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`)) || new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) !== value) {
         throw bad(field, 'must be a date YYYY-MM-DD');
       }
       return value;
@@ -98,7 +106,7 @@ function filterValue(field: string, type: FilterType, value: string): string {
       return v;
     }
     case 'string':
-      if (value.includes('\0')) throw bad(field, 'must not contain NUL characters');
+      if (!storableText(value)) throw bad(field, 'must not contain NUL characters or unpaired surrogates');
       return value;
   }
 }

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { DomainError } from '../errors.js';
+import { jsonProblem, MAX_JSON_DEPTH } from '../storable.js';
 
 /** One problem with one field of a request; `path` is dotted, '' for the body itself. */
 export interface FieldIssue {
@@ -39,13 +40,7 @@ export function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.inf
   return parsed.data;
 }
 
-function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\0');
-  if (value === null || typeof value !== 'object') return false;
-  return Object.entries(value).some(([k, v]) => k.includes('\0') || hasNul(v));
-}
-
-/** A request body that must be a JSON object. */
+/** A request body that must be a JSON object, with only text PostgreSQL can store. */
 export function parseJsonObject(text: string): Record<string, unknown> {
   let value: unknown;
   try {
@@ -53,9 +48,14 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   } catch {
     throw validationFailed([{ path: '', message: 'body is not valid JSON' }]);
   }
-  // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail in SQL
-  if (hasNul(value)) {
-    throw validationFailed([{ path: '', message: 'text must not contain NUL characters' }]);
+  // PostgreSQL text and jsonb cannot hold NUL or unpaired surrogates: refuse them
+  // here, naming the field, rather than fail in SQL
+  const problem = jsonProblem(value);
+  if (problem?.kind === 'unstorable') {
+    throw validationFailed([{ path: problem.path, message: 'text must not contain NUL characters or unpaired surrogates' }]);
+  }
+  if (problem?.kind === 'too_deep') {
+    throw validationFailed([{ path: '', message: `JSON must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw validationFailed([{ path: '', message: 'body must be a JSON object' }]);

@@ -1,13 +1,15 @@
 import { z } from 'zod';
-import { isUuid } from '@lab/kit';
+import { isUuid, isoTimestamp } from '@lab/kit';
 import type { Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
+import { queryMap } from './records.js';
 
-const dateTime = z.iso.datetime({ offset: true });
+const dateTime = isoTimestamp();
 
+/** The audit query; other keys are refused (org_id, the organisation selection, is taken out before). */
 export const auditQuery = z
-  .object({
+  .strictObject({
     limit: z.coerce.number().int().min(1).max(1000).default(100),
     since_created_at: dateTime.optional(),
     since_id: z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' }).optional(),
@@ -21,7 +23,7 @@ export const auditQuery = z
 
 /** GET /v1/audit: keyset-paged audit log of the caller's organisation. */
 export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const q = parseWith(auditQuery, ctx.req.query, 'invalid audit query');
+  const q = parseWith(auditQuery, queryMap(ctx.req.query as Record<string, unknown>), 'invalid audit query');
   const r = await deps.clients.audit().call('listAudit', q, callerIn(ctx));
   const next =
     r.next_since_created_at && r.next_since_id
