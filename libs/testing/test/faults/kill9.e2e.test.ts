@@ -14,7 +14,7 @@ describeFault('kill -9 during writes', [], () => {
     await cluster?.stop();
   });
 
-  it('loses no committed write, event or audit record when notebook and audit are killed', async () => {
+  it('loses no committed write, event or audit record when notebook, audit and identity are killed', async () => {
     cluster = await startCluster({ services: ['identity', 'notebook', 'audit'] });
     const { orgId, token } = await seedOrg(cluster);
     const events = await eventQueue(process.env.AMQP_URL!, cluster.exchange, ['sample.created']);
@@ -28,6 +28,11 @@ describeFault('kill -9 during writes', [], () => {
       await cluster.kill('audit');
       await sleep(500);
       await cluster.restart('audit');
+      await sleep(2_000);
+      // identity: the gateway's principal cache carries warm tokens across its restart
+      await cluster.kill('identity');
+      await sleep(500);
+      await cluster.restart('identity');
       await sleep(2_000);
       const result = await load.stop();
 
