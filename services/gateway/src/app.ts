@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import { DomainError, jsonProblem, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
+import { assertStorableJson, DomainError, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
 import { runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { errorReply, send } from './replies.js';
@@ -109,7 +109,7 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
       fields: [{ path: '', message: 'must be application/json' }],
     });
   }
-  if ((ctx.req as Request & Walk)[MUST_WALK]) refuseUnstorable(ctx.body);
+  if ((ctx.req as Request & Walk)[MUST_WALK]) assertStorableJson(ctx.body);
   let reply;
   let rate: RateState | undefined;
   try {
@@ -142,23 +142,6 @@ function mayHideUnstorable(buf: Buffer): boolean {
     for (let i = buf.indexOf(b); i !== -1; i = buf.indexOf(b, i + 1)) if (++brackets >= MAX_JSON_DEPTH) return true;
   }
   return false;
-}
-
-/** 400 for a body nested deeper than MAX_JSON_DEPTH or holding text PostgreSQL cannot store. */
-function refuseUnstorable(body: unknown): void {
-  const problem = jsonProblem(body);
-  if (problem?.kind === 'too_deep') {
-    throw DomainError.invalid(`JSON must not nest deeper than ${MAX_JSON_DEPTH} levels`, {
-      field: '',
-      fields: [{ path: '', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }],
-    });
-  }
-  if (problem?.kind === 'unstorable') {
-    throw DomainError.invalid('text must not contain NUL characters or unpaired surrogates', {
-      field: problem.path,
-      fields: [{ path: problem.path, message: 'contains NUL or an unpaired surrogate' }],
-    });
-  }
 }
 
 const hasBody = (req: Request) =>

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, isoTimestamp, jsonProblem, MAX_JSON_DEPTH, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertStorableJson, DomainError, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
 import { verifySignature } from './signature.js';
 
@@ -122,19 +122,7 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   }
   // deeper JSON would overflow the stack when walked or serialised again (a 500,
   // retried by the sender in vain); NUL and unpaired surrogates cannot be stored
-  const problem = jsonProblem(parsed);
-  if (problem?.kind === 'too_deep') {
-    throw DomainError.invalid(`JSON must not nest deeper than ${MAX_JSON_DEPTH} levels`, {
-      field: '',
-      fields: [{ path: '', message: `nests deeper than ${MAX_JSON_DEPTH} levels` }],
-    });
-  }
-  if (problem?.kind === 'unstorable') {
-    throw DomainError.invalid('text must not contain NUL characters or unpaired surrogates', {
-      field: problem.path,
-      fields: [{ path: problem.path, message: 'contains NUL or an unpaired surrogate' }],
-    });
-  }
+  assertStorableJson(parsed);
   const b = parseWith(inboundBody, parsed);
   const eventType = b.event_type ?? b.event ?? req.event_header?.trim();
   if (!eventType || eventType.length > 200) {

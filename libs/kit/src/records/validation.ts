@@ -40,6 +40,20 @@ export function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.inf
   return parsed.data;
 }
 
+/**
+ * 400 validation_failed for a parsed JSON value PostgreSQL could not store (NUL
+ * or an unpaired surrogate, naming the field) or nested too deep to walk safely.
+ */
+export function assertStorableJson(value: unknown): void {
+  const problem = jsonProblem(value);
+  if (problem?.kind === 'unstorable') {
+    throw validationFailed([{ path: problem.path, message: 'text must not contain NUL characters or unpaired surrogates' }]);
+  }
+  if (problem?.kind === 'too_deep') {
+    throw validationFailed([{ path: '', message: `JSON must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
+  }
+}
+
 /** A request body that must be a JSON object, with only text PostgreSQL can store. */
 export function parseJsonObject(text: string): Record<string, unknown> {
   let value: unknown;
@@ -48,15 +62,8 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   } catch {
     throw validationFailed([{ path: '', message: 'body is not valid JSON' }]);
   }
-  // PostgreSQL text and jsonb cannot hold NUL or unpaired surrogates: refuse them
-  // here, naming the field, rather than fail in SQL
-  const problem = jsonProblem(value);
-  if (problem?.kind === 'unstorable') {
-    throw validationFailed([{ path: problem.path, message: 'text must not contain NUL characters or unpaired surrogates' }]);
-  }
-  if (problem?.kind === 'too_deep') {
-    throw validationFailed([{ path: '', message: `JSON must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
-  }
+  // refused here, naming the field, rather than failed in SQL
+  assertStorableJson(value);
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw validationFailed([{ path: '', message: 'body must be a JSON object' }]);
   }
