@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JOB_TYPES } from '@lab/contracts';
 import { adminBodies } from './handlers/admin.js';
 import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
@@ -287,14 +288,10 @@ interface Op {
   extraStatuses?: string[];
 }
 
-const JOB_TYPES = [
-  'audit_export', 'biosafety_export', 'gdpr_export', 'org_data_export', 'equipment_lifecycle_pdf',
-  'maintenance_report_pdf', 'equipment_book_pdf', 'experiment_entry_pdf', 'risk_assessment_pdf', 'box_layout_pdf',
-];
 const JOB_CREATE: Json = {
   type: 'object',
   required: ['job_type'],
-  properties: { job_type: { type: 'string', enum: JOB_TYPES }, input: { type: 'object' } },
+  properties: { job_type: { type: 'string', enum: [...JOB_TYPES] }, input: { type: 'object' } },
   additionalProperties: false,
 };
 const JOB_LIST_QUERY: Json[] = [

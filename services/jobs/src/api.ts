@@ -10,10 +10,11 @@ import {
   parseWith,
   validationFailed,
   type CallerContext,
+  type Emitter,
   type ServiceDeps,
 } from '@lab/kit';
 import { artifactFile } from './artifacts.js';
-import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES } from './job-types.js';
+import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, isJobAdmin, listVisible, type JobRow } from './store.js';
 
 const createBody = z.strictObject({
@@ -31,41 +32,76 @@ const isUniqueViolation = (err: unknown) => {
   return e?.code === '23505' || e?.cause?.code === '23505';
 };
 
+/** A job request that passed the checks of POST /v1/jobs. */
+export interface CheckedJob {
+  job_type: JobType;
+  input: Record<string, unknown>;
+}
+
 /**
- * POST /v1/jobs. Order of refusals: a malformed body 400; a job type outside the
- * allowlist 403; an administrators' job type for anyone else 403; then the
- * type's input 400. The job is queued with job.requested (wakes a worker) and
- * job.updated in the same transaction.
+ * The checks of every job request, in the order of POST /v1/jobs: a job type
+ * outside the allowlist 403; an administrators' job type for anyone else 403;
+ * then the type's input 400 (a missing input is {}).
  */
-export async function createJob(deps: ServiceDeps, caller: CallerContext, json: string, maxAttempts: number): Promise<string> {
-  const org_id = orgOf(caller);
-  const body = parseWith(createBody, parseJsonObject(json));
-  if (!isJobType(body.job_type)) {
-    throw DomainError.forbidden(`job_type ${body.job_type} is not allowed; allowed: ${JOB_TYPES.join(', ')}`, 'job_type_not_allowed');
+export function checkJobRequest(caller: CallerContext, job_type: string, input: unknown): CheckedJob {
+  if (!isJobType(job_type)) {
+    throw DomainError.forbidden(`job_type ${job_type} is not allowed; allowed: ${JOB_TYPES.join(', ')}`, 'job_type_not_allowed');
   }
-  if (ADMIN_JOB_TYPES.has(body.job_type) && !isJobAdmin(caller)) {
-    throw DomainError.forbidden(`job_type ${body.job_type} needs an administrator`, 'admin_required');
+  if (ADMIN_JOB_TYPES.has(job_type) && !isJobAdmin(caller)) {
+    throw DomainError.forbidden(`job_type ${job_type} needs an administrator`, 'admin_required');
   }
-  const parsed = INPUTS[body.job_type].safeParse(body.input ?? {});
+  const parsed = INPUTS[job_type].safeParse(input ?? {});
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));
   }
-  const input = parsed.data as Record<string, unknown>;
+  return { job_type, input: parsed.data as Record<string, unknown> };
+}
+
+export interface EnqueueOptions {
+  /** the inbound webhook event the job is for: at most one job per event */
+  inboundEventId?: string;
+  /** further messages of the same transaction, given the new job */
+  also?: (emit: Emitter, job: JobRow) => void;
+}
+
+/**
+ * Queues a checked job with job.requested (wakes a worker), job.updated and its
+ * audit record in one transaction. Undefined when the inbound event named in
+ * `opts` has its job already.
+ */
+export async function enqueueJob(
+  deps: ServiceDeps,
+  caller: CallerContext & { org_id: string },
+  job: CheckedJob,
+  maxAttempts: number,
+  opts: EnqueueOptions = {},
+): Promise<JobRow | undefined> {
+  const { org_id } = caller;
   for (let attempt = 0; ; attempt++) {
     try {
-      const row = await deps.outbox.write(caller, async (tx, emit) => {
-        const r = await insertJob(tx, { ...caller, org_id }, body.job_type, input, maxAttempts);
+      return await deps.outbox.write(caller, async (tx, emit) => {
+        const r = await insertJob(tx, caller, job.job_type, job.input, maxAttempts, opts.inboundEventId ?? null);
+        if (!r) return undefined;
         emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
         emitUpdated(emit, r);
-        emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input } });
+        emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
+        opts.also?.(emit, r);
         return r;
       });
-      return row.json;
     } catch (err) {
       // two jobs of one organisation stamped with the same microsecond: stamp again
       if (!isUniqueViolation(err) || attempt >= 4) throw err;
     }
   }
+}
+
+/** POST /v1/jobs: a malformed body 400, then the checks of checkJobRequest. */
+export async function createJob(deps: ServiceDeps, caller: CallerContext, json: string, maxAttempts: number): Promise<string> {
+  const org_id = orgOf(caller);
+  const body = parseWith(createBody, parseJsonObject(json));
+  const job = checkJobRequest(caller, body.job_type, body.input);
+  const row = await enqueueJob(deps, { ...caller, org_id }, job, maxAttempts);
+  return row!.json;
 }
 
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'dead'] as const;

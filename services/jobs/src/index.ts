@@ -2,6 +2,7 @@ import path from 'node:path';
 import { jobs } from '@lab/contracts';
 import type { ServiceDefinition } from '@lab/kit';
 import { createJob, getJob, listJobs, readArtifact } from './api.js';
+import { consumeInboundEvents } from './inbound.js';
 import { Sources, type PeerAddresses } from './sources.js';
 import { JobWorker, type WorkerOptions } from './worker.js';
 
@@ -39,7 +40,10 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
   };
 }
 
-/** Allowlisted background jobs: the API (role api), the worker (role worker), or both. */
+/**
+ * Allowlisted background jobs: the API (role api), the worker (role worker), or
+ * both. The worker role also turns inbound webhook events into jobs.
+ */
 export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
   return {
     name: 'jobs',
@@ -55,6 +59,8 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
         readArtifact: (req, caller) => readArtifact(deps, caller, req.id, cfg.artifactDir),
       });
       if (cfg.role === 'api') return;
+      // a worker's task: API replicas only serve calls, and the durable queue keeps the events while no worker runs
+      await consumeInboundEvents(deps, cfg.maxAttempts);
       const sources = new Sources(deps.secret, cfg.peers, deps.peers);
       const worker = new JobWorker(deps, sources, cfg);
       await worker.start();

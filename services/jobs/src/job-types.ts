@@ -1,20 +1,9 @@
 import { z } from 'zod';
+import { JOB_TYPES, type JobType } from '@lab/contracts';
 import { isGuid, isoTimestamp } from '@lab/kit';
 
-/** The allowlist of the spec; anything else is 403. */
-export const JOB_TYPES = [
-  'audit_export',
-  'biosafety_export',
-  'gdpr_export',
-  'org_data_export',
-  'equipment_lifecycle_pdf',
-  'maintenance_report_pdf',
-  'equipment_book_pdf',
-  'experiment_entry_pdf',
-  'risk_assessment_pdf',
-  'box_layout_pdf',
-] as const;
-export type JobType = (typeof JOB_TYPES)[number];
+/** The allowlist of the spec (kept in @lab/contracts, owned here); anything else is 403. */
+export { JOB_TYPES, type JobType };
 
 /** Job types that export data of many people: administrators only. */
 export const ADMIN_JOB_TYPES = new Set<JobType>(['audit_export', 'biosafety_export', 'gdpr_export', 'org_data_export']);

@@ -54,7 +54,9 @@ function visibleTo(c: CallerContext): SQL {
 /**
  * Inserts a queued job. enqueued_at is the list cursor, so it is made unique per
  * organisation: the later of the clock and the newest job plus a microsecond;
- * the unique index turns a concurrent tie into a retry (see createJob).
+ * the unique index turns a concurrent tie into a retry (see enqueueJob). A job
+ * of an inbound webhook event names it, and undefined comes back when that
+ * event has its job already.
  */
 export async function insertJob(
   tx: Tx,
@@ -62,19 +64,22 @@ export async function insertJob(
   job_type: string,
   input: Record<string, unknown>,
   maxAttempts: number,
-): Promise<JobRow> {
+  inboundEventId: string | null = null,
+): Promise<JobRow | undefined> {
   const id = newId();
   const [r] = await rows<JobRow>(
     tx,
     sql`with ins as (
-          insert into ${T} (id, org_id, job_type, input, max_attempts, enqueued_at, created_by, created_by_token_id, creator_role, creator_department_id)
+          insert into ${T} (id, org_id, job_type, input, max_attempts, enqueued_at, created_by, created_by_token_id, creator_role,
+            creator_department_id, inbound_event_id)
           values (${id}::uuid, ${caller.org_id}::uuid, ${job_type}, ${JSON.stringify(input)}::jsonb, ${maxAttempts},
             greatest(clock_timestamp(), (select max(enqueued_at) + interval '1 microsecond' from ${T} where org_id = ${caller.org_id}::uuid)),
-            ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid)
+            ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid, ${inboundEventId}::uuid)
+          on conflict (inbound_event_id) where inbound_event_id is not null do nothing
           returning *)
         select ${ROW} from ins j`,
   );
-  return r!;
+  return r;
 }
 
 export async function getVisible(db: Executor, caller: CallerContext, org_id: string, id: string): Promise<JobRow | undefined> {

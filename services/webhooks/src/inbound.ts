@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
-import type { webhooks } from '@lab/contracts';
+import { JOB_TYPES, type webhooks } from '@lab/contracts';
 import { assertStorableJson, DomainError, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
 import { verifySignature } from './signature.js';
@@ -14,7 +14,8 @@ const createEndpoint = z.object({
   org_id: z.string().refine(isUuid, 'must be a UUID'),
   slug: z.string().regex(SLUG, 'lower-case letters, digits, - and _, at most 64, starting with a letter or digit').optional(),
   allowed_event_types: z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'letters, digits and _ . : - only')).max(100),
-  job_type: z.string().regex(/^[a-z0-9_]{1,100}$/, 'lower-case letters, digits and _ only').optional(),
+  // administrators' export types included: the operator creates endpoints
+  job_type: z.enum(JOB_TYPES, { error: `must be one of the allowlisted job types: ${JOB_TYPES.join(', ')}` }).optional(),
 });
 
 /** Random slugs: 24 hex characters, unique across organisations (partial unique index). */
@@ -167,7 +168,9 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
       if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
       return { event_id: orig.id, duplicate: true };
     }
-    // the jobs service takes `job_type` from this event once it exists; until then the request stays pending on the row
+    // The jobs service makes the job from this event, the payload being its
+    // input: carried along (at most 256 KiB) so that the jobs service needs no
+    // call back here, and only with a job type, so other events stay small.
     emit.event('inbound_webhook.received', ep.org_id, {
       event_id: id,
       endpoint_id: ep.id,
@@ -175,6 +178,7 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
       external_id: b.external_id ?? null,
       occurred_at: b.occurred_at ?? null,
       job_type: ep.job_type,
+      ...(ep.job_type ? { payload: b.payload ?? null } : {}),
     });
     emit.audit(ep.org_id, {
       action: 'create',

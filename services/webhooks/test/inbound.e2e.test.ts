@@ -59,6 +59,14 @@ describe('endpoints', () => {
     const bad = await call(stack.url, 'POST', `/admin/v1/orgs/${org}/inbound-endpoints`, { token: stack.operatorToken, body: { slug: 'Not A Slug' } });
     expect(bad.status).toBe(400);
   });
+
+  test('a job type must be one of the jobs allowlist (400), administrators\' export types included', async () => {
+    const bad = await call(stack.url, 'POST', `/admin/v1/orgs/${org}/inbound-endpoints`, { token: stack.operatorToken, body: { job_type: 'coffee_pdf' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ code: 'validation_failed', details: { field: 'job_type' } });
+    const ok = await stack.admin.call<typeof ep>('POST', `/orgs/${org}/inbound-endpoints`, { job_type: 'gdpr_export' }, 201);
+    expect(ok.job_type).toBe('gdpr_export');
+  });
 });
 
 describe('receiving', () => {
