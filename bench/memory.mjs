@@ -11,16 +11,18 @@
 // is the peak RSS during the upload minus the idle figure (target < 30 MiB), also
 // shown against the pre-upload baseline. The upload is done twice: the first one
 // also pays for code paths used for the first time, the second shows the steady
-// state. Each upload's answer is checked for the right size and sha256.
+// state. Each upload's answer is checked for the right size and sha256. The
+// figures, with a row per target for bench/report.mjs, go to bench/results/memory.json.
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { api, freePort } from './cluster.mjs';
+import { saveResult } from './results.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..');
@@ -208,27 +210,34 @@ try {
   }
   console.log(`memory: ${pass ? 'PASS' : 'FAIL'}`);
 
-  await mkdir(join(here, 'results'), { recursive: true });
-  await writeFile(
-    join(here, 'results', 'memory.json'),
-    JSON.stringify(
-      {
-        scenario: 'memory',
-        target: `standalone idles under ${TARGET_IDLE_MB} MB RSS; a 50 MiB mzML upload grows RSS by less than ${TARGET_GROWTH_MIB} MiB`,
-        file_bytes: FILE_BYTES,
-        startup_ms: Math.round(startupMs),
-        idle_rss_bytes: idle,
-        idle_rss_mb: +mb(idle).toFixed(1),
-        idle_pass: idlePass,
-        pre_upload_rss_bytes: preUpload,
-        uploads: figures,
-        upload_growth_pass: figures.every((f) => f.pass),
-        pass,
-      },
-      null,
-      2,
-    ) + '\n',
-  );
+  const rows = [
+    {
+      scenario: 'Memory: standalone idle RSS',
+      measured: `${mb(idle).toFixed(0)} MB (ready after ${(startupMs / 1000).toFixed(1)} s)`,
+      target: `< ${TARGET_IDLE_MB} MB`,
+      pass: idlePass,
+    },
+    ...figures.map((f) => ({
+      scenario: `Memory: 50 MiB mzML upload (${f.run})`,
+      measured: `RSS +${f.growth_over_idle_mib} MiB over idle (+${f.growth_over_before_mib} MiB over the RSS just before; peak ${mb(f.rss_peak).toFixed(0)} MB; ${f.ms} ms)`,
+      target: `< ${TARGET_GROWTH_MIB} MiB over idle`,
+      pass: f.pass,
+    })),
+  ];
+  saveResult('memory', {
+    scenario: 'memory',
+    target: `standalone idles under ${TARGET_IDLE_MB} MB RSS; a 50 MiB mzML upload grows RSS by less than ${TARGET_GROWTH_MIB} MiB`,
+    file_bytes: FILE_BYTES,
+    startup_ms: Math.round(startupMs),
+    idle_rss_bytes: idle,
+    idle_rss_mb: +mb(idle).toFixed(1),
+    idle_pass: idlePass,
+    pre_upload_rss_bytes: preUpload,
+    uploads: figures,
+    upload_growth_pass: figures.every((f) => f.pass),
+    pass,
+    rows,
+  });
 
   child.kill('SIGTERM');
   const stopped = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);

@@ -5,8 +5,18 @@ import { DomainError } from '@lab/kit';
 import type { Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 
-/** Size of the messages the file is forwarded in. */
-const CHUNK_BYTES = 256 * 1024;
+/**
+ * Largest piece of the file per message. The generated encoder grows its buffer
+ * by doubling, so exactly 64 KiB plus the field's tag and length would be encoded
+ * in a 128 KiB buffer; a few bytes less keeps each message in 64 KiB.
+ */
+const CHUNK_BYTES = 64 * 1024 - 16;
+/**
+ * File bytes written to the call whose write has not completed yet (the transport
+ * has not taken them). The call's own buffer is bounded in messages (16), not in
+ * bytes, so the file is paused on this byte budget rather than on 'drain'.
+ */
+const IN_FLIGHT_BYTES = 256 * 1024;
 /** What a multipart body may hold beside the file: boundaries, part headers, device_id. */
 const ENVELOPE_BYTES = 64 * 1024;
 /** A large file over a slow link may take a while; the service stops reading at the cap anyway. */
@@ -19,8 +29,9 @@ const invalid = (path: string, message: string) => DomainError.invalid(message, 
 /**
  * POST /v1/results/upload: parts `device_id` (first) and `file`. The file is
  * never held whole: busboy hands it over in pieces, which go on to the telemetry
- * service as ~256 KiB messages of one client-streaming call, paced by its
- * backpressure. Past the size limit (25 MiB, 50 MiB for mzML) the call is
+ * service as messages of at most ~64 KiB of one client-streaming call; the file
+ * is paused while more than IN_FLIGHT_BYTES are written to the call and not yet
+ * taken by the transport. Past the size limit (25 MiB, 50 MiB for mzML) the call is
  * cancelled and the rest of the body is read and dropped, then 413 is answered;
  * a declared Content-Length already over the limit is refused before forwarding.
  */
@@ -76,23 +87,21 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
       const { stream, response } = client.clientStream('uploadRawFile', caller, UPLOAD_DEADLINE_MS);
       stream.on('error', () => undefined);
       stream.write({ meta, data: Buffer.alloc(0) });
-      let pending: Buffer[] = [];
-      let pendingBytes = 0;
       let size = 0;
+      let inFlight = 0;
+      let paused = false;
       let stopped = false;
-      const send = () => {
-        if (!pendingBytes) return true;
-        const data = Buffer.concat(pending, pendingBytes);
-        pending = [];
-        pendingBytes = 0;
-        return stream.write({ data });
-      };
       // once the call is over (answered, refused or cancelled), the rest of the file is only drained
       const stop = () => {
         stopped = true;
-        pending = [];
-        pendingBytes = 0;
         file.resume();
+      };
+      const written = (bytes: number) => () => {
+        inFlight -= bytes;
+        if (paused && inFlight < IN_FLIGHT_BYTES) {
+          paused = false;
+          if (!stopped) file.resume();
+        }
       };
       file.on('data', (chunk: Buffer) => {
         if (stopped) return;
@@ -103,19 +112,20 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
           stream.cancel();
           return;
         }
-        pending.push(chunk);
-        pendingBytes += chunk.length;
-        if (pendingBytes >= CHUNK_BYTES && !send()) {
+        // busboy's pieces (slices of the body as it was read) go on as they are: joining
+        // them would copy every byte once more, and the serializer copies them anyway
+        for (let at = 0; at < chunk.length; at += CHUNK_BYTES) {
+          const data = chunk.subarray(at, at + CHUNK_BYTES);
+          inFlight += data.length;
+          stream.write({ data }, written(data.length));
+        }
+        if (inFlight >= IN_FLIGHT_BYTES) {
+          paused = true;
           file.pause();
-          stream.once('drain', () => {
-            if (!stopped) file.resume();
-          });
         }
       });
       file.on('end', () => {
-        if (stopped) return;
-        send();
-        stream.end();
+        if (!stopped) stream.end();
       });
       return response.then(
         (r) => r.json,
