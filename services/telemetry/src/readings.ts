@@ -71,12 +71,13 @@ const readingJson = sql`json_build_object(
   'measured_at', r.measured_at, 'sample_id', r.sample_id, 'notes', r.notes, 'created_by', r.created_by, 'created_at', r.created_at)`;
 
 /**
- * parseJsonObject without its walk over every string for NUL when the text holds
- * no \u0000 escape (JSON cannot carry a raw NUL); anything unusual goes through
- * parseJsonObject itself, so errors are the same.
+ * parseJsonObject without its walk over every string when the text holds no \u
+ * escape: NUL and unpaired surrogates, the text PostgreSQL cannot store, can only
+ * arrive escaped in JSON. Anything unusual goes through parseJsonObject itself,
+ * so errors are the same.
  */
 function jsonObject(json: string): Record<string, unknown> {
-  if (!json || json.includes('\\u0000')) return parseJsonObject(json);
+  if (!json || json.includes('\\u')) return parseJsonObject(json);
   let value: unknown;
   try {
     value = JSON.parse(json);

@@ -169,6 +169,15 @@ describe('environmental readings', () => {
     expect(since.map((x: Json) => x.id)).toEqual([second.id]);
   });
 
+  it('refuses a batch holding text PostgreSQL cannot store, naming the field, and stores nothing', async () => {
+    const o = org();
+    const p = await point(o, { parameter: 'temp', unit: '°C' });
+    await expect(
+      ingest(o, { readings: [{ point_id: p.id, value: 1 }, { point_id: p.id, value: 2, notes: 'bad \ud800' }] }, o.caller({ user_id: newId() })),
+    ).rejects.toMatchObject({ kind: 'invalid', code: 'validation_failed', details: { field: 'readings.1.notes' } });
+    expect(j(await rpc.call('listReadings', { query: { point_id: p.id } }, o.key))).toEqual([]);
+  });
+
   it('answers with the readings exactly as they were stored and are listed', async () => {
     const o = org();
     const user = newId();
@@ -179,7 +188,7 @@ describe('environmental readings', () => {
       o,
       {
         readings: [
-          { point_id: p.id.toUpperCase(), value: 1e16, measured_at: '2024-01-01T10:00:00.1200+01:00', notes: 'a "quoted", {braced} \\ note\n\u0001 \ud800 😀' },
+          { point_id: p.id.toUpperCase(), value: 1e16, measured_at: '2024-01-01T10:00:00.1200+01:00', notes: 'a "quoted", {braced} \\ note\n\u0001 😀' },
           { external_code: 'Ü-1', value: 0, unit: '  K  ', sample_id: sample },
           { external_code: 'Ü-1', value: -2e-5, measured_at: '2024-01-01T09:00:00.12Z' },
           { point_id: q.id, value: 4.333333333333333, unit: 'NULL', notes: '' },
@@ -194,7 +203,7 @@ describe('environmental readings', () => {
     const byId = new Map(stored.map((x) => [x.id, x]));
     expect(r.readings.map((x: Json) => byId.get(x.id))).toEqual(r.readings);
     expect(r.readings.map((x: Json) => [x.value, x.unit, x.is_breach, x.sample_id, x.notes, x.created_by])).toEqual([
-      [1e16, '°C', true, null, 'a "quoted", {braced} \\ note\n\u0001 \ufffd 😀', user],
+      [1e16, '°C', true, null, 'a "quoted", {braced} \\ note\n\u0001 😀', user],
       [0, 'K', false, sample.toLowerCase(), null, user],
       [-2e-5, '°C', true, null, null, user],
       [4.333333333333333, 'NULL', false, null, '', user],
