@@ -9,10 +9,13 @@ export const RETENTION_MS = 24 * 60 * 60_000;
 const WAIT_MS = 10_000;
 const POLL_MS = 50;
 /**
- * An 'in_progress' row older than this belongs to a request whose process died;
- * a later request with the same key takes it over instead of being refused.
+ * An 'in_progress' row older than this belongs to a request whose gateway died
+ * (idempotent routes end within the 10 s gRPC deadline); a later request with the
+ * same key takes it over and runs. Waiting longer would not make the takeover
+ * safer, only later: whether the dead request's write committed is unknown either
+ * way (the outcome is stored by the gateway, after the owning service commits).
  */
-const ABANDONED_MS = 5 * 60_000;
+const ABANDONED_MS = 60_000;
 
 /** JSON with object keys sorted at every level, so key order never changes the hash. */
 export function canonicalJson(value: unknown): string {

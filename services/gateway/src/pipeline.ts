@@ -93,8 +93,8 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   // The outcome is stored while the answer goes out: the client does not wait
   // for a second commit. A retry arriving first finds the key in progress and
   // waits for the outcome. If storing fails, the write still happened: the key
-  // stays 'in_progress' until taken over as abandoned, so a retry waits (then
-  // gets 409) instead of writing twice.
+  // stays 'in_progress' until taken over as abandoned (a retry meanwhile waits,
+  // then gets 409).
   deps.idempotency.completeInBackground(scope, reply, (err) => deps.log.error({ err }, 'could not store idempotency outcome'));
   return reply;
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import type { BusMessage } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from './http';
@@ -101,3 +102,33 @@ describe('Idempotency-Key', () => {
     expect(eventsFor(answers[0]!.body.data.id)).toBe(1);
   });
 });
+
+// A gateway that died after claiming a key leaves it 'in_progress': once that is
+// older than any idempotent request can run, a retry takes the key over and runs.
+(process.env.DATABASE_URL ? it : it.skip)('takes over a key abandoned by a gateway that died mid-request', async () => {
+  const k = `abandoned-${randomUUID()}`;
+  const first = await post({ name: 'abandoned' }, k);
+  expect(first.status).toBe(201);
+  const db = new Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  try {
+    // as if the gateway had died before storing the outcome, 2 minutes ago
+    await db.query(
+      `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
+         created_at = now() - interval '2 minutes' where key = $1`,
+      [k],
+    );
+    const before = await total();
+    const retried = await post({ name: 'abandoned' }, k);
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replay')).toBeNull();
+    expect(await total()).toBe(before + 1);
+    // and the key holds again from there on
+    const replayed = await post({ name: 'abandoned' }, k);
+    expect(replayed.headers.get('idempotent-replay')).toBe('true');
+    expect(replayed.body.data.id).toBe(retried.body.data.id);
+  } finally {
+    await db.end();
+  }
+});
+
