@@ -3,10 +3,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { createLogger, metrics, newId, runService, type RunningService } from '@lab/kit';
+import { metrics, newId, type RunningService } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
-import { jobsDefinition } from '../src/index';
+import { startJobsWorker } from './worker';
 import { INBOUND_QUEUE } from '../src/inbound';
 
 /**
@@ -44,16 +44,7 @@ beforeAll(async () => {
   const entry = await api('POST', '/v1/experiments', researcher, { title: 'Inbound-requested report' });
   if (entry.status !== 201) throw new Error(`experiment: ${entry.status} ${entry.text}`);
   entryId = entry.body.data.id;
-  worker = await runService(jobsDefinition({ role: 'worker', artifactDir, pollMs: 100, heartbeatMs: 100, retryBaseMs: 50 }), {
-    log: createLogger('jobs-worker', process.env.TEST_LOG_LEVEL ?? 'silent'),
-    bus: stack.bus,
-    secret: stack.secret,
-    databaseUrl: stack.databaseUrl,
-    dataDir: stack.dataDir,
-    grpcAddress: '127.0.0.1:0',
-    poolSize: 3,
-    peers: (peer) => stack.services[peer],
-  });
+  worker = await startJobsWorker(stack, { artifactDir });
   ep = await stack.admin.call('POST', `/orgs/${org}/inbound-endpoints`, { job_type: 'experiment_entry_pdf' }, 201);
   if (stack.databaseUrl) {
     db = new pg.Client({ connectionString: stack.databaseUrl });

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { PDFDocument } from 'pdf-lib';
 import yauzl from 'yauzl';
-import { createLogger, runService, type RunningService } from '@lab/kit';
+import type { RunningService } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
-import { jobsDefinition } from '../src/index';
+import { startJobsWorker } from './worker';
 
 /**
  * Jobs through the gateway. The stack's jobs instance serves the API only
@@ -28,26 +28,8 @@ const data: Record<string, string> = {};
 const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
   call(stack.url, method, path, { token, body, headers });
 
-async function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number } = {}): Promise<RunningService> {
-  const def = jobsDefinition({
-    role: 'worker',
-    artifactDir,
-    pollMs: 100,
-    heartbeatMs: 100,
-    retryBaseMs: 50,
-    visibilityMs: opts.visibilityMs ?? 30_000,
-    stepDelayMs: opts.stepDelayMs ?? 100,
-  });
-  return runService(def, {
-    log: createLogger('jobs-worker', process.env.TEST_LOG_LEVEL ?? 'silent'),
-    bus: stack.bus,
-    secret: stack.secret,
-    databaseUrl: stack.databaseUrl,
-    dataDir: stack.dataDir,
-    grpcAddress: '127.0.0.1:0',
-    poolSize: 3,
-    peers: (peer) => stack.services[peer],
-  });
+function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number } = {}): Promise<RunningService> {
+  return startJobsWorker(stack, { artifactDir, visibilityMs: opts.visibilityMs ?? 30_000, stepDelayMs: opts.stepDelayMs ?? 100 });
 }
 
 async function member(role: string, name?: string): Promise<string> {
