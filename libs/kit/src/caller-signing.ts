@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Metadata } from '@grpc/grpc-js';
-import type { CallerContext } from './context.js';
+import { isSaneRequestId, type CallerContext } from './context.js';
 import { DomainError } from './errors.js';
 
 const CTX_KEY = 'x-lab-caller';
@@ -18,7 +18,6 @@ const MAX_AGE_MS = 5 * 60_000;
 const RESIGN_MS = 60_000;
 /** Bound of each side's cache; cleared when full (a burst of distinct callers). */
 const MAX_CACHED = 10_000;
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 type Who = Omit<CallerContext, 'request_id'>;
 
@@ -79,6 +78,6 @@ export function verifyCallerContext(md: Metadata, secret: string): CallerContext
     throw DomainError.unauthenticated('stale caller context', 'invalid_caller_context');
   }
   const rid = md.get(REQUEST_ID_KEY)[0];
-  const request_id = typeof rid === 'string' && SANE_REQUEST_ID.test(rid) ? rid : (v.who as Partial<CallerContext>).request_id ?? '';
+  const request_id = isSaneRequestId(rid) ? rid : (v.who as Partial<CallerContext>).request_id ?? '';
   return { ...v.who, request_id } as CallerContext;
 }

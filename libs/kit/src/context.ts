@@ -27,6 +27,9 @@ export interface RequestScope {
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();
 
+/** A request id taken from outside (a header, metadata) only when it is short and plain. */
+export const isSaneRequestId = (v: unknown): v is string => typeof v === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(v);
+
 export function currentRequestId(): string | undefined {
   return requestScope.getStore()?.request_id;
 }

@@ -116,7 +116,7 @@ const MAX_SEEN = 2048;
  * statements built with literals run once do not take the slots.
  */
 export class StatementNames {
-  private readonly seen = new Map<string, number>();
+  private readonly seen = new Set<string>();
   private readonly names = new Map<string, string>();
 
   nameFor(text: string): string | undefined {
@@ -124,7 +124,7 @@ export class StatementNames {
     if (named !== undefined || this.names.size >= MAX_PREPARED || !PREPARABLE.test(text)) return named;
     if (!this.seen.has(text)) {
       if (this.seen.size >= MAX_SEEN) this.seen.clear();
-      this.seen.set(text, 1);
+      this.seen.add(text);
       return undefined;
     }
     this.seen.delete(text);

@@ -33,9 +33,7 @@ export const isoTimestamp = (message = TIMESTAMP_MESSAGE) =>
 export const isoDate = (message = 'must be a date YYYY-MM-DD from year 1 on') =>
   z.iso.date(message).refine(storableDate, message);
 
-/** An unpaired UTF-16 surrogate: JSON can carry one (\ud800), PostgreSQL text and jsonb cannot. */
-export const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-/** Text PostgreSQL cannot store: NUL or an unpaired surrogate. */
+/** Text PostgreSQL cannot store: NUL, or an unpaired UTF-16 surrogate (JSON can carry one: \ud800). */
 const UNSTORABLE_TEXT = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 export const storableText = (value: string): boolean => !UNSTORABLE_TEXT.test(value);

@@ -27,25 +27,8 @@ const TS = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
  * duplicate delivery changes nothing.
  */
 export async function storeRecords(exec: Executor, msgs: BusMessage<AuditRecordData>[]): Promise<void> {
-  const rows = msgs.map((msg) => {
-    const d = msg.data;
-    return {
-      id: msg.id,
-      org_id: msg.org_id,
-      occurred_at: msg.occurred_at,
-      service: d.service,
-      action: d.action,
-      resource: d.resource,
-      record_id: d.record_id,
-      actor_user_id: d.actor_user_id,
-      actor_token_id: d.actor_token_id,
-      token_kind: d.token_kind,
-      changed_fields: d.changed_fields,
-      before: d.before ?? null,
-      after: d.after ?? null,
-      request_id: d.request_id,
-    };
-  });
+  // jsonb_to_recordset takes the columns it names and reads a missing key as null
+  const rows = msgs.map((msg) => ({ ...msg.data, id: msg.id, org_id: msg.org_id, occurred_at: msg.occurred_at }));
   await exec.execute(sql`
     insert into audit.records (id, org_id, occurred_at, service, action, resource, record_id,
       actor_user_id, actor_token_id, token_kind, changed_fields, before, after, request_id)

@@ -1,6 +1,6 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import { assertStorableJson, DomainError, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
+import { assertStorableJson, DomainError, isSaneRequestId, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
 import { runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { errorReply, send } from './replies.js';
@@ -10,8 +10,6 @@ import { ROUTES, Router, type Route } from './routes.js';
 /** The spec's maximum size of an inbound webhook request body (description A). */
 const INBOUND_WEBHOOK_MAX_BYTES = 1_000_000;
 
-/** An incoming X-Request-Id is kept only if it is short and plain. */
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 interface Locals {
   requestId: string;
@@ -30,7 +28,8 @@ export function createApp(deps: Deps): express.Express {
 
   app.use((req: Request, res: Response, next: NextFunction) => {
     const given = req.headers['x-request-id'];
-    const requestId = typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : newId();
+    // an incoming X-Request-Id is kept only if it is short and plain
+    const requestId = isSaneRequestId(given) ? given : newId();
     locals(res).requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     const started = process.hrtime.bigint();

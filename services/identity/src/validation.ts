@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DomainError, isUuid } from '@lab/kit';
+import { DomainError, isUuid, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
 import { SCOPES, unknownScopes } from './scopes.js';
 
@@ -12,11 +12,10 @@ const uuid = z
   .refine((v) => isUuid(v), 'must be a UUID')
   .transform((v) => v.toLowerCase());
 
-/** PostgreSQL's text cannot hold NUL: refused here (400), not by a failed statement (500). */
-const noNul = (s: string) => !s.includes('\0');
-const NUL = 'must not contain NUL characters';
+/** Text PostgreSQL cannot hold: refused here (400), not by a failed statement (500). */
+const NUL = 'must not contain NUL characters or unpaired surrogates';
 
-const name = z.string().trim().min(1).max(200).refine(noNul, NUL);
+const name = z.string().trim().min(1).max(200).refine(storableText, NUL);
 const email = z.string().trim().pipe(z.email().max(320));
 const password = z.string().min(8).max(1024);
 const unique = <T>(xs: T[]) => [...new Set(xs)];
@@ -62,7 +61,7 @@ const redirectUri = z
   .string()
   .min(1)
   .max(2000)
-  .refine(noNul, NUL)
+  .refine(storableText, NUL)
   .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment');
 const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200) });
 const opaque = z.string().min(1).max(200);
@@ -104,7 +103,7 @@ export const schemas = {
   }),
   createPat: z.object({ user_id: uuid, name, scopes, org_id: uuid.optional() }),
   tokenId: z.object({ token_id: uuid }),
-  passwordGrant: z.object({ email: z.string().min(1).max(320).refine(noNul, NUL), password: z.string().min(1).max(1024) }),
+  passwordGrant: z.object({ email: z.string().min(1).max(320).refine(storableText, NUL), password: z.string().min(1).max(1024) }),
   refreshGrant: z.object({ refresh_token: z.string().min(1).max(200) }),
   verifyPassword: z.object({ user_id: uuid, password: z.string().max(1024) }),
   createOAuthClient: z.object({

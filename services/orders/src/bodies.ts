@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isoTimestamp, jsonProblem } from '@lab/kit';
+import { isoTimestamp, jsonProblem, MAX_LIST_OFFSET } from '@lab/kit';
 
 /**
  * The request bodies and queries of the orders service, validated here at its
@@ -82,8 +82,6 @@ export const recordResultBody = z.strictObject({
 export type RecordResultBody = z.infer<typeof recordResultBody>;
 
 const INT = /^\d+$/;
-/** Paging offsets travel as int32 (lab.orders.v1 pagination): a larger one could not be answered. */
-const MAX_OFFSET = 2_147_483_647;
 const intIn = (min: number, max: number) =>
   z
     .string()
@@ -94,7 +92,7 @@ const intIn = (min: number, max: number) =>
 /** GET /v1/lab-orders (query values arrive as strings; unknown keys are 400). */
 export const listOrdersQuery = z.strictObject({
   limit: intIn(1, 500).default(50),
-  offset: intIn(0, MAX_OFFSET).default(0),
+  offset: intIn(0, MAX_LIST_OFFSET).default(0),
   status: z.enum(ORDER_STATUSES).optional(),
   priority: z.enum(PRIORITIES).optional(),
   external_order_number: text(100).optional(),
@@ -111,5 +109,5 @@ export const listResultsQuery = (rowCap: number) =>
     sample_id: guid.optional(),
     since: timestamp.optional(),
     limit: intIn(1, rowCap).optional(),
-    offset: intIn(0, MAX_OFFSET).default(0),
+    offset: intIn(0, MAX_LIST_OFFSET).default(0),
   });

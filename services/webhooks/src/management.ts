@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, newId, parseWith, randomToken, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, isUuid, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { isValidFilter } from './event-filters.js';
 
 /** Management RPCs are reached only through the operator token (checked by the gateway). */
@@ -15,17 +15,17 @@ const secret = z.string().min(16, 'must be at least 16 characters').max(200).reg
 export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
 
 /**
- * Characters the URL parser would encode or drop but PostgreSQL's text cannot hold
- * (NUL) or holds altered (an unpaired surrogate): the stored URL must be the one given.
+ * Control characters, which the URL parser would encode or drop: the stored URL
+ * must be the one given (and, by kit's storableText, one PostgreSQL can hold).
  */
-const UNSTORABLE = /[\0-\x1f\x7f]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const CONTROL = /[\0-\x1f\x7f]/;
 
 export const createSubscriptionBody = z.object({
   org_id: orgId,
   url: z
     .string()
     .max(2000)
-    .refine((u) => !UNSTORABLE.test(u), 'must not contain control characters or unpaired surrogates')
+    .refine((u) => !CONTROL.test(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
     .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
       message: 'must be an http(s) URL without credentials',
     }),

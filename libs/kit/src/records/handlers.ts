@@ -50,8 +50,8 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
 
   /**
    * A read is one statement, run without BEGIN/COMMIT (three round trips
-   * instead of one on the hottest path); only a parent
-   * check adds a second statement, and then both see one snapshot.
+   * instead of one on the hottest path); only a parent check adds a second
+   * statement, and then both see one snapshot.
    */
   const read = <T>(r: Resource, caller: CallerContext, parentId: string | undefined, fn: (exec: Executor) => Promise<T>): Promise<T> =>
     r.parent?.check && parentId

@@ -2,8 +2,8 @@ import type { FilterType, Resource } from './resource.js';
 import { isoDate, isoTimestamp, storableDate, storableText } from '../storable.js';
 import { isGuid, validationFailed } from './validation.js';
 
-/** Paging offsets travel as int32 (lab.common.v1): a larger one could not be answered. */
-const MAX_OFFSET = 2_147_483_647;
+/** Paging offsets travel as int32 in every contract: a larger one could not be answered. */
+export const MAX_LIST_OFFSET = 2_147_483_647;
 const TIMESTAMP = isoTimestamp();
 const DATE_ONLY = isoDate();
 
@@ -49,7 +49,7 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
         out.limit = intIn(key, value, 1, limits.max);
         break;
       case 'offset':
-        out.offset = intIn(key, value, 0, MAX_OFFSET);
+        out.offset = intIn(key, value, 0, MAX_LIST_OFFSET);
         break;
       case 'order_by':
         if (!resource.orderBy.includes(value)) {
@@ -85,7 +85,7 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
 function intIn(field: string, value: string, min: number, max: number): number {
   const n = INT.test(value) ? Number(value) : NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw bad(field, max === MAX_OFFSET ? `must be an integer >= ${min}` : `must be an integer from ${min} to ${max}`);
+    throw bad(field, max === MAX_LIST_OFFSET ? `must be an integer >= ${min}` : `must be an integer from ${min} to ${max}`);
   }
   return n;
 }
