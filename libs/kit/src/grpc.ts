@@ -55,6 +55,10 @@ const CHANNEL_OPTIONS = {
   'grpc.keepalive_timeout_ms': 10_000,
   'grpc.max_receive_message_length': 64 * 1024 * 1024,
   'grpc.max_send_message_length': 64 * 1024 * 1024,
+  // The client's HTTP/2 receive window (connection and stream). At HTTP/2's
+  // default of 64 KiB, a handful of concurrent list pages fill the connection
+  // window and the server waits for WINDOW_UPDATE round trips; servers ignore it.
+  'grpc-node.flow_control_window': 4 * 1024 * 1024,
 };
 
 /**
