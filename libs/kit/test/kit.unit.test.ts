@@ -199,6 +199,14 @@ describe('Batcher', () => {
     expect(written.sort()).toEqual([1, 3]);
   });
 
+  test('each item gets its own result, also when its batch is retried item by item', async () => {
+    const b = new Batcher<number, string>(async (items) => {
+      if (items.includes(2) && items.length > 1) throw new Error('retry alone');
+      return items.map((i) => `r${i}`);
+    });
+    expect(await Promise.all([1, 2, 3].map((i) => b.add(i)))).toEqual(['r1', 'r2', 'r3']);
+  });
+
   test('never writes more than its batch size at once', async () => {
     const sizes: number[] = [];
     const b = new Batcher<number>(async (items) => {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { DomainError, type Database } from '@lab/kit';
+import { Batcher, DomainError, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -68,14 +68,35 @@ export type Claim = { kind: 'run' } | { kind: 'replay'; reply: Reply };
 
 const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
 
+/** One request's claim on its key. */
+interface ClaimItem {
+  scope: IdempotencyScope;
+  hash: string;
+}
+
+/** One request's outcome to store. */
+interface OutcomeItem {
+  scope: IdempotencyScope;
+  reply: Reply;
+}
+
+const scopeKey = (org_id: string, token_id: string, key: string) => JSON.stringify([org_id.toLowerCase(), token_id, key]);
+
 /**
  * Idempotency records in the gateway's schema. A key is claimed by inserting an
  * 'in_progress' row with ON CONFLICT DO NOTHING, so of any number of concurrent
  * duplicates exactly one runs; the others wait for its outcome and replay it.
+ *
+ * Claims and outcomes of concurrent requests are written in batches (one
+ * statement and one commit for all requests that arrive while the previous
+ * batch is being written): under load, two commits per keyed write were the
+ * largest share of the database's work on the write path.
  */
 export class IdempotencyStore {
   /** Outcomes being stored: stop() waits for them before the pool closes. */
   private readonly storing = new Set<Promise<void>>();
+  private readonly claims = new Batcher<ClaimItem, boolean>((items) => this.insertClaims(items));
+  private readonly outcomes = new Batcher<OutcomeItem>((items) => this.storeOutcomes(items));
 
   constructor(private readonly db: Database) {}
 
@@ -94,12 +115,7 @@ export class IdempotencyStore {
   async claim(scope: IdempotencyScope, hash: string): Promise<Claim> {
     const deadline = Date.now() + WAIT_MS;
     for (;;) {
-      const inserted = await this.db.rows<{ key: string }>(
-        sql`insert into gateway.idempotency (org_id, token_id, key, request_hash, state)
-            values (${scope.org_id}::uuid, ${scope.token_id}, ${scope.key}, ${hash}, 'in_progress')
-            on conflict do nothing returning key`,
-      );
-      if (inserted.length) return { kind: 'run' };
+      if (await this.claims.add({ scope, hash })) return { kind: 'run' };
       const row = await this.read(scope);
       if (!row) continue; // the holder failed and released the key: claim it again
       if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > ABANDONED_MS)) {
@@ -123,10 +139,52 @@ export class IdempotencyStore {
       await this.release(scope);
       return;
     }
+    await this.outcomes.add({ scope, reply });
+  }
+
+  /**
+   * Inserts the claims of a batch; true for each claim that got its key. A key
+   * given twice in one batch goes into the statement once: its first request
+   * runs, the second finds the row like any later duplicate.
+   */
+  private async insertClaims(items: ClaimItem[]): Promise<boolean[]> {
+    const first = new Map<string, number>();
+    items.forEach((i, n) => {
+      const k = scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key);
+      if (!first.has(k)) first.set(k, n);
+    });
+    const rows = [...first.values()].map((n) => {
+      const { scope, hash } = items[n]!;
+      return { org_id: scope.org_id, token_id: scope.token_id, key: scope.key, request_hash: hash };
+    });
+    const inserted = await this.db.rows<{ org_id: string; token_id: string; key: string }>(
+      sql`insert into gateway.idempotency (org_id, token_id, key, request_hash, state)
+          select v.org_id, v.token_id, v.key, v.request_hash, 'in_progress'
+          from json_to_recordset(${JSON.stringify(rows)}::json) as v(org_id uuid, token_id text, key text, request_hash text)
+          on conflict do nothing returning org_id::text as org_id, token_id, key`,
+    );
+    const won = new Set(inserted.map((r) => scopeKey(r.org_id, r.token_id, r.key)));
+    return items.map((i, n) => {
+      const k = scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key);
+      return first.get(k) === n && won.has(k);
+    });
+  }
+
+  private async storeOutcomes(items: OutcomeItem[]): Promise<void> {
+    const rows = items.map(({ scope, reply }) => ({
+      org_id: scope.org_id,
+      token_id: scope.token_id,
+      key: scope.key,
+      status: reply.status,
+      body: reply.body ?? null,
+      content_type: reply.contentType ?? null,
+    }));
     await this.db.orm.execute(
-      sql`update gateway.idempotency set state = 'done', response_status = ${reply.status},
-            response_body = ${reply.body ?? null}, content_type = ${reply.contentType ?? null}, updated_at = now()
-          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
+      sql`update gateway.idempotency i set state = 'done', response_status = v.status,
+            response_body = v.body, content_type = v.content_type, updated_at = now()
+          from json_to_recordset(${JSON.stringify(rows)}::json)
+            as v(org_id uuid, token_id text, key text, status integer, body text, content_type text)
+          where i.org_id = v.org_id and i.token_id = v.token_id and i.key = v.key`,
     );
   }
 

@@ -101,6 +101,22 @@ describe('Idempotency-Key', () => {
     await drainEvents();
     expect(eventsFor(answers[0]!.body.data.id)).toBe(1);
   });
+
+  // Concurrent claims share one statement: a key given twice in one batch must
+  // still let exactly one request run, and the other must be judged against it.
+  it('lets one of two concurrent requests with one key and different payloads write; the other is a conflict', async () => {
+    const before = await total();
+    const k = `key-${randomUUID()}`;
+    const others = Array.from({ length: 5 }, (_, i) => post({ name: `bystander-${i}` }, `key-${randomUUID()}`));
+    const [a, b] = await Promise.all([post({ name: 'first' }, k), post({ name: 'second' }, k)]);
+    expect((await Promise.all(others)).map((r) => r.status)).toEqual(Array(5).fill(201));
+    expect([a.status, b.status].sort()).toEqual([201, 409]);
+    const winner = a.status === 201 ? a : b;
+    const replay = await post({ name: winner.body.data.name }, k);
+    expect(replay.headers.get('idempotent-replay')).toBe('true');
+    expect(replay.text).toBe(winner.text);
+    expect(await total()).toBe(before + 6);
+  });
 });
 
 // A gateway that died after claiming a key leaves it 'in_progress': once that is
