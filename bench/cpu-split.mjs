@@ -29,7 +29,7 @@ try {
     : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
   let n = 0;
   const run = () => autocannon({ ...opts, connections: 64, duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    setupRequest: PATH === 'post' ? (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) : undefined });
+    requests: PATH === 'post' ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
   await run();
   const a = ticks();
   const r = await run();

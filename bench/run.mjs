@@ -22,7 +22,9 @@ function load(url, { token, method = 'GET', body, idempotent = false }) {
         duration: DURATION,
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
-        setupRequest: idempotent ? (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `${prefix}-${n++}` } }) : undefined,
+        // A fresh key per request. autocannon reads setupRequest only from the
+        // entries of `requests`; at the top level it is silently ignored.
+        requests: idempotent ? [{ setupRequest: (req) => ({ ...req, headers: { ...req.headers, 'idempotency-key': `${prefix}-${n++}` } }) }] : undefined,
       },
       (err, r) => (err ? reject(err) : resolve({ rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors })),
     );
