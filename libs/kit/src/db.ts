@@ -5,7 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
-import type { ExtractTablesWithRelations, SQL } from 'drizzle-orm';
+import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT, Record<string, never>>;
@@ -34,6 +34,13 @@ export interface Database {
   /** internal: one raw transaction on one connection */
   rawTx<T>(fn: (raw: RawTx) => Promise<T>): Promise<T>;
 }
+
+/**
+ * An array bound as one parameter: a bare array in drizzle's `sql` expands to a
+ * list of parameters, so every batch size would be another statement text (never
+ * a prepared statement) and `unnest` would not see an array.
+ */
+export const sqlArray = (xs: readonly unknown[]): SQL => sql`${sql.param(xs)}`;
 
 export async function rows<T>(exec: Executor, q: SQL): Promise<T[]> {
   const r = (await exec.execute(q)) as unknown as { rows: T[] };

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Bus, BusMessage } from './bus.js';
-import type { Database, Tx } from './db.js';
+import { sqlArray, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -169,11 +169,11 @@ export class Outbox {
       const attempts = Math.max(...claimed.map((r) => r.attempts));
       const delayMs = Math.min(30_000, 250 * 2 ** Math.min(attempts, 7));
       await db.orm.execute(sql`update ${this.table}
-          set next_attempt_at = now() + (${delayMs} * interval '1 millisecond') where id in (${idList(ids)})`);
+          set next_attempt_at = now() + (${delayMs} * interval '1 millisecond') where id = any(${sqlArray(ids)}::uuid[])`);
       this.opts.log.warn({ err: (err as Error).message, count: claimed.length }, 'outbox publish failed, will retry');
       return 0;
     }
-    await db.orm.execute(sql`delete from ${this.table} where id in (${idList(ids)})`);
+    await db.orm.execute(sql`delete from ${this.table} where id = any(${sqlArray(ids)}::uuid[])`);
     metrics().outboxPublished.inc({ service }, claimed.length);
     for (const r of claimed) metrics().outboxLag.observe({ service }, Number(r.age_s));
     return claimed.length;
@@ -193,4 +193,3 @@ export class Outbox {
   }
 }
 
-const idList = (ids: string[]) => sql.join(ids.map((i) => sql`${i}::uuid`), sql`, `);

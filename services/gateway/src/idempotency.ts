@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, DomainError, type Database } from '@lab/kit';
+import { Batcher, DomainError, sqlArray, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -170,20 +170,20 @@ export class IdempotencyStore {
     });
   }
 
+  /**
+   * Arrays through unnest rather than a JSON recordset: PostgreSQL knows how many
+   * rows unnest yields and looks each one up by the primary key, where it
+   * estimated a recordset at 100 rows and scanned the whole table instead.
+   */
   private async storeOutcomes(items: OutcomeItem[]): Promise<void> {
-    const rows = items.map(({ scope, reply }) => ({
-      org_id: scope.org_id,
-      token_id: scope.token_id,
-      key: scope.key,
-      status: reply.status,
-      body: reply.body ?? null,
-      content_type: reply.contentType ?? null,
-    }));
+    const col = <T>(f: (i: OutcomeItem) => T) => sqlArray(items.map(f));
     await this.db.orm.execute(
       sql`update gateway.idempotency i set state = 'done', response_status = v.status,
             response_body = v.body, content_type = v.content_type, updated_at = now()
-          from json_to_recordset(${JSON.stringify(rows)}::json)
-            as v(org_id uuid, token_id text, key text, status integer, body text, content_type text)
+          from unnest(${col((i) => i.scope.org_id)}::uuid[], ${col((i) => i.scope.token_id)}::text[],
+                      ${col((i) => i.scope.key)}::text[], ${col((i) => i.reply.status)}::int[],
+                      ${col((i) => i.reply.body ?? null)}::text[], ${col((i) => i.reply.contentType ?? null)}::text[])
+            as v(org_id, token_id, key, status, body, content_type)
           where i.org_id = v.org_id and i.token_id = v.token_id and i.key = v.key`,
     );
   }

@@ -74,6 +74,19 @@ describe('Idempotency-Key', () => {
     expect(b.body.data.id).not.toBe(a.body.data.id);
   });
 
+  it('replays an answer with quotes, backslashes and non-ASCII text byte for byte', async () => {
+    const k = `key-${randomUUID()}`;
+    const body = { name: 'tricky \\ "quoted" {braces,commas} NULL µ 😀', type: 'blood' };
+    const first = await post(body, k);
+    expect(first.status).toBe(201);
+    const again = await eventually(async () => {
+      const r = await post(body, k);
+      return r.headers.get('idempotent-replay') === 'true' ? r : undefined;
+    });
+    expect(again.text).toBe(first.text);
+    expect(again.body.data.name).toBe(body.name);
+  });
+
   it('replays a 4xx outcome too', async () => {
     const k = `key-${randomUUID()}`;
     const first = await post({ type: 'no name' }, k);

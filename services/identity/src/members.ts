@@ -1,9 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
+import { DomainError, type CallerContext, type Executor, type ServiceDeps, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import type { Role } from './model.js';
 import { requireOrg } from './orgs.js';
-import { arr } from './sql.js';
 
 type Member = identity.Member;
 
@@ -96,7 +95,7 @@ export async function listMembers(
   input: { org_id: string; user_ids: string[]; role?: Role },
 ): Promise<Member[]> {
   const filters = [sql`m.org_id = ${input.org_id}`];
-  if (input.user_ids.length) filters.push(sql`m.user_id = any(${arr(input.user_ids)}::uuid[])`);
+  if (input.user_ids.length) filters.push(sql`m.user_id = any(${sqlArray(input.user_ids)}::uuid[])`);
   if (input.role) filters.push(sql`m.role = ${input.role}`);
   const rows = await deps.db.rows<MemberRow>(sql`${selectMembers} where ${sql.join(filters, sql` and `)} order by m.created_at, m.user_id`);
   return rows.map(toMember);

@@ -1,8 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { DomainError, newId, isUuid, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, isUuid, type CallerContext, type Executor, type ServiceDeps, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
-import { arr } from './sql.js';
 import { hashToken, newClientSecret } from './tokens.js';
 
 /**
@@ -29,7 +28,7 @@ export async function createOAuthClient(
   const secret = newClientSecret();
   await deps.outbox.write(caller, async (tx, emit) => {
     await tx.execute(sql`insert into identity.oauth_clients (id, name, secret_hash, redirect_uris, scopes)
-      values (${id}, ${input.name}, ${hashToken(secret)}, ${arr(input.redirect_uris)}::text[], ${arr(input.scopes)}::text[])`);
+      values (${id}, ${input.name}, ${hashToken(secret)}, ${sqlArray(input.redirect_uris)}::text[], ${sqlArray(input.scopes)}::text[])`);
     emit.audit(null, { action: 'create', resource: 'oauth_client', record_id: id, after: { id, ...input } });
   });
   return { client_id: id, client_secret: secret };

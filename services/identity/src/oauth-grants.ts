@@ -1,12 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { DomainError, newId, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
+import { DomainError, newId, type CallerContext, type Emitter, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { findMember } from './members.js';
 import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_SECONDS } from './model.js';
 import { authenticateClient, findClient } from './oauth-clients.js';
 import { scopesForRole } from './scopes.js';
-import { arr } from './sql.js';
 import { insertToken, revokeGrant, revokeWhere } from './token-store.js';
 import { hashToken, newAuthorizationCode } from './tokens.js';
 
@@ -51,7 +50,7 @@ export async function createOAuthCode(
     if (!granted.length) throw invalidScope('none of the requested scopes can be granted to this member');
     const grantId = newId();
     await tx.execute(sql`insert into identity.oauth_grants (id, client_id, user_id, org_id, scopes)
-      values (${grantId}, ${client.id}, ${input.user_id}, ${input.org_id}, ${arr(granted)}::text[])`);
+      values (${grantId}, ${client.id}, ${input.user_id}, ${input.org_id}, ${sqlArray(granted)}::text[])`);
     await tx.execute(sql`insert into identity.oauth_codes
         (id, grant_id, code_hash, client_id, redirect_uri, code_challenge, code_challenge_method, expires_at)
       values (${newId()}, ${grantId}, ${hashToken(code)}, ${client.id}, ${input.redirect_uri},

@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, newId, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, type CallerContext, type Executor, type ServiceDeps, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { DEFAULT_RATE_LIMIT, type Module } from './model.js';
-import { arr, iso } from './sql.js';
+import { iso } from './sql.js';
 
 type Org = identity.Org;
 interface RateLimit {
@@ -61,7 +61,7 @@ export async function createOrg(
   const limit = input.rate_limit ?? DEFAULT_RATE_LIMIT;
   return deps.outbox.write(caller, async (tx, emit) => {
     await tx.execute(sql`insert into identity.orgs (id, name, modules, rate_per_minute, rate_per_hour)
-      values (${id}, ${input.name}, ${arr(input.modules)}::text[], ${limit.per_minute}, ${limit.per_hour})`);
+      values (${id}, ${input.name}, ${sqlArray(input.modules)}::text[], ${limit.per_minute}, ${limit.per_hour})`);
     const org = await getOrg(deps, id, tx);
     emit.audit(id, { action: 'create', resource: 'org', record_id: id, after: snapshot(org) });
     return org;
@@ -79,7 +79,7 @@ export async function updateOrg(
     const name = input.name ?? before.name;
     const modules = input.modules ? input.modules.modules : before.modules;
     const limit = input.rate_limit ?? before.rate_limit!;
-    await tx.execute(sql`update identity.orgs set name = ${name}, modules = ${arr(modules)}::text[],
+    await tx.execute(sql`update identity.orgs set name = ${name}, modules = ${sqlArray(modules)}::text[],
         rate_per_minute = ${limit.per_minute}, rate_per_hour = ${limit.per_hour}, updated_at = now()
       where id = ${input.org_id}`);
     const after = await getOrg(deps, input.org_id, tx);

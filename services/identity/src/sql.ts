@@ -1,7 +1,4 @@
 import { sql, type SQL } from 'drizzle-orm';
 
-/** An array bound as one parameter (a bare array in `sql` would expand to a list). */
-export const arr = (xs: readonly string[]): SQL => sql`${sql.param(xs)}`;
-
 /** A timestamp rendered by PostgreSQL as UTC ISO 8601, identical on pg and PGlite. */
 export const iso = (column: SQL): SQL => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;

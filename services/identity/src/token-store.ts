@@ -1,9 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
+import { DomainError, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { requireMember } from './members.js';
 import { requireOrg } from './orgs.js';
-import { arr } from './sql.js';
 import { hashToken, newApiKey, newPrefixedToken, type TokenKind } from './tokens.js';
 import { getUser } from './users.js';
 
@@ -27,8 +26,8 @@ export async function insertToken(tx: Tx, t: NewToken): Promise<{ id: string; to
   const token = t.kind === 'api_key' ? newApiKey(t.org_id!) : newPrefixedToken(t.kind);
   await tx.execute(sql`insert into identity.tokens
       (id, kind, token_hash, name, org_id, user_id, scopes, connector_id, device_ids, session_id, grant_id, expires_at)
-    values (${id}, ${t.kind}, ${hashToken(token)}, ${t.name}, ${t.org_id}, ${t.user_id}, ${arr(t.scopes)}::text[],
-      ${t.connector_id ?? null}, ${arr(t.device_ids ?? [])}::uuid[], ${t.session_id ?? null}, ${t.grant_id ?? null},
+    values (${id}, ${t.kind}, ${hashToken(token)}, ${t.name}, ${t.org_id}, ${t.user_id}, ${sqlArray(t.scopes)}::text[],
+      ${t.connector_id ?? null}, ${sqlArray(t.device_ids ?? [])}::uuid[], ${t.session_id ?? null}, ${t.grant_id ?? null},
       ${t.ttl_seconds === undefined ? null : sql`now() + ${t.ttl_seconds} * interval '1 second'`})`);
   return { id, token };
 }
