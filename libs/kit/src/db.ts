@@ -105,6 +105,17 @@ function openPg(url: string, max: number, name: string): Database {
   };
 }
 
+/**
+ * Put first in a statement that must be planned on every call, never kept as a
+ * named statement: those on tables whose size swings (the outbox, idempotency
+ * records). PostgreSQL keeps a named statement's generic plan until the table's
+ * statistics change, so a plan chosen while the table was nearly empty (a
+ * sequential scan) would stay in use after it grew to thousands of rows or filled
+ * with dead rows, for as long as no ANALYZE runs (forever with autovacuum off).
+ */
+export const PLANNED_PER_CALL = sql.raw('/* planned per call */ ');
+const PLANNED_PER_CALL_TEXT = '/* planned per call */';
+
 /** Statements that can be prepared: one DML or query statement, never DDL or BEGIN. */
 const PREPARABLE = /^\s*(select|insert|update|delete|with)\b/i;
 /**
@@ -128,7 +139,7 @@ export class StatementNames {
 
   nameFor(text: string): string | undefined {
     const named = this.names.get(text);
-    if (named !== undefined || this.names.size >= MAX_PREPARED || !PREPARABLE.test(text)) return named;
+    if (named !== undefined || this.names.size >= MAX_PREPARED || !PREPARABLE.test(text) || text.startsWith(PLANNED_PER_CALL_TEXT)) return named;
     if (!this.seen.has(text)) {
       if (this.seen.size >= MAX_SEEN) this.seen.clear();
       this.seen.add(text);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, DomainError, sqlArray, type Database } from '@lab/kit';
+import { Batcher, DomainError, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -173,12 +173,13 @@ export class IdempotencyStore {
   /**
    * Arrays through unnest rather than a JSON recordset: PostgreSQL knows how many
    * rows unnest yields and looks each one up by the primary key, where it
-   * estimated a recordset at 100 rows and scanned the whole table instead.
+   * estimated a recordset at 100 rows and scanned the whole table instead. Planned
+   * per call: the table grows from empty, and a plan kept from then scans it.
    */
   private async storeOutcomes(items: OutcomeItem[]): Promise<void> {
     const col = <T>(f: (i: OutcomeItem) => T) => sqlArray(items.map(f));
     await this.db.orm.execute(
-      sql`update gateway.idempotency i set state = 'done', response_status = v.status,
+      sql`${PLANNED_PER_CALL}update gateway.idempotency i set state = 'done', response_status = v.status,
             response_body = v.body, content_type = v.content_type, updated_at = now()
           from unnest(${col((i) => i.scope.org_id)}::uuid[], ${col((i) => i.scope.token_id)}::text[],
                       ${col((i) => i.scope.key)}::text[], ${col((i) => i.reply.status)}::int[],
