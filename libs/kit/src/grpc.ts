@@ -13,6 +13,7 @@ import {
   type Client,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
+import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
 import { requestScope } from './context.js';
@@ -40,6 +41,28 @@ export type Handlers<D> = {
 
 interface Definition {
   [method: string]: { path: string; requestStream: boolean; responseStream: boolean };
+}
+
+/** A client-streaming handler as a server of this process runs it. */
+type LocalClientStream = (messages: AsyncIterable<unknown>, caller: CallerContext) => Promise<unknown>;
+
+/**
+ * Client-streaming methods served by the gRPC servers of this process, by
+ * `<address> <method path>`. When the gateway and a service share a process (the
+ * standalone mode), a client with `inProcess` hands the request messages to the
+ * handler directly: a 50 MiB upload then passes no protobuf encoder, HTTP/2 framing
+ * or loopback socket, each of which copied every byte once more (the copies are
+ * garbage that V8 frees late, and the process's memory peaked on them).
+ */
+const inProcessStreams = new Map<string, LocalClientStream>();
+
+/** The request side of a client-streaming call, over gRPC or in process. */
+export interface RequestStream<T> {
+  write(message: T, written?: (err?: Error | null) => void): boolean;
+  end(): void;
+  /** aborts the call: the handler's reading fails and the response rejects */
+  cancel(): void;
+  on(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 export interface GrpcServerOptions {
@@ -70,6 +93,8 @@ export class GrpcServer {
   readonly server = new Server(CHANNEL_OPTIONS);
   readonly health = new HealthImplementation({ '': 'NOT_SERVING' });
   private readonly names: string[] = [];
+  private readonly clientStreams = new Map<string, (req: unknown, c: CallerContext) => Promise<unknown>>();
+  private readonly inProcessKeys: string[] = [];
 
   constructor(private readonly opts: GrpcServerOptions) {
     this.health.addToServer(this.server);
@@ -81,6 +106,9 @@ export class GrpcServer {
       const handler = (handlers as Record<string, (req: unknown, c: CallerContext) => unknown>)[method];
       if (!handler) throw new Error(`${this.opts.name}: no handler for ${definition[method]!.path}`);
       const path = definition[method]!.path;
+      if (definition[method]!.requestStream && !definition[method]!.responseStream) {
+        this.clientStreams.set(path, handler as (req: unknown, c: CallerContext) => Promise<unknown>);
+      }
       impl[method] = definition[method]!.responseStream
         ? this.wrapStream(path, handler as (req: unknown, c: CallerContext) => AsyncIterable<unknown>)
         : this.wrap(path, handler as (req: unknown, c: CallerContext) => Promise<unknown>, definition[method]!.requestStream);
@@ -164,6 +192,39 @@ export class GrpcServer {
     };
   }
 
+  /**
+   * Offers this server's client-streaming methods to in-process clients of
+   * `address` (the address its clients are given). The handler runs in the
+   * caller's request scope, is timed, and fails with the same DomainError a
+   * client would get over gRPC; the caller context is handed over as it is
+   * (no signature: it never leaves the process).
+   */
+  serveInProcess(address: string): void {
+    const { logger, name } = this.opts;
+    for (const [path, handler] of this.clientStreams) {
+      const key = `${address} ${path}`;
+      inProcessStreams.set(key, (messages, caller) => {
+        const started = process.hrtime.bigint();
+        return requestScope.run({ request_id: caller.request_id, caller }, () =>
+          Promise.resolve()
+            .then(() => handler(messages, caller))
+            .then(
+              (res) => {
+                observe(name, path, 'OK', started);
+                return res;
+              },
+              (err: unknown) => {
+                const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
+                observe(name, path, String(mapped.code), started);
+                throw err instanceof DomainError ? err : fromServiceError(mapped as ServiceError);
+              },
+            ),
+        );
+      });
+      this.inProcessKeys.push(key);
+    }
+  }
+
   /** Binds and starts; returns the bound port (0 asks the OS for a free one). */
   async listen(address: string): Promise<number> {
     const port = await new Promise<number>((resolve, reject) =>
@@ -183,6 +244,7 @@ export class GrpcServer {
   /** Lets in-flight calls finish (up to graceMs), then forces the rest. */
   async shutdown(graceMs = 10_000): Promise<void> {
     this.setServing(false);
+    for (const key of this.inProcessKeys.splice(0)) inProcessStreams.delete(key);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
@@ -216,6 +278,11 @@ export interface RpcClientOptions {
   secret: string;
   /** default deadline of one call */
   deadlineMs?: number;
+  /**
+   * Client-streaming calls to a server of this same process go to its handler
+   * directly (see `GrpcServer.serveInProcess`); others still go over gRPC.
+   */
+  inProcess?: boolean;
 }
 
 /**
@@ -227,12 +294,16 @@ export class RpcClient<D extends Definition> {
   private readonly client: Client;
   private readonly deadlineMs: number;
 
+  private readonly paths: Record<string, string>;
+
   constructor(
     ctor: ClientCtor,
     readonly address: string,
     private readonly opts: RpcClientOptions,
   ) {
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CHANNEL_OPTIONS);
+    const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
+    this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.deadlineMs = opts.deadlineMs ?? 10_000;
   }
 
@@ -287,7 +358,9 @@ export class RpcClient<D extends Definition> {
     method: K,
     caller: CallerContext,
     deadlineMs = this.deadlineMs,
-  ): { stream: ClientWritableStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> } {
+  ): { stream: RequestStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> } {
+    const local = this.opts.inProcess ? inProcessStreams.get(`${this.address} ${this.paths[method]}`) : undefined;
+    if (local) return localClientStream(local, caller, deadlineMs) as { stream: RequestStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> };
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
     const fn = (this.client as unknown as Record<string, Function>)[method];
@@ -304,4 +377,43 @@ export class RpcClient<D extends Definition> {
   close(): void {
     this.client.close();
   }
+}
+
+/**
+ * A client-streaming call to a handler of this process: the messages pass through
+ * an object stream that holds at most 16 of them (the writer's callbacks wait
+ * while it is full, as they wait for the transport over gRPC). The deadline and
+ * cancel() end the handler's reading with an error, like a cancelled gRPC call.
+ */
+function localClientStream(
+  handler: LocalClientStream,
+  caller: CallerContext,
+  deadlineMs: number,
+): { stream: RequestStream<unknown>; response: Promise<unknown> } {
+  const messages = new PassThrough({ objectMode: true, highWaterMark: 16 });
+  const abort = (err: DomainError) => {
+    if (!messages.destroyed) messages.destroy(err);
+  };
+  const timer = setTimeout(() => abort(new DomainError('unavailable', 'deadline_exceeded', 'the call ran out of time')), deadlineMs);
+  timer.unref();
+  const response = handler(messages, caller).finally(() => {
+    clearTimeout(timer);
+    // a handler that answered early (refused the upload) reads no more: drop what waits
+    if (!messages.destroyed) messages.destroy();
+  });
+  const stream: RequestStream<unknown> = {
+    write: (message, written) => {
+      if (messages.destroyed) {
+        written?.(null);
+        return false;
+      }
+      return messages.write(message, written);
+    },
+    end: () => {
+      if (!messages.destroyed) messages.end();
+    },
+    cancel: () => abort(new DomainError('unavailable', 'cancelled', 'the client cancelled the call')),
+    on: (event, listener) => messages.on(event, listener),
+  };
+  return { stream, response };
 }

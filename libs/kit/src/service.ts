@@ -82,6 +82,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   outbox.start();
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
+  server.serveInProcess(address);
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,

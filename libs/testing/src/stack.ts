@@ -10,6 +10,8 @@ export interface StackOptions {
   services?: string[];
   /** token cache TTL of the gateway */
   tokenCacheTtlMs?: number;
+  /** client-streaming calls in process, as the standalone mode makes them (default: over gRPC) */
+  inProcessCalls?: boolean;
 }
 
 /** Shorthand calls of the management API, as an operator would script them. */
@@ -129,6 +131,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       services,
       tokenCacheTtlMs: opts.tokenCacheTtlMs,
       shutdownGraceMs: 2_000,
+      inProcessCalls: opts.inProcessCalls,
     });
     return {
       url: gateway.url,

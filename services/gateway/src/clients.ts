@@ -1,5 +1,5 @@
 import { audit, identity, jobs, notebook, orders, notifications, records, webhooks, telemetry } from '@lab/contracts';
-import { DomainError, RpcClient } from '@lab/kit';
+import { DomainError, RpcClient, type RpcClientOptions } from '@lab/kit';
 
 export type IdentityClient = RpcClient<typeof identity.IdentityServiceService>;
 export type RecordClient = RpcClient<typeof records.RecordServiceService>;
@@ -18,10 +18,16 @@ export type TelemetryClient = RpcClient<typeof telemetry.TelemetryServiceService
 export class Clients {
   private readonly made = new Map<string, { close(): void }>();
 
+  private readonly opts: RpcClientOptions;
+
+  /** inProcess: client-streaming calls to services of this process skip gRPC (standalone) */
   constructor(
     private readonly addresses: Record<string, string>,
-    private readonly secret: string,
-  ) {}
+    secret: string,
+    inProcess = false,
+  ) {
+    this.opts = { secret, inProcess };
+  }
 
   has(service: string): boolean {
     return !!this.addresses[service];
@@ -40,39 +46,39 @@ export class Clients {
   }
 
   identity(): IdentityClient {
-    return this.get('identity', 'identity', (a) => new RpcClient(identity.IdentityServiceClient, a, { secret: this.secret }));
+    return this.get('identity', 'identity', (a) => new RpcClient(identity.IdentityServiceClient, a, this.opts));
   }
 
   records(service: string): RecordClient {
-    return this.get(service, 'records', (a) => new RpcClient(records.RecordServiceClient, a, { secret: this.secret }));
+    return this.get(service, 'records', (a) => new RpcClient(records.RecordServiceClient, a, this.opts));
   }
 
   notebook(): NotebookClient {
-    return this.get('notebook', 'notebook', (a) => new RpcClient(notebook.NotebookServiceClient, a, { secret: this.secret }));
+    return this.get('notebook', 'notebook', (a) => new RpcClient(notebook.NotebookServiceClient, a, this.opts));
   }
 
   audit(): AuditClient {
-    return this.get('audit', 'audit', (a) => new RpcClient(audit.AuditServiceClient, a, { secret: this.secret }));
+    return this.get('audit', 'audit', (a) => new RpcClient(audit.AuditServiceClient, a, this.opts));
   }
 
   notifications(): NotificationsClient {
-    return this.get('notifications', 'notifications', (a) => new RpcClient(notifications.NotificationsServiceClient, a, { secret: this.secret }));
+    return this.get('notifications', 'notifications', (a) => new RpcClient(notifications.NotificationsServiceClient, a, this.opts));
   }
 
   jobs(): JobsClient {
-    return this.get('jobs', 'jobs', (a) => new RpcClient(jobs.JobsServiceClient, a, { secret: this.secret }));
+    return this.get('jobs', 'jobs', (a) => new RpcClient(jobs.JobsServiceClient, a, this.opts));
   }
 
   webhooks(): WebhooksClient {
-    return this.get('webhooks', 'webhooks', (a) => new RpcClient(webhooks.WebhooksServiceClient, a, { secret: this.secret }));
+    return this.get('webhooks', 'webhooks', (a) => new RpcClient(webhooks.WebhooksServiceClient, a, this.opts));
   }
 
   telemetry(): TelemetryClient {
-    return this.get('telemetry', 'telemetry', (a) => new RpcClient(telemetry.TelemetryServiceClient, a, { secret: this.secret }));
+    return this.get('telemetry', 'telemetry', (a) => new RpcClient(telemetry.TelemetryServiceClient, a, this.opts));
   }
 
   orders(): OrdersClient {
-    return this.get('orders', 'orders', (a) => new RpcClient(orders.OrdersServiceClient, a, { secret: this.secret }));
+    return this.get('orders', 'orders', (a) => new RpcClient(orders.OrdersServiceClient, a, this.opts));
   }
 
   close(): void {

@@ -34,6 +34,11 @@ export interface GatewayOptions {
   tokenCacheTtlMs?: number;
   /** how long stop() lets in-flight requests finish (default 10 s) */
   shutdownGraceMs?: number;
+  /**
+   * The services run in this same process (standalone): client-streaming calls
+   * (raw file uploads) hand their messages to the service directly, not over gRPC.
+   */
+  inProcessCalls?: boolean;
 }
 
 export interface RunningGateway {
@@ -53,7 +58,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const applied = await migrate(db, 'gateway', join(__dirname, '..', 'migrations'));
   if (applied.length) log.info({ applied }, 'migrations applied');
 
-  const clients = new Clients(opts.services, opts.secret);
+  const clients = new Clients(opts.services, opts.secret, opts.inProcessCalls);
   const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
   const auth = new Authenticator(clients, cache, opts.operatorToken);
   const limiter = new RateLimiter(log, opts.redisUrl);

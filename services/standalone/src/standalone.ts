@@ -60,6 +60,8 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       redisUrl: cfg.REDIS_URL,
       bus,
       services: Object.fromEntries(services.map((s) => [s.name, s.address])),
+      // one process: uploads reach the telemetry service without a gRPC hop
+      inProcessCalls: true,
     });
     // One operations port for the whole process: /metrics, /livez, and /readyz
     // answering for every service's database and the bus. METRICS_PORT=0 turns it off.

@@ -57,7 +57,7 @@ const settledRss = async () => {
  * A multipart upload written piece by piece from one reused 64 KiB buffer, so the
  * test process itself never holds the file; returns the answer and the sha256.
  */
-function upload(opts: { deviceId: string; filename: string; contentType: string; size: number; chunked?: boolean }) {
+function upload(opts: { deviceId: string; filename: string; contentType: string; size: number; chunked?: boolean; via?: { url: string; token: string } }) {
   const boundary = `----lab${randomUUID()}`;
   const head = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n` +
@@ -68,8 +68,11 @@ function upload(opts: { deviceId: string; filename: string; contentType: string;
   for (let i = 0; i < piece.length; i++) piece[i] = i % 251;
   const hash = createHash('sha256');
   return new Promise<{ status: number; body: any; sha256: string }>((resolve, reject) => {
-    const url = new URL('/v1/results/upload', stack.url);
-    const headers: Record<string, string | number> = { authorization: `Bearer ${key}`, 'content-type': `multipart/form-data; boundary=${boundary}` };
+    const url = new URL('/v1/results/upload', opts.via?.url ?? stack.url);
+    const headers: Record<string, string | number> = {
+      authorization: `Bearer ${opts.via?.token ?? key}`,
+      'content-type': `multipart/form-data; boundary=${boundary}`,
+    };
     if (!opts.chunked) headers['content-length'] = head.length + opts.size + tail.length;
     const req = request(url, { method: 'POST', headers }, (res) => {
       let text = '';
@@ -220,5 +223,51 @@ describe('raw file upload', () => {
     expect(none.status).toBe(400);
     const unknown = await upload({ deviceId: randomUUID(), filename: 'a.csv', contentType: 'text/csv', size: 1000 });
     expect([unknown.status, unknown.body.error.code]).toEqual([404, 'device_not_found']);
+  });
+});
+
+// The standalone process hands upload messages to the telemetry service directly
+// (no gRPC hop): the same answers, limits and cleanup as over gRPC.
+describe('raw file upload in process (standalone)', () => {
+  let local: Stack;
+  let via: { url: string; token: string };
+  let deviceId: string;
+  beforeAll(async () => {
+    local = await startStack({ services: ['identity', 'audit', 'telemetry'], inProcessCalls: true });
+    const org = await local.admin.createOrg({ modules: ['analytics_qc'] });
+    via = { url: local.url, token: (await local.admin.createApiKey(org.id, { scopes: ['read', 'write'] })).token };
+    deviceId = (await call(local.url, 'POST', '/v1/devices', { token: via.token, body: { name: 'MS', identifier: `ms-${randomUUID()}` } })).body.data.id;
+  });
+  afterAll(async () => {
+    await local?.stop();
+  });
+
+  it('stores a 50 MiB mzML file with its size and sha256', async () => {
+    const size = 50 * MiB;
+    const r = await upload({ deviceId, filename: 'run.mzML', contentType: 'application/octet-stream', size, via });
+    expect(r.status).toBe(201);
+    expect(r.body.data.raw_file).toMatchObject({ filename: 'run.mzML', size, sha256: r.sha256 });
+  });
+
+  it('refuses a chunked 26 MiB upload with 413 once 25 MiB have passed, and the next upload still works', async () => {
+    const big = await upload({ deviceId, filename: 'big.csv', contentType: 'text/csv', size: 26 * MiB, chunked: true, via });
+    expect([big.status, big.body.error.code]).toEqual([413, 'payload_too_large']);
+    const small = await upload({ deviceId, filename: 'small.csv', contentType: 'text/csv', size: 1000, via });
+    expect(small.status).toBe(201);
+  });
+
+  it('answers 404 for an unknown device while the file is still coming, and 400 for a bad device id', async () => {
+    const unknown = await upload({ deviceId: randomUUID(), filename: 'a.csv', contentType: 'text/csv', size: 5 * MiB, via });
+    expect([unknown.status, unknown.body.error.code]).toEqual([404, 'device_not_found']);
+    const bad = await upload({ deviceId: 'not-a-uuid', filename: 'a.csv', contentType: 'text/csv', size: 1000, via });
+    expect(bad.status).toBe(400);
+  });
+
+  it('leaves no file in storage for a refused upload', async () => {
+    const { readdir } = await import('node:fs/promises');
+    const before = (await readdir(storageDir, { recursive: true })).length;
+    const r = await upload({ deviceId: randomUUID(), filename: 'gone.csv', contentType: 'text/csv', size: 2 * MiB, via });
+    expect(r.status).toBe(404);
+    expect((await readdir(storageDir, { recursive: true })).length).toBe(before);
   });
 });

@@ -1,0 +1,105 @@
+import { telemetry } from '@lab/contracts';
+import { createLogger, DomainError, GrpcServer, newId, RpcClient, systemContext, type Handlers } from '@lab/kit';
+
+type Chunk = telemetry.UploadChunk;
+const secret = 'a-secret-of-some-length';
+const caller = { ...systemContext('req-1', newId()), user_id: newId(), role: 'admin' };
+
+let server: GrpcServer;
+let address: string;
+/** what the upload handler does; each test sets it */
+let upload: (messages: AsyncIterable<Chunk>) => Promise<telemetry.JsonResponse>;
+
+beforeAll(async () => {
+  server = new GrpcServer({ name: 'test', logger: createLogger('test', 'silent'), secret });
+  // only the client-streaming method matters here; the others are never called
+  const handlers = new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, {
+    get: (_t, method) => (method === 'uploadRawFile' ? (messages: AsyncIterable<Chunk>) => upload(messages) : async () => ({})),
+  });
+  server.add(telemetry.TelemetryServiceService, handlers);
+  address = `127.0.0.1:${await server.listen('127.0.0.1:0')}`;
+  server.serveInProcess(address);
+});
+
+afterAll(async () => {
+  await server.shutdown(1_000);
+});
+
+const client = (inProcess: boolean) => new RpcClient(telemetry.TelemetryServiceClient, address, { secret, inProcess });
+
+/** Sends the messages and ends the call; resolves with the answer. */
+function send(inProcess: boolean, messages: Chunk[]) {
+  const c = client(inProcess);
+  const { stream, response } = c.clientStream('uploadRawFile', caller);
+  stream.on('error', () => undefined);
+  for (const m of messages) stream.write(m);
+  stream.end();
+  return response.finally(() => c.close());
+}
+
+describe('client-streaming calls within one process', () => {
+  it('hands the messages themselves to the handler in process, decoded copies over gRPC', async () => {
+    const received: Chunk[] = [];
+    upload = async (messages) => {
+      for await (const m of messages) received.push(m);
+      return { json: `{"n":${received.length}}`, created: true };
+    };
+    const sent: Chunk[] = [{ data: Buffer.from('first') }, { data: Buffer.from('second') }];
+    expect(await send(true, sent)).toEqual({ json: '{"n":2}', created: true });
+    expect(received[0]).toBe(sent[0]);
+    expect(received[1]).toBe(sent[1]);
+
+    received.length = 0;
+    expect((await send(false, sent)).json).toBe('{"n":2}');
+    expect(received[0]).not.toBe(sent[0]);
+    expect(Buffer.from(received[1]!.data).toString()).toBe('second');
+  });
+
+  it('fails with the DomainError the handler threw, as over gRPC', async () => {
+    upload = async () => {
+      throw DomainError.notFound('no such device', 'device_not_found');
+    };
+    for (const inProcess of [true, false]) {
+      await expect(send(inProcess, [{ data: Buffer.from('x') }])).rejects.toMatchObject({ kind: 'not_found', code: 'device_not_found' });
+    }
+  });
+
+  it('cancel() ends the handler reading with an error, as a cancelled call does', async () => {
+    let readingFailed: unknown;
+    upload = async (messages) => {
+      try {
+        for await (const _ of messages) {
+          /* wait for more */
+        }
+      } catch (err) {
+        readingFailed = err;
+        throw err;
+      }
+      return { json: '{}', created: true };
+    };
+    const c = client(true);
+    const { stream, response } = c.clientStream('uploadRawFile', caller);
+    stream.write({ data: Buffer.from('part') });
+    stream.cancel();
+    await expect(response).rejects.toBeInstanceOf(DomainError);
+    expect(readingFailed).toBeInstanceOf(DomainError);
+    c.close();
+  });
+
+  it('after the server stops, calls go over gRPC (and find it gone)', async () => {
+    const other = new GrpcServer({ name: 'other', logger: createLogger('test', 'silent'), secret });
+    other.add(
+      telemetry.TelemetryServiceService,
+      new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, { get: () => async () => ({ json: '{}', created: true }) }),
+    );
+    const at = `127.0.0.1:${await other.listen('127.0.0.1:0')}`;
+    other.serveInProcess(at);
+    await other.shutdown(1_000);
+    const c = new RpcClient(telemetry.TelemetryServiceClient, at, { secret, inProcess: true, deadlineMs: 1_000 });
+    const { stream, response } = c.clientStream('uploadRawFile', caller);
+    stream.on('error', () => undefined);
+    stream.end();
+    await expect(response).rejects.toMatchObject({ kind: expect.stringMatching(/unavailable|timeout/) });
+    c.close();
+  });
+});
