@@ -13,6 +13,7 @@ import {
   type Client,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
+import type { Http2Session } from 'node:http2';
 import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
@@ -73,6 +74,9 @@ export interface GrpcServerOptions {
   secret: string;
 }
 
+/** HTTP/2 receive window of gRPC clients and servers (HTTP/2's default is 64 KiB). */
+const RECEIVE_WINDOW = 4 * 1024 * 1024;
+
 const CHANNEL_OPTIONS = {
   'grpc.keepalive_time_ms': 30_000,
   'grpc.keepalive_timeout_ms': 10_000,
@@ -80,8 +84,9 @@ const CHANNEL_OPTIONS = {
   'grpc.max_send_message_length': 64 * 1024 * 1024,
   // The client's HTTP/2 receive window (connection and stream). At HTTP/2's
   // default of 64 KiB, a handful of concurrent list pages fill the connection
-  // window and the server waits for WINDOW_UPDATE round trips; servers ignore it.
-  'grpc-node.flow_control_window': 4 * 1024 * 1024,
+  // window and the server waits for WINDOW_UPDATE round trips. Servers ignore
+  // this option: GrpcServer.openReceiveWindows does the same for them.
+  'grpc-node.flow_control_window': RECEIVE_WINDOW,
 };
 
 /**
@@ -95,6 +100,7 @@ export class GrpcServer {
   private readonly names: string[] = [];
   private readonly clientStreams = new Map<string, (req: unknown, c: CallerContext) => Promise<unknown>>();
   private readonly inProcessKeys: string[] = [];
+  private readonly windowed = new WeakSet<object>();
 
   constructor(private readonly opts: GrpcServerOptions) {
     this.health.addToServer(this.server);
@@ -230,9 +236,33 @@ export class GrpcServer {
     const port = await new Promise<number>((resolve, reject) =>
       this.server.bindAsync(address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
     );
+    this.openReceiveWindows();
     this.health.setStatus('', 'SERVING');
     for (const n of this.names) this.health.setStatus(n, 'SERVING');
     return port;
+  }
+
+  /**
+   * The server's HTTP/2 receive window, as the clients' (RECEIVE_WINDOW): grpc-js
+   * offers no server option for it, so each new session is given it. At HTTP/2's
+   * 64 KiB, a few concurrent requests of tens of KiB (500 readings, an upload
+   * piece) filled the connection window and waited for WINDOW_UPDATE round trips.
+   * Internals of grpc-js 1.x (`http2Servers`): if they are not there, the default stays.
+   */
+  private openReceiveWindows(): void {
+    const servers = (this.server as unknown as { http2Servers?: Map<{ on(e: 'session', fn: (s: Http2Session) => void): void }, unknown> }).http2Servers;
+    for (const srv of servers?.keys() ?? []) {
+      if (this.windowed.has(srv)) continue;
+      this.windowed.add(srv);
+      srv.on('session', (session) => {
+        try {
+          session.settings({ initialWindowSize: RECEIVE_WINDOW });
+          session.setLocalWindowSize(RECEIVE_WINDOW);
+        } catch {
+          /* a session closing at once: nothing to tune */
+        }
+      });
+    }
   }
 
   setServing(serving: boolean): void {
