@@ -55,6 +55,21 @@ describe('client-streaming calls within one process', () => {
     expect(Buffer.from(received[1]!.data).toString()).toBe('second');
   });
 
+  // A grpc-js upgrade that drops the internals this relies on must show here,
+  // not as a silent return to 64 KiB windows and stalled large messages.
+  it('gives the server side of every gRPC session a 4 MiB receive window', async () => {
+    upload = async (messages) => {
+      for await (const _ of messages) {
+        /* read all */
+      }
+      return { json: '{}', created: true };
+    };
+    await send(false, [{ data: Buffer.alloc(256 * 1024) }]);
+    const sessions = [...((server.server as unknown as { sessions: Map<{ state: { effectiveLocalWindowSize?: number } }, unknown> }).sessions.keys())];
+    expect(sessions.length).toBeGreaterThan(0);
+    for (const s of sessions) expect(s.state.effectiveLocalWindowSize).toBe(4 * 1024 * 1024);
+  });
+
   it('fails with the DomainError the handler threw, as over gRPC', async () => {
     upload = async () => {
       throw DomainError.notFound('no such device', 'device_not_found');
