@@ -15,7 +15,9 @@ const POLL_MS = 50;
  * safer, only later: whether the dead request's write committed is unknown either
  * way (the outcome is stored by the gateway, after the owning service commits).
  */
-const ABANDONED_MS = 60_000;
+export const ABANDONED_MS = 60_000;
+/** The least an operator may set: longer than any idempotent request can run (10 s gRPC deadline). */
+export const MIN_ABANDONED_MS = 15_000;
 
 /** JSON with object keys sorted at every level, so key order never changes the hash. */
 export function canonicalJson(value: unknown): string {
@@ -98,7 +100,10 @@ export class IdempotencyStore {
   private readonly claims = new Batcher<ClaimItem, boolean>((items) => this.insertClaims(items));
   private readonly outcomes = new Batcher<OutcomeItem>((items) => this.storeOutcomes(items));
 
-  constructor(private readonly db: Database) {}
+  constructor(
+    private readonly db: Database,
+    private readonly abandonedMs = ABANDONED_MS,
+  ) {}
 
   /** Stores an outcome without holding up the answer; settle() waits for it. */
   completeInBackground(scope: IdempotencyScope, reply: Reply, onError: (err: unknown) => void): void {
@@ -118,7 +123,7 @@ export class IdempotencyStore {
       if (await this.claims.add({ scope, hash })) return { kind: 'run' };
       const row = await this.read(scope);
       if (!row) continue; // the holder failed and released the key: claim it again
-      if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > ABANDONED_MS)) {
+      if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > this.abandonedMs)) {
         await this.release(scope);
         continue;
       }

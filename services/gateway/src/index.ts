@@ -13,6 +13,8 @@ import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 
+export { ABANDONED_MS, MIN_ABANDONED_MS } from './idempotency.js';
+
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */
   port: number;
@@ -39,6 +41,11 @@ export interface GatewayOptions {
    * (raw file uploads) hand their messages to the service directly, not over gRPC.
    */
   inProcessCalls?: boolean;
+  /**
+   * How old an 'in_progress' idempotency record must be before a retry takes it
+   * over as abandoned by a gateway that died (default 60 s, at least 15 s).
+   */
+  idempotencyAbandonedMs?: number;
 }
 
 export interface RunningGateway {
@@ -62,7 +69,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
   const auth = new Authenticator(clients, cache, opts.operatorToken);
   const limiter = new RateLimiter(log, opts.redisUrl);
-  const idempotency = new IdempotencyStore(db);
+  const idempotency = new IdempotencyStore(db, opts.idempotencyAbandonedMs);
 
   await opts.bus.subscribe({
     queue: 'gateway.identity-cache',

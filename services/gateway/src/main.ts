@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, loadConfig, openBus, serveOps } from '@lab/kit';
-import { startGateway } from './index.js';
+import { ABANDONED_MS, MIN_ABANDONED_MS, startGateway } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
@@ -14,6 +14,7 @@ const gatewayEnv = commonEnv.extend({
   LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters'),
   REDIS_URL: z.string().optional(),
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
+  LAB_IDEMPOTENCY_ABANDONED_MS: envInt(ABANDONED_MS, MIN_ABANDONED_MS, 3_600_000),
   ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, addr])),
 });
 
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
     bus,
     services,
     tokenCacheTtlMs: cfg.TOKEN_CACHE_TTL_MS,
+    idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
   });
   const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');
