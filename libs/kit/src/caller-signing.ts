@@ -7,6 +7,10 @@ const CTX_KEY = 'x-lab-caller';
 const SIG_KEY = 'x-lab-caller-sig';
 /** The request id travels beside the signed context: it only correlates logs. */
 const REQUEST_ID_KEY = 'x-lab-request-id';
+/** So does the client's Idempotency-Key (see CallerContext.idempotency_key). */
+const IDEMPOTENCY_KEY = 'x-lab-idempotency-key';
+/** The gateway's rule for the header: 8 to 200 visible ASCII characters. */
+const isSaneIdempotencyKey = (k: unknown): k is string => typeof k === 'string' && /^[\x21-\x7e]{8,200}$/.test(k);
 /** A signed context older than this is refused (limits replay of captured metadata). */
 const MAX_AGE_MS = 5 * 60_000;
 /**
@@ -19,7 +23,7 @@ const RESIGN_MS = 60_000;
 /** Bound of each side's cache; cleared when full (a burst of distinct callers). */
 const MAX_CACHED = 10_000;
 
-type Who = Omit<CallerContext, 'request_id'>;
+type Who = Omit<CallerContext, 'request_id' | 'idempotency_key'>;
 
 const mac = (secret: string, payload: string) => createHmac('sha256', secret).update(payload).digest('base64url');
 
@@ -40,7 +44,7 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
 
 /** Puts the caller context, HMAC-signed with the internal secret, into gRPC metadata. */
 export function signCallerContext(md: Metadata, ctx: CallerContext, secret: string): void {
-  const { request_id, ...who } = ctx;
+  const { request_id, idempotency_key, ...who } = ctx;
   const signed = cacheOf(signedBySecret, secret);
   const key = JSON.stringify(who);
   const now = Date.now();
@@ -53,6 +57,7 @@ export function signCallerContext(md: Metadata, ctx: CallerContext, secret: stri
   md.set(CTX_KEY, s.payload);
   md.set(SIG_KEY, s.sig);
   md.set(REQUEST_ID_KEY, request_id);
+  if (idempotency_key) md.set(IDEMPOTENCY_KEY, idempotency_key);
 }
 
 /** Verifies and decodes the caller context; a missing or forged one is UNAUTHENTICATED. */
@@ -79,5 +84,6 @@ export function verifyCallerContext(md: Metadata, secret: string): CallerContext
   }
   const rid = md.get(REQUEST_ID_KEY)[0];
   const request_id = isSaneRequestId(rid) ? rid : (v.who as Partial<CallerContext>).request_id ?? '';
-  return { ...v.who, request_id } as CallerContext;
+  const key = md.get(IDEMPOTENCY_KEY)[0];
+  return (isSaneIdempotencyKey(key) ? { ...v.who, request_id, idempotency_key: key } : { ...v.who, request_id }) as CallerContext;
 }

@@ -15,6 +15,12 @@ export interface CallerContext {
   token_kind: string;
   token_id: string | null;
   request_id: string;
+  /**
+   * The client's Idempotency-Key of this request, when it gave one. Like the
+   * request id it travels beside the signed context (it changes per request);
+   * a service scopes what it keeps under it by the signed org and token.
+   */
+  idempotency_key?: string;
   connector_id?: string | null;
   device_ids?: string[];
 }

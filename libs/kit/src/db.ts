@@ -253,7 +253,10 @@ export async function migrate(db: Database, schema: string, dir: string): Promis
   });
 }
 
-/** Tables every service schema has: the transactional outbox and the consumer inbox. */
+/**
+ * Tables every service schema has: the transactional outbox, the consumer inbox,
+ * and the receipts of keyed writes (see records/receipts.ts).
+ */
 function kitTables(schema: string): string {
   return `
     create table if not exists ${schema}.outbox (
@@ -270,5 +273,14 @@ function kitTables(schema: string): string {
       id uuid primary key,
       received_at timestamptz not null default now()
     );
-    create index if not exists inbox_received_idx on ${schema}.inbox (received_at);`;
+    create index if not exists inbox_received_idx on ${schema}.inbox (received_at);
+    create table if not exists ${schema}.idempotency_receipts (
+      org_id uuid not null,
+      token_id text not null,
+      key text not null,
+      response text,
+      created_at timestamptz not null default now(),
+      primary key (org_id, token_id, key)
+    );
+    create index if not exists idempotency_receipts_created_idx on ${schema}.idempotency_receipts (created_at);`;
 }

@@ -106,6 +106,11 @@ export class Outbox {
     );
   }
 
+  /** The schema of this service's tables. */
+  get schema(): string {
+    return this.opts.schema;
+  }
+
   /** Runs fn in a transaction whose emitted messages commit with it. */
   async write<T>(caller: CallerContext | null, fn: (tx: Tx, emit: Emitter) => Promise<T>): Promise<T> {
     const emit = new Emitter(this.opts.service, caller);

@@ -5,6 +5,8 @@ import { GrpcServer } from './grpc.js';
 import type { Logger } from './logger.js';
 import { dependencyReadiness, type Readiness } from './metrics.js';
 import { Outbox } from './outbox.js';
+import { pruneInbox } from './inbox.js';
+import { pruneReceipts } from './records/receipts.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -65,6 +67,20 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
+const HOUSEKEEPING_MS = 60 * 60_000;
+
+/**
+ * Hourly, forgets what the schema keeps only for a while: inbox ids past the
+ * redelivery horizon and receipts of keyed writes past the gateway's retention.
+ */
+function startHousekeeping(db: Database, schema: string, log: Logger): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    Promise.all([pruneInbox(db, schema), pruneReceipts(db, schema)]).catch((err: unknown) => log.warn({ err }, 'housekeeping failed'));
+  }, HOUSEKEEPING_MS);
+  timer.unref();
+  return timer;
+}
+
 /**
  * The one start-up path of every service: database, migrations under lock,
  * outbox relay, gRPC server with health, then the service's own registration.
@@ -83,6 +99,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
   server.serveInProcess(address);
+  const housekeeping = startHousekeeping(db, def.schema, log);
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,
@@ -91,6 +108,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
     deps,
     readiness: dependencyReadiness(deps),
     stop: async () => {
+      clearInterval(housekeeping);
       await server.shutdown();
       if (stopOwn) await stopOwn();
       await outbox.stop();

@@ -85,6 +85,9 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
     return claim.reply;
   }
   let reply: Reply;
+  // the owning service keeps a receipt under the key too (closing the window of a
+  // gateway that dies between the service's commit and the outcome stored here)
+  if (ctx.caller) ctx.caller = { ...ctx.caller, idempotency_key: scope.key };
   try {
     reply = await dispatch(ctx, deps, ctx.route.handler);
   } catch (err) {
