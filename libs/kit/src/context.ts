@@ -16,9 +16,10 @@ export interface CallerContext {
   token_id: string | null;
   request_id: string;
   /**
-   * The client's Idempotency-Key of this request, when it gave one. Like the
-   * request id it travels beside the signed context (it changes per request);
-   * a service scopes what it keeps under it by the signed org and token.
+   * The client's Idempotency-Key, set by the gateway on the calls of a keyed
+   * request. Like the request id it travels beside the signed context (it changes
+   * per request); a service moves it into its call scope (`callScope`), and scopes
+   * what it keeps under it by the signed org and token.
    */
   idempotency_key?: string;
   connector_id?: string | null;
@@ -29,6 +30,8 @@ export interface CallerContext {
 export interface RequestScope {
   request_id: string;
   caller?: CallerContext;
+  /** the client's Idempotency-Key of the call being served (never passed on to peers) */
+  idempotency_key?: string;
 }
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();
@@ -38,6 +41,21 @@ export const isSaneRequestId = (v: unknown): v is string => typeof v === 'string
 
 export function currentRequestId(): string | undefined {
   return requestScope.getStore()?.request_id;
+}
+
+/**
+ * The scope a service serves a call in. The Idempotency-Key the gateway sent is
+ * kept in the scope and taken out of the caller, so that it stays with this call:
+ * a service that calls a peer with the same caller (orders creating samples in
+ * the notebook) must not make the peer's writes count as the client's keyed one.
+ */
+export function callScope(caller: CallerContext): { scope: RequestScope; caller: CallerContext } {
+  const { idempotency_key, ...rest } = caller;
+  return { scope: { request_id: caller.request_id, caller: rest, idempotency_key }, caller: rest };
+}
+
+export function currentIdempotencyKey(): string | undefined {
+  return requestScope.getStore()?.idempotency_key;
 }
 
 export function systemContext(request_id: string, org_id: string | null = null): CallerContext {

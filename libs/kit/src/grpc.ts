@@ -17,7 +17,7 @@ import type { Http2Session } from 'node:http2';
 import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
-import { requestScope } from './context.js';
+import { callScope, requestScope } from './context.js';
 import { signCallerContext, verifyCallerContext } from './caller-signing.js';
 import { DomainError, fromServiceError, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
@@ -140,12 +140,13 @@ export class GrpcServer {
         callback(toServiceError(err) as ServiceError);
         return;
       }
-      requestScope.run({ request_id: caller.request_id, caller }, () => {
+      const served = callScope(caller);
+      requestScope.run(served.scope, () => {
         // Promise.resolve().then: a handler that throws before its first await is
         // mapped like any other failure instead of escaping as an INTERNAL error.
         Promise.resolve()
           .then(() =>
-            handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, caller),
+            handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, served.caller),
           )
           .then(
           (res) => {
@@ -179,10 +180,11 @@ export class GrpcServer {
         call.emit('error', toServiceError(err));
         return;
       }
-      requestScope.run({ request_id: caller.request_id, caller }, () => {
+      const served = callScope(caller);
+      requestScope.run(served.scope, () => {
         void (async () => {
           try {
-            for await (const msg of handler(call.request, caller)) {
+            for await (const msg of handler(call.request, served.caller)) {
               if (call.cancelled) break;
               if (!call.write(msg)) await new Promise((r) => call.once('drain', r));
             }
@@ -211,9 +213,10 @@ export class GrpcServer {
       const key = `${address} ${path}`;
       inProcessStreams.set(key, (messages, caller) => {
         const started = process.hrtime.bigint();
-        return requestScope.run({ request_id: caller.request_id, caller }, () =>
+        const served = callScope(caller);
+        return requestScope.run(served.scope, () =>
           Promise.resolve()
-            .then(() => handler(messages, caller))
+            .then(() => handler(messages, served.caller))
             .then(
               (res) => {
                 observe(name, path, 'OK', started);

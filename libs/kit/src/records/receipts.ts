@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { CallerContext } from '../context.js';
+import { currentIdempotencyKey, type CallerContext } from '../context.js';
 import type { Database, Tx } from '../db.js';
 import { rows } from '../db.js';
 
@@ -24,10 +24,11 @@ export interface ReceiptScope {
   key: string;
 }
 
-/** The receipt scope of a keyed request, or undefined for one without a key. */
+/** The receipt scope of the keyed call being served, or undefined for one without a key. */
 export function receiptScope(caller: CallerContext): ReceiptScope | undefined {
-  if (!caller.idempotency_key || !caller.org_id || !caller.token_id) return undefined;
-  return { org_id: caller.org_id, token_id: caller.token_id, key: caller.idempotency_key };
+  const key = currentIdempotencyKey();
+  if (!key || !caller.org_id || !caller.token_id) return undefined;
+  return { org_id: caller.org_id, token_id: caller.token_id, key };
 }
 
 const table = (schema: string) => sql.raw(`${schema}.idempotency_receipts`);
