@@ -134,6 +134,21 @@ describe('Idempotency-Key', () => {
   });
 });
 
+/** The key's record as a gateway leaves it that died before storing the outcome, 2 minutes ago. */
+async function gatewayDiedBeforeStoring(key: string): Promise<void> {
+  const db = new Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  try {
+    await db.query(
+      `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
+         created_at = now() - interval '2 minutes' where key = $1`,
+      [key],
+    );
+  } finally {
+    await db.end();
+  }
+}
+
 // A gateway that died after the service committed but before it stored the
 // outcome leaves the key 'in_progress': once that is older than any idempotent
 // request can run, a retry takes the key over. The service kept a receipt of the
@@ -142,29 +157,18 @@ describe('Idempotency-Key', () => {
   const k = `abandoned-${randomUUID()}`;
   const first = await post({ name: 'abandoned' }, k);
   expect(first.status).toBe(201);
-  const db = new Client({ connectionString: stack.databaseUrl });
-  await db.connect();
-  try {
-    // as if the gateway had died before storing the outcome, 2 minutes ago
-    await db.query(
-      `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
-         created_at = now() - interval '2 minutes' where key = $1`,
-      [k],
-    );
-    const before = await total();
-    const retried = await post({ name: 'abandoned' }, k);
-    expect(retried.status).toBe(201);
-    expect(retried.body.data).toEqual(first.body.data);
-    expect(await total()).toBe(before);
-    // and the key holds again from there on
-    const replayed = await post({ name: 'abandoned' }, k);
-    expect(replayed.headers.get('idempotent-replay')).toBe('true');
-    expect(replayed.body.data.id).toBe(first.body.data.id);
-    await drainEvents();
-    expect(eventsFor(first.body.data.id)).toBe(1);
-  } finally {
-    await db.end();
-  }
+  await gatewayDiedBeforeStoring(k);
+  const before = await total();
+  const retried = await post({ name: 'abandoned' }, k);
+  expect(retried.status).toBe(201);
+  expect(retried.body.data).toEqual(first.body.data);
+  expect(await total()).toBe(before);
+  // and the key holds again from there on
+  const replayed = await post({ name: 'abandoned' }, k);
+  expect(replayed.headers.get('idempotent-replay')).toBe('true');
+  expect(replayed.body.data.id).toBe(first.body.data.id);
+  await drainEvents();
+  expect(eventsFor(first.body.data.id)).toBe(1);
 });
 
 (process.env.DATABASE_URL ? it : it.skip)('answers a retried delete after a gateway died with the first answer, not 404', async () => {
@@ -172,16 +176,6 @@ describe('Idempotency-Key', () => {
   const k = `abandoned-delete-${randomUUID()}`;
   const del = () => call(stack.url, 'DELETE', `/v1/samples/${created.body.data.id}`, { token: adminKey, headers: { 'idempotency-key': k } });
   expect((await del()).status).toBe(204);
-  const db = new Client({ connectionString: stack.databaseUrl });
-  await db.connect();
-  try {
-    await db.query(
-      `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
-         created_at = now() - interval '2 minutes' where key = $1`,
-      [k],
-    );
-    expect((await del()).status).toBe(204);
-  } finally {
-    await db.end();
-  }
+  await gatewayDiedBeforeStoring(k);
+  expect((await del()).status).toBe(204);
 });
