@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Metadata } from '@grpc/grpc-js';
-import { isSaneRequestId, type CallerContext } from './context.js';
+import { isSaneIdempotencyKey, isSaneRequestId, type CallerContext } from './context.js';
 import { DomainError } from './errors.js';
 
 const CTX_KEY = 'x-lab-caller';
@@ -9,8 +9,6 @@ const SIG_KEY = 'x-lab-caller-sig';
 const REQUEST_ID_KEY = 'x-lab-request-id';
 /** So does the client's Idempotency-Key (see CallerContext.idempotency_key). */
 const IDEMPOTENCY_KEY = 'x-lab-idempotency-key';
-/** The gateway's rule for the header: 8 to 200 visible ASCII characters. */
-const isSaneIdempotencyKey = (k: unknown): k is string => typeof k === 'string' && /^[\x21-\x7e]{8,200}$/.test(k);
 /** A signed context older than this is refused (limits replay of captured metadata). */
 const MAX_AGE_MS = 5 * 60_000;
 /**

@@ -39,6 +39,9 @@ export const requestScope = new AsyncLocalStorage<RequestScope>();
 /** A request id taken from outside (a header, metadata) only when it is short and plain. */
 export const isSaneRequestId = (v: unknown): v is string => typeof v === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(v);
 
+/** An Idempotency-Key as the API takes it: 8 to 200 visible ASCII characters. */
+export const isSaneIdempotencyKey = (v: unknown): v is string => typeof v === 'string' && /^[\x21-\x7e]{8,200}$/.test(v);
+
 export function currentRequestId(): string | undefined {
   return requestScope.getStore()?.request_id;
 }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, DomainError, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
+import { Batcher, DomainError, envInt, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -15,9 +15,12 @@ const POLL_MS = 50;
  * safer, only later: whether the dead request's write committed is unknown either
  * way (the outcome is stored by the gateway, after the owning service commits).
  */
-export const ABANDONED_MS = 60_000;
-/** The least an operator may set: longer than any idempotent request can run (10 s gRPC deadline). */
-export const MIN_ABANDONED_MS = 15_000;
+const ABANDONED_MS = 60_000;
+/**
+ * LAB_IDEMPOTENCY_ABANDONED_MS, read by the gateway and the standalone process:
+ * at least 15 s, longer than any idempotent request can run (10 s gRPC deadline).
+ */
+export const abandonedMsSetting = envInt(ABANDONED_MS, 15_000, 3_600_000);
 
 /** JSON with object keys sorted at every level, so key order never changes the hash. */
 export function canonicalJson(value: unknown): string {
@@ -42,7 +45,7 @@ export function requestHash(method: string, path: string, body: unknown): string
 export function parseIdempotencyKey(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
   const key = Array.isArray(header) ? header[0] : header;
-  if (key === undefined || key.length < 8 || key.length > 200 || !/^[\x21-\x7e]+$/.test(key)) {
+  if (!isSaneIdempotencyKey(key)) {
     throw DomainError.invalid('Idempotency-Key must be 8 to 200 visible ASCII characters', {
       fields: [{ path: 'Idempotency-Key', message: 'must be 8 to 200 visible ASCII characters' }],
     });
@@ -153,9 +156,9 @@ export class IdempotencyStore {
    * runs, the second finds the row like any later duplicate.
    */
   private async insertClaims(items: ClaimItem[]): Promise<boolean[]> {
+    const keys = items.map((i) => scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key));
     const first = new Map<string, number>();
-    items.forEach((i, n) => {
-      const k = scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key);
+    keys.forEach((k, n) => {
       if (!first.has(k)) first.set(k, n);
     });
     const rows = [...first.values()].map((n) => {
@@ -169,10 +172,7 @@ export class IdempotencyStore {
           on conflict do nothing returning org_id::text as org_id, token_id, key`,
     );
     const won = new Set(inserted.map((r) => scopeKey(r.org_id, r.token_id, r.key)));
-    return items.map((i, n) => {
-      const k = scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key);
-      return first.get(k) === n && won.has(k);
-    });
+    return keys.map((k, n) => first.get(k) === n && won.has(k));
   }
 
   /**

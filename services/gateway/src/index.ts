@@ -13,7 +13,7 @@ import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 
-export { ABANDONED_MS, MIN_ABANDONED_MS } from './idempotency.js';
+export { abandonedMsSetting } from './idempotency.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */

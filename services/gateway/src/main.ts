@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, loadConfig, openBus, serveOps } from '@lab/kit';
-import { ABANDONED_MS, MIN_ABANDONED_MS, startGateway } from './index.js';
+import { abandonedMsSetting, startGateway } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
@@ -14,7 +14,7 @@ const gatewayEnv = commonEnv.extend({
   LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters'),
   REDIS_URL: z.string().optional(),
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
-  LAB_IDEMPOTENCY_ABANDONED_MS: envInt(ABANDONED_MS, MIN_ABANDONED_MS, 3_600_000),
+  LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
   ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, addr])),
 });
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { commonEnv, DEFAULT_METRICS_PORT, envFlag, envInt, openBus, randomToken, runService, serveOps, type Logger, type RunningService } from '@lab/kit';
-import { ABANDONED_MS, MIN_ABANDONED_MS, startGateway } from '@lab/gateway';
+import { commonEnv, DEFAULT_METRICS_PORT, envFlag, openBus, randomToken, runService, serveOps, type Logger, type RunningService } from '@lab/kit';
+import { abandonedMsSetting, startGateway } from '@lab/gateway';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
 
@@ -10,7 +10,7 @@ export const standaloneEnv = commonEnv.extend({
   LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   REDIS_URL: z.string().optional(),
   LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
-  LAB_IDEMPOTENCY_ABANDONED_MS: envInt(ABANDONED_MS, MIN_ABANDONED_MS, 3_600_000),
+  LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
 });
 export type StandaloneConfig = z.infer<typeof standaloneEnv>;
 

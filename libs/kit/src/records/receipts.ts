@@ -11,9 +11,9 @@ import { rows } from '../db.js';
  * also keeps, in the write's own transaction, the answer it gave under the key;
  * the retry's transaction then fails (on the receipt's primary key, or earlier,
  * as a delete finding no record), rolls back everything it did, and the first
- * answer is given again. Receipts are scoped by
- * the signed organisation and token (the key itself travels unsigned), and kept
- * as long as the gateway keeps outcomes (24 hours).
+ * answer is given again. Receipts are scoped by the signed organisation and
+ * token (the key itself travels unsigned), and kept as long as the gateway keeps
+ * outcomes (24 hours).
  */
 
 const RETENTION_HOURS = 24;
