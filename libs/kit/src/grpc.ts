@@ -44,6 +44,9 @@ interface Definition {
   [method: string]: { path: string; requestStream: boolean; responseStream: boolean };
 }
 
+/** How a handler's call ended: its answer, or its failure and the status it maps to. */
+type Outcome = { ok: true; res: unknown } | { ok: false; err: unknown; mapped: ServiceError };
+
 /** A client-streaming handler as a server of this process runs it. */
 type LocalClientStream = (messages: AsyncIterable<unknown>, caller: CallerContext) => Promise<unknown>;
 
@@ -130,7 +133,7 @@ export class GrpcServer {
    * call's messages as an async iterable instead of one request.
    */
   private wrap(path: string, handler: (req: unknown, c: CallerContext) => Promise<unknown>, clientStreaming = false) {
-    const { logger, secret, name } = this.opts;
+    const { secret } = this.opts;
     return (call: ServerUnaryCall<unknown, unknown> | ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
       const started = process.hrtime.bigint();
       let caller: CallerContext;
@@ -140,27 +143,37 @@ export class GrpcServer {
         callback(toServiceError(err) as ServiceError);
         return;
       }
-      const served = callScope(caller);
-      requestScope.run(served.scope, () => {
-        // Promise.resolve().then: a handler that throws before its first await is
-        // mapped like any other failure instead of escaping as an INTERNAL error.
-        Promise.resolve()
-          .then(() =>
-            handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, served.caller),
-          )
-          .then(
-          (res) => {
-            observe(name, path, 'OK', started);
-            callback(null, res);
-          },
-          (err: unknown) => {
-            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
-            observe(name, path, String(mapped.code), started);
-            callback(mapped as ServiceError);
-          },
-        );
-      });
+      void this.run(path, caller, started, (c) =>
+        handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, c),
+      ).then((o) => (o.ok ? callback(null, o.res) : callback(o.mapped)));
     };
+  }
+
+  /**
+   * Runs one call's handler, over gRPC or in process: in the caller's request
+   * scope (`callScope`), timed, and with its failure mapped through the status
+   * table once (an unexpected one logged with its error id).
+   */
+  private run(path: string, caller: CallerContext, started: bigint, invoke: (c: CallerContext) => unknown): Promise<Outcome> {
+    const { logger, name } = this.opts;
+    const served = callScope(caller);
+    return requestScope.run(served.scope, () =>
+      // Promise.resolve().then: a handler that throws before its first await is
+      // mapped like any other failure instead of escaping as an INTERNAL error.
+      Promise.resolve()
+        .then(() => invoke(served.caller))
+        .then(
+          (res): Outcome => {
+            observe(name, path, 'OK', started);
+            return { ok: true, res };
+          },
+          (err: unknown): Outcome => {
+            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
+            observe(name, path, String(mapped.code), started);
+            return { ok: false, err, mapped };
+          },
+        ),
+    );
   }
 
   /**
@@ -208,27 +221,12 @@ export class GrpcServer {
    * (no signature: it never leaves the process).
    */
   serveInProcess(address: string): void {
-    const { logger, name } = this.opts;
     for (const [path, handler] of this.clientStreams) {
       const key = `${address} ${path}`;
-      inProcessStreams.set(key, (messages, caller) => {
-        const started = process.hrtime.bigint();
-        const served = callScope(caller);
-        return requestScope.run(served.scope, () =>
-          Promise.resolve()
-            .then(() => handler(messages, served.caller))
-            .then(
-              (res) => {
-                observe(name, path, 'OK', started);
-                return res;
-              },
-              (err: unknown) => {
-                const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
-                observe(name, path, String(mapped.code), started);
-                throw err instanceof DomainError ? err : fromServiceError(mapped as ServiceError);
-              },
-            ),
-        );
+      inProcessStreams.set(key, async (messages, caller) => {
+        const o = await this.run(path, caller, process.hrtime.bigint(), (c) => handler(messages, c));
+        if (o.ok) return o.res;
+        throw o.err instanceof DomainError ? o.err : fromServiceError(o.mapped);
       });
       this.inProcessKeys.push(key);
     }
