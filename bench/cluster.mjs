@@ -60,7 +60,7 @@ export function spawnNode(entry, vars, readyText, label) {
       env: {
         ...process.env,
         ...vars,
-        NODE_OPTIONS: [SERVICE_NODE_OPTIONS, process.env.BENCH_CPU_PROF ? `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` : ''].join(' ').trim(),
+        NODE_OPTIONS: [SERVICE_NODE_OPTIONS, process.env.BENCH_PERF ? '--perf-basic-prof-only-functions' : '', process.env.BENCH_CPU_PROF ? `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` : ''].join(' ').trim(),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -28,8 +28,8 @@ try {
     ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
     : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
   let n = 0;
-  const run = () => autocannon({ ...opts, connections: 64, duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    requests: PATH === 'post' ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
+  const run = () => autocannon({ ...opts, connections: Number(process.env.BENCH_CONNECTIONS ?? 64), duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    requests: PATH === 'post' && !process.env.BENCH_NOKEY ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
   await run();
   const a = ticks();
   const r = await run();

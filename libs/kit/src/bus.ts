@@ -37,6 +37,12 @@ export interface Bus {
   publish(messages: BusMessage[]): Promise<void>;
   subscribe(opts: SubscribeOptions): Promise<void>;
   readonly connected: boolean;
+  /**
+   * Whether publish hands messages to consumers in this very process, which may
+   * write to the same database before it resolves: the outbox relay must then not
+   * hold a transaction (or, on PGlite, the one connection) open while it publishes.
+   */
+  readonly deliversInProcess: boolean;
   close(): Promise<void>;
 }
 
@@ -112,6 +118,7 @@ export class AmqpBus implements Bus {
   private channel?: ConfirmChannel;
   private readonly subscriptions: SubscribeOptions[] = [];
   private closing = false;
+  readonly deliversInProcess = false;
 
   private constructor(
     private readonly url: string,
@@ -278,6 +285,7 @@ export class MemoryBus implements Bus {
   private readonly failures = new Map<string, number>();
   readonly dead: { queue: string; msg: BusMessage }[] = [];
   readonly connected = true;
+  readonly deliversInProcess = true;
   private closed = false;
 
   constructor(private readonly log: Logger) {}

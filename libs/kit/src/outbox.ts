@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Bus, BusMessage } from './bus.js';
-import { PLANNED_PER_CALL, sqlArray, type Database, type Tx } from './db.js';
+import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -73,6 +73,26 @@ export function changedFields(before: Record<string, unknown> | null, after: Rec
   return out.sort();
 }
 
+interface ClaimedRow {
+  id: string;
+  seq: string;
+  message: string;
+  attempts: number;
+  age_s: number;
+}
+
+/** How long a claimed row has waited since its transaction wrote it. */
+const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
+
+/** Rejects once ms have passed (the work itself cannot be cancelled and may still finish). */
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no confirmation within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}
+
 export interface OutboxOptions {
   service: string;
   /** schema holding this service's outbox table */
@@ -83,6 +103,8 @@ export interface OutboxOptions {
   /** fallback poll interval; commits kick the relay at once */
   pollMs?: number;
   batchSize?: number;
+  /** how long the relay waits for a broker's confirmation while it holds the batch's row locks */
+  publishTimeoutMs?: number;
 }
 
 /**
@@ -146,44 +168,107 @@ export class Outbox {
   }
 
   /**
-   * Publishes one batch; returns how many rows it took. Rows are claimed with a
-   * lease by one statement and published outside any transaction, so no transaction is
-   * held open across network I/O (and the in-process bus may write to the same
-   * embedded database while it delivers). A process that dies mid-batch leaves
-   * the rows to come due again when the lease ends: at least once, never lost.
+   * Publishes one batch; returns how many rows it took. A broker in another
+   * process gets the batch under row locks, an in-process bus (or the embedded
+   * database's one connection) under a lease.
    */
   async drainOnce(): Promise<number> {
-    const { db, bus, service } = this.opts;
-    const limit = this.opts.batchSize ?? 500;
+    const { db, bus } = this.opts;
+    const taken = bus.deliversInProcess || db.kind === 'pglite' ? await this.drainLeased() : await this.drainLocked();
+    metrics().outboxBacklog.set({ service: this.opts.service }, taken);
+    return taken;
+  }
+
+  /**
+   * Rows are locked FOR UPDATE SKIP LOCKED (replicas share the work) by a
+   * transaction that publishes them and deletes them once the broker has
+   * confirmed. Nothing is written to claim them: the lease UPDATE this replaces
+   * wrote a new version of every row, a seventh of a keyed write's WAL. A relay
+   * that dies mid-batch releases its rows at once with its connection, and a
+   * publish is bounded in time, so a broker that stops answering cannot hold
+   * the locks.
+   */
+  private async drainLocked(): Promise<number> {
+    return this.opts.db.tx(async (tx) => {
+      const claimed = await rows<ClaimedRow>(
+        tx,
+        // ordered by the column t.seq (a bare `seq` would be the text alias): the
+        // primary key's index scan, which skips deleted rows' entries once seen
+        sql`${PLANNED_PER_CALL}select id, seq::text as seq, message::text as message, attempts, ${AGE_S}
+            from ${this.table} t where next_attempt_at <= now()
+            order by t.seq limit ${this.opts.batchSize ?? 500} for update skip locked`,
+      );
+      if (!claimed.length) return 0;
+      const ids = sqlArray(claimed.map((r) => r.id));
+      try {
+        await withTimeout(this.publish(claimed), this.opts.publishTimeoutMs ?? 10_000);
+      } catch (err) {
+        // the backoff commits with the transaction; the rows stay for a later pass
+        await tx.execute(sql`${PLANNED_PER_CALL}update ${this.table}
+            set attempts = attempts + 1, next_attempt_at = now() + (${this.backoffMs(claimed, 1)} * interval '1 millisecond')
+            where id = any(${ids}::uuid[])`);
+        this.publishFailed(err, claimed.length);
+        return 0;
+      }
+      await tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`);
+      this.published(claimed);
+      return claimed.length;
+    });
+  }
+
+  /**
+   * Rows are claimed with a lease by one statement and published outside any
+   * transaction: the in-process bus writes to the same (possibly embedded, one
+   * connection) database while it delivers. A process that dies mid-batch
+   * leaves the rows to come due again when the lease ends: at least once,
+   * never lost.
+   */
+  private async drainLeased(): Promise<number> {
+    const { db } = this.opts;
     // One statement, so its own transaction: no BEGIN and COMMIT round trips.
     // The claimed rows are updated by their ctid (a TID scan): joined by id,
     // PostgreSQL scanned the whole table, dead rows of earlier batches included.
-    const claimed = await db.rows<{ id: string; seq: string; message: string; attempts: number; age_s: number }>(
+    const claimed = await db.rows<ClaimedRow>(
       sql`${PLANNED_PER_CALL}update ${this.table} set attempts = attempts + 1, next_attempt_at = now() + interval '30 seconds'
           where ctid = any(array(select ctid from ${this.table} where next_attempt_at <= now()
-                                 order by seq limit ${limit} for update skip locked))
-          returning id, seq::text as seq, message::text as message, attempts,
-            (extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s`,
+                                 order by seq limit ${this.opts.batchSize ?? 500} for update skip locked))
+          returning id, seq::text as seq, message::text as message, attempts, ${AGE_S}`,
     );
-    metrics().outboxBacklog.set({ service }, claimed.length);
     if (!claimed.length) return 0;
     claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
-    const ids = claimed.map((r) => r.id);
+    const ids = sqlArray(claimed.map((r) => r.id));
     try {
-      await bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+      await this.publish(claimed);
     } catch (err) {
-      metrics().outboxPublishFailures.inc({ service });
-      const attempts = Math.max(...claimed.map((r) => r.attempts));
-      const delayMs = Math.min(30_000, 250 * 2 ** Math.min(attempts, 7));
       await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table}
-          set next_attempt_at = now() + (${delayMs} * interval '1 millisecond') where id = any(${sqlArray(ids)}::uuid[])`);
-      this.opts.log.warn({ err: (err as Error).message, count: claimed.length }, 'outbox publish failed, will retry');
+          set next_attempt_at = now() + (${this.backoffMs(claimed, 0)} * interval '1 millisecond') where id = any(${ids}::uuid[])`);
+      this.publishFailed(err, claimed.length);
       return 0;
     }
-    await db.orm.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${sqlArray(ids)}::uuid[])`);
+    await db.orm.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`);
+    this.published(claimed);
+    return claimed.length;
+  }
+
+  private publish(claimed: ClaimedRow[]): Promise<void> {
+    return this.opts.bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+  }
+
+  /** Exponential backoff from the batch's most tried row (`pending` attempts not yet counted). */
+  private backoffMs(claimed: ClaimedRow[], pending: number): number {
+    const attempts = Math.max(...claimed.map((r) => r.attempts)) + pending;
+    return Math.min(30_000, 250 * 2 ** Math.min(attempts, 7));
+  }
+
+  private publishFailed(err: unknown, count: number): void {
+    metrics().outboxPublishFailures.inc({ service: this.opts.service });
+    this.opts.log.warn({ err: (err as Error).message, count }, 'outbox publish failed, will retry');
+  }
+
+  private published(claimed: ClaimedRow[]): void {
+    const { service } = this.opts;
     metrics().outboxPublished.inc({ service }, claimed.length);
     for (const r of claimed) metrics().outboxLag.observe({ service }, Number(r.age_s));
-    return claimed.length;
   }
 
   /** Stops polling and publishes what is left (used on SIGTERM). */

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
 import { sql } from 'drizzle-orm';
-import { AmqpBus, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database } from '@lab/kit';
+import { AmqpBus, Emitter, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 
 const log = createLogger('test', 'silent');
@@ -109,5 +109,74 @@ test('audit records carry actor, request id and changed fields', async () => {
     request_id: 'req-audit',
     before: { a: 1, b: 2 },
     after: { a: 1, b: 3 },
+  });
+});
+
+/** A relay of its own on the same outbox table, publishing through `publish`. */
+function relayVia(publish: (messages: BusMessage[]) => Promise<void>, opts: { publishTimeoutMs?: number; batchSize?: number } = {}): Outbox {
+  const via: Bus = {
+    publish,
+    subscribe: (o) => bus.subscribe(o),
+    connected: true,
+    deliversInProcess: bus.deliversInProcess,
+    close: async () => undefined,
+  };
+  return new Outbox({ service: 'kit-test', schema: 'kit_test', db, bus: via, log, ...opts });
+}
+
+/** Commits events to the outbox without kicking any relay (the test drives the passes). */
+async function enqueue(type: string, n: number): Promise<void> {
+  const emit = new Emitter('kit-test', null);
+  for (let i = 0; i < n; i++) emit.event(type, null, { n: i });
+  await db.tx((tx) => outbox.insert(tx, emit.messages));
+}
+
+const describeBroker = amqpUrl ? describe : describe.skip;
+describeBroker('relay on a broker in another process (rows locked while they are published)', () => {
+  test('a broker that does not confirm in time: the batch is rolled back, kept, and published by a later pass', async () => {
+    await outbox.stop(); // only the relays of this test drain
+    try {
+      let calls = 0;
+      const hung = relayVia((m) => (++calls === 1 ? new Promise<void>(() => undefined) : bus.publish(m)), { publishTimeoutMs: 300 });
+      await enqueue('thing.hung', 1);
+      expect(await hung.drainOnce()).toBe(0); // timed out: nothing counted as published
+      const [row] = await db.rows<{ attempts: number; later: boolean }>(
+        sql`select attempts, next_attempt_at > now() as later from kit_test.outbox where type = 'thing.hung'`,
+      );
+      expect(row).toEqual({ attempts: 1, later: true }); // kept, with a backoff
+      await db.orm.execute(sql`update kit_test.outbox set next_attempt_at = now() where type = 'thing.hung'`);
+      expect(await hung.drainOnce()).toBe(1);
+      await until(() => received.some((m) => m.type === 'thing.hung'), 'the kept message');
+      expect((await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`))[0]!.n).toBe(0);
+    } finally {
+      outbox.start();
+    }
+  });
+
+  test('two relays draining one outbox at once publish every row exactly once', async () => {
+    await outbox.stop();
+    try {
+      const seen = new Map<string, number>();
+      const count = (m: BusMessage[]) => {
+        for (const x of m) seen.set(x.id, (seen.get(x.id) ?? 0) + 1);
+        return bus.publish(m);
+      };
+      // small batches, so the two take turns over the rows
+      const [a, b] = [relayVia(count, { batchSize: 20 }), relayVia(count, { batchSize: 20 })];
+      for (let i = 0; i < 10; i++) await enqueue('thing.shared', 30);
+      const drain = async (r: Outbox) => {
+        let n = 0;
+        for (let got = -1; got !== 0; ) n += got = await r.drainOnce();
+        return n;
+      };
+      const [na, nb] = await Promise.all([drain(a), drain(b)]);
+      expect(na + nb).toBe(300);
+      expect(seen.size).toBe(300);
+      expect([...seen.values()].every((v) => v === 1)).toBe(true);
+      expect(na).toBeGreaterThan(0);
+      expect(nb).toBeGreaterThan(0);
+    } finally {
+      outbox.start();
+    }
   });
 });
