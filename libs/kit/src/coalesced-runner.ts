@@ -1,3 +1,5 @@
+import { requestScope } from './context.js';
+
 /**
  * Runs a pass of work on demand, one pass at a time: a kick during a pass asks
  * for exactly one more pass after it, however many kicks arrive. A pass returns
@@ -21,7 +23,9 @@ export class CoalescedRunner {
       this.again = true;
       return;
     }
-    this.current = this.loop().finally(() => {
+    // A pass is background work, not part of the call that happened to kick it:
+    // it runs outside that call's request scope (its request id, its receipt).
+    this.current = requestScope.exit(() => this.loop()).finally(() => {
       this.current = undefined;
     });
   }

@@ -32,6 +32,8 @@ export interface RequestScope {
   caller?: CallerContext;
   /** the client's Idempotency-Key of the call being served (never passed on to peers) */
   idempotency_key?: string;
+  /** whether a write of this keyed call has claimed its receipt (receipts.ts) */
+  receipt?: 'claiming' | 'claimed';
 }
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();

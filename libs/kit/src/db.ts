@@ -255,7 +255,7 @@ export async function migrate(db: Database, schema: string, dir: string): Promis
 
 /**
  * Tables every service schema has: the transactional outbox, the consumer inbox,
- * and the receipts of keyed writes (see records/receipts.ts).
+ * and the receipts of keyed calls (see receipts.ts).
  */
 function kitTables(schema: string): string {
   return `
@@ -274,13 +274,13 @@ function kitTables(schema: string): string {
       received_at timestamptz not null default now()
     );
     create index if not exists inbox_received_idx on ${schema}.inbox (received_at);
-    create table if not exists ${schema}.idempotency_receipts (
+    create table if not exists ${schema}.call_receipts (
       org_id uuid not null,
       token_id text not null,
       key text not null,
-      response text,
+      answer text,
       created_at timestamptz not null default now(),
       primary key (org_id, token_id, key)
     );
-    create index if not exists idempotency_receipts_created_idx on ${schema}.idempotency_receipts (created_at);`;
+    create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);`;
 }

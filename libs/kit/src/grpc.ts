@@ -22,6 +22,7 @@ import { signCallerContext, verifyCallerContext } from './caller-signing.js';
 import { DomainError, fromServiceError, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
+import type { Receipts } from './receipts.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -41,7 +42,19 @@ export type Handlers<D> = {
 };
 
 interface Definition {
-  [method: string]: { path: string; requestStream: boolean; responseStream: boolean };
+  [method: string]: {
+    path: string;
+    requestStream: boolean;
+    responseStream: boolean;
+    responseSerialize?: (value: never) => Buffer;
+    responseDeserialize?: (bytes: Buffer) => unknown;
+  };
+}
+
+/** How a method's answers are written and read (for receipts of keyed calls). */
+interface AnswerCodec {
+  encode: (value: unknown) => Buffer;
+  decode: (bytes: Buffer) => unknown;
 }
 
 /** How a handler's call ended: its answer, or its failure and the status it maps to. */
@@ -75,6 +88,8 @@ export interface GrpcServerOptions {
   logger: Logger;
   /** internal secret that signs caller contexts */
   secret: string;
+  /** receipts of keyed calls: answers kept for, and given to, retries (receipts.ts) */
+  receipts?: Receipts;
 }
 
 /** HTTP/2 receive window of gRPC clients and servers (HTTP/2's default is 64 KiB). */
@@ -104,6 +119,7 @@ export class GrpcServer {
   private readonly clientStreams = new Map<string, (req: unknown, c: CallerContext) => Promise<unknown>>();
   private readonly inProcessKeys: string[] = [];
   private readonly windowed = new WeakSet<object>();
+  private readonly codecs = new Map<string, AnswerCodec>();
 
   constructor(private readonly opts: GrpcServerOptions) {
     this.health.addToServer(this.server);
@@ -115,6 +131,10 @@ export class GrpcServer {
       const handler = (handlers as Record<string, (req: unknown, c: CallerContext) => unknown>)[method];
       if (!handler) throw new Error(`${this.opts.name}: no handler for ${definition[method]!.path}`);
       const path = definition[method]!.path;
+      const { responseSerialize, responseDeserialize } = definition[method]!;
+      if (responseSerialize && responseDeserialize) {
+        this.codecs.set(path, { encode: responseSerialize as (value: unknown) => Buffer, decode: responseDeserialize });
+      }
       if (definition[method]!.requestStream && !definition[method]!.responseStream) {
         this.clientStreams.set(path, handler as (req: unknown, c: CallerContext) => Promise<unknown>);
       }
@@ -157,20 +177,35 @@ export class GrpcServer {
   private run(path: string, caller: CallerContext, started: bigint, invoke: (c: CallerContext) => unknown): Promise<Outcome> {
     const { logger, name } = this.opts;
     const served = callScope(caller);
+    const codec = this.codecs.get(path);
+    // a method without a codec (none in the contracts) is served without receipts
+    const receipts = codec && this.opts.receipts;
+    const failed = (err: unknown): Outcome => {
+      const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
+      observe(name, path, String(mapped.code), started);
+      return { ok: false, err, mapped };
+    };
     return requestScope.run(served.scope, () =>
       // Promise.resolve().then: a handler that throws before its first await is
       // mapped like any other failure instead of escaping as an INTERNAL error.
       Promise.resolve()
         .then(() => invoke(served.caller))
         .then(
-          (res): Outcome => {
+          async (res): Promise<Outcome> => {
+            // the answer is kept before it is given: a retry after a lost answer finds it
+            await receipts?.keepAnswer(() => codec!.encode(res)).catch((err: unknown) => logger.warn({ err, rpc: path }, 'receipt answer not kept'));
             observe(name, path, 'OK', started);
             return { ok: true, res };
           },
-          (err: unknown): Outcome => {
-            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
-            observe(name, path, String(mapped.code), started);
-            return { ok: false, err, mapped };
+          async (err: unknown): Promise<Outcome> => {
+            const recovered = await receipts?.recover().catch((e: unknown) => {
+              logger.warn({ err: e, rpc: path }, 'receipt lookup failed');
+              return undefined;
+            });
+            if (!recovered) return failed(err);
+            if ('error' in recovered) return failed(recovered.error);
+            observe(name, path, 'OK', started);
+            return { ok: true, res: codec!.decode(recovered.answer) };
           },
         ),
     );

@@ -11,6 +11,7 @@ export * from './bus.js';
 export * from './coalesced-runner.js';
 export * from './batcher.js';
 export * from './outbox.js';
+export * from './receipts.js';
 export * from './inbox.js';
 export * from './net-guard.js';
 export * from './service.js';

@@ -7,6 +7,7 @@ import { metrics } from './metrics.js';
 import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
 import { CoalescedRunner } from './coalesced-runner.js';
+import type { Receipts } from './receipts.js';
 
 /** What one audited write changed. */
 export interface AuditEntry {
@@ -105,6 +106,8 @@ export interface OutboxOptions {
   batchSize?: number;
   /** how long the relay waits for a broker's confirmation while it holds the batch's row locks */
   publishTimeoutMs?: number;
+  /** receipts of keyed calls, claimed by their first write (a service's; unset in tools and tests) */
+  receipts?: Receipts;
 }
 
 /**
@@ -133,14 +136,28 @@ export class Outbox {
     return this.opts.schema;
   }
 
-  /** Runs fn in a transaction whose emitted messages commit with it. */
+  /**
+   * Runs fn in a transaction whose emitted messages commit with it. The first
+   * write of a keyed call also claims the call's receipt, first, so that a retry
+   * of a call that already wrote waits for it and then fails before doing anything.
+   */
   async write<T>(caller: CallerContext | null, fn: (tx: Tx, emit: Emitter) => Promise<T>): Promise<T> {
     const emit = new Emitter(this.opts.service, caller);
-    const out = await this.opts.db.tx(async (tx) => {
-      const result = await fn(tx, emit);
-      await this.insert(tx, emit.messages);
-      return result;
-    });
+    const receipts = this.opts.receipts;
+    const claim = receipts?.beginClaim();
+    let out: T;
+    try {
+      out = await this.opts.db.tx(async (tx) => {
+        if (claim) await receipts!.claim(tx, claim);
+        const result = await fn(tx, emit);
+        await this.insert(tx, emit.messages);
+        return result;
+      });
+    } catch (err) {
+      if (claim) receipts!.settleClaim(false);
+      throw err;
+    }
+    if (claim) receipts!.settleClaim(true);
     if (emit.messages.length) this.kick();
     return out;
   }

@@ -6,7 +6,7 @@ import type { Logger } from './logger.js';
 import { dependencyReadiness, type Readiness } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { pruneInbox } from './inbox.js';
-import { pruneReceipts } from './records/receipts.js';
+import { Receipts } from './receipts.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -73,9 +73,9 @@ const HOUSEKEEPING_MS = 60 * 60_000;
  * Hourly, forgets what the schema keeps only for a while: inbox ids past the
  * redelivery horizon and receipts of keyed writes past the gateway's retention.
  */
-function startHousekeeping(db: Database, schema: string, log: Logger): NodeJS.Timeout {
+function startHousekeeping(db: Database, schema: string, receipts: Receipts, log: Logger): NodeJS.Timeout {
   const timer = setInterval(() => {
-    Promise.all([pruneInbox(db, schema), pruneReceipts(db, schema)]).catch((err: unknown) => log.warn({ err }, 'housekeeping failed'));
+    Promise.all([pruneInbox(db, schema), receipts.prune()]).catch((err: unknown) => log.warn({ err }, 'housekeeping failed'));
   }, HOUSEKEEPING_MS);
   timer.unref();
   return timer;
@@ -90,16 +90,17 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const db = await openDatabase({ url: env.databaseUrl, dataDir: env.dataDir, poolSize: env.poolSize, name: def.name });
   const applied = await migrate(db, def.schema, def.migrationsDir);
   if (applied.length) log.info({ applied }, 'migrations applied');
-  const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log });
+  const receipts = new Receipts(db, def.schema);
+  const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts });
   const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
-  const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret });
+  const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts });
   const stopOwn = await def.register(server, deps);
   const port = await server.listen(env.grpcAddress);
   outbox.start();
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
   server.serveInProcess(address);
-  const housekeeping = startHousekeeping(db, def.schema, log);
+  const housekeeping = startHousekeeping(db, def.schema, receipts, log);
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,

@@ -9,7 +9,6 @@ import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, updateColumns, type StoredRecord } from './store.js';
 import { isGuid, parseJsonObject, parseWith } from './validation.js';
-import { findReceipt, receiptScope, storeReceipt } from './receipts.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
@@ -64,38 +63,25 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
 
   /**
    * Runs a write and records its audit entry (with before/after) in the same
-   * transaction; a keyed write also its receipt, and a second write under the
-   * same key is undone and answered with the first one's record (receipts.ts).
+   * transaction. (A keyed write's receipt is the kit's: Outbox.write claims it.)
    */
   const audited = async (
     caller: CallerContext,
     r: Resource,
     action: 'create' | 'update' | 'delete',
     fn: (tx: Tx, emit: Emitter) => Promise<{ before: StoredRecord | null; after: StoredRecord | null }>,
-  ): Promise<{ json: string } | null> => {
-    const receipt = receiptScope(caller);
-    try {
-      return await outbox.write(caller, async (tx, emit) => {
-        const { before, after } = await fn(tx, emit);
-        emit.audit(caller.org_id, {
-          action,
-          resource: r.auditResource,
-          record_id: String((after ?? before)?.row.id ?? ''),
-          before: before?.row ?? null,
-          after: after?.row ?? null,
-        });
-        if (receipt) await storeReceipt(tx, outbox.schema, receipt, after?.json ?? null);
-        return after;
+  ): Promise<{ json: string } | null> =>
+    outbox.write(caller, async (tx, emit) => {
+      const { before, after } = await fn(tx, emit);
+      emit.audit(caller.org_id, {
+        action,
+        resource: r.auditResource,
+        record_id: String((after ?? before)?.row.id ?? ''),
+        before: before?.row ?? null,
+        after: after?.row ?? null,
       });
-    } catch (err) {
-      // A retry may also fail otherwise once the first write is in (a delete finds
-      // no record): whenever the key has a receipt, the first answer is the answer.
-      if (!receipt) throw err;
-      const first = await findReceipt(db, outbox.schema, receipt).catch(() => undefined);
-      if (!first) throw err;
-      return first.response === null ? null : { json: first.response };
-    }
-  };
+      return after;
+    });
 
   return {
     listRecords: async (req, caller) => {

@@ -1,0 +1,139 @@
+import { sql } from 'drizzle-orm';
+import { Batcher } from './batcher.js';
+import { requestScope } from './context.js';
+import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
+import { DomainError } from './errors.js';
+
+/**
+ * Receipts of keyed calls. The gateway keeps the outcome of each Idempotency-Key,
+ * but stores it after the owning service has answered: a gateway that dies in
+ * between leaves the key in progress, and once it counts as abandoned the
+ * client's retry would write a second time. So a service keeps its own receipt:
+ * the first write transaction of a keyed call claims the key in that very
+ * transaction (`Outbox.write`), and the call's answer is stored under it once the
+ * handler has it (`GrpcServer`). A retry's write then fails on the claim and rolls
+ * back everything it did, or its handler fails before writing (a delete finding
+ * no record); either way the stored answer is given again. Receipts are scoped by
+ * the signed organisation and token (the key itself travels unsigned), and kept
+ * as long as the gateway keeps outcomes (24 hours).
+ */
+
+const RETENTION_HOURS = 24;
+/** How long a retry waits for the answer of a claim that committed a moment ago. */
+const ANSWER_WAIT_MS = 2_000;
+
+export interface ReceiptKey {
+  org_id: string;
+  token_id: string;
+  key: string;
+}
+
+/** What a failed keyed call turns into once its receipt has been looked up. */
+export type Recovered = { answer: Buffer } | { error: DomainError } | undefined;
+
+/** The receipt key of the call being served, if it is keyed and signed for an org and token. */
+function keyOfCall(): ReceiptKey | undefined {
+  const scope = requestScope.getStore();
+  const caller = scope?.caller;
+  if (!scope?.idempotency_key || !caller?.org_id || !caller.token_id) return undefined;
+  return { org_id: caller.org_id, token_id: caller.token_id, key: scope.idempotency_key };
+}
+
+/** The unique violation a second claim of a key raises. */
+const isTaken = (err: unknown): boolean => (err as { code?: string })?.code === '23505';
+
+export class Receipts {
+  private readonly table;
+  // answers are kept as base64 text: an array of them is one parameter on both
+  // node-postgres and PGlite
+  private readonly answers = new Batcher<{ k: ReceiptKey; answer: Buffer }>((items) => this.storeAnswers(items));
+
+  constructor(
+    private readonly db: Database,
+    schema: string,
+  ) {
+    this.table = sql.raw(`${schema}.call_receipts`);
+  }
+
+  /**
+   * The key a write about to begin claims: the first write of a keyed call does
+   * (marked at once, so a second write the handler runs concurrently does not
+   * claim the key against the first); settle() says whether it committed.
+   */
+  beginClaim(): ReceiptKey | undefined {
+    const scope = requestScope.getStore();
+    if (!scope || scope.receipt) return undefined;
+    const k = keyOfCall();
+    if (k) scope.receipt = 'claiming';
+    return k;
+  }
+
+  settleClaim(committed: boolean): void {
+    const scope = requestScope.getStore();
+    if (scope) scope.receipt = committed ? 'claimed' : undefined;
+  }
+
+  /** Claims the key in the write's transaction; a key claimed before fails the write. */
+  async claim(tx: Tx, k: ReceiptKey): Promise<void> {
+    try {
+      await tx.execute(sql`insert into ${this.table} (org_id, token_id, key) values (${k.org_id}::uuid, ${k.token_id}, ${k.key})`);
+    } catch (err) {
+      if (isTaken(err)) throw DomainError.conflict('a request with this Idempotency-Key was already applied', 'idempotency_key_conflict');
+      throw err;
+    }
+  }
+
+  /** After the handler answered: the answer to give a retry, if this call claimed its key. */
+  async keepAnswer(answer: () => Buffer): Promise<void> {
+    const k = keyOfCall();
+    if (!k || requestScope.getStore()?.receipt !== 'claimed') return;
+    await this.answers.add({ k, answer: answer() });
+  }
+
+  /**
+   * After the handler failed. A call that claimed its key committed a write and
+   * then failed: the claim is released, so a retry runs again as it would have
+   * without receipts. Otherwise a receipt of the key means the failure is a
+   * retry's, and its answer is the first call's; a claim without an answer (the
+   * first call's process died after committing) is a conflict the client must
+   * resolve by looking the result up.
+   */
+  async recover(): Promise<Recovered> {
+    const k = keyOfCall();
+    if (!k) return undefined;
+    if (requestScope.getStore()?.receipt === 'claimed') {
+      await this.db.orm.execute(sql`delete from ${this.table}
+          where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key} and answer is null`);
+      return undefined;
+    }
+    for (const until = Date.now() + ANSWER_WAIT_MS; ; ) {
+      const [found] = await rows<{ answer: string | null }>(
+        this.db.orm,
+        sql`select answer from ${this.table} where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`,
+      );
+      if (!found) return undefined;
+      if (found.answer !== null) return { answer: Buffer.from(found.answer, 'base64') };
+      if (Date.now() >= until) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return {
+      error: DomainError.conflict(
+        'a request with this Idempotency-Key was applied, but its answer was lost with the process that served it; look the result up before writing again',
+        'idempotency_key_conflict',
+      ),
+    };
+  }
+
+  private async storeAnswers(items: { k: ReceiptKey; answer: Buffer }[]): Promise<void> {
+    await this.db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table} r set answer = v.answer
+        from unnest(${sqlArray(items.map((i) => i.k.org_id))}::uuid[], ${sqlArray(items.map((i) => i.k.token_id))}::text[],
+                    ${sqlArray(items.map((i) => i.k.key))}::text[], ${sqlArray(items.map((i) => i.answer.toString('base64')))}::text[])
+             as v(org_id, token_id, key, answer)
+        where r.org_id = v.org_id and r.token_id = v.token_id and r.key = v.key`);
+  }
+
+  /** Forgets receipts past the gateway's retention of outcomes. */
+  async prune(): Promise<void> {
+    await this.db.orm.execute(sql`delete from ${this.table} where created_at < now() - (${RETENTION_HOURS} * interval '1 hour')`);
+  }
+}

@@ -1,0 +1,116 @@
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { records } from '@lab/contracts';
+import {
+  createLogger,
+  GrpcServer,
+  MemoryBus,
+  migrate,
+  newId,
+  openDatabase,
+  Outbox,
+  Receipts,
+  RpcClient,
+  systemContext,
+  type CallerContext,
+  type Database,
+  type Handlers,
+} from '@lab/kit';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+
+// The receipts of keyed calls, end to end within the kit: a GrpcServer and an
+// Outbox sharing Receipts, as runService wires them, on a real database.
+
+const log = createLogger('test', 'silent');
+const secret = 'a-secret-of-some-length';
+let db: Database;
+let server: GrpcServer;
+let client: RpcClient<typeof records.RecordServiceService>;
+/** what createRecord does; each test sets it (the request's json is the row's name) */
+let create: (name: string) => Promise<unknown>;
+let write: (name: string) => Promise<unknown>;
+
+beforeAll(async () => {
+  db = await openDatabase({ url: await freshDatabaseUrl(), dataDir: `/tmp/lab-kit-${newId()}` });
+  await migrate(db, 'kit_test', join(__dirname, 'fixtures', 'migrations'));
+  const receipts = new Receipts(db, 'kit_test');
+  const outbox = new Outbox({ service: 'kit-test', schema: 'kit_test', db, bus: new MemoryBus(log), log, receipts });
+  const insert = (name: string) =>
+    outbox.write(null, async (tx) => {
+      await tx.execute(sql`insert into kit_test.things (id, name) values (${newId()}::uuid, ${name})`);
+    });
+  server = new GrpcServer({ name: 'test', logger: log, secret, receipts });
+  const handlers = new Proxy({} as Handlers<typeof records.RecordServiceService>, {
+    get: (_t, method) =>
+      method === 'createRecord'
+        ? async (req: records.CreateRecordRequest) => {
+            await create(req.json);
+            return { json: `{"name":"${req.json}","at":"${new Date().toISOString()}"}` };
+          }
+        : async () => ({}),
+  });
+  server.add(records.RecordServiceService, handlers);
+  client = new RpcClient(records.RecordServiceClient, `127.0.0.1:${await server.listen('127.0.0.1:0')}`, { secret });
+  write = insert;
+  create = insert;
+});
+
+afterAll(async () => {
+  client?.close();
+  await server?.shutdown(1_000);
+  await db?.close();
+  await dropFreshDatabases();
+});
+
+const caller = (key?: string): CallerContext => ({
+  ...systemContext(`req-${newId()}`, '00000000-0000-4000-8000-000000000001'),
+  token_id: 'token-1',
+  ...(key ? { idempotency_key: key } : {}),
+});
+const send = (name: string, key?: string) => client.call('createRecord', { resource: 'things', json: name, parent_id: '' }, caller(key));
+const named = async (name: string) => (await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.things where name = ${name}`))[0]!.n;
+const receiptsOf = async (key: string) =>
+  db.rows<{ answered: boolean }>(sql`select answer is not null as answered from kit_test.call_receipts where key = ${key}`);
+
+test('a retry of a keyed call that wrote gets the first answer, and its own write is rolled back', async () => {
+  create = (name) => write(name);
+  const key = `key-${newId()}`;
+  const first = await send('once', key);
+  expect(await receiptsOf(key)).toEqual([{ answered: true }]);
+  const again = await send('once', key); // the gateway lost the first answer and called again
+  expect(again).toEqual(first); // the very answer (its timestamp too), not a second run's
+  expect(await named('once')).toBe(1);
+});
+
+test('a keyed call that wrote and then failed releases its claim: the retry runs again', async () => {
+  const key = `key-${newId()}`;
+  create = async (name) => {
+    await write(name);
+    throw new Error('failed after its first write');
+  };
+  await expect(send('partial', key)).rejects.toThrow();
+  expect(await receiptsOf(key)).toEqual([]);
+  create = (name) => write(name);
+  await expect(send('partial', key)).resolves.toMatchObject({ json: expect.stringContaining('partial') });
+  expect(await named('partial')).toBe(2); // as without receipts: the failed call's write stays
+});
+
+test('only the first of the writes of one keyed call claims the key, also when they run at once', async () => {
+  const key = `key-${newId()}`;
+  create = async (name) => {
+    await Promise.all([write(name), write(name)]);
+    await write(name);
+  };
+  await send('three', key);
+  expect(await named('three')).toBe(3);
+  expect(await receiptsOf(key)).toEqual([{ answered: true }]);
+});
+
+test('calls without a key keep no receipt', async () => {
+  create = (name) => write(name);
+  const before = (await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.call_receipts`))[0]!.n;
+  await send('unkeyed');
+  await send('unkeyed');
+  expect(await named('unkeyed')).toBe(2);
+  expect((await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.call_receipts`))[0]!.n).toBe(before);
+});
