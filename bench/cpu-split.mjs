@@ -1,5 +1,8 @@
-// Where the CPU goes under the read load: CPU seconds of each process of the cluster
-// (and PostgreSQL, Redis) over one autocannon run. A development aid, not a scenario.
+// Where the CPU goes under load: CPU microseconds per request of each process of the
+// cluster (and PostgreSQL, Redis, RabbitMQ) over one autocannon run, after a warm-up
+// run. A development aid, not a scenario. BENCH_PATH=get|list|post (post sends a fresh
+// Idempotency-Key per request unless BENCH_NOKEY is set), BENCH_SECONDS, BENCH_CONNECTIONS
+// (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 import { execSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
