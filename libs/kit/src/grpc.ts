@@ -191,9 +191,11 @@ export class GrpcServer {
       Promise.resolve()
         .then(() => invoke(served.caller))
         .then(
-          async (res): Promise<Outcome> => {
-            // the answer is kept before it is given: a retry after a lost answer finds it
-            await receipts?.keepAnswer(() => codec!.encode(res)).catch((err: unknown) => logger.warn({ err, rpc: path }, 'receipt answer not kept'));
+          (res): Outcome => {
+            receipts?.keepAnswer(
+              () => codec!.encode(res),
+              (err) => logger.warn({ err, rpc: path }, 'receipt answer not kept'),
+            );
             observe(name, path, 'OK', started);
             return { ok: true, res };
           },

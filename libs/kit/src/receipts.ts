@@ -46,6 +46,7 @@ export class Receipts {
   private readonly table;
   // answers are kept as base64 text: an array of them is one parameter on both
   // node-postgres and PGlite
+  private readonly keeping = new Set<Promise<void>>();
   private readonly answers = new Batcher<{ k: ReceiptKey; answer: Buffer }>((items) => this.storeAnswers(items));
 
   constructor(
@@ -83,11 +84,25 @@ export class Receipts {
     }
   }
 
-  /** After the handler answered: the answer to give a retry, if this call claimed its key. */
-  async keepAnswer(answer: () => Buffer): Promise<void> {
+  /**
+   * After the handler answered: keeps the answer to give a retry, if this call
+   * claimed its key. The call is answered without waiting for it: a retry reaches
+   * this service only after the gateway has given the key up as abandoned (15 s
+   * at least), and one that comes early waits for the answer (recover). A process
+   * that dies first leaves a claim without an answer, as if it had died before
+   * answering.
+   */
+  keepAnswer(answer: () => Buffer, failed: (err: unknown) => void): void {
     const k = keyOfCall();
     if (!k || requestScope.getStore()?.receipt !== 'claimed') return;
-    await this.answers.add({ k, answer: answer() });
+    const kept = this.answers.add({ k, answer: answer() }).catch(failed);
+    this.keeping.add(kept);
+    void kept.finally(() => this.keeping.delete(kept));
+  }
+
+  /** Waits for the answers still being kept (before the database closes). */
+  async flush(): Promise<void> {
+    await Promise.all([...this.keeping]);
   }
 
   /**

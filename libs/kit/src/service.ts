@@ -113,6 +113,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
       await server.shutdown();
       if (stopOwn) await stopOwn();
       await outbox.stop();
+      await receipts.flush();
       await db.close();
     },
   };
