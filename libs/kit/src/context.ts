@@ -32,8 +32,13 @@ export interface RequestScope {
   caller?: CallerContext;
   /** the client's Idempotency-Key of the call being served (never passed on to peers) */
   idempotency_key?: string;
-  /** whether a write of this keyed call has claimed its receipt (receipts.ts) */
-  receipt?: 'claiming' | 'claimed';
+  /**
+   * Whether a write of this keyed call has claimed its receipt (receipts.ts), and
+   * whether that write kept the call's answer with it.
+   */
+  receipt?: 'claiming' | 'claimed' | 'answered';
+  /** how the method being served writes its answers (for a receipt kept in a write's transaction) */
+  encode_answer?: (answer: unknown) => Buffer;
 }
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();

@@ -180,6 +180,7 @@ export class GrpcServer {
     const codec = this.codecs.get(path);
     // a method without a codec (none in the contracts) is served without receipts
     const receipts = codec && this.opts.receipts;
+    if (codec) served.scope.encode_answer = codec.encode;
     const failed = (err: unknown): Outcome => {
       const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
       observe(name, path, String(mapped.code), started);

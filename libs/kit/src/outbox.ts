@@ -138,26 +138,30 @@ export class Outbox {
 
   /**
    * Runs fn in a transaction whose emitted messages commit with it. The first
-   * write of a keyed call also claims the call's receipt, first, so that a retry
-   * of a call that already wrote waits for it and then fails before doing anything.
+   * write of a keyed call also claims the call's receipt in it: first thing, so
+   * that a retry of a call that already wrote waits for it and then fails before
+   * doing anything; or, when `answer` gives the call's answer from fn's result
+   * (the generic records engine), last, with that answer, so that the answer
+   * commits with the write.
    */
-  async write<T>(caller: CallerContext | null, fn: (tx: Tx, emit: Emitter) => Promise<T>): Promise<T> {
+  async write<T>(caller: CallerContext | null, fn: (tx: Tx, emit: Emitter) => Promise<T>, answer?: (result: T) => unknown): Promise<T> {
     const emit = new Emitter(this.opts.service, caller);
     const receipts = this.opts.receipts;
     const claim = receipts?.beginClaim();
     let out: T;
     try {
       out = await this.opts.db.tx(async (tx) => {
-        if (claim) await receipts!.claim(tx, claim);
+        if (claim && !answer) await receipts!.claim(tx, claim);
         const result = await fn(tx, emit);
         await this.insert(tx, emit.messages);
+        if (claim && answer) await receipts!.claim(tx, claim, answer(result));
         return result;
       });
     } catch (err) {
-      if (claim) receipts!.settleClaim(false);
+      if (claim) receipts!.settleClaim('rolled back');
       throw err;
     }
-    if (claim) receipts!.settleClaim(true);
+    if (claim) receipts!.settleClaim(answer ? 'answered' : 'claimed');
     if (emit.messages.length) this.kick();
     return out;
   }

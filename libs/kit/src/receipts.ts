@@ -59,7 +59,7 @@ export class Receipts {
   /**
    * The key a write about to begin claims: the first write of a keyed call does
    * (marked at once, so a second write the handler runs concurrently does not
-   * claim the key against the first); settle() says whether it committed.
+   * claim the key against the first); settleClaim() says how it ended.
    */
   beginClaim(): ReceiptKey | undefined {
     const scope = requestScope.getStore();
@@ -69,15 +69,24 @@ export class Receipts {
     return k;
   }
 
-  settleClaim(committed: boolean): void {
+  /** After the claiming write: rolled back (unclaimed), committed, or committed with the answer. */
+  settleClaim(outcome: 'rolled back' | 'claimed' | 'answered'): void {
     const scope = requestScope.getStore();
-    if (scope) scope.receipt = committed ? 'claimed' : undefined;
+    if (scope) scope.receipt = outcome === 'rolled back' ? undefined : outcome;
   }
 
-  /** Claims the key in the write's transaction; a key claimed before fails the write. */
-  async claim(tx: Tx, k: ReceiptKey): Promise<void> {
+  /**
+   * Claims the key in the write's transaction, with the call's answer when the
+   * write decides it (then a process that dies right after the commit still
+   * leaves the answer behind). A key claimed before fails the write.
+   */
+  async claim(tx: Tx, k: ReceiptKey, answer?: unknown): Promise<void> {
+    const encode = requestScope.getStore()?.encode_answer;
+    const kept = answer !== undefined && encode ? encode(answer).toString('base64') : null;
     try {
-      await tx.execute(sql`insert into ${this.table} (org_id, token_id, key) values (${k.org_id}::uuid, ${k.token_id}, ${k.key})`);
+      await tx.execute(
+        sql`insert into ${this.table} (org_id, token_id, key, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${kept})`,
+      );
     } catch (err) {
       if (isTaken(err)) throw DomainError.conflict('a request with this Idempotency-Key was already applied', 'idempotency_key_conflict');
       throw err;
@@ -116,9 +125,10 @@ export class Receipts {
   async recover(): Promise<Recovered> {
     const k = keyOfCall();
     if (!k) return undefined;
-    if (requestScope.getStore()?.receipt === 'claimed') {
+    const own = requestScope.getStore()?.receipt;
+    if (own === 'claimed' || own === 'answered') {
       await this.db.orm.execute(sql`delete from ${this.table}
-          where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key} and answer is null`);
+          where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`);
       return undefined;
     }
     for (const until = Date.now() + ANSWER_WAIT_MS; ; ) {

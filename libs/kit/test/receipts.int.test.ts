@@ -29,6 +29,7 @@ let client: RpcClient<typeof records.RecordServiceService>;
 /** what createRecord does; each test sets it (the request's json is the row's name) */
 let create: (name: string) => Promise<unknown>;
 let write: (name: string) => Promise<unknown>;
+let outboxOf: Outbox;
 
 beforeAll(async () => {
   db = await openDatabase({ url: await freshDatabaseUrl(), dataDir: `/tmp/lab-kit-${newId()}` });
@@ -43,16 +44,15 @@ beforeAll(async () => {
   const handlers = new Proxy({} as Handlers<typeof records.RecordServiceService>, {
     get: (_t, method) =>
       method === 'createRecord'
-        ? async (req: records.CreateRecordRequest) => {
-            await create(req.json);
-            return { json: `{"name":"${req.json}","at":"${new Date().toISOString()}"}` };
-          }
+        ? async (req: records.CreateRecordRequest) =>
+            ((await create(req.json)) as records.RecordResponse | undefined) ?? { json: `{"name":"${req.json}","at":"${new Date().toISOString()}"}` }
         : async () => ({}),
   });
   server.add(records.RecordServiceService, handlers);
   client = new RpcClient(records.RecordServiceClient, `127.0.0.1:${await server.listen('127.0.0.1:0')}`, { secret });
   write = insert;
   create = insert;
+  outboxOf = outbox;
 });
 
 afterAll(async () => {
@@ -127,4 +127,22 @@ test('a retry that comes before the first answer is kept waits for it', async ()
   const [a, b] = await Promise.all([send('together', key), send('together', key)]);
   expect(b).toEqual(a);
   expect(await named('together')).toBe(1);
+});
+
+test('a write that gives the answer keeps it in its own transaction: it is there the moment the write commits', async () => {
+  const key = `key-${newId()}`;
+  let committed = false;
+  create = async (name) => {
+    const answer = { json: `{"name":"${name}","kept":"with the write"}` };
+    await outboxOf.write(null, (tx) => tx.execute(sql`insert into kit_test.things (id, name) values (${newId()}::uuid, ${name})`), () => answer);
+    committed = true;
+    // as if the process died here: the answer must already be stored
+    expect(await receiptsOf(key)).toEqual([{ answered: true }]);
+    return answer;
+  };
+  const first = await send('in-tx', key);
+  expect(committed).toBe(true);
+  create = (name) => write(name);
+  expect(await send('in-tx', key)).toEqual(first);
+  expect(await named('in-tx')).toBe(1);
 });

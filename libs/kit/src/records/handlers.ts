@@ -63,7 +63,9 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
 
   /**
    * Runs a write and records its audit entry (with before/after) in the same
-   * transaction. (A keyed write's receipt is the kit's: Outbox.write claims it.)
+   * transaction. A keyed write's receipt keeps the answer in that transaction too:
+   * the record as stored after it (the create and update answer), nothing after a
+   * delete (its empty answer).
    */
   const audited = async (
     caller: CallerContext,
@@ -81,7 +83,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
         after: after?.row ?? null,
       });
       return after;
-    });
+    }, (after) => (after ? { json: after.json } : {}));
 
   return {
     listRecords: async (req, caller) => {
