@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { Batcher } from './batcher.js';
 import { requestScope } from './context.js';
 import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
+import { violatedConstraint } from './constraint-errors.js';
 import { DomainError } from './errors.js';
 
 /**
@@ -39,14 +40,14 @@ function keyOfCall(): ReceiptKey | undefined {
   return { org_id: caller.org_id, token_id: caller.token_id, key: scope.idempotency_key };
 }
 
-/** The unique violation a second claim of a key raises. */
-const isTaken = (err: unknown): boolean => (err as { code?: string })?.code === '23505';
+/** The violation a second claim of a key raises (pg or PGlite, possibly wrapped by drizzle). */
+const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receipts_pkey']) === 'call_receipts_pkey';
 
 export class Receipts {
   private readonly table;
+  private readonly keeping = new Set<Promise<void>>();
   // answers are kept as base64 text: an array of them is one parameter on both
   // node-postgres and PGlite
-  private readonly keeping = new Set<Promise<void>>();
   private readonly answers = new Batcher<{ k: ReceiptKey; answer: Buffer }>((items) => this.storeAnswers(items));
 
   constructor(

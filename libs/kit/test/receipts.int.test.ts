@@ -10,6 +10,7 @@ import {
   openDatabase,
   Outbox,
   Receipts,
+  requestScope,
   RpcClient,
   systemContext,
   type CallerContext,
@@ -145,4 +146,15 @@ test('a write that gives the answer keeps it in its own transaction: it is there
   create = (name) => write(name);
   expect(await send('in-tx', key)).toEqual(first);
   expect(await named('in-tx')).toBe(1);
+});
+
+test('the write of a retry meets the claim as a conflict on the key, before its own statements run', async () => {
+  const key = `key-${newId()}`;
+  create = (name) => write(name);
+  await send('claimed', key);
+  await answered(key);
+  // a retry's write, run directly under the same key: the claim is its first statement
+  const scope = { request_id: 'r', caller: caller(), idempotency_key: key };
+  await expect(requestScope.run(scope, () => write('claimed'))).rejects.toMatchObject({ kind: 'conflict', code: 'idempotency_key_conflict' });
+  expect(await named('claimed')).toBe(1);
 });
