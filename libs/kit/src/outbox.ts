@@ -148,20 +148,26 @@ export class Outbox {
     const emit = new Emitter(this.opts.service, caller);
     const receipts = this.opts.receipts;
     const claim = receipts?.beginClaim();
+    let answered = false;
     let out: T;
     try {
       out = await this.opts.db.tx(async (tx) => {
         if (claim && !answer) await receipts!.claim(tx, claim);
         const result = await fn(tx, emit);
         await this.insert(tx, emit.messages);
-        if (claim && answer) await receipts!.claim(tx, claim, answer(result));
+        if (claim && answer) {
+          const given = answer(result);
+          answered = given !== undefined;
+          await receipts!.claim(tx, claim, given);
+        }
         return result;
       });
     } catch (err) {
       if (claim) receipts!.settleClaim('rolled back');
       throw err;
     }
-    if (claim) receipts!.settleClaim(answer ? 'answered' : 'claimed');
+    // without an answer from the write, the gRPC server keeps the handler's
+    if (claim) receipts!.settleClaim(answered ? 'answered' : 'claimed');
     if (emit.messages.length) this.kick();
     return out;
   }

@@ -62,6 +62,12 @@ export interface EnqueueOptions {
   inboundEventId?: string;
   /** further messages of the same transaction, given the new job */
   also?: (emit: Emitter, job: JobRow) => void;
+  /**
+   * The call's answer, given the new job: kept with a keyed call's receipt in the
+   * same transaction (Outbox.write), so it survives a process killed right after
+   * the commit.
+   */
+  answer?: (job: JobRow) => unknown;
 }
 
 /**
@@ -87,7 +93,7 @@ export async function enqueueJob(
         emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
         opts.also?.(emit, r);
         return r;
-      });
+      }, opts.answer && ((r) => (r ? opts.answer!(r) : undefined)));
     } catch (err) {
       // two jobs of one organisation stamped with the same microsecond: stamp again
       if (!isUniqueViolation(err) || attempt >= 4) throw err;
@@ -95,13 +101,16 @@ export async function enqueueJob(
   }
 }
 
+/** The answer of CreateJob. */
+const jobAnswer = (job: JobRow) => ({ json: job.json });
+
 /** POST /v1/jobs: a malformed body 400, then the checks of checkJobRequest. */
 export async function createJob(deps: ServiceDeps, caller: CallerContext, json: string, maxAttempts: number): Promise<string> {
   const org_id = orgOf(caller);
   const body = parseWith(createBody, parseJsonObject(json));
   const job = checkJobRequest(caller, body.job_type, body.input);
-  const row = await enqueueJob(deps, { ...caller, org_id }, job, maxAttempts);
-  return row!.json;
+  const row = await enqueueJob(deps, { ...caller, org_id }, job, maxAttempts, { answer: jobAnswer });
+  return jobAnswer(row!).json;
 }
 
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'dead'] as const;
