@@ -64,10 +64,6 @@ export function callScope(caller: CallerContext): { scope: RequestScope; caller:
   return { scope: { request_id: caller.request_id, caller: rest, idempotency_key }, caller: rest };
 }
 
-export function currentIdempotencyKey(): string | undefined {
-  return requestScope.getStore()?.idempotency_key;
-}
-
 export function systemContext(request_id: string, org_id: string | null = null): CallerContext {
   return {
     org_id,

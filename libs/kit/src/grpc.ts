@@ -180,7 +180,7 @@ export class GrpcServer {
     const codec = this.codecs.get(path);
     // a method without a codec (none in the contracts) is served without receipts
     const receipts = codec && this.opts.receipts;
-    if (codec) served.scope.encode_answer = codec.encode;
+    if (codec && served.scope.idempotency_key) served.scope.encode_answer = codec.encode;
     const failed = (err: unknown): Outcome => {
       const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
       observe(name, path, String(mapped.code), started);
@@ -193,10 +193,7 @@ export class GrpcServer {
         .then(() => invoke(served.caller))
         .then(
           (res): Outcome => {
-            receipts?.keepAnswer(
-              () => codec!.encode(res),
-              (err) => logger.warn({ err, rpc: path }, 'receipt answer not kept'),
-            );
+            receipts?.keepAnswer(res);
             observe(name, path, 'OK', started);
             return { ok: true, res };
           },

@@ -4,6 +4,7 @@ import { requestScope } from './context.js';
 import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
 import { violatedConstraint } from './constraint-errors.js';
 import { DomainError } from './errors.js';
+import type { Logger } from './logger.js';
 
 /**
  * Receipts of keyed calls. The gateway keeps the outcome of each Idempotency-Key,
@@ -53,6 +54,7 @@ export class Receipts {
   constructor(
     private readonly db: Database,
     schema: string,
+    private readonly log: Logger,
   ) {
     this.table = sql.raw(`${schema}.call_receipts`);
   }
@@ -102,10 +104,13 @@ export class Receipts {
    * that dies first leaves a claim without an answer, as if it had died before
    * answering.
    */
-  keepAnswer(answer: () => Buffer, failed: (err: unknown) => void): void {
-    const k = keyOfCall();
-    if (!k || requestScope.getStore()?.receipt !== 'claimed') return;
-    const kept = this.answers.add({ k, answer: answer() }).catch(failed);
+  keepAnswer(answer: unknown): void {
+    const scope = requestScope.getStore();
+    if (scope?.receipt !== 'claimed' || !scope.encode_answer) return;
+    const k = keyOfCall()!;
+    const kept = this.answers
+      .add({ k, answer: scope.encode_answer(answer) })
+      .catch((err: unknown) => this.log.warn({ err }, 'receipt answer not kept'));
     this.keeping.add(kept);
     void kept.finally(() => this.keeping.delete(kept));
   }

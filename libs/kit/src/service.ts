@@ -90,7 +90,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const db = await openDatabase({ url: env.databaseUrl, dataDir: env.dataDir, poolSize: env.poolSize, name: def.name });
   const applied = await migrate(db, def.schema, def.migrationsDir);
   if (applied.length) log.info({ applied }, 'migrations applied');
-  const receipts = new Receipts(db, def.schema);
+  const receipts = new Receipts(db, def.schema, log);
   const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts });
   const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
   const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts });

@@ -35,7 +35,7 @@ let outboxOf: Outbox;
 beforeAll(async () => {
   db = await openDatabase({ url: await freshDatabaseUrl(), dataDir: `/tmp/lab-kit-${newId()}` });
   await migrate(db, 'kit_test', join(__dirname, 'fixtures', 'migrations'));
-  const receipts = new Receipts(db, 'kit_test');
+  const receipts = new Receipts(db, 'kit_test', log);
   const outbox = new Outbox({ service: 'kit-test', schema: 'kit_test', db, bus: new MemoryBus(log), log, receipts });
   const insert = (name: string) =>
     outbox.write(null, async (tx) => {

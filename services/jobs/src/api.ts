@@ -101,7 +101,7 @@ export async function enqueueJob(
   }
 }
 
-/** The answer of CreateJob. */
+/** What the CreateJob handler answers: the job as stored. */
 const jobAnswer = (job: JobRow) => ({ json: job.json });
 
 /** POST /v1/jobs: a malformed body 400, then the checks of checkJobRequest. */
@@ -110,7 +110,7 @@ export async function createJob(deps: ServiceDeps, caller: CallerContext, json: 
   const body = parseWith(createBody, parseJsonObject(json));
   const job = checkJobRequest(caller, body.job_type, body.input);
   const row = await enqueueJob(deps, { ...caller, org_id }, job, maxAttempts, { answer: jobAnswer });
-  return jobAnswer(row!).json;
+  return row!.json;
 }
 
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'dead'] as const;
