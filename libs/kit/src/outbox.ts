@@ -131,11 +131,6 @@ export class Outbox {
     );
   }
 
-  /** The schema of this service's tables. */
-  get schema(): string {
-    return this.opts.schema;
-  }
-
   /**
    * Runs fn in a transaction whose emitted messages commit with it. The first
    * write of a keyed call also claims the call's receipt in it: first thing, so
