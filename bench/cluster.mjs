@@ -2,6 +2,7 @@
 // (built dist/), on this machine's PostgreSQL, RabbitMQ and Redis, each bench run
 // in a fresh database and on its own events exchange.
 import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -54,9 +55,12 @@ export async function freshDatabase() {
 /** Spawns node on a built entry and resolves once it logs `readyText`. */
 export function spawnNode(entry, vars, readyText, label) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, entry)], {
+    const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
+    const child = spawn(process.execPath, [...flags, join(root, entry)], {
       // The V8 flags the container image runs services with (docker/Dockerfile);
-      // BENCH_CPU_PROF=<dir> adds a V8 CPU profile of every process on exit.
+      // BENCH_CPU_PROF=<dir> adds a V8 CPU profile of every process on exit;
+      // BENCH_NODE_FLAGS adds flags (--trace-gc, say), BENCH_LOG_DIR=<dir> keeps
+      // each process's output in <dir>/<label>.log.
       env: {
         ...process.env,
         ...vars,
@@ -65,6 +69,11 @@ export function spawnNode(entry, vars, readyText, label) {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
+    if (process.env.BENCH_LOG_DIR) {
+      const file = createWriteStream(join(process.env.BENCH_LOG_DIR, `${label}.log`));
+      child.stdout.pipe(file);
+      child.stderr.pipe(file);
+    }
     const timer = setTimeout(() => reject(new Error(`${label} did not start:\n${out}`)), 30_000);
     const onData = (b) => {
       out += b.toString();

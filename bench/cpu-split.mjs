@@ -3,7 +3,10 @@
 // run. A development aid, not a scenario. BENCH_PATH=get|list|post (post sends a fresh
 // Idempotency-Key per request unless BENCH_NOKEY is set), BENCH_SECONDS, BENCH_CONNECTIONS
 // (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
+// BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
+// updated (and of those HOT, which touch no index) and deleted per request.
 import { execSync } from 'node:child_process';
+import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { api, seedOrg, startCluster } from './cluster.mjs';
@@ -22,6 +25,20 @@ const ticks = () => {
   }
   return out;
 };
+async function tableCounters(url) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    // the statistics collector reports with a delay: let the last writes arrive
+    await new Promise((r) => setTimeout(r, 1500));
+    const { rows } = await c.query(`select schemaname || '.' || relname as name, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+      from pg_stat_user_tables`);
+    return Object.fromEntries(rows.map((r) => [r.name, [r.n_tup_ins, r.n_tup_upd, r.n_tup_hot_upd, r.n_tup_del].map(Number)]));
+  } finally {
+    await c.end();
+  }
+}
+
 const cluster = await startCluster();
 try {
   const { token } = await seedOrg(cluster.url, cluster.operatorToken);
@@ -34,10 +51,18 @@ try {
   const run = () => autocannon({ ...opts, connections: Number(process.env.BENCH_CONNECTIONS ?? 64), duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     requests: PATH === 'post' && !process.env.BENCH_NOKEY ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
   await run();
+  const tables = process.env.BENCH_TABLES ? await tableCounters(cluster.db.url) : undefined;
   const a = ticks();
   const r = await run();
   const b = ticks();
   const total = r.requests.total;
+  if (tables) {
+    const after = await tableCounters(cluster.db.url);
+    for (const [name, c] of Object.entries(after)) {
+      const d = c.map((v, i) => (v - (tables[name]?.[i] ?? 0)) / total);
+      if (d.some((v) => v > 0.001)) console.log(`  ${name.padEnd(32)} ins ${d[0].toFixed(2)} upd ${d[1].toFixed(2)} (hot ${d[2].toFixed(2)}) del ${d[3].toFixed(2)} per request`);
+    }
+  }
   console.log(`${PATH}: ${r.requests.average} req/s p50 ${r.latency.p50} p99 ${r.latency.p99} non2xx ${r.non2xx}`);
   for (const k of Object.keys(b)) console.log(`  ${k.padEnd(12)} ${(((b[k] - (a[k] ?? 0)) * 10) / total * 1000).toFixed(0)} µs CPU/request`);
 } finally {

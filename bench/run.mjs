@@ -4,6 +4,7 @@
 // (min-max) over RUNS runs and writes bench/results/read-write.json.
 import autocannon from 'autocannon';
 import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
+import { pacedLoad } from './paced.mjs';
 import { saveResult } from './results.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -71,10 +72,36 @@ async function main() {
       const pass = median(ratio) >= s.minRatio && (s.maxP99 === undefined || median(p99) < s.maxP99);
       rows.push({
         scenario: s.name,
-        measured: `${fmt(stack.map((x) => x.rps))} req/s vs baseline ${fmt(base.map((x) => x.rps))}: ratio ${fmt(ratio, 2)}; p99 ${fmt(p99)} ms`,
+        measured: `${fmt(stack.map((x) => x.rps))} req/s vs baseline ${fmt(base.map((x) => x.rps))}: ratio ${fmt(ratio, 2)}; p99 ${fmt(p99)} ms (baseline ${fmt(base.map((x) => x.p99))} ms)`,
         target: `ratio >= ${s.minRatio.toFixed(2)}${s.maxP99 ? `, p99 < ${s.maxP99} ms at ${CONNECTIONS} connections` : ''}`,
         pass,
       });
+      let paced;
+      if (s.maxP99) {
+        // At saturation every connection always has a request queued, so the mean
+        // latency is connections / throughput whatever the code does (64 / 1,400
+        // req/s = 46 ms): the p99 bound is then a bound on the machine. The same
+        // 64 connections paced at half the stack's saturated rate show the
+        // latency a request meets under load that leaves headroom, stack and
+        // baseline alike.
+        const rate = Math.round(median(stack.map((x) => x.rps)) / 2);
+        const pacedStack = [];
+        const pacedBase = [];
+        const paceOpts = { rate, seconds: DURATION, connections: CONNECTIONS, headers: { authorization: `Bearer ${token}` } };
+        for (let r = 0; r < RUNS; r++) {
+          pacedStack.push(await pacedLoad(`${cluster.url}${s.path}`, paceOpts));
+          pacedBase.push(await pacedLoad(`${baseUrl}${s.path}`, paceOpts));
+        }
+        const pacedP99 = pacedStack.map((x) => x.p99);
+        paced = { rate, stack_p50_ms: pacedStack.map((x) => x.p50), stack_p99_ms: pacedP99, baseline_p99_ms: pacedBase.map((x) => x.p99) };
+        rows.push({
+          scenario: `${s.name}, ${CONNECTIONS} connections paced at ${rate} req/s`,
+          measured: `p50 ${fmt(pacedStack.map((x) => x.p50))} ms, p99 ${fmt(pacedP99)} ms (baseline p99 ${fmt(pacedBase.map((x) => x.p99))} ms)`,
+          target: `p99 < ${s.maxP99} ms (informational: the target is stated at saturation above)`,
+          pass: null,
+        });
+        console.log(`${''.padEnd(38)} paced at ${rate} req/s: stack p99 ${fmt(pacedP99)} ms  baseline p99 ${fmt(pacedBase.map((x) => x.p99))} ms`);
+      }
       results.push({
         scenario: s.name,
         pass,
@@ -84,6 +111,7 @@ async function main() {
         stack_p50_ms: stack.map((x) => x.p50),
         stack_p99_ms: stack.map((x) => x.p99),
         baseline_p99_ms: base.map((x) => x.p99),
+        paced,
       });
       console.log(
         `${s.name.padEnd(38)} stack ${fmt(stack.map((x) => x.rps))} req/s  baseline ${fmt(base.map((x) => x.rps))} req/s  ratio ${fmt(ratio, 2)}  stack p99 ${fmt(stack.map((x) => x.p99))} ms`,

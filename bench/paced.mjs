@@ -1,0 +1,56 @@
+// An open-loop load at an even rate over a fixed number of keep-alive connections.
+// autocannon's own rate option is not that: each connection sends its quota for the
+// second as fast as it can at the start of the second and then waits, so a "paced"
+// run is a burst per second, and its p99 measures the burst. Here request n is due
+// at start + n / rate; its latency counts from when it was due, not from when a free
+// connection took it, so a stall shows in the figures instead of thinning the load.
+import http from 'node:http';
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+
+/**
+ * GETs `url` at `rate` requests per second for `seconds` over `connections`
+ * sockets; resolves with latency percentiles (ms) and counts. `timeline`, an
+ * array, gets [ms since start the request was due, latency ms] of each answer.
+ */
+export function pacedLoad(url, { rate, seconds, connections, headers = {}, timeline }) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const total = Math.round(rate * seconds);
+  const latencies = [];
+  let errors = 0;
+  let non2xx = 0;
+  let sent = 0;
+  let done = 0;
+  return new Promise((resolve) => {
+    const start = performance.now();
+    const finish = () => {
+      agent.destroy();
+      latencies.sort((a, b) => a - b);
+      resolve({ p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), sent, errors, non2xx });
+    };
+    const fire = (due) => {
+      const req = http.get(url, { agent, headers }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode >= 200 && res.statusCode < 300) {
+            latencies.push(performance.now() - due);
+            timeline?.push([due - start, performance.now() - due]);
+          }
+          else non2xx++;
+          if (++done === total) finish();
+        });
+      });
+      req.on('error', () => {
+        errors++;
+        if (++done === total) finish();
+      });
+    };
+    const tick = () => {
+      const now = performance.now();
+      // every request due by now goes out, each with its own due time
+      while (sent < total && start + (sent * 1000) / rate <= now) fire(start + (sent++ * 1000) / rate);
+      if (sent < total) setTimeout(tick, 1);
+    };
+    tick();
+  });
+}
