@@ -3,13 +3,13 @@ import { recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/k
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
 import { samples } from './samples.js';
-import { signExperiment } from './signing.js';
+import { signExperiment, signedAnswer } from './signing.js';
 
 export const resources = [experiments, projects, samples];
 
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
   server.add(records.RecordServiceService, recordServiceHandlers(deps, resources));
   server.add(notebook.NotebookServiceService, {
-    signExperiment: async (req, caller) => ({ json: await signExperiment(deps, caller, req.id) }),
+    signExperiment: async (req, caller) => signedAnswer(await signExperiment(deps, caller, req.id)),
   });
 }

@@ -3,6 +3,9 @@ import { DomainError, getRecordOr404, rows, type CallerContext, type ServiceDeps
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
 
+/** What the SignExperiment handler answers, given the experiment as stored after signing. */
+export const signedAnswer = (json: string) => ({ json });
+
 /**
  * Signs an experiment as the calling user (the gateway has re-verified the
  * password). Only the first signing wins: the UPDATE is conditional on
@@ -27,5 +30,5 @@ export async function signExperiment(deps: Pick<ServiceDeps, 'outbox'>, caller: 
     experimentEvents.signed(emit, caller, after.row);
     emit.audit(caller.org_id, { action: 'sign', resource: experiments.auditResource, record_id: id, before: before.row, after: after.row });
     return after.json;
-  });
+  }, signedAnswer);
 }

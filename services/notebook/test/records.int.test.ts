@@ -1,5 +1,6 @@
+import { sql } from 'drizzle-orm';
 import { notebook, records } from '@lab/contracts';
-import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
+import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
 import { startTestService, type TestService } from '@lab/testing';
 
@@ -352,6 +353,29 @@ describe('signing', () => {
     expect((await failure(sign(exp.id, session(b, 'admin')))).kind).toBe('not_found');
     expect((await failure(sign(newId(), session(w, 'admin')))).kind).toBe('not_found');
     expect((await get('experiments', exp.id, w.admin)).signed_at).toBeNull();
+  });
+
+  it('keeps the answer of a keyed signing in its own transaction: a retry gets it, not 409, though the batched store is lost', async () => {
+    const w = org();
+    const signer = session(w);
+    const exp = await create('experiments', { title: 't' }, signer);
+    // the answers the gRPC server would store after the handler are dropped, as by a process killed right after the commit
+    const batched = jest
+      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
+      .mockResolvedValue(undefined);
+    try {
+      const key = `key-${newId()}`;
+      const first = await nb.call('signExperiment', { id: exp.id }, { ...signer, request_id: newId(), idempotency_key: key });
+      const kept = await t.svc.deps.db.rows<{ answered: boolean }>(
+        sql`select answer is not null as answered from notebook.call_receipts where key = ${key}`,
+      );
+      expect(kept).toEqual([{ answered: true }]);
+      expect(await nb.call('signExperiment', { id: exp.id }, { ...signer, request_id: newId(), idempotency_key: key })).toEqual(first);
+      expect(JSON.parse(first.json)).toMatchObject({ id: exp.id, signed_by: signer.user_id });
+      expect(batched).not.toHaveBeenCalled();
+    } finally {
+      batched.mockRestore();
+    }
   });
 });
 

@@ -84,8 +84,8 @@ export async function createNotifications(deps: ServiceDeps, identity: IdentityP
   if (!members.length) {
     throw DomainError.invalid('none of the recipients is a member of the organisation', undefined, 'no_valid_targets');
   }
-  const ids = await deps.outbox.write(caller, (tx, emit) => insertNotifications(tx, emit, org_id, members, content));
-  return { created: ids.length, notification_ids: ids };
+  const answer = (ids: string[]) => ({ created: ids.length, notification_ids: ids });
+  return answer(await deps.outbox.write(caller, (tx, emit) => insertNotifications(tx, emit, org_id, members, content), answer));
 }
 
 const listQuery = z.strictObject({
@@ -107,6 +107,9 @@ export async function listNotifications(deps: ServiceDeps, caller: CallerContext
 
 const updateBody = z.strictObject({ read: z.boolean() });
 
+/** What the UpdateNotification handler answers, given the notification as stored. */
+export const notificationAnswer = (json: string) => ({ json });
+
 /** PATCH /v1/notifications/{id}: the owner marks it read (read_at now) or unread. */
 export async function updateNotification(deps: ServiceDeps, caller: CallerContext, id: string, json: string): Promise<string> {
   const org_id = orgOf(caller);
@@ -117,5 +120,5 @@ export async function updateNotification(deps: ServiceDeps, caller: CallerContex
     if (!r) throw DomainError.notFound('notification not found');
     emit.audit(org_id, { action: 'update', resource: 'notifications', record_id: id.toLowerCase(), before: r.before, after: r.after });
     return r.json;
-  });
+  }, notificationAnswer);
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { newId } from '@lab/kit';
+import { Client } from 'pg';
+import { newId, Receipts } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
@@ -150,6 +151,41 @@ describe('POST /v1/notifications', () => {
     expect(again.headers.get('idempotent-replay')).toBe('true');
     expect(again.body).toEqual(first.body);
     expect((await mine(users.alice!)).data.filter((n: { title: string }) => n.title === body.title)).toHaveLength(1);
+  });
+
+  // Both the service's batched store of the answer and the gateway's store of the
+  // outcome are lost (processes killed right after the commit): the answer kept in
+  // the write's own transaction is what the retry gets, not a second notification
+  // nor 409.
+  (process.env.DATABASE_URL ? it : it.skip)('answers a retry after the processes died with the answer kept in the write', async () => {
+    const key = randomUUID();
+    const body = { title: `kept ${key}`, user_id: users.alice!.id };
+    const batched = jest
+      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
+      .mockResolvedValue(undefined);
+    const db = new Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      const first = await api('POST', '/v1/notifications', writeKey, body, { 'Idempotency-Key': key });
+      expect(first.status).toBe(201);
+      const kept = await db.query('select answer is not null as answered from notifications.call_receipts where key = $1', [key]);
+      expect(kept.rows).toEqual([{ answered: true }]);
+      await eventually(async () => ((await db.query(`select 1 from gateway.idempotency where key = $1 and state <> 'in_progress'`, [key])).rowCount ? true : undefined));
+      await db.query(
+        `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
+           created_at = now() - interval '2 minutes' where key = $1`,
+        [key],
+      );
+      const retried = await api('POST', '/v1/notifications', writeKey, body, { 'Idempotency-Key': key });
+      expect(retried.status).toBe(201);
+      expect(retried.headers.get('idempotent-replay')).not.toBe('true');
+      expect(retried.body).toEqual(first.body);
+      expect((await mine(users.alice!)).data.filter((n: { title: string }) => n.title === body.title)).toHaveLength(1);
+      expect(batched).not.toHaveBeenCalled();
+    } finally {
+      batched.mockRestore();
+      await db.end();
+    }
   });
 });
 

@@ -31,6 +31,9 @@ async function renderResult(tx: Tx, caller: CallerContext, id: string): Promise<
   return row!.json;
 }
 
+/** What the RecordResult and ReleaseResult handlers answer, given the result as stored. */
+export const resultAnswer = (json: string) => ({ json });
+
 /**
  * POST /v1/lab-orders/{id}/results: a result for one of the order's samples,
  * stored as 'recorded' (not visible in /v1/lab-results until released).
@@ -57,7 +60,7 @@ export async function recordResult(deps: OrdersDeps, caller: CallerContext, orde
     const after = await renderResult(tx, caller, id);
     emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
     return after;
-  });
+  }, resultAnswer);
 }
 
 /**
@@ -93,7 +96,7 @@ export async function releaseResult(deps: OrdersDeps, caller: CallerContext, ord
       after: afterRow,
     });
     return after;
-  });
+  }, resultAnswer);
 }
 
 export const rowsWarning = (cap: number) => `299 - "lab results capped at ${cap} rows"`;

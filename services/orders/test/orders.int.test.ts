@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { orders, records } from '@lab/contracts';
 import {
+  Receipts,
   RpcClient,
   createLogger,
   newId,
@@ -278,5 +279,37 @@ describe('results', () => {
       from generate_series(1, 50) g`);
     const bulk = await results(o.researcher, { sample_id: order.samples[0].sample_id });
     expect([bulk.data.length, bulk.total, bulk.capped]).toEqual([3, 52, true]);
+  });
+
+  it('keeps the answer of a keyed record or release in its own transaction: a retry gets it though the batched store is lost', async () => {
+    const o = org();
+    const order = await create(o.researcher, orderBody(1));
+    const sample_id = (order.samples as Json[])[0]!.sample_id as string;
+    const receipt = async (key: string) =>
+      svc.deps.db.rows<{ answered: boolean }>(sql`select answer is not null as answered from orders.call_receipts where key = ${key}`);
+    // the answers the gRPC server would store after the handler are dropped, as by a process killed right after the commit
+    const batched = jest
+      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
+      .mockResolvedValue(undefined);
+    try {
+      const keyed = async <T>(call: (c: CallerContext) => Promise<T>, who: CallerContext): Promise<T> => {
+        const key = `key-${newId()}`;
+        const first = await call({ ...who, request_id: newId(), idempotency_key: key });
+        expect(await receipt(key)).toEqual([{ answered: true }]);
+        expect(await call({ ...who, request_id: newId(), idempotency_key: key })).toEqual(first);
+        return first;
+      };
+      const body = JSON.stringify({ sample_id, analyte: 'glucose', value: 5.4 });
+      const r = await keyed((c) => client.call('recordResult', { order_id: order.id, json: body }, c), o.researcher);
+      const id = (JSON.parse(r.json) as Json).id as string;
+      const n = await svc.deps.db.rows<{ n: number }>(sql`select count(*)::int as n from orders.lab_results where order_id = ${order.id}::uuid`);
+      expect(n[0]!.n).toBe(1);
+      // the retry of a release finds it released (409 already_released) and is given the first answer instead
+      const released = await keyed((c) => client.call('releaseResult', { order_id: order.id, result_id: id }, c), o.qm);
+      expect(JSON.parse(released.json)).toMatchObject({ id, status: 'released' });
+      expect(batched).not.toHaveBeenCalled();
+    } finally {
+      batched.mockRestore();
+    }
   });
 });

@@ -136,7 +136,7 @@ export function connectorHandlers(deps: ServiceDeps) {
           after: { ...JSON.parse(json), devices_synced: synced },
         });
         return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
-      });
+      }, (res) => res);
     },
 
     listConnectors: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
@@ -169,7 +169,7 @@ export function connectorHandlers(deps: ServiceDeps) {
         );
         if (!row) throw DomainError.notFound('connector not found');
         emit.audit(org, { action: 'delete', resource: 'connector', record_id: id });
-      });
+      }, () => ({}));
       return {};
     },
   };

@@ -82,10 +82,10 @@ export function deviceHandlers(deps: ServiceDeps) {
       assertNotViewer(caller);
       const b = parseBody(registerBody, req.json);
       const connector_id = connectorForNewDevice(caller, b.connector_id);
-      const { json } = await deps.outbox.write(caller, (tx, emit) =>
-        insertDevice(tx, emit, org, caller, { ...b, kind: b.kind ?? b.type ?? null, connector_id }),
+      const answer = ({ json }: { json: string }): telemetry.JsonResponse => ({ json, created: true });
+      return answer(
+        await deps.outbox.write(caller, (tx, emit) => insertDevice(tx, emit, org, caller, { ...b, kind: b.kind ?? b.type ?? null, connector_id }), answer),
       );
-      return { json, created: true };
     },
 
     listDevices: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
@@ -119,7 +119,7 @@ export function deviceHandlers(deps: ServiceDeps) {
         );
         if (!row) throw DomainError.notFound('device not found');
         emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) });
-      });
+      }, () => ({}));
       return {};
     },
   };

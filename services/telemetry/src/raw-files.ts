@@ -48,13 +48,14 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
       }
       const stored = await storage.put(bytes());
       try {
+        const answer = (json: string): telemetry.JsonResponse => ({ json, created: true });
         const json = await deps.outbox.write(caller, async (tx, emit) => {
           const fileId = newId();
           await tx.execute(sql`insert into telemetry.raw_files (id, org_id, device_id, filename, content_type, size, sha256, storage_key, created_by)
               values (${fileId}, ${org}, ${device.id}, ${meta.filename}, ${meta.content_type}, ${stored.size}, ${stored.sha256}, ${stored.key}, ${caller.user_id})`);
           return insertResult(tx, emit, org, caller, { device_id: device.id, values: [], raw_file_id: fileId });
-        });
-        return { json, created: true };
+        }, answer);
+        return answer(json);
       } catch (err) {
         await storage.remove(stored.key).catch(() => undefined);
         throw err;

@@ -279,6 +279,13 @@ export function readingHandlers(deps: ServiceDeps) {
         }
       }
 
+      // the answer, from what was stored and what was rejected (final once the write has run);
+      // a keyed call's receipt keeps it in the write's transaction
+      const answer = (stored: { readings: string; created: number; breaches: number } | undefined): telemetry.JsonResponse | undefined =>
+        stored && {
+          json: `{"created":${stored.created},"breaches":${stored.breaches},"readings":${stored.readings},"rejected":${JSON.stringify(rejected)}}`,
+          created: true,
+        };
       const out = valid.length
         ? await deps.outbox.write(caller, async (tx, emit) => {
             const ids = new Set<string>();
@@ -423,14 +430,14 @@ export function readingHandlers(deps: ServiceDeps) {
               after: { created: n, breaches, rejected: rejected.length },
             });
             return { readings: `[${parts.join(',')}]`, created: n, breaches };
-          })
+          }, answer)
         : undefined;
 
-      if (!out) {
+      const res = answer(out);
+      if (!res) {
         throw DomainError.unprocessable('every reading was rejected', 'all_readings_rejected', { rejected });
       }
-      const json = `{"created":${out.created},"breaches":${out.breaches},"readings":${out.readings},"rejected":${JSON.stringify(rejected)}}`;
-      return { json, created: true };
+      return res;
     },
 
     listReadings: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {

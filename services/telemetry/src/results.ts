@@ -112,11 +112,12 @@ export function resultHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       assertNotViewer(caller);
       const b = parseBody(ingestBody, req.json);
+      const answer = (json: string): telemetry.JsonResponse => ({ json, created: true });
       const json = await deps.outbox.write(caller, async (tx, emit) => {
         const device = await resolveDevice(tx, emit, org, caller, b);
         return insertResult(tx, emit, org, caller, { ...b, device_id: device.id });
-      });
-      return { json, created: true };
+      }, answer);
+      return answer(json);
     },
 
     listResults: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
