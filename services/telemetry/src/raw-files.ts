@@ -8,10 +8,13 @@ import { deviceById, insertResult } from './results.js';
 import type { FileStorage } from './storage.js';
 
 const metaSchema = z.object({
-  device_id: uuid,
+  // empty: the device is named by the last message, after the file
+  device_id: z.union([z.literal(''), uuid]),
   filename: text(255).refine((s) => !s.includes('\0'), 'must not contain NUL'),
   content_type: z.string().trim().max(255).transform((s) => s || 'application/octet-stream'),
 });
+
+const deviceIdAfterFile = z.object({ device_id: uuid });
 
 const tooLarge = (limit: number) =>
   new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
@@ -21,6 +24,11 @@ const tooLarge = (limit: number) =>
  * and the file, the others carry its bytes. The bytes stream into storage (hashed
  * and counted on the way, never held whole); then a raw_files row and a result
  * linked to it commit together. A failed commit removes the stored file.
+ *
+ * A client may send the multipart parts in either order. When the device_id part
+ * comes after the file, the gateway cannot name the device up front: the first
+ * message then names none, the last one does, and the device is checked once the
+ * file is stored (an unknown device removes it again).
  */
 export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
   return {
@@ -32,22 +40,31 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
       if (first.done || !first.value.meta) throw DomainError.invalid('the first message must carry the upload metadata');
       const meta = parseWith(metaSchema, first.value.meta);
       const limit = rawFileLimit(meta.filename, meta.content_type);
-      // the device is checked before a byte is stored
-      const device = await deviceById(deps.db.orm, org, caller, meta.device_id);
+      // the device is checked before a byte is stored, when it is known before the file
+      const named = meta.device_id ? await deviceById(deps.db.orm, org, caller, meta.device_id) : undefined;
+      let trailer: string | undefined;
 
       async function* bytes(): AsyncGenerator<Buffer> {
         let size = 0;
         let next: IteratorResult<telemetry.UploadChunk> = first;
         while (!next.done) {
+          if (trailer !== undefined) throw DomainError.invalid('the message naming the device must be the last');
           const data = next.value.data;
           size += data.length;
           if (size > limit) throw tooLarge(limit);
           if (data.length) yield data;
+          if (next.value.device_id !== undefined) {
+            if (named) throw DomainError.invalid('the device is named twice');
+            trailer = next.value.device_id;
+          }
           next = await messages.next();
         }
       }
       const stored = await storage.put(bytes());
       try {
+        const device =
+          named ??
+          (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
         const answer = (json: string): telemetry.JsonResponse => ({ json, created: true });
         const json = await deps.outbox.write(caller, async (tx, emit) => {
           const fileId = newId();

@@ -57,13 +57,24 @@ const settledRss = async () => {
  * A multipart upload written piece by piece from one reused 64 KiB buffer, so the
  * test process itself never holds the file; returns the answer and the sha256.
  */
-function upload(opts: { deviceId: string; filename: string; contentType: string; size: number; chunked?: boolean; via?: { url: string; token: string } }) {
+function upload(opts: {
+  deviceId: string;
+  filename: string;
+  contentType: string;
+  size: number;
+  chunked?: boolean;
+  via?: { url: string; token: string };
+  /** where the device_id part goes: before the file (default), after it, or nowhere */
+  devicePart?: 'first' | 'last' | 'none';
+}) {
   const boundary = `----lab${randomUUID()}`;
+  const devicePart = `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n`;
+  const where = opts.devicePart ?? 'first';
   const head = Buffer.from(
-    `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n` +
+    (where === 'first' ? devicePart : '') +
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${opts.filename}"\r\nContent-Type: ${opts.contentType}\r\n\r\n`,
   );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  const tail = Buffer.from(`\r\n${where === 'last' ? devicePart : ''}--${boundary}--\r\n`);
   const piece = Buffer.alloc(64 * 1024);
   for (let i = 0; i < piece.length; i++) piece[i] = i % 251;
   const hash = createHash('sha256');
@@ -218,6 +229,19 @@ describe('raw file upload', () => {
     expect(got.body.data.raw_file.sha256).toBe(r.sha256);
   });
 
+  it('takes the device_id part after the file as well (the spec gives no order)', async () => {
+    const size = 3 * MiB + 17;
+    const r = await upload({ deviceId, filename: 'late.csv', contentType: 'text/csv', size, devicePart: 'last' });
+    expect(r.status).toBe(201);
+    expect(r.body.data).toMatchObject({ device_id: deviceId, raw_file: { filename: 'late.csv', size, sha256: r.sha256 } });
+    const unknown = await upload({ deviceId: randomUUID(), filename: 'a.csv', contentType: 'text/csv', size: 1000, devicePart: 'last' });
+    expect([unknown.status, unknown.body.error.code]).toEqual([404, 'device_not_found']);
+    const missing = await upload({ deviceId, filename: 'a.csv', contentType: 'text/csv', size: 1000, devicePart: 'none' });
+    expect([missing.status, missing.body.error.code, missing.body.error.details.fields[0].path]).toEqual([400, 'validation_failed', 'device_id']);
+    const late = await upload({ deviceId, filename: 'big.csv', contentType: 'text/csv', size: 26 * MiB, chunked: true, devicePart: 'last' });
+    expect([late.status, late.body.error.code]).toEqual([413, 'payload_too_large']);
+  });
+
   it('answers 400 without a file part and 404 for an unknown device', async () => {
     const none = await api('POST', '/v1/results/upload', key, 'x', { 'content-type': 'text/plain' });
     expect(none.status).toBe(400);
@@ -268,6 +292,13 @@ describe('raw file upload in process (standalone)', () => {
     const before = (await readdir(storageDir, { recursive: true })).length;
     const r = await upload({ deviceId: randomUUID(), filename: 'gone.csv', contentType: 'text/csv', size: 2 * MiB, via });
     expect(r.status).toBe(404);
+    // named after the file, the device is checked once the file is stored: it is removed again
+    const late = await upload({ deviceId: randomUUID(), filename: 'gone.csv', contentType: 'text/csv', size: 2 * MiB, via, devicePart: 'last' });
+    expect(late.status).toBe(404);
+    const bad = await upload({ deviceId: 'nope', filename: 'gone.csv', contentType: 'text/csv', size: 1000, via, devicePart: 'last' });
+    expect(bad.status).toBe(400);
     expect((await readdir(storageDir, { recursive: true })).length).toBe(before);
+    const ok = await upload({ deviceId, filename: 'late.csv', contentType: 'text/csv', size: 1000, via, devicePart: 'last' });
+    expect(ok.status).toBe(201);
   });
 });

@@ -27,13 +27,15 @@ const tooLarge = (limit: number) =>
 const invalid = (path: string, message: string) => DomainError.invalid(message, { field: path, fields: [{ path, message }] });
 
 /**
- * POST /v1/results/upload: parts `device_id` (first) and `file`. The file is
+ * POST /v1/results/upload: parts `device_id` and `file`, in either order. The file is
  * never held whole: busboy hands it over in pieces, which go on to the telemetry
  * service as messages of at most ~64 KiB of one client-streaming call; the file
  * is paused while more than IN_FLIGHT_BYTES are written to the call and not yet
  * taken by the transport. Past the size limit (25 MiB, 50 MiB for mzML) the call is
  * cancelled and the rest of the body is read and dropped, then 413 is answered;
  * a declared Content-Length already over the limit is refused before forwarding.
+ * When the device_id part comes after the file, the file goes on naming no device
+ * and the call's last message names it once the body has been read.
  */
 export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
   const { req } = ctx;
@@ -59,17 +61,15 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     let deviceId: string | undefined;
     let failure: DomainError | undefined;
     let upload: Promise<string> | undefined;
+    /** The device_id part once the whole body is read (undefined: missing, or the upload failed). */
+    let bodyRead!: (deviceId: string | undefined) => void;
+    const deviceAfterBody = new Promise<string | undefined>((resolve) => (bodyRead = resolve));
 
     bb.on('field', (name, value) => {
-      if (name === 'device_id') deviceId = value.trim();
+      if (name === 'device_id' && deviceId === undefined) deviceId = value.trim();
     });
     bb.on('file', (name, file, info) => {
       if (name !== 'file' || upload || failure) {
-        file.resume();
-        return;
-      }
-      if (!deviceId) {
-        failure = invalid('device_id', 'the device_id part must come before the file part');
         file.resume();
         return;
       }
@@ -79,7 +79,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         file.resume();
         return;
       }
-      upload = forward(file, limit, { device_id: deviceId, filename: info.filename ?? 'upload', content_type: info.mimeType ?? '' });
+      upload = forward(file, limit, { device_id: deviceId ?? '', filename: info.filename ?? 'upload', content_type: info.mimeType ?? '' });
       upload.catch(() => undefined);
     });
 
@@ -125,7 +125,22 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         }
       });
       file.on('end', () => {
-        if (!stopped) stream.end();
+        if (stopped) return;
+        if (meta.device_id) {
+          stream.end();
+          return;
+        }
+        // the device_id part follows the file: the call ends with it once busboy has read it
+        void deviceAfterBody.then((id) => {
+          if (stopped) return;
+          if (id === undefined) {
+            stop();
+            stream.cancel();
+            return;
+          }
+          stream.write({ data: Buffer.alloc(0), device_id: id });
+          stream.end();
+        });
       });
       return response.then(
         (r) => r.json,
@@ -137,15 +152,21 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     };
 
     bb.on('close', () => {
+      if (!failure && upload && deviceId === undefined) failure = invalid('device_id', 'the device_id part is missing');
+      bodyRead(failure ? undefined : deviceId);
       if (failure) return reject(failure);
       if (!upload) return reject(invalid('file', 'the file part is missing'));
       upload.then((json) => resolve({ status: 201, body: `{"data":${json}}`, contentType: 'application/json; charset=utf-8' }), reject);
     });
     bb.on('error', () => {
       failure ??= invalid('', 'malformed multipart/form-data');
+      bodyRead(undefined);
       reject(failure);
     });
-    req.on('aborted', () => reject(invalid('', 'request aborted')));
+    req.on('aborted', () => {
+      bodyRead(undefined);
+      reject(invalid('', 'request aborted'));
+    });
     req.pipe(bb);
   });
 }

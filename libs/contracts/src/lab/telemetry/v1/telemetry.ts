@@ -68,6 +68,7 @@ export interface ListResponse {
 }
 
 export interface UploadMeta {
+  /** empty when the client sent the device_id part after the file: the last message then names it */
   device_id: string;
   filename: string;
   content_type: string;
@@ -77,6 +78,8 @@ export interface UploadChunk {
   /** first message only */
   meta?: UploadMeta | undefined;
   data: Buffer;
+  /** last message only, and only when meta.device_id is empty */
+  device_id?: string | undefined;
 }
 
 export interface Empty {
@@ -553,7 +556,7 @@ export const UploadMeta: MessageFns<UploadMeta> = {
 };
 
 function createBaseUploadChunk(): UploadChunk {
-  return { meta: undefined, data: Buffer.alloc(0) };
+  return { meta: undefined, data: Buffer.alloc(0), device_id: undefined };
 }
 
 export const UploadChunk: MessageFns<UploadChunk> = {
@@ -563,6 +566,9 @@ export const UploadChunk: MessageFns<UploadChunk> = {
     }
     if (message.data.length !== 0) {
       writer.uint32(18).bytes(message.data);
+    }
+    if (message.device_id !== undefined) {
+      writer.uint32(26).string(message.device_id);
     }
     return writer;
   },
@@ -594,6 +600,14 @@ export const UploadChunk: MessageFns<UploadChunk> = {
             }
 
             message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.device_id = reader.string();
             continue;
           }
         }
@@ -762,7 +776,10 @@ export const TelemetryServiceService = {
     responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
   },
-  /** Client streaming: the first message carries meta, every later one a chunk of the file. */
+  /**
+   * Client streaming: the first message carries meta, every later one a chunk of the file;
+   * when meta names no device, the last message names it (device_id, no data).
+   */
   uploadRawFile: {
     path: "/lab.telemetry.v1.TelemetryService/UploadRawFile" as const,
     requestStream: true as const,
@@ -826,7 +843,10 @@ export interface TelemetryServiceServer extends UntypedServiceImplementation {
   listResults: handleUnaryCall<QueryRequest, ListResponse>;
   getResult: handleUnaryCall<IdRequest, JsonResponse>;
   getResultChart: handleUnaryCall<IdRequest, JsonResponse>;
-  /** Client streaming: the first message carries meta, every later one a chunk of the file. */
+  /**
+   * Client streaming: the first message carries meta, every later one a chunk of the file;
+   * when meta names no device, the last message names it (device_id, no data).
+   */
   uploadRawFile: handleClientStreamingCall<UploadChunk, JsonResponse>;
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat: handleUnaryCall<BodyRequest, JsonResponse>;
@@ -1015,7 +1035,10 @@ export interface TelemetryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: JsonResponse) => void,
   ): ClientUnaryCall;
-  /** Client streaming: the first message carries meta, every later one a chunk of the file. */
+  /**
+   * Client streaming: the first message carries meta, every later one a chunk of the file;
+   * when meta names no device, the last message names it (device_id, no data).
+   */
   uploadRawFile(
     callback: (error: ServiceError | null, response: JsonResponse) => void,
   ): ClientWritableStream<UploadChunk>;
