@@ -10,8 +10,9 @@ const createInventory = z.strictObject({
   notes: text.nullable().optional(),
   scope_room_id: reference.nullable().optional(),
   scope_location_id: reference.nullable().optional(),
-  // a run starts open; closing is a transition with its own bookkeeping
-  status: z.literal('open', 'a new inventory run is open').optional(),
+  // open by default; a run recorded after the fact may be created closed or archived,
+  // closed now by the caller (closed_at and closed_by are the close's, set with it)
+  status: z.enum(INVENTORY_STATUSES, `must be one of ${INVENTORY_STATUSES.join(', ')}`).optional(),
 });
 
 /** A client clock a little ahead of ours may still record the close as "now". */
@@ -48,8 +49,10 @@ export const inventories = defineResource({
   filters: { status: 'string', scope_room_id: 'uuid', scope_location_id: 'uuid', name: 'string' },
   orderBy: ['updated_at', 'name', 'status', 'closed_at'],
   canWrite: canWriteInventory,
-  async beforeCreate(_tx, _caller, input) {
-    return { ...input, status: 'open' };
+  async beforeCreate(tx, caller, input) {
+    const status = (input.status as InventoryStatus | undefined) ?? 'open';
+    if (status === 'open') return { ...input, status };
+    return { ...input, status, closed_at: await transactionTime(tx), closed_by: caller.user_id };
   },
   async beforeUpdate(tx, caller, input, before) {
     const from = before.status as InventoryStatus;

@@ -381,7 +381,12 @@ describe('inventory runs', () => {
     }
     expect((await get('inventories', run.id, w.admin)).status).toBe('archived');
     expect((await failure(update('inventories', run.id, { scope_room_id: w.dept }, w.admin))).details).toMatchObject({ field: 'scope_room_id' });
-    expect((await failure(create('inventories', { name: 'x', status: 'closed' }, w.admin))).details).toMatchObject({ field: 'status' });
+    // a run recorded after the fact is created closed (or archived), closed now by its creator
+    const late = await create('inventories', { name: 'counted last week', status: 'closed' }, w.researcher);
+    expect(late).toMatchObject({ status: 'closed', closed_by: w.researcher.user_id });
+    expect(late.closed_at).toEqual(late.created_at);
+    expect(await create('inventories', { name: 'old', status: 'archived' }, w.admin)).toMatchObject({ status: 'archived', closed_by: w.admin.user_id });
+    expect((await failure(create('inventories', { name: 'x', status: 'done' }, w.admin))).details).toMatchObject({ field: 'status' });
   });
 
   it('takes closed_at and closed_by from the closing request when given', async () => {

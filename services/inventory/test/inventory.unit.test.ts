@@ -72,8 +72,10 @@ describe('inventory run transitions', () => {
     }
   });
 
-  it('starts a run open and fixes its scope at creation', () => {
-    expect(details(() => parseWith(inventories.create, { name: 'Q1', status: 'closed' }))).toMatchObject({ field: 'status' });
+  it('takes a run status on create and fixes its scope at creation', () => {
+    expect(parseWith(inventories.create, { name: 'Q1', status: 'closed' })).toMatchObject({ status: 'closed' });
+    expect(details(() => parseWith(inventories.create, { name: 'Q1', status: 'counting' }))).toMatchObject({ field: 'status' });
+    expect(details(() => parseWith(inventories.create, { name: 'Q1', closed_at: '2024-01-01T00:00:00Z' }))).toMatchObject({ field: 'closed_at' });
     expect(details(() => parseWith(inventories.update, { scope_room_id: ITEM }))).toMatchObject({ field: 'scope_room_id' });
     expect(details(() => parseWith(inventories.create, { notes: 'no name' }))).toMatchObject({ field: 'name' });
   });
