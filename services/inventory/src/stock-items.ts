@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { defineResource } from '@lab/kit';
+import { defineResource, sameOrgRecord } from '@lab/kit';
 import { amount, date, reference, short, text } from './fields.js';
 import { canWriteInventory } from './permissions.js';
-import { sameOrgRecord } from './references.js';
 
 const optional = <T extends z.ZodType>(s: T) => s.nullable().optional();
 

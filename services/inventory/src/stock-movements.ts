@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { DomainError, defineResource } from '@lab/kit';
+import { DomainError, defineResource, sameOrgRecord } from '@lab/kit';
 import { belowMinStockIfCrossed, movementCreated } from './events.js';
 import { number, reference, short, text } from './fields.js';
 import { MOVEMENT_TYPES, signProblem } from './movement-rules.js';
 import { assertMayWriteInventory } from './permissions.js';
-import { sameOrgRecord } from './references.js';
+
 import { applyDelta } from './stock-level.js';
 
 const createMovement = z

@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { defineResource, departmentAccess } from '@lab/kit';
+import { assertSameOrgReference, defineResource, departmentAccess } from '@lab/kit';
 import { nextDisplayId } from './display-id.js';
 import { experimentEvents } from './events.js';
 import { object, reference, status, tags, text } from './fields.js';
-import { assertSameOrgReference } from './references.js';
 
 const createExperiment = z.strictObject({
   title: z.string().trim().max(500).optional(),

@@ -1,8 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { type CallerContext, defineResource, departmentAccess, rows, type Tx, validationFailed } from '@lab/kit';
+import { assertSameOrgReference, type CallerContext, defineResource, departmentAccess, rows, type Tx, validationFailed } from '@lab/kit';
 import { date, name, reference, status, tags, text } from './fields.js';
-import { assertSameOrgReference } from './references.js';
 
 const createProject = z.strictObject({
   name,

@@ -5,3 +5,4 @@ export * from './store.js';
 export * from './handlers.js';
 export * from './fields.js';
 export * from './department-access.js';
+export * from './references.js';
