@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Bus, BusMessage } from './bus.js';
-import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
+import { pipelined, PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -149,11 +149,13 @@ export class Outbox {
       out = await this.opts.db.tx(async (tx) => {
         if (claim && !answer) await receipts!.claim(tx, claim);
         const result = await fn(tx, emit);
-        await this.insert(tx, emit.messages);
+        // nothing waits for these answers: they travel with the COMMIT (a failure
+        // rolls the transaction back and is what the write rejects with)
+        if (emit.messages.length) pipelined(tx, () => this.insert(tx, emit.messages));
         if (claim && answer) {
           const given = answer(result);
           answered = given !== undefined;
-          await receipts!.claim(tx, claim, given);
+          pipelined(tx, () => receipts!.claim(tx, claim, given));
         }
         return result;
       });
@@ -226,13 +228,16 @@ export class Outbox {
         await withTimeout(this.publish(claimed), this.opts.publishTimeoutMs ?? 10_000);
       } catch (err) {
         // the backoff commits with the transaction; the rows stay for a later pass
-        await tx.execute(sql`${PLANNED_PER_CALL}update ${this.table}
+        pipelined(tx, () =>
+          tx.execute(sql`${PLANNED_PER_CALL}update ${this.table}
             set attempts = attempts + 1, next_attempt_at = now() + (${this.backoffMs(claimed, 1)} * interval '1 millisecond')
-            where id = any(${ids}::uuid[])`);
+            where id = any(${ids}::uuid[])`),
+        );
         this.publishFailed(err, claimed.length);
         return 0;
       }
-      await tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`);
+      // confirmed: the rows go with the COMMIT, sent right behind the DELETE
+      pipelined(tx, () => tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`));
       this.published(claimed);
       return claimed.length;
     });

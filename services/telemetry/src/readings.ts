@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { DomainError, fieldIssues, parseJsonObject, rows, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, fieldIssues, parseJsonObject, pipelined, rows, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { dateTime, finite, limitParam, orgOf, parseQuery, text, uuid, where } from './common.js';
 
 export const MAX_BATCH = 500;
@@ -381,18 +381,21 @@ export function readingHandlers(deps: ServiceDeps) {
               if (i.notes !== undefined) notes[k] = i.notes;
             }
             const pts = [...used.keys()];
-            await tx.execute(
-              sql`insert into telemetry.environmental_readings
-                    (id, org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id, notes, created_by)
-                  select (${idBase}::text || lpad(to_hex(u.n - 1), 4, '0'))::uuid, ${org}::uuid, p.id, u.value, coalesce(u.unit, p.unit),
-                         p.limit_min, p.limit_max, coalesce(u.measured_at, now()), u.sample_id, u.notes, ${caller.user_id}::uuid
-                  from unnest(${`{${pointIdx}}`}::int[], ${`{${values}}`}::float8[], ${pgArray(units, quoted)}::text[],
-                              ${pgArray(measured, quoted)}::timestamptz[], ${pgArray(samples, bare)}::uuid[], ${pgArray(notes, quoted)}::text[])
-                         with ordinality as u(point, value, unit, measured_at, sample_id, notes, n)
-                  join unnest(${pgArray(pts.map((p) => p.id), bare)}::uuid[], ${pgArray(pts.map((p) => p.unit), quoted)}::text[],
-                              ${pgArray(pts.map((p) => p.limit_min), pgFloat)}::float8[], ${pgArray(pts.map((p) => p.limit_max), pgFloat)}::float8[])
-                         with ordinality as p(id, unit, limit_min, limit_max, n)
-                    on p.n = u.point`,
+            // nothing below waits for the insert: it travels with the outbox rows and the COMMIT
+            pipelined(tx, () =>
+              tx.execute(
+                sql`insert into telemetry.environmental_readings
+                      (id, org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id, notes, created_by)
+                    select (${idBase}::text || lpad(to_hex(u.n - 1), 4, '0'))::uuid, ${org}::uuid, p.id, u.value, coalesce(u.unit, p.unit),
+                           p.limit_min, p.limit_max, coalesce(u.measured_at, now()), u.sample_id, u.notes, ${caller.user_id}::uuid
+                    from unnest(${`{${pointIdx}}`}::int[], ${`{${values}}`}::float8[], ${pgArray(units, quoted)}::text[],
+                                ${pgArray(measured, quoted)}::timestamptz[], ${pgArray(samples, bare)}::uuid[], ${pgArray(notes, quoted)}::text[])
+                           with ordinality as u(point, value, unit, measured_at, sample_id, notes, n)
+                    join unnest(${pgArray(pts.map((p) => p.id), bare)}::uuid[], ${pgArray(pts.map((p) => p.unit), quoted)}::text[],
+                                ${pgArray(pts.map((p) => p.limit_min), pgFloat)}::float8[], ${pgArray(pts.map((p) => p.limit_max), pgFloat)}::float8[])
+                           with ordinality as p(id, unit, limit_min, limit_max, n)
+                      on p.n = u.point`,
+              ),
             );
 
             const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
