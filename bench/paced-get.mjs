@@ -13,6 +13,7 @@ try {
   for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
   for (const rate of (process.env.RATES ?? '100,200,400').split(',').map(Number)) {
     const timeline = [];
+    console.log('start', Date.now());
     const r = await pacedLoad(`${cluster.url}/v1/samples/${id}`, { rate, seconds: Number(process.env.BENCH_SECONDS ?? 6), connections: 64, headers: { authorization: `Bearer ${token}` }, timeline });
     console.log(rate, JSON.stringify(r));
     const slow = timeline.filter(([, l]) => l > 30).map(([t, l]) => `${(t/1000).toFixed(2)}:${l.toFixed(0)}`);

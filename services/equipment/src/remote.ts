@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { records } from '@lab/contracts';
-import { defineResource, DomainError, isGuid, rows, type Database, type Handlers } from '@lab/kit';
-import { violatedConstraint } from './constraint-errors.js';
+import { defineResource, DomainError, isGuid, rows, violatedConstraint, type Database, type Handlers } from '@lab/kit';
+import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { underEquipment } from './equipment.js';
 import { text } from './fields.js';
 import { childAccess } from './permissions.js';
@@ -58,7 +58,7 @@ export function remoteLinkHandlers(base: RecordHandlers, db: Database): RecordHa
         return await base.createRecord({ resource: remote.name, json, parent_id: parentId }, caller);
       } catch (err) {
         // a concurrent upsert created it first: change that link instead
-        if (attempt > 0 || violatedConstraint(err) !== 'remote_links_equipment_key') throw err;
+        if (attempt > 0 || violatedConstraint(err, Object.keys(CONSTRAINT_RULES)) !== 'remote_links_equipment_key') throw err;
       }
     }
   };

@@ -1,6 +1,6 @@
 import { records } from '@lab/contracts';
-import { recordServiceHandlers, type GrpcServer, type Handlers, type ServiceDeps } from '@lab/kit';
-import { withConstraintErrors } from './constraint-errors.js';
+import { recordServiceHandlers, withConstraintErrors, type GrpcServer, type Handlers, type ServiceDeps } from '@lab/kit';
+import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { calibrations, documentResources, flattenDocument, flattenDocuments, qualifications } from './documents.js';
 import { equipment } from './equipment.js';
 import { maintenance } from './maintenance.js';
@@ -37,5 +37,5 @@ function withFlatDocuments(base: RecordHandlers): RecordHandlers {
 
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
   const base = recordServiceHandlers(deps, resources);
-  server.add(records.RecordServiceService, withConstraintErrors(withFlatDocuments(remoteLinkHandlers(base, deps.db))));
+  server.add(records.RecordServiceService, withConstraintErrors(withFlatDocuments(remoteLinkHandlers(base, deps.db)), CONSTRAINT_RULES));
 }

@@ -28,8 +28,20 @@ import { isTestMode, testModeReply } from './test-mode.js';
  * scope, module, service availability, X-Test-Mode, idempotency, the handler.
  */
 export async function runRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const { route, req } = ctx;
   await authenticate(ctx, deps);
+  const counting = ctx.counting;
+  if (!counting) return authorizedRoute(ctx, deps);
+  // A read ran beside its count: the count decides first (429 over the limit,
+  // whatever the read answered), then the read's outcome goes out with its headers.
+  const [outcome, count] = await Promise.allSettled([authorizedRoute(ctx, deps), counting]);
+  if (count.status === 'rejected') throw count.reason;
+  ctx.rate = count.value;
+  if (outcome.status === 'rejected') throw outcome.reason;
+  return outcome.value;
+}
+
+async function authorizedRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const { route, req } = ctx;
   const p = ctx.principal;
   if (p) {
     if (route.scope !== 'none' && !hasScope(p.scopes, route.scope)) {
@@ -71,7 +83,16 @@ async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
       ctx.principal = p;
       ctx.caller = callerOf(p, requestId);
       // Counted before the scope check, so refused requests carry the headers too.
-      ctx.rate = await deps.limiter.consume(p.token_id, p.rate_limit ?? DEFAULT_LIMITS);
+      const counting = deps.limiter.consume(p.token_id, p.rate_limit ?? DEFAULT_LIMITS);
+      // A read has no effect to hold back: while the token is well under its limit it
+      // runs beside its count instead of after it (the counter's round trip was most
+      // of what the limit added to a read's latency). Writes always wait for their count.
+      if (req.method === 'GET' && deps.limiter.mayOverlap(p.token_id)) {
+        counting.catch(() => undefined);
+        ctx.counting = counting;
+        return;
+      }
+      ctx.rate = await counting;
       return;
     }
   }

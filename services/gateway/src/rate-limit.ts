@@ -19,6 +19,14 @@ export interface RateState {
 const KEY_PREFIX = 'lab:gateway:rl';
 /** At most one "failing open" line per this interval. */
 const FAIL_OPEN_LOG_MS = 30_000;
+/**
+ * A read may run beside its count while the token's last count left at least this
+ * many requests of the minute: concurrent reads can then not run far past the limit
+ * before their counts answer 429.
+ */
+const OVERLAP_HEADROOM = 8;
+/** Tokens whose last count is remembered (a bounded map, cleared when full). */
+const MAX_REMEMBERED = 10_000;
 
 /**
  * Per-token request limits over two windows (minute and hour). Organisations may
@@ -29,6 +37,8 @@ const FAIL_OPEN_LOG_MS = 30_000;
  */
 export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
+  /** the minute's remaining requests per token, as its last count left them */
+  private readonly lastRemaining = new Map<string, number>();
   private readonly redis?: Redis;
   private lastFailLog = 0;
 
@@ -76,12 +86,23 @@ export class RateLimiter {
       limit: perMinute,
       remaining: rejected ? 0 : Math.max(0, minuteRes?.remainingPoints ?? perMinute),
     };
+    if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
+    this.lastRemaining.set(tokenId, state.remaining);
     if (rejected) {
       metrics().rateLimited.inc();
       throw new RateLimitedError(state);
     }
     for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
     return state;
+  }
+
+  /**
+   * Whether a read of this token may run while its count is under way: its last
+   * count left room. Near the limit (or for a token not counted yet) the read
+   * waits for its count, so the requests past the limit never reach a service.
+   */
+  mayOverlap(tokenId: string): boolean {
+    return (this.lastRemaining.get(tokenId) ?? 0) >= OVERLAP_HEADROOM;
   }
 
   private failOpen(err: unknown): void {

@@ -21,6 +21,8 @@ export interface Ctx {
   /** signed into every gRPC call of this request */
   caller?: CallerContext;
   rate?: RateState;
+  /** a read's count still under way (see runRoute) */
+  counting?: Promise<RateState>;
 }
 
 export interface Deps {

@@ -41,3 +41,26 @@ it('uses the default limits of 120 per minute', async () => {
   expect(r.headers.get('x-ratelimit-limit')).toBe('120');
   expect(r.headers.get('x-ratelimit-remaining')).toBe('119');
 });
+
+it('counts reads that run beside their count exactly: a burst past the limit gets 429 for every request over it', async () => {
+  const org = await stack.admin.createOrg({ rate_limit: { per_minute: 20, per_hour: 1000 } });
+  const token = (await stack.admin.createApiKey(org.id, { scopes: ['read', 'write'] })).token;
+  // the first read waits for its count; it leaves room, so the next reads overlap theirs
+  expect((await call(stack.url, 'GET', '/v1/samples', { token })).headers.get('x-ratelimit-remaining')).toBe('19');
+  const burst = await Promise.all(Array.from({ length: 25 }, () => call(stack.url, 'GET', '/v1/samples', { token })));
+  const statuses = burst.map((r) => r.status).sort();
+  expect(statuses.filter((s) => s === 200)).toHaveLength(19);
+  expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+  for (const r of burst) expect(r.headers.get('x-ratelimit-limit')).toBe('20');
+  expect(burst.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b).slice(-1)[0]).toBe(18);
+  // a read refused by its scope or not found still carries the count; over the limit, 429 wins
+  const other = await stack.admin.createOrg({ rate_limit: { per_minute: 10, per_hour: 1000 } });
+  const reader = (await stack.admin.createApiKey(other.id, { scopes: ['read'] })).token;
+  const first = await call(stack.url, 'GET', '/v1/samples/00000000-0000-4000-8000-000000000000', { token: reader });
+  expect([first.status, first.headers.get('x-ratelimit-remaining')]).toEqual([404, '9']);
+  const overlapped = await call(stack.url, 'GET', '/v1/samples/00000000-0000-4000-8000-000000000000', { token: reader });
+  expect([overlapped.status, overlapped.headers.get('x-ratelimit-remaining')]).toEqual([404, '8']);
+  for (let i = 0; i < 8; i++) await call(stack.url, 'GET', '/v1/samples', { token: reader });
+  const over = await call(stack.url, 'GET', '/v1/samples/00000000-0000-4000-8000-000000000000', { token: reader });
+  expect([over.status, over.body.error.code]).toEqual([429, 'rate_limited']);
+});
