@@ -114,6 +114,15 @@ function embeddedTx<T>(orm: Orm, fn: (tx: Tx) => Promise<T>): Promise<T> {
 }
 
 /**
+ * Sends a statement at once and gives its one answer. drizzle's `execute()` gives
+ * a lazy thenable that sends the statement anew on every `then`: awaited twice, it
+ * would run twice, and not sent until awaited, it could not go ahead of an answer.
+ */
+function sendNow(tx: Tx, q: SQL): Promise<{ command?: string }> {
+  return (tx.execute(q) as unknown as { execute(): Promise<{ command?: string }> }).execute();
+}
+
+/**
  * db.tx on PostgreSQL. Every round trip to the server costs both processes a
  * wake-up and a few system calls (measured here: about as much CPU as a short
  * statement's execution), so the client runs in pipeline mode and the
@@ -124,37 +133,21 @@ function embeddedTx<T>(orm: Orm, fn: (tx: Tx) => Promise<T>): Promise<T> {
  * transaction on the server, so a COMMIT behind it answers ROLLBACK and nothing is
  * kept; the statement's error is what db.tx rejects with.
  */
-/**
- * Sends a statement at once and gives its one answer. drizzle's `execute()` gives
- * a lazy thenable that sends the statement anew on every `then`: awaited twice, it
- * would run twice, and not sent until awaited, it could not go ahead of an answer.
- */
-function sendNow(tx: Tx, q: SQL): Promise<{ command?: string }> {
-  return (tx.execute(q) as unknown as { execute(): Promise<{ command?: string }> }).execute();
-}
-
 async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   const tx = new NodePgTransaction(dialect, new NodePgSession(client, dialect, undefined), undefined) as unknown as Tx;
-  const socket = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
-  tails.set(tx, { tail: [], socket: typeof socket?.cork === 'function' ? socket : undefined });
+  const stream = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
+  const socket = typeof stream?.cork === 'function' ? stream : undefined;
+  tails.set(tx, { tail: [], socket });
   let broken = false;
   try {
     coalesceWrites(socket);
     const begun = sendNow(tx, sql`begin`);
+    begun.catch(() => undefined); // reported below: a failure may come before anything awaits it
     // a failed BEGIN fails the statements behind it too; its own error is the one to report
-    begun.catch(() => undefined);
-    let out: T;
-    try {
-      out = await fn(tx);
-    } catch (err) {
-      await begun;
-      throw err;
-    }
-    await begun;
-    const committed = sendNow(tx, sql`commit`);
-    const failure = await tailFailure(tx);
-    const done = await committed;
+    const out = await fn(tx).finally(() => begun);
+    // the statements handed over were sent before the COMMIT, so their answers come first
+    const [failure, done] = await Promise.all([tailFailure(tx), sendNow(tx, sql`commit`)]);
     if (failure) throw failure.reason;
     if (done.command !== 'COMMIT') throw new Error(`the transaction ended in ${done.command ?? 'nothing'} instead of COMMIT`);
     return out;

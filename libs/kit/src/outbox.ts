@@ -74,6 +74,13 @@ export function changedFields(before: Record<string, unknown> | null, after: Rec
   return out.sort();
 }
 
+/**
+ * The answer of a method that answers a record as JSON text (lab.*.JsonResponse,
+ * RecordResponse): given to Outbox.write as `answer` and returned by the handler,
+ * so the receipt keeps exactly what the call answered.
+ */
+export const jsonAnswer = (json: string): { json: string } => ({ json });
+
 interface ClaimedRow {
   id: string;
   seq: string;

@@ -1,15 +1,15 @@
 import { notebook, records } from '@lab/contracts';
-import { recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { jsonAnswer, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
 import { samples } from './samples.js';
-import { signExperiment, signedAnswer } from './signing.js';
+import { signExperiment } from './signing.js';
 
 export const resources = [experiments, projects, samples];
 
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
   server.add(records.RecordServiceService, recordServiceHandlers(deps, resources));
   server.add(notebook.NotebookServiceService, {
-    signExperiment: async (req, caller) => signedAnswer(await signExperiment(deps, caller, req.id)),
+    signExperiment: async (req, caller) => jsonAnswer(await signExperiment(deps, caller, req.id)),
   });
 }

@@ -1,10 +1,7 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, getRecordOr404, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, getRecordOr404, jsonAnswer, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
-
-/** What the SignExperiment handler answers, given the experiment as stored after signing. */
-export const signedAnswer = (json: string) => ({ json });
 
 /**
  * Signs an experiment as the calling user (the gateway has re-verified the
@@ -30,5 +27,5 @@ export async function signExperiment(deps: Pick<ServiceDeps, 'outbox'>, caller: 
     experimentEvents.signed(emit, caller, after.row);
     emit.audit(caller.org_id, { action: 'sign', resource: experiments.auditResource, record_id: id, before: before.row, after: after.row });
     return after.json;
-  }, signedAnswer);
+  }, jsonAnswer);
 }

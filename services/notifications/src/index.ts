@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { identity, notifications } from '@lab/contracts';
-import { PeerClient, type ServiceDefinition } from '@lab/kit';
-import { createNotifications, listNotifications, notificationAnswer, updateNotification } from './notifications.js';
+import { jsonAnswer, PeerClient, type ServiceDefinition } from '@lab/kit';
+import { createNotifications, listNotifications, updateNotification } from './notifications.js';
 import { consumeReactions } from './reactions.js';
 
 export interface NotificationsOptions {
@@ -20,7 +20,7 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
       server.add(notifications.NotificationsServiceService, {
         createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.json),
         listNotifications: async (req, caller) => listNotifications(deps, caller, req.query),
-        updateNotification: async (req, caller) => notificationAnswer(await updateNotification(deps, caller, req.id, req.json)),
+        updateNotification: async (req, caller) => jsonAnswer(await updateNotification(deps, caller, req.id, req.json)),
       });
       await consumeReactions(deps, peer);
       return async () => peer.close();

@@ -3,6 +3,7 @@ import {
   DomainError,
   fieldIssues,
   isGuid,
+  jsonAnswer,
   parseJsonObject,
   parseWith,
   validationFailed,
@@ -107,9 +108,6 @@ export async function listNotifications(deps: ServiceDeps, caller: CallerContext
 
 const updateBody = z.strictObject({ read: z.boolean() });
 
-/** What the UpdateNotification handler answers, given the notification as stored. */
-export const notificationAnswer = (json: string) => ({ json });
-
 /** PATCH /v1/notifications/{id}: the owner marks it read (read_at now) or unread. */
 export async function updateNotification(deps: ServiceDeps, caller: CallerContext, id: string, json: string): Promise<string> {
   const org_id = orgOf(caller);
@@ -120,5 +118,5 @@ export async function updateNotification(deps: ServiceDeps, caller: CallerContex
     if (!r) throw DomainError.notFound('notification not found');
     emit.audit(org_id, { action: 'update', resource: 'notifications', record_id: id.toLowerCase(), before: r.before, after: r.after });
     return r.json;
-  }, notificationAnswer);
+  }, jsonAnswer);
 }

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DomainError, isGuid, newId, parseJsonObject, parseWith, rows, validationFailed, type CallerContext, type Tx } from '@lab/kit';
+import { DomainError, isGuid, jsonAnswer, newId, parseJsonObject, parseWith, rows, validationFailed, type CallerContext, type Tx } from '@lab/kit';
 import { listResultsQuery, recordResultBody } from './bodies.js';
 import { resultReleased } from './events.js';
 import type { OrdersDeps } from './orders.js';
@@ -31,9 +31,6 @@ async function renderResult(tx: Tx, caller: CallerContext, id: string): Promise<
   return row!.json;
 }
 
-/** What the RecordResult and ReleaseResult handlers answer, given the result as stored. */
-export const resultAnswer = (json: string) => ({ json });
-
 /**
  * POST /v1/lab-orders/{id}/results: a result for one of the order's samples,
  * stored as 'recorded' (not visible in /v1/lab-results until released).
@@ -60,7 +57,7 @@ export async function recordResult(deps: OrdersDeps, caller: CallerContext, orde
     const after = await renderResult(tx, caller, id);
     emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
     return after;
-  }, resultAnswer);
+  }, jsonAnswer);
 }
 
 /**
@@ -96,7 +93,7 @@ export async function releaseResult(deps: OrdersDeps, caller: CallerContext, ord
       after: afterRow,
     });
     return after;
-  }, resultAnswer);
+  }, jsonAnswer);
 }
 
 export const rowsWarning = (cap: number) => `299 - "lab results capped at ${cap} rows"`;

@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { DomainError, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
+import type { telemetry } from '@lab/contracts';
 
 /** The caller's organisation; every statement of this service filters by it. */
 export function orgOf(caller: CallerContext): string {
@@ -38,3 +39,6 @@ export const offsetParam = z.coerce.number().int().min(0).max(1_000_000).default
 
 /** `and`-joins optional conditions (always at least the organisation filter). */
 export const where = (conds: (SQL | undefined)[]): SQL => sql.join(conds.filter((c): c is SQL => c !== undefined), sql` and `);
+
+/** The answer of a call that created a record (201): its JSON as stored. */
+export const createdAnswer = (json: string): telemetry.JsonResponse => ({ json, created: true });

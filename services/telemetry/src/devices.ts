@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
 import { assertNotViewer, DomainError, isAdministrator, newId, rows, validationFailed, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
 import { deviceScope, isBound } from './access.js';
-import { freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
 const optText = (max: number) => text(max).nullish();
 
@@ -82,7 +82,7 @@ export function deviceHandlers(deps: ServiceDeps) {
       assertNotViewer(caller);
       const b = parseBody(registerBody, req.json);
       const connector_id = connectorForNewDevice(caller, b.connector_id);
-      const answer = ({ json }: { json: string }): telemetry.JsonResponse => ({ json, created: true });
+      const answer = ({ json }: { json: string }) => createdAnswer(json);
       return answer(
         await deps.outbox.write(caller, (tx, emit) => insertDevice(tx, emit, org, caller, { ...b, kind: b.kind ?? b.type ?? null, connector_id }), answer),
       );

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
 import { assertNotViewer, DomainError, newId, parseWith, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { orgOf, text, uuid } from './common.js';
+import { createdAnswer, orgOf, text, uuid } from './common.js';
 import { rawFileLimit } from './raw-file-limits.js';
 import { deviceById, insertResult } from './results.js';
 import type { FileStorage } from './storage.js';
@@ -65,14 +65,13 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
         const device =
           named ??
           (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
-        const answer = (json: string): telemetry.JsonResponse => ({ json, created: true });
         const json = await deps.outbox.write(caller, async (tx, emit) => {
           const fileId = newId();
           await tx.execute(sql`insert into telemetry.raw_files (id, org_id, device_id, filename, content_type, size, sha256, storage_key, created_by)
               values (${fileId}, ${org}, ${device.id}, ${meta.filename}, ${meta.content_type}, ${stored.size}, ${stored.sha256}, ${stored.key}, ${caller.user_id})`);
           return insertResult(tx, emit, org, caller, { device_id: device.id, values: [], raw_file_id: fileId });
-        }, answer);
-        return answer(json);
+        }, createdAnswer);
+        return createdAnswer(json);
       } catch (err) {
         await storage.remove(stored.key).catch(() => undefined);
         throw err;

@@ -279,13 +279,6 @@ export function readingHandlers(deps: ServiceDeps) {
         }
       }
 
-      // the answer, from what was stored and what was rejected (final once the write has run);
-      // a keyed call's receipt keeps it in the write's transaction
-      const answer = (stored: { readings: string; created: number; breaches: number } | undefined): telemetry.JsonResponse | undefined =>
-        stored && {
-          json: `{"created":${stored.created},"breaches":${stored.breaches},"readings":${stored.readings},"rejected":${JSON.stringify(rejected)}}`,
-          created: true,
-        };
       const out = valid.length
         ? await deps.outbox.write(caller, async (tx, emit) => {
             const ids = new Set<string>();
@@ -432,15 +425,17 @@ export function readingHandlers(deps: ServiceDeps) {
               record_id: null,
               after: { created: n, breaches, rejected: rejected.length },
             });
-            return { readings: `[${parts.join(',')}]`, created: n, breaches };
-          }, answer)
+            // the answer (rejected is final once the points are resolved); a keyed call's
+            // receipt keeps it in this transaction
+            const json = `{"created":${n},"breaches":${breaches},"readings":[${parts.join(',')}],"rejected":${JSON.stringify(rejected)}}`;
+            return { json, created: true } satisfies telemetry.JsonResponse;
+          }, (res) => res)
         : undefined;
 
-      const res = answer(out);
-      if (!res) {
+      if (!out) {
         throw DomainError.unprocessable('every reading was rejected', 'all_readings_rejected', { rejected });
       }
-      return res;
+      return out;
     },
 
     listReadings: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {

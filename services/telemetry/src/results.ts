@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
 import { assertNotViewer, DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type Executor, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMayActFor, deviceScope } from './access.js';
-import { dateTime, finite, freeObject, hasScope, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, dateTime, finite, freeObject, hasScope, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 import { connectorForNewDevice, insertDevice } from './devices.js';
 
 export const MAX_VALUES = 1000;
@@ -112,12 +112,11 @@ export function resultHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       assertNotViewer(caller);
       const b = parseBody(ingestBody, req.json);
-      const answer = (json: string): telemetry.JsonResponse => ({ json, created: true });
       const json = await deps.outbox.write(caller, async (tx, emit) => {
         const device = await resolveDevice(tx, emit, org, caller, b);
         return insertResult(tx, emit, org, caller, { ...b, device_id: device.id });
-      }, answer);
-      return answer(json);
+      }, createdAnswer);
+      return createdAnswer(json);
     },
 
     listResults: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {

@@ -3,7 +3,7 @@ import type { CallerContext } from '../context.js';
 import type { Executor, Tx } from '../db.js';
 import { DomainError } from '../errors.js';
 import type { Handlers } from '../grpc.js';
-import type { Emitter } from '../outbox.js';
+import { jsonAnswer, type Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
@@ -83,7 +83,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
         after: after?.row ?? null,
       });
       return after;
-    }, (after) => (after ? { json: after.json } : {}));
+    }, (after) => (after ? jsonAnswer(after.json) : {}));
 
   return {
     listRecords: async (req, caller) => {
