@@ -4,7 +4,8 @@
 // Idempotency-Key per request unless BENCH_NOKEY is set), BENCH_SECONDS, BENCH_CONNECTIONS
 // (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
-// updated (and of those HOT, which touch no index) and deleted per request.
+// updated (and of those HOT, which touch no index) and deleted per request. Each
+// process's read and write system calls per request are printed beside its CPU.
 import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
@@ -20,7 +21,14 @@ const ticks = () => {
       const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
       const t = Number(f[11]) + Number(f[12]);
       const name = /services\/(\w+)\/dist/.exec(cmd)?.[1] ?? (/postgres/.test(cmd) ? 'postgres' : /redis/.test(cmd) ? 'redis' : /beam/.test(cmd) ? 'rabbitmq' : pid === String(process.pid) ? 'autocannon' : undefined);
-      if (name) out[name] = (out[name] ?? 0) + t;
+      if (!name) continue;
+      out[name] ??= { ticks: 0, reads: 0, writes: 0 };
+      out[name].ticks += t;
+      // system calls that read and write (sockets included): on this VM a write to a
+      // loopback socket costs ~100 us, more than most statements' own work
+      const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+      out[name].reads += Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0);
+      out[name].writes += Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
     } catch {}
   }
   return out;
@@ -64,7 +72,10 @@ try {
     }
   }
   console.log(`${PATH}: ${r.requests.average} req/s p50 ${r.latency.p50} p99 ${r.latency.p99} non2xx ${r.non2xx}`);
-  for (const k of Object.keys(b)) console.log(`  ${k.padEnd(12)} ${(((b[k] - (a[k] ?? 0)) * 10) / total * 1000).toFixed(0)} µs CPU/request`);
+  const per = (k, f) => (b[k][f] - (a[k]?.[f] ?? 0)) / total;
+  for (const k of Object.keys(b)) {
+    console.log(`  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes per request`);
+  }
 } finally {
   await cluster.stop();
 }

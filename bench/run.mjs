@@ -10,8 +10,17 @@ import { saveResult } from './results.mjs';
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+/**
+ * Seconds of unmeasured load on stack and baseline before each scenario's runs.
+ * V8 first compiles a hot function with Maglev and only after many more calls
+ * with TurboFan; in the stack that second tier arrives for dozens of per-request
+ * functions at once, in every process (about 10,000 requests in: half a second
+ * of both cores compiling, measured with --trace-opt), so an unwarmed first run
+ * measures the start-up of the processes rather than their steady state.
+ */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 10);
 
-function load(url, { token, method = 'GET', body, idempotent = false }) {
+function load(url, { token, method = 'GET', body, idempotent = false, duration = DURATION }) {
   let n = 0;
   const prefix = `bench-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   return new Promise((resolve, reject) => {
@@ -20,7 +29,7 @@ function load(url, { token, method = 'GET', body, idempotent = false }) {
         url,
         method,
         connections: CONNECTIONS,
-        duration: DURATION,
+        duration,
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
         // A fresh key per request. autocannon reads setupRequest only from the
@@ -59,6 +68,10 @@ async function main() {
       if (only && !only.includes(keys[i])) continue;
       const stack = [];
       const base = [];
+      if (WARMUP > 0) {
+        await load(`${cluster.url}${s.path}`, { token, ...s.opts, duration: WARMUP });
+        await load(`${baseUrl}${s.path.replace('?limit=50', '')}`, { token, ...s.opts, idempotent: false, duration: WARMUP });
+      }
       for (let r = 0; r < RUNS; r++) {
         // alternate the order so drift hits both sides alike
         const a = await load(`${cluster.url}${s.path}`, { token, ...s.opts });
