@@ -418,31 +418,65 @@ interface Compiled {
   literals: number;
 }
 
-/** Matches method and path against a table; literal segments beat parameters. */
+const isParam = (segment: string) => segment.startsWith(':');
+
+/**
+ * Matches method and path against a table; literal segments beat parameters.
+ * Routes are indexed by segment count and second segment (the resource under
+ * /v1/, /admin/v1/, ...), so a request compares a handful of candidates, and a
+ * params object is built only for a candidate that wins: on every request the
+ * scan over the whole table used to build one for each route of the same length.
+ */
 export class Router {
-  private readonly compiled: Compiled[];
+  /** `${segments}/${second segment}` -> the routes that can match, in table order */
+  private readonly byKey = new Map<string, Compiled[]>();
+  /** segment count -> routes whose second segment is a parameter (or that have fewer than two) */
+  private readonly open = new Map<number, Compiled[]>();
 
   constructor(routes: Route[]) {
-    this.compiled = routes.map((route) => {
+    const compiled = routes.map((route) => {
       const segments = split(route.path);
-      return { route, segments, literals: segments.filter((s) => !s.startsWith(':')).length };
+      return { route, segments, literals: segments.filter((x) => !isParam(x)).length };
     });
+    for (const c of compiled) {
+      const n = c.segments.length;
+      const second = c.segments[1];
+      if (second === undefined || isParam(second)) {
+        if (!this.open.has(n)) this.open.set(n, []);
+        continue;
+      }
+      this.byKey.set(`${n}/${second}`, []);
+    }
+    // each list keeps table order, so ties go to the earlier route as they always did
+    for (const c of compiled) {
+      const n = c.segments.length;
+      const second = c.segments[1];
+      const open = second === undefined || isParam(second);
+      for (const [key, list] of this.byKey) {
+        if (key.startsWith(`${n}/`) && (open || key === `${n}/${second}`)) list.push(c);
+      }
+      if (open) this.open.get(n)!.push(c);
+    }
   }
 
   match(method: string, path: string): RouteMatch {
     const parts = split(path);
-    let best: { c: Compiled; params: Record<string, string> } | undefined;
-    const allowed = new Set<HttpMethod>();
-    for (const c of this.compiled) {
-      const params = matchSegments(c.segments, parts);
+    const candidates = (parts.length >= 2 ? this.byKey.get(`${parts.length}/${parts[1]}`) : undefined) ?? this.open.get(parts.length) ?? [];
+    let best: Compiled | undefined;
+    let bestParams: Record<string, string> | undefined;
+    for (const c of candidates) {
+      if (c.route.method !== method || (best && c.literals <= best.literals) || !literalsMatch(c.segments, parts)) continue;
+      const params = decodeParams(c.segments, parts);
       if (!params) continue;
-      if (c.route.method !== method) {
-        allowed.add(c.route.method);
-        continue;
-      }
-      if (!best || c.literals > best.c.literals) best = { c, params };
+      best = c;
+      bestParams = params;
     }
-    if (best) return { kind: 'found', route: best.c.route, params: best.params };
+    if (best) return { kind: 'found', route: best.route, params: bestParams! };
+    // only a miss pays for the other methods' list
+    const allowed = new Set<HttpMethod>();
+    for (const c of candidates) {
+      if (literalsMatch(c.segments, parts) && decodeParams(c.segments, parts)) allowed.add(c.route.method);
+    }
     if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed] };
     return { kind: 'not_found' };
   }
@@ -450,21 +484,24 @@ export class Router {
 
 const split = (path: string) => path.split('/').filter((s) => s.length > 0);
 
-function matchSegments(pattern: string[], parts: string[]): Record<string, string> | null {
-  if (pattern.length !== parts.length) return null;
+/** Whether the literal segments of a pattern equal the path's (the lengths are equal). */
+function literalsMatch(pattern: string[], parts: string[]): boolean {
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    if (!isParam(p) && p !== parts[i]) return false;
+  }
+  return true;
+}
+
+/** The decoded parameters, or null when one is not valid percent-encoding (no match). */
+function decodeParams(pattern: string[], parts: string[]): Record<string, string> | null {
   const params: Record<string, string> = {};
   for (let i = 0; i < pattern.length; i++) {
     const p = pattern[i]!;
-    const v = parts[i]!;
-    if (p.startsWith(':')) {
-      let decoded: string;
-      try {
-        decoded = decodeURIComponent(v);
-      } catch {
-        return null;
-      }
-      params[p.slice(1)] = decoded;
-    } else if (p !== v) {
+    if (!isParam(p)) continue;
+    try {
+      params[p.slice(1)] = decodeURIComponent(parts[i]!);
+    } catch {
       return null;
     }
   }

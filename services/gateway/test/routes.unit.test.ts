@@ -42,3 +42,76 @@ describe('route table', () => {
     expect(new Set(keys).size).toBe(keys.length);
   });
 });
+
+/** The table scanned in full, as the router did before it indexed routes: the reference. */
+function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
+  const parts = path.split('/').filter((s) => s.length > 0);
+  let best: { route: (typeof ROUTES)[number]; params: Record<string, string>; literals: number } | undefined;
+  const allowed = new Set<string>();
+  for (const route of table) {
+    const pattern = route.path.split('/').filter((s) => s.length > 0);
+    if (pattern.length !== parts.length) continue;
+    const params: Record<string, string> = {};
+    let ok = true;
+    for (let i = 0; i < pattern.length && ok; i++) {
+      if (pattern[i]!.startsWith(':')) {
+        try {
+          params[pattern[i]!.slice(1)] = decodeURIComponent(parts[i]!);
+        } catch {
+          ok = false;
+        }
+      } else if (pattern[i] !== parts[i]) ok = false;
+    }
+    if (!ok) continue;
+    if (route.method !== method) {
+      allowed.add(route.method);
+      continue;
+    }
+    const literals = pattern.filter((s) => !s.startsWith(':')).length;
+    if (!best || literals > best.literals) best = { route, params, literals };
+  }
+  if (best) return { kind: 'found', route: best.route, params: best.params };
+  if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed] };
+  return { kind: 'not_found' };
+}
+
+describe('route index', () => {
+  it('answers every method on every route path, and on near misses, as a scan of the whole table would', () => {
+    const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    const paths = new Set<string>(['/', '/v1', '/v1/', '/nope/v1/samples']);
+    for (const r of ROUTES) {
+      const concrete = r.path.replace(/:[a-z_]+/g, 'x1');
+      paths.add(concrete);
+      paths.add(r.path.replace(/:[a-z_]+/g, '%E0%A4%A')); // undecodable parameter
+      paths.add(`${concrete}/extra`);
+      paths.add(concrete.split('/').slice(0, -1).join('/') || '/');
+      paths.add(concrete.replace('/v1/', '/v2/'));
+    }
+    let compared = 0;
+    for (const path of paths) {
+      for (const method of methods) {
+        const want = scanAll(method, path);
+        const got = router.match(method, path);
+        expect({ method, path, got: got.kind === 'method_not_allowed' ? { ...got, allowed: [...got.allowed].sort() } : got }).toEqual({
+          method,
+          path,
+          got: want.kind === 'method_not_allowed' ? { ...want, allowed: [...(want.allowed as string[])].sort() } : want,
+        });
+        compared++;
+      }
+    }
+    expect(compared).toBeGreaterThan(1000);
+  });
+
+  it('keeps routes with a parameter in second place among the candidates of every literal', () => {
+    const route = (method: string, path: string) => ({ ...ROUTES[0]!, method, path }) as (typeof ROUTES)[number];
+    const table = [route('GET', '/v1/:kind'), route('GET', '/v1/health'), route('POST', '/v1/samples'), route('DELETE', '/:a/b'), route('GET', '/x'), route('PUT', '/v1/:kind/:id'), route('GET', '/v1/samples/:id')];
+    const small = new Router(table);
+    for (const path of ['/v1/health', '/v1/samples', '/v1/other', '/v1/b', '/x/b', '/v1/samples/1', '/v1/other/1', '/x', '/', '/v1/%E0%A4%A']) {
+      for (const method of ['GET', 'POST', 'PUT', 'DELETE']) {
+        const want = scanAll(method, path, table);
+        expect({ method, path, got: small.match(method, path) }).toEqual({ method, path, got: want });
+      }
+    }
+  });
+});
