@@ -123,6 +123,9 @@ describe('POST /v1/jobs', () => {
 
   it.each([
     ['a job type outside the allowlist', 'researcher', { job_type: 'mine_bitcoin' }, 403],
+    ['an empty job type (outside the allowlist too)', 'researcher', { job_type: '' }, 403],
+    ['an overlong job type (outside the allowlist too)', 'researcher', { job_type: 'x'.repeat(500) }, 403],
+    ['a job type that is not a string', 'researcher', { job_type: 7 }, 400],
     ['an administrators\' job type for a researcher', 'researcher', { job_type: 'audit_export' }, 403],
     ['an administrators\' job type for an API key without admin scope', 'unbound', { job_type: 'org_data_export' }, 403],
     ['no job_type', 'researcher', { input: {} }, 400],
