@@ -5,7 +5,7 @@ import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import { grantBody, signBody } from './handlers/user.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
-import type { AdminAction, HttpMethod, RecordOp, Route } from './routes.js';
+import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
 /**
  * The OpenAPI 3.1 document of the gateway, derived from the route table and from
@@ -322,8 +322,8 @@ function describe(route: Route): Op {
       const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
       const known = writes && RECORD_FIELDS[h.resource] !== undefined;
       const body = writes ? (known ? okSchema(bodyName) : { type: 'object' }) : undefined;
-      // X-Test-Mode belongs to generic CRUD, not to records under a parent
-      const testMode = !h.nested && h.op !== 'list' && h.op !== 'get';
+      // X-Test-Mode belongs to generic CRUD, not to records under a parent nor to stock movements
+      const testMode = honoursTestMode(h);
       const success = s.schema ? okSchema(s.schema) : undefined;
       return {
         successStatus: s.status,
@@ -438,7 +438,7 @@ function operation(route: Route): Json {
   const parameters: Json[] = [...route.path.matchAll(/:([a-z_A-Z]+)/g)].map((m) => pathParam(m[1]!));
   if (publicAuth) parameters.push(ref('parameters', 'OrgIdHeader'), ref('parameters', 'OrgIdQuery'));
   if (route.idempotent) parameters.push(ref('parameters', 'IdempotencyKey'));
-  if (h.kind === 'record' && !h.nested && h.op !== 'list' && h.op !== 'get') parameters.push(ref('parameters', 'TestMode'));
+  if (honoursTestMode(h)) parameters.push(ref('parameters', 'TestMode'));
   if (op.query) parameters.push(...op.query);
 
   const responses: Record<string, Json> = {};

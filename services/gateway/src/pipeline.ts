@@ -19,7 +19,7 @@ import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idemp
 import { DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
-import type { RouteHandler } from './routes.js';
+import { honoursTestMode, type RouteHandler } from './routes.js';
 import { hasScope, missingScopeMessage } from './scopes.js';
 import { isTestMode, testModeReply } from './test-mode.js';
 
@@ -57,8 +57,8 @@ async function authorizedRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
     throw DomainError.unavailable(`${req.method} ${route.path} is not available in this deployment`);
   }
   const h = route.handler;
-  // X-Test-Mode belongs to the generic CRUD handler only, not to nested records
-  if (h.kind === 'record' && !h.nested && h.op !== 'list' && h.op !== 'get' && p && isTestMode(req.headers['x-test-mode'])) {
+  // X-Test-Mode belongs to the generic CRUD handler only: not to nested records, not to stock movements
+  if (h.kind === 'record' && honoursTestMode(h) && p && isTestMode(req.headers['x-test-mode'])) {
     return testModeReply(p, h.op, h.resource, h.op === 'create' ? undefined : recordId(ctx.params), ctx.body);
   }
   if (route.idempotent && p) {

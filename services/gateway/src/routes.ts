@@ -37,7 +37,7 @@ export type RouteHandler =
    * Generic CRUD. `nested` records live under /v1/<parent>/:id/...: `many` are
    * addressed by :sub_id, the `one` record of a parent by the parent alone.
    */
-  | { kind: 'record'; op: RecordOp; resource: string; nested?: 'many' | 'one' }
+  | { kind: 'record'; op: RecordOp; resource: string; nested?: 'many' | 'one'; testMode?: boolean }
   | { kind: 'audit' }
   | { kind: 'admin'; action: AdminAction }
   | { kind: 'token_grant' }
@@ -79,24 +79,35 @@ export interface Route {
   handler: RouteHandler;
 }
 
+/** Whether `X-Test-Mode: true` makes this route's request a dry run (generic CRUD writes only). */
+export function honoursTestMode(h: RouteHandler): boolean {
+  return h.kind === 'record' && h.testMode === true && h.op !== 'list' && h.op !== 'get';
+}
+
 export interface RecordResource {
   resource: string;
   service: string;
   module?: string;
   ops?: RecordOp[];
+  /**
+   * Whether `X-Test-Mode: true` makes its writes a dry run: only for the spec's
+   * generic CRUD resources (experiments, projects, samples, equipment, reagents,
+   * stock-items, inventories), not for stock movements, which have their own section.
+   */
+  testMode: boolean;
 }
 
 /** Generic CRUD resources and the service that owns each. */
 export const RECORD_RESOURCES: RecordResource[] = [
-  { resource: 'experiments', service: 'notebook' },
-  { resource: 'projects', service: 'notebook' },
-  { resource: 'samples', service: 'notebook' },
-  { resource: 'reagents', service: 'inventory' },
-  { resource: 'stock-items', service: 'inventory' },
-  { resource: 'inventories', service: 'inventory' },
+  { resource: 'experiments', service: 'notebook', testMode: true },
+  { resource: 'projects', service: 'notebook', testMode: true },
+  { resource: 'samples', service: 'notebook', testMode: true },
+  { resource: 'reagents', service: 'inventory', testMode: true },
+  { resource: 'stock-items', service: 'inventory', testMode: true },
+  { resource: 'inventories', service: 'inventory', testMode: true },
   // movements are created and read, never updated
-  { resource: 'stock-movements', service: 'inventory', ops: ['list', 'create', 'get', 'delete'] },
-  { resource: 'equipment', service: 'equipment', module: 'lab_equipment' },
+  { resource: 'stock-movements', service: 'inventory', ops: ['list', 'create', 'get', 'delete'], testMode: false },
+  { resource: 'equipment', service: 'equipment', module: 'lab_equipment', testMode: true },
 ];
 
 const RECORD_ROUTES: Record<RecordOp, { method: HttpMethod; item: boolean }> = {
@@ -120,7 +131,7 @@ function recordRoutes(r: RecordResource): Route[] {
       module: r.module,
       idempotent: method !== 'GET',
       service: r.service,
-      handler: { kind: 'record', op, resource: r.resource },
+      handler: { kind: 'record', op, resource: r.resource, testMode: r.testMode },
     };
   });
 }

@@ -98,4 +98,19 @@ describe('inventory through the gateway', () => {
     expect((await api('DELETE', `/v1/stock-movements/${moved.body.data.id}`, adminKey)).status).toBe(204);
     expect((await api('GET', `/v1/stock-items/${item.id}`, writeKey)).body.data.quantity).toBe(10);
   });
+
+  it('moves stock under X-Test-Mode: the header is a dry run for generic CRUD only, and movements have their own section', async () => {
+    const testMode = { 'x-test-mode': 'true' };
+    const item = await stockItem(10);
+    const moved = await api('POST', '/v1/stock-movements', writeKey, { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -3 }, testMode);
+    expect(moved.status).toBe(201);
+    expect(moved.body.data).toMatchObject({ stock_item_id: item.id, quantity_delta: -3, quantity_after: 7 });
+    expect((await api('GET', `/v1/stock-items/${item.id}`, writeKey)).body.data.quantity).toBe(7);
+    expect((await api('DELETE', `/v1/stock-movements/${moved.body.data.id}`, adminKey, undefined, testMode)).status).toBe(204);
+    expect((await api('GET', `/v1/stock-items/${item.id}`, writeKey)).body.data.quantity).toBe(10);
+    // on a generic CRUD resource of the same service it still is one
+    const dry = await api('POST', '/v1/stock-items', writeKey, { catalog_id: item.id, quantity: 1, unit: 'mL' }, testMode);
+    expect(dry.status).toBe(200);
+    expect(dry.body.data.test_mode).toBe(true);
+  });
 });
