@@ -58,7 +58,7 @@ async function authorizedRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
   }
   const h = route.handler;
   // X-Test-Mode belongs to the generic CRUD handler only: not to nested records, not to stock movements
-  if (h.kind === 'record' && honoursTestMode(h) && p && isTestMode(req.headers['x-test-mode'])) {
+  if (honoursTestMode(h) && p && isTestMode(req.headers['x-test-mode'])) {
     return testModeReply(p, h.op, h.resource, h.op === 'create' ? undefined : recordId(ctx.params), ctx.body);
   }
   if (route.idempotent && p) {

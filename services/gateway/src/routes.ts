@@ -80,7 +80,7 @@ export interface Route {
 }
 
 /** Whether `X-Test-Mode: true` makes this route's request a dry run (generic CRUD writes only). */
-export function honoursTestMode(h: RouteHandler): boolean {
+export function honoursTestMode(h: RouteHandler): h is Extract<RouteHandler, { kind: 'record' }> {
   return h.kind === 'record' && h.testMode === true && h.op !== 'list' && h.op !== 'get';
 }
 
@@ -449,24 +449,19 @@ export class Router {
       const segments = split(route.path);
       return { route, segments, literals: segments.filter((x) => !isParam(x)).length };
     });
+    const bySize = new Map<number, Compiled[]>();
     for (const c of compiled) {
-      const n = c.segments.length;
-      const second = c.segments[1];
-      if (second === undefined || isParam(second)) {
-        if (!this.open.has(n)) this.open.set(n, []);
-        continue;
-      }
-      this.byKey.set(`${n}/${second}`, []);
+      const sized = bySize.get(c.segments.length) ?? [];
+      sized.push(c);
+      bySize.set(c.segments.length, sized);
     }
+    const isOpen = (c: Compiled) => c.segments[1] === undefined || isParam(c.segments[1]);
     // each list keeps table order, so ties go to the earlier route as they always did
-    for (const c of compiled) {
-      const n = c.segments.length;
-      const second = c.segments[1];
-      const open = second === undefined || isParam(second);
-      for (const [key, list] of this.byKey) {
-        if (key.startsWith(`${n}/`) && (open || key === `${n}/${second}`)) list.push(c);
+    for (const [n, sized] of bySize) {
+      this.open.set(n, sized.filter(isOpen));
+      for (const second of new Set(sized.filter((c) => !isOpen(c)).map((c) => c.segments[1]!))) {
+        this.byKey.set(`${n}/${second}`, sized.filter((c) => isOpen(c) || c.segments[1] === second));
       }
-      if (open) this.open.get(n)!.push(c);
     }
   }
 
