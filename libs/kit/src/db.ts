@@ -134,7 +134,7 @@ function sendNow(tx: Tx, q: SQL): Promise<{ command?: string }> {
  * kept; the statement's error is what db.tx rejects with.
  */
 async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  const { client, release } = await checkOut(pool);
   const tx = new NodePgTransaction(dialect, new NodePgSession(client, dialect, undefined), undefined) as unknown as Tx;
   const stream = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
   const socket = typeof stream?.cork === 'function' ? stream : undefined;
@@ -160,8 +160,30 @@ async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) =>
     throw err;
   } finally {
     // a connection that could not even roll back is not given to the next caller
-    client.release(broken);
+    release(broken);
   }
+}
+
+/**
+ * A client taken from the pool for a transaction. pg's pool listens for a
+ * client's 'error' only while the client is idle; a connection lost while it is
+ * checked out (the server restarted, a backend terminated, a reset) is reported
+ * to the statements under way and then emitted as 'error' on the client, which,
+ * with no listener, is an uncaught exception that ends the process. The
+ * statements' rejections are the report; the listener only keeps the process up.
+ */
+async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release(broken?: boolean): void }> {
+  const client = await pool.connect();
+  const lost = () => undefined;
+  client.on('error', lost);
+  return {
+    client,
+    release: (broken = false) => {
+      client.removeListener('error', lost);
+      // the pool also drops a client whose connection is gone, broken or not
+      client.release(broken);
+    },
+  };
 }
 
 export async function rows<T>(exec: Executor, q: SQL): Promise<T[]> {
@@ -210,7 +232,7 @@ function openPg(url: string, max: number, name: string): Database {
     },
     close: () => pool.end(),
     rawTx: async (fn) => {
-      const client = await pool.connect();
+      const { client, release } = await checkOut(pool);
       try {
         await client.query('BEGIN');
         const out = await fn({
@@ -225,7 +247,7 @@ function openPg(url: string, max: number, name: string): Database {
         await client.query('ROLLBACK').catch(() => undefined);
         throw err;
       } finally {
-        client.release();
+        release();
       }
     },
   };

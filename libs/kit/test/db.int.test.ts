@@ -1,0 +1,89 @@
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { newId, openDatabase, type Database } from '@lab/kit';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+
+/**
+ * A connection lost in the middle of a transaction (the server restarted, the
+ * backend terminated, a reset on the network) rejects that transaction and
+ * nothing else: the process stays up and the pool's next transaction gets a
+ * working connection.
+ */
+const url = process.env.DATABASE_URL;
+const describePg = url ? describe : describe.skip;
+
+describePg('a connection lost during a transaction', () => {
+  let dbUrl: string;
+  let db: Database;
+  let admin: pg.Client;
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => void uncaught.push(err);
+
+  beforeAll(async () => {
+    dbUrl = (await freshDatabaseUrl())!;
+    db = await openDatabase({ url: dbUrl, poolSize: 2, name: `lost-${newId().slice(0, 8)}` });
+    admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    process.on('uncaughtException', onUncaught);
+  });
+
+  afterAll(async () => {
+    process.removeListener('uncaughtException', onUncaught);
+    await admin.end();
+    await db.close();
+    await dropFreshDatabases();
+  });
+
+  /** Terminates the backend running pg_sleep in this test's database once it is there. */
+  async function terminateSleeper(): Promise<void> {
+    const database = new URL(dbUrl).pathname.slice(1);
+    for (let i = 0; i < 200; i++) {
+      const r = await admin.query(
+        `select pg_terminate_backend(pid) as done from pg_stat_activity where datname = $1 and query like '%pg_sleep%' and pid <> pg_backend_pid()`,
+        [database],
+      );
+      if (r.rows.some((x) => x.done)) return;
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    throw new Error('the sleeping statement never showed up');
+  }
+
+  async function settleEvents(): Promise<void> {
+    // the socket's end and the client's 'error' come after the statement's rejection
+    await new Promise((res) => setTimeout(res, 200));
+  }
+
+  it('rejects db.tx, keeps the process up, and the next transaction works', async () => {
+    const tx = db.tx(async (t) => {
+      await t.execute(sql`select pg_sleep(30)`);
+      return 'finished';
+    });
+    const outcome = tx.then(
+      () => 'resolved',
+      // drizzle wraps the driver's error as the cause
+      (err: Error & { cause?: Error }) => err.cause?.message ?? err.message,
+    );
+    await terminateSleeper();
+    expect(await outcome).toMatch(/terminat|ECONNRESET/i);
+    await settleEvents();
+    expect(uncaught).toEqual([]);
+    expect(await db.tx(async (t) => (await db.rows<{ n: number }>(sql`select 1 as n`, t))[0].n)).toBe(1);
+  });
+
+  it('rejects db.rawTx, keeps the process up, and the next transaction works', async () => {
+    const tx = db.rawTx(async (raw) => {
+      await raw.exec('select pg_sleep(30)');
+      return 'finished';
+    });
+    const outcome = tx.then(
+      () => 'resolved',
+      // drizzle wraps the driver's error as the cause
+      (err: Error & { cause?: Error }) => err.cause?.message ?? err.message,
+    );
+    await terminateSleeper();
+    expect(await outcome).toMatch(/terminat|ECONNRESET/i);
+    await settleEvents();
+    expect(uncaught).toEqual([]);
+    expect(await db.rawTx(async (raw) => (await raw.query<{ n: number }>('select 1 as n'))[0].n)).toBe(1);
+  });
+});
