@@ -1,4 +1,4 @@
-import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type RecoveringChannelModel } from 'amqplib';
+import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options, type RecoveringChannelModel } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -108,6 +108,23 @@ function coalesceFrameWrites(model: ChannelModel): void {
 }
 
 /**
+ * Runs an ack, nack or send on a consumer's channel; false when the channel is
+ * gone. amqplib makes every operation of a closed channel throw at once (the
+ * connection dropped, the broker restarted or closed the channel) while a
+ * handler was still running: its message is unacked, so the broker delivers it
+ * again, and the inbox makes the second handling harmless. Thrown out of a
+ * consumer, it would be an unhandled rejection and end the process.
+ */
+function onOpenChannel(op: () => unknown): boolean {
+  try {
+    op();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * RabbitMQ bus: topic exchange, publisher confirms, manual acks, and for every
  * durable queue Q a retry queue `Q.retry` (per-message TTL, dead-letters back to
  * Q) and a dead-letter queue `Q.dlq` for messages that keep failing. Reconnects
@@ -207,7 +224,9 @@ export class AmqpBus implements Bus {
     const maxAttempts = sub.maxAttempts ?? 8;
     await ch.consume(queue, (raw: ConsumeMessage | null) => {
       if (!raw) return;
-      void this.handle(ch, queue, sub, raw, maxAttempts);
+      this.handle(ch, queue, sub, raw, maxAttempts).catch((err: unknown) =>
+        this.log.error({ err, queue }, 'message settlement failed; the broker redelivers the message'),
+      );
     });
   }
 
@@ -220,48 +239,54 @@ export class AmqpBus implements Bus {
       this.park(ch, queue, sub, raw);
       return;
     }
+    let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
       await sub.handler(msg);
-      metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
-      ch.ack(raw);
     } catch (err) {
-      const attempt = Number(raw.properties.headers?.[ATTEMPT_HEADER] ?? 1);
-      this.log.warn({ err, queue, type: msg.type, id: msg.id, attempt }, 'message handler failed');
-      if (sub.transient) {
-        ch.nack(raw, false, false);
-        return;
-      }
-      if (attempt >= maxAttempts) {
-        this.park(ch, queue, sub, raw);
-        return;
-      }
-      metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
-      // Re-queue through the retry queue with a delay, confirmed before the ack,
-      // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
-      ch.sendToQueue(`${queue}.retry`, raw.content, {
-        ...raw.properties,
-        persistent: true,
-        expiration: String(retryDelayMs(attempt)),
-        headers: { ...raw.properties.headers, [ATTEMPT_HEADER]: attempt + 1 },
-      });
-      ch.waitForConfirms().then(
-        () => ch.ack(raw),
-        () => undefined, // channel gone: the broker redelivers the original
-      );
+      failure = { err };
     }
+    if (!failure) {
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
+      onOpenChannel(() => ch.ack(raw));
+      return;
+    }
+    const attempt = Number(raw.properties.headers?.[ATTEMPT_HEADER] ?? 1);
+    this.log.warn({ err: failure.err, queue, type: msg.type, id: msg.id, attempt }, 'message handler failed');
+    if (sub.transient) {
+      onOpenChannel(() => ch.nack(raw, false, false));
+      return;
+    }
+    if (attempt >= maxAttempts) {
+      this.park(ch, queue, sub, raw);
+      return;
+    }
+    metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+    // Re-queue through the retry queue with a delay, confirmed before the ack,
+    // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
+    this.forwardThenAck(ch, raw, `${queue}.retry`, {
+      ...raw.properties,
+      persistent: true,
+      expiration: String(retryDelayMs(attempt)),
+      headers: { ...raw.properties.headers, [ATTEMPT_HEADER]: attempt + 1 },
+    });
   }
 
   private park(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage) {
     metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
     if (sub.transient) {
-      ch.nack(raw, false, false);
+      onOpenChannel(() => ch.nack(raw, false, false));
       return;
     }
-    ch.sendToQueue(`${queue}.dlq`, raw.content, { ...raw.properties, persistent: true });
+    this.forwardThenAck(ch, raw, `${queue}.dlq`, { ...raw.properties, persistent: true });
+  }
+
+  /** Sends a copy of the message to another queue and acks the original once the broker confirmed the copy. */
+  private forwardThenAck(ch: ConfirmChannel, raw: ConsumeMessage, queue: string, properties: Options.Publish) {
+    if (!onOpenChannel(() => ch.sendToQueue(queue, raw.content, properties))) return;
     ch.waitForConfirms().then(
-      () => ch.ack(raw),
-      () => undefined,
+      () => onOpenChannel(() => ch.ack(raw)),
+      () => undefined, // channel gone: the broker redelivers the original
     );
   }
 
