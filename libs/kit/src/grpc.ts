@@ -163,9 +163,11 @@ export class GrpcServer {
         callback(toServiceError(err) as ServiceError);
         return;
       }
-      void this.run(path, caller, started, (c) =>
-        handler(clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request, c),
-      ).then((o) => (o.ok ? callback(null, o.res) : callback(o.mapped)));
+      // the messages' stream watches for a cancel from now on, not from when the handler starts
+      const request = clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request;
+      this.run(path, caller, started, (c) => handler(request, c))
+        .then((o) => (o.ok ? callback(null, o.res) : callback(o.mapped)))
+        .catch((err: unknown) => this.opts.logger.error({ err, rpc: path }, 'rpc answer not sent'));
     };
   }
 
@@ -207,7 +209,10 @@ export class GrpcServer {
             observe(name, path, 'OK', started);
             return { ok: true, res: codec!.decode(recovered.answer) };
           },
-        ),
+        )
+        // an answer the codec cannot encode (or a stored one it cannot decode) is
+        // this call's failure, not an unhandled rejection that ends the process
+        .catch(failed),
     );
   }
 
@@ -233,8 +238,8 @@ export class GrpcServer {
         void (async () => {
           try {
             for await (const msg of handler(call.request, served.caller)) {
-              if (call.cancelled) break;
-              if (!call.write(msg)) await new Promise((r) => call.once('drain', r));
+              if (call.cancelled || call.destroyed) break;
+              if (!call.write(msg)) await drainedOrGone(call);
             }
             observe(name, path, 'OK', started);
             call.end();
@@ -329,8 +334,29 @@ export class GrpcServer {
  * fail (so the handler cleans up) rather than wait forever for the end.
  */
 function readable(call: ServerReadableStream<unknown, unknown>): AsyncIterable<unknown> {
-  call.on('cancelled', () => call.destroy(new DomainError('unavailable', 'cancelled', 'the client cancelled the call')));
+  const cancel = () => call.destroy(new DomainError('unavailable', 'cancelled', 'the client cancelled the call'));
+  // a cancel that came first has already emitted 'cancelled'
+  if (call.cancelled) cancel();
+  else call.on('cancelled', cancel);
   return call;
+}
+
+/**
+ * Waits until a full server stream can take more, or is gone: grpc-js destroys
+ * the stream of a cancelled call (the client went away, the deadline passed),
+ * and a destroyed stream never emits 'drain'; waiting for it alone would keep
+ * the handler, and whatever it holds open (a file), forever.
+ */
+function drainedOrGone(call: ServerWritableStream<unknown, unknown>): Promise<void> {
+  if (call.cancelled || call.destroyed) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const events = ['drain', 'close', 'cancelled', 'error'] as const;
+    const done = () => {
+      for (const e of events) call.off(e, done);
+      resolve();
+    };
+    for (const e of events) call.on(e, done);
+  });
 }
 
 function observe(service: string, path: string, code: string, started: bigint) {

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { getChannelzHandlers } from '@grpc/grpc-js';
 import { PDFDocument } from 'pdf-lib';
 import yauzl from 'yauzl';
 import type { RunningService } from '@lab/kit';
@@ -225,6 +227,62 @@ describe('job types', () => {
     const a = await artifact(admin, done.id);
     expect(a.type).toBe('application/zip');
     expect(await zipNames(a.bytes)).toEqual(expect.arrayContaining(files));
+  });
+});
+
+/**
+ * gRPC calls open on the channels to the jobs service (this process's clients of
+ * it: the gateway's), from grpc-js's channelz counters: started minus ended.
+ */
+async function openCallsToJobs(): Promise<number> {
+  const port = stack.services.jobs!.split(':').pop()!;
+  const { channel } = await new Promise<{ channel: { data: { target: string; calls_started: number; calls_succeeded: number; calls_failed: number } }[] }>(
+    (resolve, reject) =>
+      getChannelzHandlers().GetTopChannels({ request: { start_channel_id: 0, max_results: 1000 } } as never, ((err: unknown, res: never) =>
+        err ? reject(err) : resolve(res)) as never),
+  );
+  return channel
+    .filter((c) => c.data.target.endsWith(`:${port}`))
+    .reduce((open, c) => open + Number(c.data.calls_started) - Number(c.data.calls_succeeded) - Number(c.data.calls_failed), 0);
+}
+
+/** How many file descriptors of this process (the stack runs in it) have `path` open. */
+async function openHandlesOf(path: string): Promise<number> {
+  let n = 0;
+  for (const fd of await readdir('/proc/self/fd')) {
+    if ((await readlink(`/proc/self/fd/${fd}`).catch(() => '')) === path) n++;
+  }
+  return n;
+}
+
+describe('GET /v1/jobs/{id}/artifact', () => {
+  it('ends the gRPC call when the client goes away while the download is held up by backpressure', async () => {
+    const done = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    // the PDF grown to 64 MiB (zeros): more than the socket buffers hold, so the
+    // gateway's writes wait for the client
+    await truncate(join(artifactDir, done.result_path), 64 * 1024 * 1024);
+    await eventually(async () => ((await openCallsToJobs()) === 0 ? true : undefined));
+    const req = await new Promise<ReturnType<typeof request>>((resolve, reject) => {
+      const r = request(`${stack.url}/v1/jobs/${done.id}/artifact`, { headers: { authorization: `Bearer ${admin}` } }, (res) => {
+        expect(res.statusCode).toBe(200);
+        // read one piece, then stop reading: the gateway fills the buffers and waits
+        res.once('data', () => {
+          res.pause();
+          setTimeout(() => resolve(r), 500);
+        });
+      });
+      r.on('error', reject);
+      r.end();
+    });
+    expect(await openCallsToJobs()).toBe(1);
+    req.on('error', () => undefined);
+    req.destroy();
+    // a 'close' without 'drain' left the gateway waiting, the call open until its 10-minute deadline
+    await eventually(async () => ((await openCallsToJobs()) === 0 ? true : undefined), 5_000);
+    // and the jobs service let go of the file: its stream of the cancelled call waited
+    // for a 'drain' that a destroyed stream never emits
+    await eventually(async () => ((await openHandlesOf(join(artifactDir, done.result_path))) === 0 ? true : undefined), 5_000);
+    expect((await artifact(admin, done.id)).bytes.length).toBe(64 * 1024 * 1024);
   });
 });
 

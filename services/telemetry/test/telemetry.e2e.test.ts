@@ -2,11 +2,11 @@ import { createHash, randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStack, type Stack } from '@lab/testing';
-import { call } from '../../gateway/test/http';
+import { call, eventually } from '../../gateway/test/http';
 
 let stack: Stack;
 let orgId: string;
@@ -103,6 +103,85 @@ function upload(opts: {
       req.end(tail);
     })().catch(reject);
   });
+}
+
+/**
+ * The start of a multipart upload that never completes: the device_id part, the
+ * file part's headers and `bytes` of the file, and no closing boundary. 'truncated'
+ * ends the request there (a body that ends cleanly inside the file part); 'abort'
+ * declares the whole file's length, waits until `sent` says the service holds the
+ * upload, then destroys the socket (a client gone mid-upload).
+ */
+function unfinishedUpload(opts: { deviceId: string; bytes: number; via?: { url: string; token: string } } & (
+  | { mode: 'truncated' }
+  | { mode: 'abort'; sent: () => Promise<void> }
+)) {
+  const boundary = `----lab${randomUUID()}`;
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="cut.csv"\r\nContent-Type: text/csv\r\n\r\n`,
+  );
+  const file = Buffer.alloc(opts.bytes, 'x');
+  const length = head.length + file.length + (opts.mode === 'abort' ? 10 * MiB : 0);
+  return new Promise<{ status: number; body: any } | undefined>((resolve, reject) => {
+    const req = request(
+      new URL('/v1/results/upload', opts.via?.url ?? stack.url),
+      {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${opts.via?.token ?? key}`,
+          'content-type': `multipart/form-data; boundary=${boundary}`,
+          'content-length': length,
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
+    req.write(head);
+    if (opts.mode === 'truncated') {
+      req.on('error', reject);
+      req.end(file);
+      return;
+    }
+    req.on('error', () => undefined);
+    req.write(file);
+    opts.sent().then(() => {
+      req.destroy();
+      resolve(undefined);
+    }, reject);
+  });
+}
+
+/** Temporary files of uploads the telemetry service is storing right now. */
+const partFiles = async () => (await readdir(join(storageDir, 'tmp')).catch(() => [] as string[])).filter((n) => n.endsWith('.part'));
+
+/**
+ * A client that goes away mid-upload: while the service is storing the file (its
+ * temporary file exists) the socket is destroyed; the gateway must cancel the call,
+ * so the service drops the temporary file at once rather than at the call's
+ * 15-minute deadline. The gateway then still serves uploads.
+ */
+async function abortedUploadIsReleased(deviceId: string, via?: { url: string; token: string }) {
+  // only this upload's file is looked at: another test may leave one behind
+  const before = new Set(await partFiles());
+  let mine: string[] = [];
+  await unfinishedUpload({
+    deviceId,
+    bytes: 2 * MiB,
+    via,
+    mode: 'abort',
+    sent: async () => {
+      mine = await eventually(async () => {
+        const started = (await partFiles()).filter((n) => !before.has(n));
+        return started.length ? started : undefined;
+      });
+    },
+  });
+  await eventually(async () => ((await partFiles()).some((n) => mine.includes(n)) ? undefined : true), 5_000);
 }
 
 describe('module analytics_qc', () => {
@@ -242,6 +321,21 @@ describe('raw file upload', () => {
     expect([late.status, late.body.error.code]).toEqual([413, 'payload_too_large']);
   });
 
+  it('answers 400 to a body that ends inside the file part, and goes on serving', async () => {
+    // busboy destroys the open file stream with "Unexpected end of form": unhandled,
+    // that error was uncaught and ended the process (gateway and all)
+    const cut = await unfinishedUpload({ deviceId, bytes: 300 * 1024, mode: 'truncated' });
+    expect([cut?.status, cut?.body.error.code]).toEqual([400, 'validation_failed']);
+    const next = await upload({ deviceId, filename: 'after.csv', contentType: 'text/csv', size: 1000 });
+    expect(next.status).toBe(201);
+  });
+
+  it('cancels the call when the client goes away mid-upload (no temporary file left waiting)', async () => {
+    await abortedUploadIsReleased(deviceId);
+    const next = await upload({ deviceId, filename: 'after.csv', contentType: 'text/csv', size: 1000 });
+    expect(next.status).toBe(201);
+  });
+
   it('answers 400 without a file part and 404 for an unknown device', async () => {
     const none = await api('POST', '/v1/results/upload', key, 'x', { 'content-type': 'text/plain' });
     expect(none.status).toBe(400);
@@ -285,6 +379,12 @@ describe('raw file upload in process (standalone)', () => {
     expect([unknown.status, unknown.body.error.code]).toEqual([404, 'device_not_found']);
     const bad = await upload({ deviceId: 'not-a-uuid', filename: 'a.csv', contentType: 'text/csv', size: 1000, via });
     expect(bad.status).toBe(400);
+  });
+
+  it('cancels the in-process call when the client goes away mid-upload (no temporary file left waiting)', async () => {
+    await abortedUploadIsReleased(deviceId, via);
+    const next = await upload({ deviceId, filename: 'after.csv', contentType: 'text/csv', size: 1000, via });
+    expect(next.status).toBe(201);
   });
 
   it('leaves no file in storage for a refused upload', async () => {

@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import type { Response } from 'express';
 import { DomainError } from '@lab/kit';
 import type { Reply } from '../replies.js';
@@ -50,8 +49,22 @@ export async function jobArtifact(ctx: Ctx, deps: Deps): Promise<Reply> {
     contentType: head.content_type ?? 'application/octet-stream',
     headers,
     stream: async (res: Response) => {
+      // A client that goes away while the response is full emits 'close', never 'drain'
+      // (nor 'error'): waiting for 'drain' alone would hold the gRPC call open until its
+      // deadline. After 'close' the loop below sees res.destroyed and breaks, which
+      // returns the generator and so cancels the call.
+      const drainedOrClosed = () =>
+        new Promise<void>((resolve) => {
+          const done = () => {
+            res.off('drain', done);
+            res.off('close', done);
+            resolve();
+          };
+          res.on('drain', done);
+          res.on('close', done);
+        });
       const write = async (data: Uint8Array) => {
-        if (data.length && !res.write(data)) await once(res, 'drain');
+        if (data.length && !res.write(data) && !res.destroyed) await drainedOrClosed();
       };
       await write(head.data);
       for await (const c of chunks) {

@@ -61,6 +61,8 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     let deviceId: string | undefined;
     let failure: DomainError | undefined;
     let upload: Promise<string> | undefined;
+    /** Ends the call to the telemetry service early (set once the file is being forwarded). */
+    let cancelUpload: (() => void) | undefined;
     /** The device_id part once the whole body is read (undefined: missing, or the upload failed). */
     let bodyRead!: (deviceId: string | undefined) => void;
     const deviceAfterBody = new Promise<string | undefined>((resolve) => (bodyRead = resolve));
@@ -69,6 +71,10 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
       if (name === 'device_id' && deviceId === undefined) deviceId = value.trim();
     });
     bb.on('file', (name, file, info) => {
+      // A body that ends inside a file part makes busboy destroy the part's stream with
+      // an error ("Unexpected end of form"); without a listener that error is uncaught
+      // and ends the process. busboy reports the same error on bb, which answers 400.
+      file.on('error', () => undefined);
       if (name !== 'file' || upload || failure) {
         file.resume();
         return;
@@ -96,6 +102,15 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         stopped = true;
         file.resume();
       };
+      // the file will not complete (truncated body, client gone): the service must not
+      // keep the call, and its temporary file, open until the deadline
+      const cancel = () => {
+        if (stopped) return;
+        stop();
+        stream.cancel();
+      };
+      cancelUpload = cancel;
+      file.on('error', cancel);
       const written = (bytes: number) => () => {
         inFlight -= bytes;
         if (paused && inFlight < IN_FLIGHT_BYTES) {
@@ -163,7 +178,13 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
       bodyRead(undefined);
       reject(failure);
     });
-    req.on('aborted', () => {
+    // A client gone before its body was read: the call is cancelled (else the service
+    // waits for the rest, its temporary file open, until the 15-minute deadline) and
+    // busboy, which would wait for bytes that never come, is destroyed.
+    req.on('close', () => {
+      if (req.complete) return;
+      cancelUpload?.();
+      bb.destroy();
       bodyRead(undefined);
       reject(invalid('', 'request aborted'));
     });
