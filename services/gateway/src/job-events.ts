@@ -4,6 +4,13 @@ import type { Principal } from './auth.js';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
+/**
+ * A client whose unsent output exceeds this is dropped: a stalled reader would
+ * otherwise make the gateway buffer every frame for it in memory (Node queues
+ * writes without limit). 1 MiB is thousands of job frames, far more than a
+ * reading client ever has in flight.
+ */
+export const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 interface JobUpdated {
   job: { id: string } & Record<string, unknown>;
@@ -14,6 +21,7 @@ interface JobUpdated {
 interface Listener {
   principal: Principal;
   res: Response;
+  beat?: NodeJS.Timeout;
 }
 
 /**
@@ -35,7 +43,11 @@ export function maySee(p: Principal, orgId: string | null, e: JobUpdated): boole
 export class JobEventsHub {
   private readonly listeners = new Set<Listener>();
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    /** heartbeat interval; tests shorten it */
+    private readonly heartbeatMs = HEARTBEAT_MS,
+  ) {}
 
   async subscribe(bus: Bus, queue = 'gateway.job-events'): Promise<void> {
     await bus.subscribe({ queue, transient: true, bindings: ['job.updated'], handler: async (msg) => this.deliver(msg) });
@@ -46,22 +58,52 @@ export class JobEventsHub {
     if (!e?.job?.id) return;
     const frame = `event: job.updated\nid: ${msg.id}\ndata: ${JSON.stringify(e.job)}\n\n`;
     for (const l of this.listeners) {
-      if (maySee(l.principal, msg.org_id, e)) l.res.write(frame);
+      if (maySee(l.principal, msg.org_id, e)) this.send(l, frame);
     }
+  }
+
+  /** Forgets a client: no more frames, no more heartbeats. */
+  private drop(l: Listener): void {
+    clearInterval(l.beat);
+    this.listeners.delete(l);
+  }
+
+  /**
+   * Writes to one client, never to an ended or destroyed response: a write after
+   * end() is emitted as an 'error' on the response, which has no listener and
+   * would crash the process (seen during the shutdown grace period).
+   */
+  private send(l: Listener, chunk: string): void {
+    const { res } = l;
+    if (res.writableEnded || res.destroyed) {
+      this.drop(l);
+      return;
+    }
+    if (res.writableLength > MAX_BUFFERED_BYTES) {
+      // Destroy rather than end(): end() would queue behind the backlog and keep
+      // it in memory for as long as the client stalls.
+      this.log.warn({ buffered: res.writableLength }, 'realtime client not reading, dropped');
+      this.drop(l);
+      res.destroy();
+      return;
+    }
+    res.write(chunk);
   }
 
   /** Serves one client until it disconnects (or the gateway stops). */
   attach(principal: Principal, res: Response): Promise<void> {
+    // The client already left: 'close' has fired and will not fire again, so a
+    // registered listener and its heartbeat would never be removed.
+    if (res.destroyed) return Promise.resolve();
     res.flushHeaders();
     res.write(': connected to background_jobs\n\n');
     const l: Listener = { principal, res };
     this.listeners.add(l);
-    const beat = setInterval(() => res.write(': heartbeat\n\n'), HEARTBEAT_MS);
-    beat.unref();
+    l.beat = setInterval(() => this.send(l, ': heartbeat\n\n'), this.heartbeatMs);
+    l.beat.unref();
     return new Promise<void>((resolve) => {
       res.on('close', () => {
-        clearInterval(beat);
-        this.listeners.delete(l);
+        this.drop(l);
         resolve();
       });
     });
@@ -73,7 +115,13 @@ export class JobEventsHub {
 
   /** Ends every stream (gateway stop), so the server can close. */
   close(): void {
-    for (const l of this.listeners) l.res.end();
-    this.log.debug({ count: this.listeners.size }, 'realtime streams closed');
+    const count = this.listeners.size;
+    // Unregister as well as end: 'close' comes only once the client has read the
+    // end, and until then events and heartbeats would write after end().
+    for (const l of [...this.listeners]) {
+      this.drop(l);
+      l.res.end();
+    }
+    this.log.debug({ count }, 'realtime streams closed');
   }
 }

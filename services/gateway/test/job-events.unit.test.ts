@@ -1,0 +1,136 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Response } from 'express';
+import { createLogger, MemoryBus } from '@lab/kit';
+import type { Principal } from '../src/auth';
+import { JobEventsHub, MAX_BUFFERED_BYTES } from '../src/job-events';
+
+/**
+ * The hub against real responses: a real HTTP server, real client sockets
+ * (a client that does not read is a socket that is paused).
+ */
+const log = createLogger('test', 'silent');
+const ORG = '0190a0c8-0000-7000-8000-000000000001';
+const admin = { org_id: ORG, user_id: 'u-1', role: 'admin', scopes: ['read'], token_kind: 'pat', token_id: 't-1' } as unknown as Principal;
+
+interface Harness {
+  hub: JobEventsHub;
+  bus: MemoryBus;
+  server: Server;
+  port: number;
+  /** responses the server handed to the hub, in arrival order */
+  responses: ServerResponse[];
+  /** 'error' events of those responses (a write after end() lands here) */
+  errors: Error[];
+  attached: Promise<void>[];
+  clients: Socket[];
+}
+
+let h: Harness | undefined;
+
+async function harness(opts: { heartbeatMs?: number; attachAfterClose?: boolean } = {}): Promise<Harness> {
+  const hub = new JobEventsHub(log, opts.heartbeatMs);
+  const bus = new MemoryBus(log);
+  await hub.subscribe(bus);
+  const responses: ServerResponse[] = [];
+  const errors: Error[] = [];
+  const attached: Promise<void>[] = [];
+  const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
+    responses.push(res);
+    // Recorded instead of crashing the test process, so the test can say what happened.
+    res.on('error', (err) => errors.push(err));
+    res.setHeader('Content-Type', 'text/event-stream');
+    if (opts.attachAfterClose) res.on('close', () => attached.push(hub.attach(admin, res as unknown as Response)));
+    else attached.push(hub.attach(admin, res as unknown as Response));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  h = { hub, bus, server, port: (server.address() as AddressInfo).port, responses, errors, attached, clients: [] };
+  return h;
+}
+
+/** A client that sends the request and then reads nothing (or reads, when asked). */
+async function client(t: Harness, read = false): Promise<{ socket: Socket; received: () => string }> {
+  const s = connect(t.port, '127.0.0.1');
+  t.clients.push(s);
+  let got = '';
+  if (read) s.on('data', (c: Buffer) => (got += c.toString()));
+  else s.pause();
+  await once(s, 'connect');
+  s.write('GET /v1/realtime/background_jobs HTTP/1.1\r\nHost: test\r\n\r\n');
+  while (t.responses.length < t.clients.length) await delay(5);
+  return { socket: s, received: () => got };
+}
+
+let seq = 0;
+const event = (size = 64) => ({
+  id: `m-${++seq}`,
+  type: 'job.updated',
+  org_id: ORG,
+  occurred_at: new Date().toISOString(),
+  data: { job: { id: `job-${seq}`, pad: 'x'.repeat(size) }, created_by: 'someone-else' },
+});
+
+afterEach(async () => {
+  if (!h) return;
+  for (const s of h.clients) s.destroy();
+  h.server.closeAllConnections();
+  await new Promise((r) => h!.server.close(r));
+  h = undefined;
+});
+
+describe('JobEventsHub', () => {
+  it('delivers events to a reading client', async () => {
+    const t = await harness();
+    const c = await client(t, true);
+    await t.bus.publish([event()]);
+    while (!c.received().includes('event: job.updated')) await delay(5);
+    expect(c.received()).toContain(': connected to background_jobs');
+    expect(t.hub.size).toBe(1);
+  });
+
+  it('close() unregisters every stream: events and heartbeats after it never write after end()', async () => {
+    const t = await harness({ heartbeatMs: 5 });
+    await client(t); // stalled: its end() cannot complete, so 'close' does not come soon
+    const res = t.responses[0]!;
+    // Fill the socket until output queues in the process (but stays under the drop bound).
+    for (let i = 0; i < 2000 && res.writableLength === 0; i++) {
+      await t.bus.publish([event(16 * 1024)]);
+      await delay(1);
+    }
+    expect(res.writableLength).toBeGreaterThan(0);
+    expect(res.writableLength).toBeLessThan(MAX_BUFFERED_BYTES);
+
+    t.hub.close();
+    await t.bus.publish([event()]);
+    await delay(50); // several heartbeat periods
+    expect(t.errors.map((e) => (e as NodeJS.ErrnoException).code)).toEqual([]);
+    expect(t.hub.size).toBe(0);
+    expect(res.writableEnded).toBe(true);
+  });
+
+  it('attach() of a client that already left returns at once and registers nothing', async () => {
+    const t = await harness({ attachAfterClose: true });
+    (await client(t)).socket.destroy();
+    while (t.attached.length === 0) await delay(5);
+    const outcome = await Promise.race([t.attached[0]!.then(() => 'returned'), delay(500).then(() => 'pending')]);
+    expect(outcome).toBe('returned');
+    expect(t.hub.size).toBe(0);
+  });
+
+  it('drops a client that stops reading once its backlog passes the bound', async () => {
+    const t = await harness();
+    await client(t);
+    const res = t.responses[0]!;
+    // At most 64 MiB offered: far beyond socket buffers plus the bound.
+    for (let i = 0; i < 1024 && t.hub.size > 0; i++) {
+      await t.bus.publish([event(64 * 1024)]);
+      await delay(1);
+    }
+    expect(t.hub.size).toBe(0);
+    expect(res.destroyed).toBe(true);
+    await t.attached[0]; // the stream's promise settles: the handler does not leak
+  });
+});
