@@ -27,6 +27,14 @@ const FAIL_OPEN_LOG_MS = 30_000;
 const OVERLAP_HEADROOM = 8;
 /** Tokens whose last count is remembered (a bounded map, cleared when full). */
 const MAX_REMEMBERED = 10_000;
+/**
+ * How long a Redis command may go unanswered before it fails (and the request
+ * fails open). A Redis that is connected but silent (a hung server, a black-holed
+ * network path) would otherwise hold every authenticated request until TCP gives
+ * up, some 15 minutes: the socket stays up, so neither the offline-queue nor the
+ * reconnect settings apply. A healthy Redis answers in about a millisecond.
+ */
+const COMMAND_TIMEOUT_MS = 250;
 
 /**
  * Per-token request limits over two windows (minute and hour). Organisations may
@@ -55,6 +63,9 @@ export class RateLimiter {
         // go out as one pipelined write instead of a syscall each.
         enableAutoPipelining: true,
         lazyConnect: false,
+        // A command not answered in time rejects; the limiters pass that error
+        // on, and consume() fails open on it like on any store error.
+        commandTimeout: COMMAND_TIMEOUT_MS,
       });
       this.redis.on('error', (err: Error) => this.failOpen(err));
     }

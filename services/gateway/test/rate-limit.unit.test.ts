@@ -1,0 +1,96 @@
+import { once } from 'node:events';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
+import { createLogger } from '@lab/kit';
+import { RateLimiter } from '../src/rate-limit';
+
+const log = createLogger('test', 'silent');
+
+/** RESP arrays of bulk strings (what a client sends) parsed off the front of a buffer. */
+function parseCommands(buf: Buffer): [string[][], Buffer] {
+  const cmds: string[][] = [];
+  let i = 0;
+  while (buf[i] === 0x2a /* '*' */) {
+    const end = buf.indexOf('\r\n', i);
+    if (end < 0) break;
+    const n = Number(buf.subarray(i + 1, end).toString());
+    let j = end + 2;
+    const args: string[] = [];
+    for (let k = 0; k < n; k++) {
+      const e = buf.indexOf('\r\n', j);
+      if (e < 0) break;
+      const len = Number(buf.subarray(j + 1, e).toString());
+      if (buf.length < e + 2 + len + 2) break;
+      args.push(buf.subarray(e + 2, e + 2 + len).toString());
+      j = e + 2 + len + 2;
+    }
+    if (args.length < n) break;
+    cmds.push(args);
+    i = j;
+  }
+  return [cmds, buf.subarray(i)];
+}
+
+/**
+ * A Redis that answers the connection handshake (so the client is 'ready' and
+ * sends commands instead of refusing them while offline) and then goes silent:
+ * the socket stays up, nothing more is ever answered.
+ */
+async function silentRedis(): Promise<{ url: string; ready: Promise<void>; unanswered: string[][]; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const unanswered: string[][] = [];
+  let handshakeDone!: () => void;
+  const ready = new Promise<void>((resolve) => (handshakeDone = resolve));
+  const server: Server = createServer((s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    let buf = Buffer.alloc(0);
+    s.on('data', (d: Buffer) => {
+      let cmds: string[][];
+      [cmds, buf] = parseCommands(Buffer.concat([buf, d]));
+      for (const c of cmds) {
+        const name = c[0]!.toLowerCase();
+        // RESP3 refused: the client falls back to RESP2 and carries on
+        if (name === 'hello') s.write("-ERR unknown command 'hello'\r\n");
+        else if (name === 'client') s.write('+OK\r\n');
+        else if (name === 'info') {
+          const info = '# Server\r\nredis_version:7.2.0\r\nloading:0\r\n';
+          s.write(`$${Buffer.byteLength(info)}\r\n${info}\r\n`);
+          handshakeDone();
+        } else unanswered.push(c);
+      }
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    ready,
+    unanswered,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+it('fails open within a second when a connected Redis stops answering', async () => {
+  const redis = await silentRedis();
+  const limiter = new RateLimiter(log, redis.url);
+  try {
+    await redis.ready;
+    await delay(50); // the INFO answer read: the client is ready
+    const started = Date.now();
+    const outcome = await Promise.race([
+      limiter.consume('token-1', { per_minute: 5, per_hour: 100 }).then((state) => state),
+      delay(2_000, undefined, { ref: false }).then(() => 'still waiting after 2 s' as const),
+    ]);
+    expect(outcome).toEqual({ limit: 5, remaining: 5 });
+    expect(Date.now() - started).toBeLessThan(1_000);
+    // the count did go out to the silent server (not refused locally as offline)
+    expect(redis.unanswered.length).toBeGreaterThan(0);
+  } finally {
+    await Promise.race([limiter.close(), delay(1_000, undefined, { ref: false })]);
+    await redis.close();
+  }
+});
