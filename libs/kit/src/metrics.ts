@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import client from 'prom-client';
+import { createLogger, type Logger } from './logger.js';
 
 /**
  * The process's metrics, created once. In standalone mode several services share
@@ -140,6 +141,8 @@ export function createMetricsServer(readiness: Readiness = async () => ({})): Se
 export interface ServeMetricsOptions {
   readiness?: Readiness;
   host?: string;
+  /** where errors of the listener are logged (default: a logger named "ops") */
+  log?: Logger;
 }
 
 /**
@@ -157,6 +160,11 @@ export async function serveMetrics(port: number, opts: ServeMetricsOptions = {})
       resolve();
     });
   });
+  // A listening server still emits 'error' when accepting a connection fails
+  // (EMFILE when out of file descriptors); with no listener that would crash the
+  // process. The failure is transient (Node keeps accepting), so it is logged.
+  const log = opts.log ?? createLogger('ops');
+  server.on('error', (err: Error) => log.error({ err: err.message }, 'operations server error'));
   return server;
 }
 

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +62,22 @@ describe('operations port', () => {
     expect(m.text).toContain('# TYPE lab_http_request_duration_seconds histogram');
     expect(m.text).toContain('lab_outbox_backlog');
     expect((await get(`${base}/nope`)).status).toBe(404);
+  });
+
+  it('a listening operations server survives errors of its listener (a failed accept, EMFILE)', async () => {
+    // a free port: serveMetrics takes 0 as "off", not as "any port"
+    const probeServer = createServer().listen(0, '127.0.0.1');
+    await once(probeServer, 'listening');
+    const port = (probeServer.address() as AddressInfo).port;
+    await new Promise((r) => probeServer.close(r));
+    const server = (await serveMetrics(port, { host: '127.0.0.1', log }))!;
+    servers.push(server);
+    const acceptFailed = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
+    // with no listener, emit() throws: the process would crash
+    expect(() => {
+      for (let i = 0; i < 3; i++) server.emit('error', acceptFailed());
+    }).not.toThrow();
+    expect((await get(`http://127.0.0.1:${port}/livez`)).status).toBe(200);
   });
 
   it('port 0 turns the listener off', async () => {

@@ -53,6 +53,8 @@ export interface RunningGateway {
   url: string;
   /** database (idempotency records) and bus (cache invalidation) behind /readyz */
   readiness: Readiness;
+  /** the HTTP listener (tests reach its events through it) */
+  server: Server;
   stop(): Promise<void>;
 }
 
@@ -90,6 +92,11 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const server: Server = app.listen(opts.port, opts.host ?? '0.0.0.0');
   answerClientErrorsWithEnvelope(server);
   await Promise.race([once(server, 'listening'), once(server, 'error').then(([e]) => Promise.reject(e as Error))]);
+  // A listening server still emits 'error' when accepting a connection fails
+  // (EMFILE when out of file descriptors). The once() above takes only the first
+  // such error; a later one with no listener would crash the process. The
+  // failure is transient (Node keeps accepting), so it is logged.
+  server.on('error', (err: Error) => log.error({ err: err.message }, 'http server error'));
   const sockets = new Set<Socket>();
   server.on('connection', (s: Socket) => {
     sockets.add(s);
@@ -117,5 +124,5 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       await db.close();
     })());
 
-  return { port, url: `http://${host}:${port}`, readiness: dependencyReadiness({ db, bus: opts.bus }), stop };
+  return { port, url: `http://${host}:${port}`, readiness: dependencyReadiness({ db, bus: opts.bus }), server, stop };
 }

@@ -64,3 +64,30 @@ it('counts in memory without Redis', async () => {
   await expect(limiter.consume('token-2', { per_minute: 2, per_hour: 10 })).rejects.toMatchObject({ code: 'rate_limited' });
   await limiter.close();
 });
+
+it('survives errors of its listener after it started (a failed accept, EMFILE)', async () => {
+  const bus = new MemoryBus(log);
+  const gw = await startGateway({
+    port: 0,
+    host: '127.0.0.1',
+    log,
+    secret: 'a-secret-of-sixteen-chars',
+    operatorToken: 'operator-token-for-tests',
+    databaseUrl: await freshDatabaseUrl(),
+    dataDir,
+    bus,
+    services: { identity: DEAD, notebook: DEAD },
+  });
+  try {
+    const acceptFailed = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
+    // net.Server emits these on the listening server; with no listener, emit() throws (the process crashes).
+    // More than one: a failed accept can happen any number of times.
+    expect(() => {
+      for (let i = 0; i < 3; i++) gw.server.emit('error', acceptFailed());
+    }).not.toThrow();
+    expect((await call(gw.url, 'GET', '/v1/health')).status).toBe(200);
+  } finally {
+    await gw.stop();
+    await bus.close();
+  }
+});
