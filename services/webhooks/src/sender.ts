@@ -1,13 +1,16 @@
 import http from 'node:http';
 import https from 'node:https';
-import { BlockedAddressError, pinnedLookup, resolveAllowed, type ResolvedTarget } from '@lab/kit';
+import { BlockedAddressError, pinnedLookup, resolveAllowed, type ResolvedTarget, type Resolver } from '@lab/kit';
 
 export interface SendInput {
   url: string;
   body: Buffer;
   headers: Record<string, string>;
+  /** deadline of the whole attempt, DNS lookup included */
   timeoutMs: number;
   allowPrivate: boolean;
+  /** the DNS lookup behind the SSRF guard (default: the system resolver; tests inject one) */
+  resolver?: Resolver;
 }
 
 export type SendOutcome =
@@ -40,12 +43,25 @@ const agents = {
  */
 export async function postOnce(input: SendInput): Promise<SendOutcome> {
   const url = new URL(input.url);
+  // The deadline starts before the lookup: dns.lookup runs on the libuv
+  // threadpool and a tenant's nameserver that never answers would otherwise keep
+  // the attempt alive past its lease. The lookup cannot be cancelled, but the
+  // attempt gives up on it at the deadline (its late result is ignored).
+  const deadlineAt = Date.now() + input.timeoutMs;
+  let lookupTimer: NodeJS.Timeout | undefined;
+  const lookupDeadline = new Promise<undefined>((resolve) => {
+    lookupTimer = setTimeout(() => resolve(undefined), input.timeoutMs);
+  });
   let target: ResolvedTarget;
   try {
-    target = await resolveAllowed(url.hostname, input.allowPrivate);
+    const resolved = await Promise.race([resolveAllowed(url.hostname, input.allowPrivate, input.resolver), lookupDeadline]);
+    if (!resolved) return { ok: false, error: `dns: timeout after ${input.timeoutMs} ms`, retry: true };
+    target = resolved;
   } catch (err) {
     if (err instanceof BlockedAddressError) return { ok: false, error: `blocked_address: ${err.message}`, retry: false };
     return { ok: false, error: `dns: ${(err as Error).message}`, retry: true };
+  } finally {
+    clearTimeout(lookupTimer);
   }
   const https_ = url.protocol === 'https:';
   const mod = https_ ? https : http;
@@ -53,7 +69,7 @@ export async function postOnce(input: SendInput): Promise<SendOutcome> {
   const headers = { ...input.headers, 'Content-Length': String(input.body.length) };
   return new Promise<SendOutcome>((resolve) => {
     let settled = false;
-    let req: http.ClientRequest;
+    let req: http.ClientRequest | undefined;
     const done = (o: SendOutcome) => {
       if (settled) return;
       settled = true;
@@ -82,14 +98,20 @@ export async function postOnce(input: SendInput): Promise<SendOutcome> {
       );
       req.on('error', (err: NodeJS.ErrnoException) => {
         // an idle socket the receiver closed as it was reused: nothing was answered, send again on a new connection
-        if (pooled && !answered && !settled && req.reusedSocket && err.code === 'ECONNRESET') send(false);
+        if (pooled && !answered && !settled && req?.reusedSocket && err.code === 'ECONNRESET') send(false);
         else done({ ok: false, error: err.message.slice(0, 500), retry: true });
       });
       req.end(input.body);
     };
-    const timer = setTimeout(() => {
-      req.destroy(new Error(`timeout after ${input.timeoutMs} ms`));
-    }, input.timeoutMs);
+    // What the lookup left of the deadline. `req?`: when mod.request throws
+    // synchronously (an invalid header) there is no request, the promise has
+    // already rejected, and the timer must not throw in its turn.
+    const timer = setTimeout(
+      () => {
+        req?.destroy(new Error(`timeout after ${input.timeoutMs} ms`));
+      },
+      Math.max(0, deadlineAt - Date.now()),
+    );
     send(true);
   });
 }
