@@ -212,6 +212,12 @@ function openPg(url: string, max: number, name: string): Database {
     // Fail fast while the server is away, so callers answer 503 instead of hanging.
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
+    // TCP keepalive on pooled connections: an idle one is not silently dropped by
+    // a firewall or NAT's idle timeout on the way (a cloud network's conntrack),
+    // and one whose server vanished is found dead by the kernel's probes instead
+    // of by the next query's retransmissions
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 30_000,
     options: '-c TimeZone=UTC',
     // statements sent without waiting for the previous answer where a transaction
     // allows it (pipelinedTx); one statement at a time behaves as without it

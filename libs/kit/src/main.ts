@@ -7,6 +7,41 @@ import { migrate, openDatabase } from './db.js';
 import { DEFAULT_METRICS_PORT, serveMetrics, type Readiness } from './metrics.js';
 import { runService, type ServiceDefinition } from './service.js';
 
+/**
+ * Ends the process with a fatal line when its start fails (the database or the
+ * broker unreachable past the retries, a port taken): an unhandled rejection
+ * would end it too, but without saying why in the process's own log format.
+ */
+export function exitOnFailure(log: Logger, start: Promise<unknown>): void {
+  start.catch((err: unknown) => {
+    log.fatal({ err }, 'failed to start');
+    process.exit(1);
+  });
+}
+
+/**
+ * Stops gracefully on the first SIGTERM or SIGINT (later ones wait for it) and
+ * exits 0; a stop that fails is logged as fatal and exits 1, so a supervisor
+ * sees it, instead of an unhandled rejection that skips the rest of the stop.
+ */
+export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMessage = 'stopping'): void {
+  let stopping = false;
+  const onSignal = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, stoppingMessage);
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.fatal({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+}
+
 /** Opens the bus of a process: RabbitMQ when AMQP_URL is set, else in-process. */
 export async function openBus(amqpUrl: string | undefined, exchange: string, log: Logger): Promise<Bus> {
   return amqpUrl ? AmqpBus.connect(amqpUrl, exchange, log) : new MemoryBus(log);
@@ -23,8 +58,12 @@ const serviceEnv = commonEnv.extend({
  * Entry point of one service in its own process (cluster shape): validated env,
  * RabbitMQ, the service, metrics port, graceful stop on SIGTERM/SIGINT.
  */
-export async function runServiceMain(def: ServiceDefinition): Promise<void> {
+export function runServiceMain(def: ServiceDefinition): void {
   const log = createLogger(def.name);
+  exitOnFailure(log, startServiceProcess(def, log));
+}
+
+async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise<void> {
   let cfg: z.infer<typeof serviceEnv>;
   try {
     cfg = loadConfig(serviceEnv);
@@ -44,18 +83,11 @@ export async function runServiceMain(def: ServiceDefinition): Promise<void> {
   });
   const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log);
   log.info({ port: svc.port }, `${def.name} ready`);
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'stopping');
+  stopOnSignals(log, async () => {
     await svc.stop();
     await bus.close();
     metricsServer?.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 }
 
 /**
@@ -66,7 +98,7 @@ export async function runServiceMain(def: ServiceDefinition): Promise<void> {
  */
 export async function serveOps(port: number, readiness: Readiness, log: Logger): Promise<Server | undefined> {
   try {
-    const server = await serveMetrics(port, { readiness });
+    const server = await serveMetrics(port, { readiness, log });
     if (server) log.info({ port }, 'metrics and probes serving');
     return server;
   } catch (err) {

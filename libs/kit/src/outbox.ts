@@ -272,7 +272,13 @@ export class Outbox {
     claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
     const ids = sqlArray(claimed.map((r) => r.id));
     try {
-      await this.publish(claimed);
+      // A broker in another process (embedded database with RabbitMQ) is given the
+      // same time limit as under row locks: one that stops confirming (a memory or
+      // disk alarm) must not stall the relay and a graceful stop behind it. The
+      // in-process bus resolves once its consumers are done, which takes as long
+      // as they take.
+      const publishing = this.publish(claimed);
+      await (this.opts.bus.deliversInProcess ? publishing : withTimeout(publishing, this.opts.publishTimeoutMs ?? 10_000));
     } catch (err) {
       await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table}
           set next_attempt_at = now() + (${this.backoffMs(claimed, 0)} * interval '1 millisecond') where id = any(${ids}::uuid[])`);

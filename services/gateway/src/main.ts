@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, loadConfig, openBus, serveOps } from '@lab/kit';
+import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
 import { abandonedMsSetting, startGateway } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
@@ -19,8 +19,7 @@ const gatewayEnv = commonEnv.extend({
 });
 
 /** The gateway alone in its own process (cluster shape), stopped gracefully on SIGTERM. */
-async function main(): Promise<void> {
-  const log = createLogger('gateway');
+async function main(log: Logger): Promise<void> {
   let cfg: z.infer<typeof gatewayEnv>;
   try {
     cfg = loadConfig(gatewayEnv);
@@ -51,18 +50,12 @@ async function main(): Promise<void> {
   });
   const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'stopping');
+  stopOnSignals(log, async () => {
     await gw.stop();
     await bus.close();
     ops?.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 }
 
-void main();
+const log = createLogger('gateway');
+exitOnFailure(log, main(log));

@@ -1,4 +1,4 @@
 import { runServiceMain } from '@lab/kit';
 import { definition } from './index.js';
 
-void runServiceMain(definition);
+runServiceMain(definition);

@@ -1,4 +1,4 @@
-import { createLogger, loadConfig } from '@lab/kit';
+import { createLogger, exitOnFailure, loadConfig, stopOnSignals } from '@lab/kit';
 import { prepareEmbeddedDataDir } from './embedded-data-dir.js';
 import { standaloneEnv, startStandalone, type StandaloneConfig } from './standalone.js';
 
@@ -26,20 +26,14 @@ async function main() {
     `lab notebook service ready on ${lab.url}` +
       (lab.operatorTokenFile ? ` (operator token in ${lab.operatorTokenFile})` : ''),
   );
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'stopping: finishing in-flight requests and flushing outboxes');
-    await lab.stop();
-    log.info('stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  stopOnSignals(
+    log,
+    async () => {
+      await lab.stop();
+      log.info('stopped');
+    },
+    'stopping: finishing in-flight requests and flushing outboxes',
+  );
 }
 
-main().catch((err) => {
-  log.fatal({ err }, 'failed to start');
-  process.exit(1);
-});
+exitOnFailure(log, main());
