@@ -22,7 +22,8 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-it('answers 503 in the error envelope when identity does not answer', async () => {
+/** A gateway whose identity and notebook services are not there. */
+async function gatewayBeforeDeadServices() {
   const bus = new MemoryBus(log);
   const gw = await startGateway({
     port: 0,
@@ -35,6 +36,11 @@ it('answers 503 in the error envelope when identity does not answer', async () =
     bus,
     services: { identity: DEAD, notebook: DEAD },
   });
+  return { bus, gw };
+}
+
+it('answers 503 in the error envelope when identity does not answer', async () => {
+  const { bus, gw } = await gatewayBeforeDeadServices();
   try {
     const r = await call(gw.url, 'GET', '/v1/samples', { token: 'pat_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', headers: { 'x-org-id': '0190a0c8-0000-7000-8000-000000000001' } });
     expect(r.status).toBe(503);
@@ -66,18 +72,7 @@ it('counts in memory without Redis', async () => {
 });
 
 it('survives errors of its listener after it started (a failed accept, EMFILE)', async () => {
-  const bus = new MemoryBus(log);
-  const gw = await startGateway({
-    port: 0,
-    host: '127.0.0.1',
-    log,
-    secret: 'a-secret-of-sixteen-chars',
-    operatorToken: 'operator-token-for-tests',
-    databaseUrl: await freshDatabaseUrl(),
-    dataDir,
-    bus,
-    services: { identity: DEAD, notebook: DEAD },
-  });
+  const { bus, gw } = await gatewayBeforeDeadServices();
   try {
     const acceptFailed = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
     // net.Server emits these on the listening server; with no listener, emit() throws (the process crashes).
