@@ -9,14 +9,20 @@ import { runService, type ServiceDefinition } from './service.js';
 
 /**
  * Ends the process with a fatal line when its start fails (the database or the
- * broker unreachable past the retries, a port taken): an unhandled rejection
- * would end it too, but without saying why in the process's own log format.
+ * broker unreachable past the retries, a port taken), and when it crashes later
+ * (an exception or a rejection nothing handled). Node would end it too, but with
+ * a bare stack trace on stderr: this way what ended the process is one line in
+ * its own log format, with the request id of the flow it came from, where the
+ * operator reads everything else it logged. The exit code is 1 either way.
  */
 export function exitOnFailure(log: Logger, start: Promise<unknown>): void {
-  start.catch((err: unknown) => {
-    log.fatal({ err }, 'failed to start');
+  const fatal = (what: string) => (err: unknown) => {
+    log.fatal({ err }, what);
     process.exit(1);
-  });
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled rejection'));
+  start.catch(fatal('failed to start'));
 }
 
 /**
