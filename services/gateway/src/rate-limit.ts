@@ -37,6 +37,14 @@ const MAX_REMEMBERED = 10_000;
 const COMMAND_TIMEOUT_MS = 250;
 
 /**
+ * Password attempts per account, counted alike at every door that takes an email
+ * and a password (the token endpoint's password grant, the OAuth sign-in form): a
+ * lockout that heals, and one budget for an account however it is guessed at.
+ */
+export const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
+export const signInKey = (email: string): string => `sign-in:${email.trim().toLowerCase()}`;
+
+/**
  * Per-token request limits over two windows (minute and hour). Organisations may
  * override the defaults, so there is one limiter per (window, points) pair,
  * created on first use. Counters live in Redis when configured (shared across

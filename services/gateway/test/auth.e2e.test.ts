@@ -103,6 +103,20 @@ describe('authentication', () => {
     const r = await get(`/v1/samples?org_id=${orgA}`, grant.body.access_token);
     expect(r.status).toBe(401);
   });
+
+  it('throttles password attempts per account: past 10 a minute even the right password gets 429, other accounts do not', async () => {
+    const email = `g${Date.now()}@example.test`;
+    await stack.admin.createUser({ email, password: 'correct horse battery' });
+    const grant = (who: string, password: string) => call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email: who, password } });
+    for (let i = 0; i < 10; i++) expect((await grant(email, `wrong ${i}`)).status).toBe(400); // invalid_grant
+    // the same account, written differently, is the same account
+    const limited = await grant(` ${email.toUpperCase()} `, 'correct horse battery');
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('rate_limited');
+    const other = `h${Date.now()}@example.test`;
+    await stack.admin.createUser({ email: other, password: 'correct horse battery' });
+    expect((await grant(other, 'correct horse battery')).status).toBe(200);
+  });
 });
 
 describe('organisation selection', () => {

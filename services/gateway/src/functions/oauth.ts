@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
 import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
-import { RateLimitedError } from '../rate-limit.js';
+import { RateLimitedError, SIGN_IN_LIMITS, signInKey } from '../rate-limit.js';
 import type { Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
@@ -19,7 +19,6 @@ export const functionsBase = (req: Request): string => `${req.protocol}://${req.
 type Params = Record<string, unknown>;
 
 /** Sign-in attempts through the authorization page per email address. */
-const LOGIN_LIMITS = { per_minute: 10, per_hour: 100 };
 const MAX_PARAM = 2000;
 
 /** A parameter given at most once (RFC 6749 3.1), as a string; `bad` when repeated or not text. */
@@ -159,7 +158,7 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
   }
   // Password guessing through the form is throttled per account, like a lockout that heals.
   try {
-    await deps.limiter.consume(`oauth-login:${email.trim().toLowerCase()}`, LOGIN_LIMITS);
+    await deps.limiter.consume(signInKey(email), SIGN_IN_LIMITS);
   } catch (err) {
     if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
     throw err;

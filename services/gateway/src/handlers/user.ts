@@ -4,6 +4,7 @@ import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
+import { SIGN_IN_LIMITS, signInKey } from '../rate-limit.js';
 
 export const grantBody = z.discriminatedUnion('grant_type', [
   z.object({ grant_type: z.literal('password'), email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }),
@@ -15,6 +16,8 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   const b = parseWith(grantBody, ctx.body ?? {}, 'invalid token request');
   const idc = deps.clients.identity();
   const caller = systemContext(ctx.requestId);
+  // a password attempt counts against its account before it is checked (429 rate_limited past the limit)
+  if (b.grant_type === 'password') await deps.limiter.consume(signInKey(b.email), SIGN_IN_LIMITS);
   const t =
     b.grant_type === 'password'
       ? await idc.call('passwordGrant', { email: b.email, password: b.password }, caller)
