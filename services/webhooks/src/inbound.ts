@@ -68,16 +68,22 @@ interface EndpointRow {
 const notFound = () => DomainError.notFound('inbound webhook endpoint not found');
 
 /**
+ * Whether a receiver path can name an endpoint at all (a slug as endpoints have
+ * them, an organisation id that is a UUID). The gateway asks before it counts the
+ * request against the endpoint's flood limit, so made-up paths create no counters.
+ */
+export const isInboundAddress = (orgId: string | undefined, slug: string): boolean => SLUG.test(slug) && (orgId === undefined || isUuid(orgId));
+
+/**
  * The active endpoint a request names. The long path names the organisation;
  * the short path finds a slug only when exactly one active endpoint has it
  * (generated slugs are unique everywhere; a chosen slug may repeat across
  * organisations, and then the short path is ambiguous: 404).
  */
 async function findEndpoint(deps: ServiceDeps, orgId: string | undefined, slug: string): Promise<EndpointRow> {
-  if (!SLUG.test(slug)) throw notFound();
+  if (!isInboundAddress(orgId, slug)) throw notFound();
   const cols = sql`id::text, org_id::text, secret, allowed_event_types, job_type`;
   if (orgId !== undefined) {
-    if (!isUuid(orgId)) throw notFound();
     const [e] = await deps.db.rows<EndpointRow>(
       sql`select ${cols} from webhooks.inbound_endpoints where org_id = ${orgId}::uuid and slug = ${slug} and active`,
     );

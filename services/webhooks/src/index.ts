@@ -5,6 +5,7 @@ import { registerWebhooks } from './server.js';
 
 export type { WebhooksConfig } from './config.js';
 export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
+export { isInboundAddress } from './inbound.js';
 
 /**
  * Outbound webhook subscriptions and signed deliveries with retries; inbound

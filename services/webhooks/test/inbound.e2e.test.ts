@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import pg from 'pg';
+import { Redis } from 'ioredis';
 import { startStack, type Stack } from '@lab/testing';
 import { call } from '../../gateway/test/http';
 
@@ -38,6 +39,26 @@ const send = (body: unknown, headers: Record<string, string> = {}, e = ep, o = o
 };
 
 const event = (extra: Record<string, unknown> = {}) => ({ event_type: 'order.updated', occurred_at: new Date().toISOString(), payload: { n: 1 }, ...extra });
+
+describe('paths that cannot name an endpoint', () => {
+  test.each([
+    ['an organisation id that is not a UUID', 'not-a-uuid-x7q/lims'],
+    ['a slug endpoints cannot have', `${'0190a0c8-0000-7000-8000-000000000001'}/Not_A_Slug-x7q`],
+    ['a short path with such a slug', 'UPPER-x7q'],
+  ])('%s: 404, and no flood counter is kept for it', async (_name, path) => {
+    const raw = JSON.stringify(event());
+    const r = await post(path, raw, { 'x-service-signature': sig(ep.secret, raw) });
+    expect(r.status).toBe(404);
+    expect(r.body.error.code).toBe('not_found');
+    if (!process.env.REDIS_URL) return; // counters in memory: nothing to look at from here
+    const redis = new Redis(process.env.REDIS_URL);
+    try {
+      expect(await redis.keys('*x7q*')).toEqual([]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
 
 describe('endpoints', () => {
   test('created with a generated slug, a secret shown once and the receiver URL', () => {

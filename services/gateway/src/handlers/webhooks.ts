@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DomainError, isUuid, systemContext } from '@lab/kit';
+import { isInboundAddress } from '@lab/webhooks';
 import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
@@ -86,6 +87,9 @@ const header = (ctx: Ctx, name: string): string | undefined => {
 export async function inboundWebhookHandler(ctx: Ctx, deps: Deps): Promise<Reply> {
   const slug = ctx.params.slug ?? '';
   const orgId = ctx.params.org_id;
+  // a path that cannot name an endpoint is 404 before it is counted: counters are
+  // kept per endpoint, and made-up paths would each add one (in memory or Redis)
+  if (!isInboundAddress(orgId, slug)) throw DomainError.notFound('inbound webhook endpoint not found');
   await deps.limiter.consume(`inbound:${orgId ?? '-'}/${slug}`, INBOUND_LIMITS);
   const body = Buffer.isBuffer(ctx.body) ? ctx.body : Buffer.alloc(0);
   const r = await deps.clients.webhooks().call(
