@@ -303,11 +303,14 @@ export class AmqpBus implements Bus {
  * outbox row is deleted only after its effect is stored: a crash in between
  * means a redelivery from the outbox (dropped by the inbox), never a loss. A
  * failing handler fails the publish, and the relay retries with backoff; after
- * maxAttempts the message is parked in `dead` for that consumer.
+ * maxAttempts the message is parked for that consumer: logged whole (error level),
+ * and kept in `dead` among the latest KEEP_DEAD.
  */
 export class MemoryBus implements Bus {
   private readonly subs: SubscribeOptions[] = [];
   private readonly failures = new Map<string, number>();
+  /** How many parked messages `dead` keeps (the latest). */
+  static readonly KEEP_DEAD = 1_000;
   readonly dead: { queue: string; msg: BusMessage }[] = [];
   readonly connected = true;
   readonly deliversInProcess = true;
@@ -344,7 +347,11 @@ export class MemoryBus implements Bus {
         if (attempt >= (sub.maxAttempts ?? 8)) {
           this.failures.delete(key);
           metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
+          // the whole message goes to the log, where it outlives the process; the
+          // list keeps only the latest, so a long outage cannot grow it without bound
+          this.log.error({ err, queue: sub.queue, message: msg }, 'message parked after its last attempt');
           this.dead.push({ queue: sub.queue, msg });
+          if (this.dead.length > MemoryBus.KEEP_DEAD) this.dead.shift();
           continue;
         }
         this.failures.set(key, attempt);

@@ -14,6 +14,8 @@ import {
   newId,
   StatementNames,
   Batcher,
+  MemoryBus,
+  createLogger,
 } from '@lab/kit';
 
 describe('topicMatches', () => {
@@ -241,5 +243,31 @@ describe('caller context signing, reused signatures', () => {
     const again = new Metadata();
     signCallerContext(again, systemContext('r1'), secret);
     expect(() => verifyCallerContext(again, 'a-different-secret-value')).toThrow(/forged/);
+  });
+});
+
+describe('MemoryBus parked messages', () => {
+  it('keeps the latest KEEP_DEAD parked messages, and logs each one whole', async () => {
+    const logged: unknown[] = [];
+    const log = createLogger('test', 'error');
+    const spyLog = Object.assign(Object.create(log), { error: (o: unknown) => void logged.push(o), warn: () => undefined });
+    const bus = new MemoryBus(spyLog);
+    await bus.subscribe({
+      queue: 'q',
+      bindings: ['thing.#'],
+      maxAttempts: 1,
+      handler: async () => {
+        throw new Error('always fails');
+      },
+    });
+    const extra = 5;
+    for (let i = 0; i < MemoryBus.KEEP_DEAD + extra; i++) {
+      await bus.publish([{ id: `m${i}`, type: 'thing.done', org_id: null, occurred_at: new Date(0).toISOString(), data: { i } }]);
+    }
+    expect(bus.dead).toHaveLength(MemoryBus.KEEP_DEAD);
+    expect(bus.dead[0]!.msg.id).toBe(`m${extra}`);
+    expect(bus.dead.at(-1)!.msg.id).toBe(`m${MemoryBus.KEEP_DEAD + extra - 1}`);
+    expect(logged).toHaveLength(MemoryBus.KEEP_DEAD + extra);
+    expect(logged[0]).toMatchObject({ queue: 'q', message: { id: 'm0', data: { i: 0 } } });
   });
 });
