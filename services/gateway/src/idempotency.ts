@@ -7,7 +7,15 @@ import type { Reply } from './replies.js';
 export const RETENTION_MS = 24 * 60 * 60_000;
 /** How long a duplicate waits for the original to finish before answering 409. */
 const WAIT_MS = 10_000;
-const POLL_MS = 50;
+/**
+ * A duplicate reads the original's record again after 50 ms, then twice as long
+ * each time up to 500 ms: most originals finish within the first reads, and a slow
+ * one (a large lab order) is not read 200 times by each of its duplicates.
+ */
+const POLL_FIRST_MS = 50;
+const POLL_MAX_MS = 500;
+/** Expired records deleted per statement by purgeExpired(). */
+export const PURGE_BATCH = 5_000;
 /**
  * An 'in_progress' row older than this belongs to a request whose gateway died
  * (idempotent routes end within the 10 s gRPC deadline); a later request with the
@@ -122,6 +130,7 @@ export class IdempotencyStore {
 
   async claim(scope: IdempotencyScope, hash: string): Promise<Claim> {
     const deadline = Date.now() + WAIT_MS;
+    let pollMs = POLL_FIRST_MS;
     for (;;) {
       if (await this.claims.add({ scope, hash })) return { kind: 'run' };
       const row = await this.read(scope);
@@ -137,7 +146,8 @@ export class IdempotencyStore {
       if (Date.now() >= deadline) {
         throw conflict('a request with this Idempotency-Key is still in progress; retry later');
       }
-      await new Promise((r) => setTimeout(r, POLL_MS));
+      await new Promise((r) => setTimeout(r, Math.min(pollMs, deadline - Date.now())));
+      pollMs = Math.min(pollMs * 2, POLL_MAX_MS);
     }
   }
 
@@ -201,13 +211,26 @@ export class IdempotencyStore {
     );
   }
 
-  /** Deletes records past the retention window. */
+  /**
+   * Deletes records past the retention window, PURGE_BATCH at a time: an hour of
+   * a busy gateway's keys in one statement would be one long transaction holding
+   * its locks and WAL, and returning them all would load them into memory just to
+   * count them.
+   */
   async purgeExpired(): Promise<number> {
-    const gone = await this.db.rows<{ key: string }>(
-      sql`delete from gateway.idempotency
-          where created_at < now() - (${RETENTION_MS} * interval '1 millisecond') returning key`,
-    );
-    return gone.length;
+    let total = 0;
+    for (;;) {
+      const [r] = await this.db.rows<{ n: number }>(
+        sql`${PLANNED_PER_CALL}with gone as (
+              delete from gateway.idempotency where ctid in (
+                select ctid from gateway.idempotency
+                where created_at < now() - (${RETENTION_MS} * interval '1 millisecond') limit ${PURGE_BATCH})
+              returning 1)
+            select count(*)::int as n from gone`,
+      );
+      total += r?.n ?? 0;
+      if ((r?.n ?? 0) < PURGE_BATCH) return total;
+    }
   }
 
   private async read(scope: IdempotencyScope): Promise<Row | undefined> {

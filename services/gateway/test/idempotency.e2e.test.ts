@@ -235,3 +235,30 @@ function keyedJob(label: string) {
   expect(retried.body.meta.message).toMatch(/answer was lost/);
   expect(await jobsBeside(first.body.data.id)).toBe(before);
 });
+
+(process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
+  const { IdempotencyStore, PURGE_BATCH } = await import('@lab/gateway');
+  const { openDatabase } = await import('@lab/kit');
+  const org = randomUUID();
+  const raw = new Client({ connectionString: stack.databaseUrl });
+  await raw.connect();
+  const db = await openDatabase({ url: stack.databaseUrl, poolSize: 1 });
+  try {
+    const expired = 2 * PURGE_BATCH + 7;
+    await raw.query(
+      `insert into gateway.idempotency (org_id, token_id, key, request_hash, state, created_at)
+       select $1::uuid, 'purge-test', 'old-' || n, 'h', 'done', now() - interval '25 hours' from generate_series(1, $2::int) n
+       union all
+       select $1::uuid, 'purge-test', 'new-' || n, 'h', 'done', now() - interval '23 hours' from generate_series(1, 3) n`,
+      [org, expired],
+    );
+    const gone = await new IdempotencyStore(db).purgeExpired();
+    // other tests' records are all fresh: only these expired ones go
+    expect(gone).toBe(expired);
+    const left = await raw.query(`select key from gateway.idempotency where org_id = $1 order by key`, [org]);
+    expect(left.rows.map((r) => r.key)).toEqual(['new-1', 'new-2', 'new-3']);
+  } finally {
+    await db.close();
+    await raw.end();
+  }
+});
