@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import type { Bus, BusMessage, Logger } from '@lab/kit';
+import { DomainError, type Bus, type BusMessage, type Logger } from '@lab/kit';
 import type { Principal } from './auth.js';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */
@@ -11,6 +11,13 @@ const HEARTBEAT_MS = 15_000;
  * reading client ever has in flight.
  */
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
+/**
+ * Streams one token may hold open on one gateway at once. A stream is counted
+ * once by the rate limit and then stays open, so without a cap one token could
+ * hold thousands of sockets (each with its heartbeat) and every event would be
+ * offered to all of them. A dashboard needs one; ten leaves room for tabs.
+ */
+export const MAX_STREAMS_PER_TOKEN = 10;
 
 interface JobUpdated {
   job: { id: string } & Record<string, unknown>;
@@ -88,6 +95,15 @@ export class JobEventsHub {
       return;
     }
     res.write(chunk);
+  }
+
+  /** Refuses a new stream of a token that already holds MAX_STREAMS_PER_TOKEN (429 too_many_streams). */
+  admit(principal: Principal): void {
+    let open = 0;
+    for (const l of this.listeners) if (l.principal.token_id === principal.token_id) open++;
+    if (open >= MAX_STREAMS_PER_TOKEN) {
+      throw new DomainError('rate_limited', 'too_many_streams', `at most ${MAX_STREAMS_PER_TOKEN} realtime streams of one token may be open at once`);
+    }
   }
 
   /** Serves one client until it disconnects (or the gateway stops). */

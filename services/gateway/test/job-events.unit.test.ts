@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Response } from 'express';
 import { createLogger, MemoryBus } from '@lab/kit';
 import type { Principal } from '../src/auth';
-import { JobEventsHub, MAX_BUFFERED_BYTES } from '../src/job-events';
+import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN } from '../src/job-events';
 
 /**
  * The hub against real responses: a real HTTP server, real client sockets
@@ -132,5 +132,24 @@ describe('JobEventsHub', () => {
     expect(t.hub.size).toBe(0);
     expect(res.destroyed).toBe(true);
     await t.attached[0]; // the stream's promise settles: the handler does not leak
+  });
+});
+
+describe('JobEventsHub.admit', () => {
+  it('refuses a token its eleventh open stream (429 too_many_streams); another token and a closed stream free a place', async () => {
+    const t = await harness();
+    const opened = [];
+    for (let i = 0; i < MAX_STREAMS_PER_TOKEN; i++) {
+      t.hub.admit(admin);
+      opened.push(await client(t, true));
+    }
+    while (t.hub.size < MAX_STREAMS_PER_TOKEN) await delay(5);
+    expect(() => t.hub.admit(admin)).toThrow(expect.objectContaining({ kind: 'rate_limited', code: 'too_many_streams' }));
+    // the cap is per token
+    expect(() => t.hub.admit({ ...admin, token_id: 't-2' } as Principal)).not.toThrow();
+    // a stream that ends gives its place back
+    opened[0]!.socket.destroy();
+    while (t.hub.size > MAX_STREAMS_PER_TOKEN - 1) await delay(5);
+    expect(() => t.hub.admit(admin)).not.toThrow();
   });
 });

@@ -79,6 +79,7 @@ export async function jobArtifact(ctx: Ctx, deps: Deps): Promise<Reply> {
 /** GET /v1/realtime/background_jobs: server-sent job.updated events the caller may see. */
 export async function realtimeJobs(ctx: Ctx, deps: Deps): Promise<Reply> {
   const principal = principalIn(ctx);
+  deps.jobEvents.admit(principal);
   return {
     status: 200,
     contentType: 'text/event-stream; charset=utf-8',
