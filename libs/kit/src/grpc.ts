@@ -23,6 +23,7 @@ import { DomainError, fromServiceError, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import type { Receipts } from './receipts.js';
+import { drainedOrGone } from './waits.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -239,7 +240,7 @@ export class GrpcServer {
           try {
             for await (const msg of handler(call.request, served.caller)) {
               if (call.cancelled || call.destroyed) break;
-              if (!call.write(msg)) await drainedOrGone(call);
+              if (!call.write(msg) && !call.cancelled) await drainedOrGone(call, 'cancelled');
             }
             observe(name, path, 'OK', started);
             call.end();
@@ -339,24 +340,6 @@ function readable(call: ServerReadableStream<unknown, unknown>): AsyncIterable<u
   if (call.cancelled) cancel();
   else call.on('cancelled', cancel);
   return call;
-}
-
-/**
- * Waits until a full server stream can take more, or is gone: grpc-js destroys
- * the stream of a cancelled call (the client went away, the deadline passed),
- * and a destroyed stream never emits 'drain'; waiting for it alone would keep
- * the handler, and whatever it holds open (a file), forever.
- */
-function drainedOrGone(call: ServerWritableStream<unknown, unknown>): Promise<void> {
-  if (call.cancelled || call.destroyed) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const events = ['drain', 'close', 'cancelled', 'error'] as const;
-    const done = () => {
-      for (const e of events) call.off(e, done);
-      resolve();
-    };
-    for (const e of events) call.on(e, done);
-  });
 }
 
 function observe(service: string, path: string, code: string, started: bigint) {

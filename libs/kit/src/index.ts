@@ -19,4 +19,5 @@ export * from './main.js';
 export * from './peers.js';
 export * from './constraint-errors.js';
 export * from './storable.js';
+export * from './waits.js';
 export * from './records/index.js';

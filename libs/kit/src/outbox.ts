@@ -8,6 +8,7 @@ import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
 import { CoalescedRunner } from './coalesced-runner.js';
 import type { Receipts } from './receipts.js';
+import { withTimeout } from './waits.js';
 
 /** What one audited write changed. */
 export interface AuditEntry {
@@ -91,15 +92,6 @@ interface ClaimedRow {
 
 /** How long a claimed row has waited since its transaction wrote it. */
 const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
-
-/** Rejects once ms have passed (the work itself cannot be cancelled and may still finish). */
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no confirmation within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
-}
 
 export interface OutboxOptions {
   service: string;
@@ -232,7 +224,7 @@ export class Outbox {
       if (!claimed.length) return 0;
       const ids = sqlArray(claimed.map((r) => r.id));
       try {
-        await withTimeout(this.publish(claimed), this.opts.publishTimeoutMs ?? 10_000);
+        await this.publishInTime(this.publish(claimed));
       } catch (err) {
         // the backoff commits with the transaction; the rows stay for a later pass
         pipelined(tx, () =>
@@ -278,7 +270,7 @@ export class Outbox {
       // in-process bus resolves once its consumers are done, which takes as long
       // as they take.
       const publishing = this.publish(claimed);
-      await (this.opts.bus.deliversInProcess ? publishing : withTimeout(publishing, this.opts.publishTimeoutMs ?? 10_000));
+      await (this.opts.bus.deliversInProcess ? publishing : this.publishInTime(publishing));
     } catch (err) {
       await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table}
           set next_attempt_at = now() + (${this.backoffMs(claimed, 0)} * interval '1 millisecond') where id = any(${ids}::uuid[])`);
@@ -288,6 +280,11 @@ export class Outbox {
     await db.orm.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`);
     this.published(claimed);
     return claimed.length;
+  }
+
+  private publishInTime(publishing: Promise<void>): Promise<void> {
+    const ms = this.opts.publishTimeoutMs ?? 10_000;
+    return withTimeout(publishing, ms, `no confirmation within ${ms} ms`);
   }
 
   private publish(claimed: ClaimedRow[]): Promise<void> {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import { BlockedAddressError, pinnedLookup, resolveAllowed, type ResolvedTarget, type Resolver } from '@lab/kit';
+import { BlockedAddressError, pinnedLookup, resolveAllowed, withTimeout, type ResolvedTarget, type Resolver } from '@lab/kit';
 
 export interface SendInput {
   url: string;
@@ -46,22 +46,14 @@ export async function postOnce(input: SendInput): Promise<SendOutcome> {
   // The deadline starts before the lookup: dns.lookup runs on the libuv
   // threadpool and a tenant's nameserver that never answers would otherwise keep
   // the attempt alive past its lease. The lookup cannot be cancelled, but the
-  // attempt gives up on it at the deadline (its late result is ignored).
+  // attempt gives up on it at the deadline.
   const deadlineAt = Date.now() + input.timeoutMs;
-  let lookupTimer: NodeJS.Timeout | undefined;
-  const lookupDeadline = new Promise<undefined>((resolve) => {
-    lookupTimer = setTimeout(() => resolve(undefined), input.timeoutMs);
-  });
   let target: ResolvedTarget;
   try {
-    const resolved = await Promise.race([resolveAllowed(url.hostname, input.allowPrivate, input.resolver), lookupDeadline]);
-    if (!resolved) return { ok: false, error: `dns: timeout after ${input.timeoutMs} ms`, retry: true };
-    target = resolved;
+    target = await withTimeout(resolveAllowed(url.hostname, input.allowPrivate, input.resolver), input.timeoutMs, `timeout after ${input.timeoutMs} ms`);
   } catch (err) {
     if (err instanceof BlockedAddressError) return { ok: false, error: `blocked_address: ${err.message}`, retry: false };
     return { ok: false, error: `dns: ${(err as Error).message}`, retry: true };
-  } finally {
-    clearTimeout(lookupTimer);
   }
   const https_ = url.protocol === 'https:';
   const mod = https_ ? https : http;

@@ -18,7 +18,6 @@ export const functionsBase = (req: Request): string => `${req.protocol}://${req.
 
 type Params = Record<string, unknown>;
 
-/** Sign-in attempts through the authorization page per email address. */
 const MAX_PARAM = 2000;
 
 /** A parameter given at most once (RFC 6749 3.1), as a string; `bad` when repeated or not text. */

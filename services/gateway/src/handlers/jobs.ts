@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { DomainError } from '@lab/kit';
+import { DomainError, drainedOrGone } from '@lab/kit';
 import type { Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
@@ -49,22 +49,11 @@ export async function jobArtifact(ctx: Ctx, deps: Deps): Promise<Reply> {
     contentType: head.content_type ?? 'application/octet-stream',
     headers,
     stream: async (res: Response) => {
-      // A client that goes away while the response is full emits 'close', never 'drain'
-      // (nor 'error'): waiting for 'drain' alone would hold the gRPC call open until its
-      // deadline. After 'close' the loop below sees res.destroyed and breaks, which
-      // returns the generator and so cancels the call.
-      const drainedOrClosed = () =>
-        new Promise<void>((resolve) => {
-          const done = () => {
-            res.off('drain', done);
-            res.off('close', done);
-            resolve();
-          };
-          res.on('drain', done);
-          res.on('close', done);
-        });
+      // A client that goes away while the response is full emits 'close', never 'drain':
+      // after it the loop below sees res.destroyed and breaks, which returns the
+      // generator and so cancels the gRPC call.
       const write = async (data: Uint8Array) => {
-        if (data.length && !res.write(data) && !res.destroyed) await drainedOrClosed();
+        if (data.length && !res.write(data)) await drainedOrGone(res);
       };
       await write(head.data);
       for await (const c of chunks) {

@@ -16,12 +16,14 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   const b = parseWith(grantBody, ctx.body ?? {}, 'invalid token request');
   const idc = deps.clients.identity();
   const caller = systemContext(ctx.requestId);
-  // a password attempt counts against its account before it is checked (429 rate_limited past the limit)
-  if (b.grant_type === 'password') await deps.limiter.consume(signInKey(b.email), SIGN_IN_LIMITS);
-  const t =
-    b.grant_type === 'password'
-      ? await idc.call('passwordGrant', { email: b.email, password: b.password }, caller)
-      : await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
+  let t;
+  if (b.grant_type === 'password') {
+    // an attempt counts against its account before it is checked (429 rate_limited past the limit)
+    await deps.limiter.consume(signInKey(b.email), SIGN_IN_LIMITS);
+    t = await idc.call('passwordGrant', { email: b.email, password: b.password }, caller);
+  } else {
+    t = await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
+  }
   return json(200, { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token });
 }
 
