@@ -4,6 +4,7 @@ import type { Database, Tx } from './db.js';
 import { rows } from './db.js';
 import { requestScope } from './context.js';
 import { metrics } from './metrics.js';
+import { deleteInBatches } from './retention.js';
 
 export interface InboxConsumerOptions<P = undefined> {
   bus: Bus;
@@ -55,8 +56,6 @@ export async function consumeWithInbox<P = undefined>(opts: InboxConsumerOptions
 }
 
 /** Forgets inbox ids older than the redelivery horizon. */
-export async function pruneInbox(db: Database, schema: string, olderThanDays = 7): Promise<void> {
-  await db.orm.execute(
-    sql`delete from ${sql.raw(`${schema}.inbox`)} where received_at < now() - (${olderThanDays} * interval '1 day')`,
-  );
+export async function pruneInbox(db: Database, schema: string, olderThanDays = 7): Promise<number> {
+  return deleteInBatches(db, `${schema}.inbox`, sql`received_at < now() - (${olderThanDays} * interval '1 day')`);
 }

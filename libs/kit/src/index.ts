@@ -20,4 +20,5 @@ export * from './peers.js';
 export * from './constraint-errors.js';
 export * from './storable.js';
 export * from './waits.js';
+export * from './retention.js';
 export * from './records/index.js';

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { Batcher } from './batcher.js';
+import { deleteInBatches } from './retention.js';
 import { requestScope } from './context.js';
 import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
 import { violatedConstraint } from './constraint-errors.js';
@@ -46,6 +47,7 @@ const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receip
 
 export class Receipts {
   private readonly table;
+  private readonly tableName: string;
   private readonly keeping = new Set<Promise<void>>();
   // answers are kept as base64 text: an array of them is one parameter on both
   // node-postgres and PGlite
@@ -56,7 +58,8 @@ export class Receipts {
     schema: string,
     private readonly log: Logger,
   ) {
-    this.table = sql.raw(`${schema}.call_receipts`);
+    this.tableName = `${schema}.call_receipts`;
+    this.table = sql.raw(this.tableName);
   }
 
   /**
@@ -164,7 +167,7 @@ export class Receipts {
   }
 
   /** Forgets receipts past the gateway's retention of outcomes. */
-  async prune(): Promise<void> {
-    await this.db.orm.execute(sql`delete from ${this.table} where created_at < now() - (${RETENTION_HOURS} * interval '1 hour')`);
+  async prune(): Promise<number> {
+    return deleteInBatches(this.db, this.tableName, sql`created_at < now() - (${RETENTION_HOURS} * interval '1 hour')`);
   }
 }

@@ -54,6 +54,12 @@ export interface ServiceDefinition {
   migrationsDir: string;
   /** adds gRPC services; may subscribe consumers and return a stop hook */
   register(server: GrpcServer, deps: ServiceDeps): Promise<(() => Promise<void>) | void>;
+  /**
+   * The service's own retention rules, run with the kit's hourly housekeeping
+   * (expired rows and files the service keeps only for a while). Each pass must
+   * bound its own work (delete in batches) so one pass never holds a table long.
+   */
+  housekeeping?(deps: ServiceDeps): Promise<void>;
 }
 
 export interface RunningService {
@@ -71,11 +77,17 @@ const HOUSEKEEPING_MS = 60 * 60_000;
 
 /**
  * Hourly, forgets what the schema keeps only for a while: inbox ids past the
- * redelivery horizon and receipts of keyed writes past the gateway's retention.
+ * redelivery horizon, receipts of keyed writes past the gateway's retention, and
+ * whatever the service's own retention rules say.
  */
-function startHousekeeping(db: Database, schema: string, receipts: Receipts, log: Logger): NodeJS.Timeout {
+function startHousekeeping(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts): NodeJS.Timeout {
+  const { db, log } = deps;
+  const pass = (what: string, work: () => Promise<unknown>) =>
+    work().catch((err: unknown) => log.warn({ err, what }, 'housekeeping failed'));
   const timer = setInterval(() => {
-    Promise.all([pruneInbox(db, schema), receipts.prune()]).catch((err: unknown) => log.warn({ err }, 'housekeeping failed'));
+    void pass('inbox', () => pruneInbox(db, def.schema));
+    void pass('receipts', () => receipts.prune());
+    if (def.housekeeping) void pass('retention', () => def.housekeeping!(deps));
   }, HOUSEKEEPING_MS);
   timer.unref();
   return timer;
@@ -100,7 +112,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
   server.serveInProcess(address);
-  const housekeeping = startHousekeeping(db, def.schema, receipts, log);
+  const housekeeping = startHousekeeping(def, deps, receipts);
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,

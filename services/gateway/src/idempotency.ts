@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, DomainError, envInt, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
+import { Batcher, deleteInBatches, DomainError, envInt, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -14,8 +14,6 @@ const WAIT_MS = 10_000;
  */
 const POLL_FIRST_MS = 50;
 const POLL_MAX_MS = 500;
-/** Expired records deleted per statement by purgeExpired(). */
-export const PURGE_BATCH = 5_000;
 /**
  * An 'in_progress' row older than this belongs to a request whose gateway died
  * (idempotent routes end within the 10 s gRPC deadline); a later request with the
@@ -211,26 +209,9 @@ export class IdempotencyStore {
     );
   }
 
-  /**
-   * Deletes records past the retention window, PURGE_BATCH at a time: an hour of
-   * a busy gateway's keys in one statement would be one long transaction holding
-   * its locks and WAL, and returning them all would load them into memory just to
-   * count them.
-   */
+  /** Deletes records past the retention window, in batches (kit deleteInBatches). */
   async purgeExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const [r] = await this.db.rows<{ n: number }>(
-        sql`${PLANNED_PER_CALL}with gone as (
-              delete from gateway.idempotency where ctid in (
-                select ctid from gateway.idempotency
-                where created_at < now() - (${RETENTION_MS} * interval '1 millisecond') limit ${PURGE_BATCH})
-              returning 1)
-            select count(*)::int as n from gone`,
-      );
-      total += r?.n ?? 0;
-      if ((r?.n ?? 0) < PURGE_BATCH) return total;
-    }
+    return deleteInBatches(this.db, 'gateway.idempotency', sql`created_at < now() - (${RETENTION_MS} * interval '1 millisecond')`);
   }
 
   private async read(scope: IdempotencyScope): Promise<Row | undefined> {

@@ -13,7 +13,7 @@ import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 
-export { abandonedMsSetting, IdempotencyStore, PURGE_BATCH } from './idempotency.js';
+export { abandonedMsSetting, IdempotencyStore } from './idempotency.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */

@@ -237,14 +237,14 @@ function keyedJob(label: string) {
 });
 
 (process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
-  const { IdempotencyStore, PURGE_BATCH } = await import('@lab/gateway');
-  const { openDatabase } = await import('@lab/kit');
+  const { IdempotencyStore } = await import('@lab/gateway');
+  const { DELETE_BATCH, openDatabase } = await import('@lab/kit');
   const org = randomUUID();
   const raw = new Client({ connectionString: stack.databaseUrl });
   await raw.connect();
   const db = await openDatabase({ url: stack.databaseUrl, poolSize: 1 });
   try {
-    const expired = 2 * PURGE_BATCH + 7;
+    const expired = 2 * DELETE_BATCH + 7;
     await raw.query(
       `insert into gateway.idempotency (org_id, token_id, key, request_hash, state, created_at)
        select $1::uuid, 'purge-test', 'old-' || n, 'h', 'done', now() - interval '25 hours' from generate_series(1, $2::int) n
