@@ -20,6 +20,8 @@ export interface WebhooksConfig {
   disableAfterMs: number;
   /** ... with at least this many failed deliveries is disabled */
   disableMinFailures: number;
+  /** settled deliveries and inbound events are kept this many days (retention.ts) */
+  retentionDays: number;
 }
 
 const delays = z
@@ -38,6 +40,7 @@ const env = z.object({
   LAB_WEBHOOKS_POLL_MS: envInt(1_000, 10, 60_000),
   LAB_WEBHOOKS_DISABLE_AFTER_MS: envInt(24 * 3600_000, 0),
   LAB_WEBHOOKS_DISABLE_MIN_FAILURES: envInt(10, 1),
+  LAB_WEBHOOKS_RETENTION_DAYS: envInt(30, 1, 3650),
 });
 
 /** 10 s, 30 s, 2 min, 10 min: five attempts spread over about 13 minutes. */
@@ -56,6 +59,7 @@ export function webhooksConfig(overrides: Partial<WebhooksConfig> = {}, source: 
     pollMs: e.LAB_WEBHOOKS_POLL_MS,
     disableAfterMs: e.LAB_WEBHOOKS_DISABLE_AFTER_MS,
     disableMinFailures: e.LAB_WEBHOOKS_DISABLE_MIN_FAILURES,
+    retentionDays: e.LAB_WEBHOOKS_RETENTION_DAYS,
     ...overrides,
   };
 }

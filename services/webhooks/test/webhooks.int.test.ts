@@ -12,7 +12,8 @@ import {
   type CallerContext,
   type RunningService,
 } from '@lab/kit';
-import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
+import { sql } from 'drizzle-orm';
+import { purgeExpiredWebhookHistory, webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 import { eventually, Receiver } from './receiver';
 
@@ -322,5 +323,45 @@ describe('subscription management', () => {
     await expect(
       h.client!.call('createSubscription', { org_id: org, url: 'https://example.com/', events: ['*'] }, systemContext(newId(), org)),
     ).rejects.toMatchObject({ kind: 'forbidden' });
+  });
+});
+
+describe('retention', () => {
+  test('settled deliveries and inbound events past the retention go; pending ones and recent ones stay', async () => {
+    const org = newId();
+    const sub = await h.subscribe(org, 'https://example.com/hook');
+    const db = h.svc!.deps.db;
+    const ids: Record<string, string> = {};
+    const delivery = async (name: string, status: string, ageDays: number) => {
+      ids[name] = newId();
+      await db.orm.execute(sql`insert into webhooks.deliveries (id, org_id, subscription_id, event_id, event, data, host, status, created_at)
+        values (${ids[name]}::uuid, ${org}::uuid, ${sub.id}::uuid, ${newId()}::uuid, 'sample.created', '{}'::jsonb, 'example.com', ${status},
+                now() - (${ageDays} * interval '1 day'))`);
+    };
+    await delivery('oldDelivered', 'delivered', 31);
+    await delivery('oldFailed', 'failed', 31);
+    await delivery('oldPending', 'pending', 31);
+    await delivery('recentDelivered', 'delivered', 29);
+
+    const endpoint = newId();
+    await db.orm.execute(sql`insert into webhooks.inbound_endpoints (id, org_id, slug, slug_generated, secret)
+      values (${endpoint}::uuid, ${org}::uuid, ${`retention-${endpoint}`}, false, 'secret')`);
+    const event = async (name: string, jobStatus: string | null, ageDays: number) => {
+      ids[name] = newId();
+      await db.orm.execute(sql`insert into webhooks.inbound_events (id, org_id, endpoint_id, event_type, job_type, job_status, received_at)
+        values (${ids[name]}::uuid, ${org}::uuid, ${endpoint}::uuid, 'order.updated', ${jobStatus ? 'audit_export' : null}, ${jobStatus},
+                now() - (${ageDays} * interval '1 day'))`);
+    };
+    await event('oldEvent', null, 31);
+    await event('oldJobCreated', 'created', 31);
+    await event('oldJobPending', 'pending', 31);
+    await event('recentEvent', null, 29);
+
+    const gone = await purgeExpiredWebhookHistory(db, 30);
+    // other tests' rows are all fresh: only these go
+    expect(gone).toEqual({ deliveries: 2, inbound_events: 2 });
+    const left = await db.rows<{ id: string }>(sql`select id::text from webhooks.deliveries where subscription_id = ${sub.id}::uuid
+      union all select id::text from webhooks.inbound_events where endpoint_id = ${endpoint}::uuid`);
+    expect(left.map((r) => r.id).sort()).toEqual([ids.oldPending, ids.recentDelivered, ids.oldJobPending, ids.recentEvent].sort());
   });
 });
