@@ -3,6 +3,7 @@ import { identity, notifications } from '@lab/contracts';
 import { jsonAnswer, PeerClient, type ServiceDefinition } from '@lab/kit';
 import { createNotifications, listNotifications, updateNotification } from './notifications.js';
 import { consumeReactions } from './reactions.js';
+import { purgeExpired, retentionDaysSetting } from './retention.js';
 
 export interface NotificationsOptions {
   /** identity's gRPC address; default the address book (deps.peers: IDENTITY_ADDR in the cluster), read when first needed */
@@ -11,11 +12,13 @@ export interface NotificationsOptions {
 
 /** In-app notifications: on request (POST /v1/notifications) and from events. */
 export function notificationsDefinition(opts: NotificationsOptions = {}): ServiceDefinition {
+  let retentionDays: number | undefined;
   return {
     name: 'notifications',
     schema: 'notifications',
     migrationsDir: path.join(__dirname, '..', 'migrations'),
     async register(server, deps) {
+      retentionDays = retentionDaysSetting();
       const peer = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, opts.identityAddress ?? deps.peers);
       server.add(notifications.NotificationsServiceService, {
         createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.json),
@@ -25,9 +28,15 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
       await consumeReactions(deps, peer);
       return async () => peer.close();
     },
+    async housekeeping(deps) {
+      if (retentionDays === undefined) return;
+      const gone = await purgeExpired(deps.db, retentionDays);
+      if (gone) deps.log.info({ notifications: gone }, 'expired notifications removed');
+    },
   };
 }
 
 export const definition = notificationsDefinition();
 export { planFor } from './reactions.js';
 export { isHttpLink, parseCreate } from './notifications.js';
+export { purgeExpired as purgeExpiredNotifications } from './retention.js';

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { sql } from 'drizzle-orm';
 import { newId, Receipts } from '@lab/kit';
+import { purgeExpiredNotifications } from '@lab/notifications';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
@@ -272,5 +274,29 @@ describe('notifications from events', () => {
     const n = await eventually(async () => (await mine(users.bob!)).data.find((x: { title: string }) => x.title === 'Job audit_export failed'));
     expect(n).toMatchObject({ notification_type: 'job', body: 'boom' });
     expect((await mine(users.bob!)).data.filter((x: { notification_type: string }) => x.notification_type === 'job')).toHaveLength(1);
+  });
+});
+
+describe('retention', () => {
+  it('removes notifications past the retention, read or not, and keeps younger ones', async () => {
+    const { openDatabase } = await import('@lab/kit');
+    const db = await openDatabase({ url: stack.databaseUrl, poolSize: 1 });
+    try {
+      const ids = { oldUnread: newId(), oldRead: newId(), young: newId() };
+      const add = (id: string, ageDays: number, read: boolean) =>
+        db.rows(sql`insert into notifications.notifications (id, org_id, user_id, notification_type, title, read_at, created_at)
+          values (${id}::uuid, ${orgId}::uuid, ${users.alice!.id}::uuid, 'external', 'aged',
+                  ${read ? sql`now()` : sql`null`}, now() - (${ageDays} * interval '1 day'))`);
+      await add(ids.oldUnread, 366, false);
+      await add(ids.oldRead, 400, true);
+      await add(ids.young, 364, false);
+      expect(await purgeExpiredNotifications(db, 365)).toBeGreaterThanOrEqual(2);
+      const left = await db.rows<{ id: string }>(
+        sql`select id::text from notifications.notifications where id in (${ids.oldUnread}::uuid, ${ids.oldRead}::uuid, ${ids.young}::uuid)`,
+      );
+      expect(left).toEqual([{ id: ids.young }]);
+    } finally {
+      await db.close();
+    }
   });
 });
