@@ -3,34 +3,37 @@ import { identity, notifications } from '@lab/contracts';
 import { jsonAnswer, PeerClient, type ServiceDefinition } from '@lab/kit';
 import { createNotifications, listNotifications, updateNotification } from './notifications.js';
 import { consumeReactions } from './reactions.js';
-import { purgeExpired, retentionDaysSetting } from './retention.js';
+import { purgeExpired } from './retention.js';
+import { notificationsSettings, type NotificationsSettings } from './settings.js';
 
 export interface NotificationsOptions {
   /** identity's gRPC address; default the address book (deps.peers: IDENTITY_ADDR in the cluster), read when first needed */
   identityAddress?: string;
+  /** settings over the environment's (tests) */
+  settings?: Partial<NotificationsSettings>;
 }
 
 /** In-app notifications: on request (POST /v1/notifications) and from events. */
 export function notificationsDefinition(opts: NotificationsOptions = {}): ServiceDefinition {
-  let retentionDays: number | undefined;
+  let settings: NotificationsSettings | undefined;
   return {
     name: 'notifications',
     schema: 'notifications',
     migrationsDir: path.join(__dirname, '..', 'migrations'),
     async register(server, deps) {
-      retentionDays = retentionDaysSetting();
+      settings = notificationsSettings(opts.settings);
       const peer = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, opts.identityAddress ?? deps.peers);
       server.add(notifications.NotificationsServiceService, {
         createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.json),
         listNotifications: async (req, caller) => listNotifications(deps, caller, req.query),
         updateNotification: async (req, caller) => jsonAnswer(await updateNotification(deps, caller, req.id, req.json)),
       });
-      await consumeReactions(deps, peer);
+      await consumeReactions(deps, peer, settings);
       return async () => peer.close();
     },
     async housekeeping(deps) {
-      if (retentionDays === undefined) return;
-      const gone = await purgeExpired(deps.db, retentionDays);
+      if (!settings) return;
+      const gone = await purgeExpired(deps.db, settings.retentionDays);
       if (gone) deps.log.info({ notifications: gone }, 'expired notifications removed');
     },
   };

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { consumeWithInbox, Emitter, systemContext, type BusMessage, type ServiceDeps } from '@lab/kit';
+import { alertedRecently, claimAlert } from './breach-alerts.js';
+import type { NotificationsSettings } from './settings.js';
 import { insertNotifications, type NotificationContent } from './store.js';
 import { resolveMembers, type IdentityPeer, type Targets } from './targets.js';
 
@@ -8,7 +10,8 @@ import { resolveMembers, type IdentityPeer, type Targets } from './targets.js';
  * Each consumer owns the shape of the events it reads (tolerant: extra fields
  * are ignored, a message it cannot read notifies nobody).
  *
- * - `environmental.breach`: every `qm` member of the event's organisation.
+ * - `environmental.breach`: every `qm` member of the event's organisation, once
+ *   per point in each quiet period (breach-alerts.ts).
  * - `job.updated` with a terminal status (succeeded, dead): the job's creator,
  *   if a user created it and is still a member. `failed` is not terminal: the
  *   job is retried until it succeeds or is dead.
@@ -40,6 +43,8 @@ const TERMINAL = new Set(['succeeded', 'dead']);
 interface Plan {
   targets: Targets;
   content: NotificationContent;
+  /** the monitored point whose alert this is, when alerts of it are throttled */
+  point_key?: string;
 }
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
@@ -54,6 +59,7 @@ export function planFor(msg: BusMessage): Plan | undefined {
     const limits = `[${d.limit_min ?? '-∞'}, ${d.limit_max ?? '∞'}]`;
     return {
       targets: { role: 'qm' },
+      point_key: d.point_id ?? d.external_code ?? d.parameter ?? '',
       content: {
         notification_type: 'environmental_breach',
         title: clip(`Environmental limit breached: ${d.parameter ?? 'reading'}`, 200),
@@ -82,7 +88,8 @@ export function planFor(msg: BusMessage): Plan | undefined {
   return undefined;
 }
 
-export async function consumeReactions(deps: ServiceDeps, identity: IdentityPeer): Promise<void> {
+export async function consumeReactions(deps: ServiceDeps, identity: IdentityPeer, settings: NotificationsSettings): Promise<void> {
+  const quiet = settings.breachQuietMinutes;
   await consumeWithInbox<{ plan: Plan; members: string[] } | undefined>({
     bus: deps.bus,
     db: deps.db,
@@ -93,11 +100,14 @@ export async function consumeReactions(deps: ServiceDeps, identity: IdentityPeer
     prepare: async (msg) => {
       const plan = msg.org_id ? planFor(msg) : undefined;
       if (!plan) return undefined;
+      if (plan.point_key !== undefined && (await alertedRecently(deps.db.orm, msg.org_id!, plan.point_key, quiet))) return undefined;
       const caller = systemContext(msg.request_id ?? msg.id, msg.org_id);
       return { plan, members: await resolveMembers(identity, caller, msg.org_id!, plan.targets) };
     },
     handler: async (tx, msg, prepared) => {
       if (!prepared?.members.length) return;
+      const { point_key } = prepared.plan;
+      if (point_key !== undefined && quiet > 0 && !(await claimAlert(tx, msg.org_id!, point_key, quiet))) return;
       const emit = new Emitter('notifications', systemContext(msg.request_id ?? msg.id, msg.org_id));
       await insertNotifications(tx, emit, msg.org_id!, prepared.members, prepared.plan.content);
       await deps.outbox.insert(tx, emit.messages);

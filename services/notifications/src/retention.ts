@@ -1,6 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { deleteInBatches, envInt, loadConfig, type Database } from '@lab/kit';
-import { z } from 'zod';
+import { deleteInBatches, type Database } from '@lab/kit';
 
 /**
  * A notification is a message about a record, not the record: after a year it is
@@ -8,9 +7,6 @@ import { z } from 'zod';
  * Without a horizon every role broadcast and every event reaction would add rows
  * for ever. LAB_NOTIFICATIONS_RETENTION_DAYS changes it (at least 7 days).
  */
-export const retentionDaysSetting = () =>
-  loadConfig(z.object({ LAB_NOTIFICATIONS_RETENTION_DAYS: envInt(365, 7, 36_500) })).LAB_NOTIFICATIONS_RETENTION_DAYS;
-
 /** Deletes notifications older than the retention, read or not; says how many. */
 export function purgeExpired(db: Database, retentionDays: number): Promise<number> {
   return deleteInBatches(db, 'notifications.notifications', sql`created_at < now() - (${retentionDays} * interval '1 day')`);

@@ -267,6 +267,37 @@ describe('notifications from events', () => {
     }
   });
 
+  it('tells them once per point in the quiet period, however many readings breach', async () => {
+    const fridge = `FRIDGE-${randomUUID()}`;
+    const freezer = `FREEZER-${randomUUID()}`;
+    const breachOf = (code: string, value: number) => ({ parameter: 'temperature', external_code: code, value, unit: '°C', limit_min: 2, limit_max: 8 });
+    // one ingest batch's worth of breaches of one point at once, and one of another point
+    await stack.bus.publish([
+      ...Array.from({ length: 30 }, (_, i) => ({ id: newId(), type: 'environmental.breach', org_id: orgId, occurred_at: new Date().toISOString(), data: breachOf(fridge, 9 + i) })),
+      { id: newId(), type: 'environmental.breach', org_id: orgId, occurred_at: new Date().toISOString(), data: breachOf(freezer, 12) },
+    ]);
+    const about = async (u: { pat: string }, code: string) =>
+      (await mine(u, '?limit=200')).data.filter((x: { body: string }) => x.body?.startsWith(`${code}:`));
+    for (const u of [users.qm1!, users.qm2!]) {
+      await eventually(async () => ((await about(u, freezer)).length === 1 ? true : undefined));
+      await eventually(async () => ((await about(u, fridge)).length >= 1 ? true : undefined));
+    }
+    // every message has been consumed once the freezer's alert is in; give stragglers a moment
+    await new Promise((r) => setTimeout(r, 500));
+    for (const u of [users.qm1!, users.qm2!]) expect(await about(u, fridge)).toHaveLength(1);
+
+    // once the quiet period has passed, the point alerts again
+    const db = new Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await db.query(`update notifications.breach_alerts set notified_at = now() - interval '61 minutes' where point_key = $1`, [fridge]);
+    } finally {
+      await db.end();
+    }
+    await publish('environmental.breach', breachOf(fridge, 10));
+    for (const u of [users.qm1!, users.qm2!]) await eventually(async () => ((await about(u, fridge)).length === 2 ? true : undefined));
+  });
+
   it('tells a job\'s creator when it ends, not while it runs', async () => {
     const job = (status: string) => ({ id: randomUUID(), job_type: 'audit_export', status, error_message: status === 'dead' ? 'boom' : null });
     await publish('job.updated', { created_by: users.bob!.id, job: job('running') });
