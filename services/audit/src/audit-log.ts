@@ -18,6 +18,13 @@ export const listQuery = z
   });
 export type ListQuery = z.infer<typeof listQuery>;
 
+/**
+ * The most bytes of records a page starts on: the record that crosses it is the
+ * page's last. Far below the 64 MiB a gRPC message may carry, whatever one record
+ * weighs (a record's before and after are each at most the 1 MB a request body may be).
+ */
+export const PAGE_BYTES = 8 * 1024 * 1024;
+
 /** Microsecond precision, so a cursor names exactly one position. */
 const TS = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
 
@@ -62,22 +69,35 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   // name to an output column first, so it would sort on the to_char text, which
   // no index serves (a Sort over every row of the org, seconds at 1M rows). The
   // ORDER BY is qualified as well so a future alias cannot shadow it again.
-  const page = await db.rows<{ id: string; cursor_created_at: string; j: string }>(sql`
-    select id, to_char(created_at at time zone 'UTC', ${sql.raw(TS)}) as cursor_created_at,
-      json_build_object(
-        'id', id,
-        'created_at', to_char(created_at at time zone 'UTC', ${sql.raw(TS)}),
-        'occurred_at', to_char(occurred_at at time zone 'UTC', ${sql.raw(TS)}),
-        'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
-        'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
-        'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id
-      )::text as j
-    from audit.records
-    where ${sql.join(conds, sql` and `)}
-    order by records.created_at, records.id
-    limit ${q.limit + 1}`);
-  const more = page.length > q.limit;
-  const shown = more ? page.slice(0, q.limit) : page;
+  // The page is cut by bytes as well as rows: audit records carry whole records
+  // before and after, so 1,000 of them can exceed what one answer may carry (and
+  // what a process should hold). Rows are kept while the bytes before them are
+  // under PAGE_BYTES; `rows_in_reach` says whether the cut left any behind.
+  const page = await db.rows<{ id: string; cursor_created_at: string; j: string; rows_in_reach: number }>(sql`
+    select id, cursor_created_at, j, rows_in_reach from (
+      select id, created_at, cursor_created_at, j, (count(*) over ())::int as rows_in_reach,
+        coalesce(sum(octet_length(j)) over (order by created_at, id rows between unbounded preceding and 1 preceding), 0) as bytes_before
+      from (
+        select id, created_at, to_char(created_at at time zone 'UTC', ${sql.raw(TS)}) as cursor_created_at,
+          json_build_object(
+            'id', id,
+            'created_at', to_char(created_at at time zone 'UTC', ${sql.raw(TS)}),
+            'occurred_at', to_char(occurred_at at time zone 'UTC', ${sql.raw(TS)}),
+            'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
+            'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
+            'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id
+          )::text as j
+        from audit.records
+        where ${sql.join(conds, sql` and `)}
+        order by records.created_at, records.id
+        limit ${q.limit + 1}
+      ) reach
+    ) sized
+    where bytes_before < ${PAGE_BYTES}
+    order by created_at, id`);
+  const inReach = page[0]?.rows_in_reach ?? 0;
+  const shown = page.length > q.limit ? page.slice(0, q.limit) : page;
+  const more = inReach > shown.length;
   const last = shown[shown.length - 1];
   return {
     json: `[${shown.map((r) => r.j).join(',')}]`,

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { AmqpBus, createLogger, newId, openDatabase, RpcClient, systemContext, type Bus, type BusMessage, type Database, type RunningService, runService, MemoryBus } from '@lab/kit';
 import { audit } from '@lab/contracts';
 import { definition } from '../src/index';
-import { listRecords, parseListRequest } from '../src/audit-log';
+import { listRecords, PAGE_BYTES, parseListRequest } from '../src/audit-log';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 
 const secret = 'test-secret-0123456789';
@@ -93,6 +93,44 @@ test('keyset pages cover the log with no gap and no duplicate, scoped to the org
   expect(pages).toBe(3);
   expect(new Set(seen).size).toBe(250);
   expect(new Set(seen)).toEqual(new Set(msgs.map((m) => m.id)));
+});
+
+test('pages of heavy records are cut by bytes and still cover the log', async () => {
+  // records of almost 1 MB (a whole entry before and after): 1,000 of them would be
+  // a gigabyte in one answer, over what a gRPC message may carry
+  const org = newId();
+  const heavy = Array.from({ length: 12 }, (_, i) => {
+    const m = record(org, i);
+    (m.data as { after: unknown }).after = { name: `s${i}`, content: 'x'.repeat(900_000) };
+    return m;
+  });
+  for (const m of heavy) await bus.publish([m]);
+  const db = await openDatabase({ url: databaseUrl, dataDir: '/tmp/lab-audit-test', poolSize: 1 });
+  try {
+    for (let i = 0; ; i++) {
+      const [c] = await db.rows<{ n: number }>(sql`select count(*)::int as n from audit.records where org_id = ${org}::uuid`);
+      if (c!.n === heavy.length) break;
+      if (i > 400) throw new Error('heavy audit records never arrived');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    await db.close();
+  }
+  const seen: string[] = [];
+  const sizes: number[] = [];
+  let cursor: { since_created_at?: string; since_id?: string } = {};
+  for (;;) {
+    const res = await client.call('listAudit', { limit: 1000, ...cursor }, ctx(org));
+    sizes.push(Buffer.byteLength(res.json));
+    seen.push(...(JSON.parse(res.json) as { id: string }[]).map((r) => r.id));
+    if (!res.next_since_id) break;
+    cursor = { since_created_at: res.next_since_created_at, since_id: res.next_since_id };
+  }
+  expect(sizes.length).toBeGreaterThan(1);
+  expect(new Set(seen)).toEqual(new Set(heavy.map((m) => m.id)));
+  expect(seen).toHaveLength(heavy.length);
+  // no page starts past the budget, so none holds more than the budget and one record
+  for (const bytes of sizes) expect(bytes).toBeLessThan(PAGE_BYTES + 1_000_000);
 });
 
 test('rejects a half cursor and an out-of-range limit', async () => {
