@@ -266,6 +266,21 @@ describe('lists', () => {
     await create('experiments', { title: 'loose' }, w.admin);
     expect((await list('experiments', { project_id: project.id }, w.admin)).data.map((e) => e.title)).toEqual(['in p']);
   });
+
+  it('cuts a page of heavy records by bytes and reports the records it holds as its limit', async () => {
+    // entries of almost 1 MB each: 50 of them would be 45 MB in one answer
+    const w = org();
+    const made = new Set<string>();
+    for (let i = 0; i < 12; i++) made.add((await create('experiments', { title: `heavy ${i}`, content: { body: 'x'.repeat(900_000) } }, w.admin)).id);
+    const first = await list('experiments', { limit: '50' }, w.admin);
+    expect(first.data.length).toBeLessThan(12);
+    expect(first).toMatchObject({ total: 12, offset: 0, limit: first.data.length });
+    const second = await list('experiments', { limit: '50', offset: String(first.offset + first.limit) }, w.admin);
+    expect(second).toMatchObject({ total: 12, limit: 50 });
+    const seen = [...first.data, ...second.data].map((e) => e.id);
+    expect(seen).toHaveLength(12);
+    expect(new Set(seen)).toEqual(made);
+  });
 });
 
 describe('permissions', () => {

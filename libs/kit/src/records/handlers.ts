@@ -91,7 +91,9 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const q = parseListQuery(req.query ?? {}, r);
       const parentId = parentOf(r, req.parent_id);
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
-      return { json: page.json, total: page.total, limit: q.limit, offset: q.offset };
+      // a page cut short by its bytes reports what it holds as its limit: offset +
+      // limit is then where the next page starts
+      return { json: page.json, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset };
     },
 
     getRecord: async (req, caller) => {

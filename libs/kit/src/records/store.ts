@@ -85,26 +85,49 @@ function scope(r: Resource, caller: CallerContext, parentId: string | undefined,
 
 const CAST: Record<string, string> = { uuid: '::uuid', date: '::date', boolean: '::boolean', string: '' };
 
-/** One page of visible records and the total count, in one statement. */
+/**
+ * The most bytes of records a list page starts on: the record that crosses it is
+ * the page's last. 500 records of up to 1 MB each would be far more than a gRPC
+ * answer may carry (64 MiB) or a process should hold for one request.
+ */
+export const LIST_PAGE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * One page of visible records and the total count, in one statement. `shown` is
+ * how many records the page holds: fewer than the limit at the end of the list,
+ * or when LIST_PAGE_BYTES cut it short (the caller reports that as its limit, so
+ * a client paging by offset + limit pages on without a gap).
+ */
 export async function listRecords(
   exec: Executor,
   r: Resource,
   caller: CallerContext,
   q: ListQuery,
   parentId?: string,
-): Promise<{ json: string; total: number }> {
+): Promise<{ json: string; total: number; shown: number; cut: boolean }> {
   const where = scope(r, caller, parentId);
   for (const f of q.filters) where.push(sql`${col(f.field)} = ${f.value}${sql.raw(CAST[f.type]!)}`);
   if (r.rangeColumn && q.from) where.push(sql`${col(r.rangeColumn)} >= ${q.from}::timestamptz`);
   if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
   const cond = sql.join(where, sql` and `);
   const dir = sql.raw(q.order);
-  const page = await rows<{ json: string; total: number }>(
+  // The page's sort keys ride along so the byte count runs in the page's order
+  // without another sort (the subquery is already in that order).
+  const page = await rows<{ json: string; total: number; in_page: number }>(
     exec,
-    sql`select ${await render(exec, r)} as json, (count(*) over ())::int as total
-        from ${table(r)} t where ${cond}
-        order by ${col(q.orderBy)} ${dir}, t.id ${dir}
-        limit ${q.limit} offset ${q.offset}`,
+    sql`select json, total, in_page from (
+          select json, total, (count(*) over ())::int as in_page,
+            coalesce(sum(octet_length(json)) over (order by k ${dir}, kid ${dir} rows between unbounded preceding and 1 preceding), 0) as bytes_before,
+            k, kid
+          from (
+            select ${await render(exec, r)} as json, (count(*) over ())::int as total, ${col(q.orderBy)} as k, t.id as kid
+            from ${table(r)} t where ${cond}
+            order by ${col(q.orderBy)} ${dir}, t.id ${dir}
+            limit ${q.limit} offset ${q.offset}
+          ) rows_of_page
+        ) sized
+        where bytes_before < ${LIST_PAGE_BYTES}
+        order by k ${dir}, kid ${dir}`,
   );
   let total = page[0]?.total;
   if (total === undefined) {
@@ -112,7 +135,12 @@ export async function listRecords(
     const [c] = await rows<{ total: number }>(exec, sql`select count(*)::int as total from ${table(r)} t where ${cond}`);
     total = c?.total ?? 0;
   }
-  return { json: `[${page.map((p) => p.json).join(',')}]`, total: Number(total) };
+  return {
+    json: `[${page.map((p) => p.json).join(',')}]`,
+    total: Number(total),
+    shown: page.length,
+    cut: page.length < (page[0]?.in_page ?? 0),
+  };
 }
 
 export interface FindOptions {
