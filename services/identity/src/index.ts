@@ -2,7 +2,8 @@ import path from 'node:path';
 import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { OAUTH_CODE_TTL_SECONDS } from './model.js';
-import { preparePasswordChecks } from './passwords.js';
+import { configurePasswordChecks, DEFAULT_RUNNING_CHECKS, preparePasswordChecks, QUEUED_CHECKS_PER_RUNNING } from './passwords.js';
+import { purgeExpiredCredentials } from './retention.js';
 import { registerIdentity } from './server.js';
 
 export const definition: ServiceDefinition = {
@@ -12,8 +13,20 @@ export const definition: ServiceDefinition = {
   register: async (server, deps) => {
     await preparePasswordChecks();
     // Read when the service starts, so a test stack can shorten the code lifetime.
-    const env = loadConfig(z.object({ IDENTITY_OAUTH_CODE_TTL_SECONDS: envInt(OAUTH_CODE_TTL_SECONDS, 1, 600) }));
+    const env = loadConfig(
+      z.object({
+        IDENTITY_OAUTH_CODE_TTL_SECONDS: envInt(OAUTH_CODE_TTL_SECONDS, 1, 600),
+        // libuv's pool has at most 1024 threads: more running checks than that could never run.
+        IDENTITY_PASSWORD_CHECKS_RUNNING: envInt(DEFAULT_RUNNING_CHECKS, 1, 1024),
+        IDENTITY_PASSWORD_CHECKS_QUEUED: envInt(DEFAULT_RUNNING_CHECKS * QUEUED_CHECKS_PER_RUNNING, 0, 100_000),
+      }),
+    );
+    configurePasswordChecks({ running: env.IDENTITY_PASSWORD_CHECKS_RUNNING, queued: env.IDENTITY_PASSWORD_CHECKS_QUEUED });
     registerIdentity(server, deps, { oauthCodeTtlSeconds: env.IDENTITY_OAUTH_CODE_TTL_SECONDS });
+  },
+  housekeeping: async (deps) => {
+    const purged = await purgeExpiredCredentials(deps.db);
+    if (purged.tokens || purged.codes) deps.log.info(purged, 'expired credentials purged');
   },
 };
 
@@ -21,3 +34,4 @@ export { hashToken, parseApiKeyOrg, tokenKindOf, type TokenKind } from './tokens
 export { SCOPES, hasScope, isScope, type Scope } from './scopes.js';
 export { isAllowedRedirectUri } from './validation.js';
 export { MODULES, ROLES, type Module, type Role } from './model.js';
+export { purgeExpiredCredentials, type RetentionOptions } from './retention.js';

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { DomainError, newId, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { SESSION_ACCESS_TTL_SECONDS, SESSION_REFRESH_TTL_SECONDS, SESSION_SCOPES } from './model.js';
-import { checkPassword } from './passwords.js';
+import { findWithPassword } from './passwords.js';
 import { insertToken, revokeWhere } from './token-store.js';
 import { hashToken } from './tokens.js';
 import { findCredentials } from './users.js';
@@ -30,9 +30,9 @@ async function issuePair(tx: Tx, emit: Emitter, userId: string, sessionId: strin
 }
 
 export async function passwordGrant(deps: ServiceDeps, caller: CallerContext, email: string, password: string): Promise<identity.SessionTokens> {
-  const user = await findCredentials(deps, email);
-  if (!(await checkPassword(user?.password_hash, password))) throw invalidGrant();
-  return deps.outbox.write(caller, (tx, emit) => issuePair(tx, emit, user!.id, newId()));
+  const user = await findWithPassword(() => findCredentials(deps, email), password);
+  if (!user) throw invalidGrant();
+  return deps.outbox.write(caller, (tx, emit) => issuePair(tx, emit, user.id, newId()));
 }
 
 interface RefreshRow {

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { DomainError, newId, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
 import type { identity } from '@lab/contracts';
-import { checkPassword, hashPassword } from './passwords.js';
+import { findWithPassword, hashPassword } from './passwords.js';
 
 type User = identity.User;
 
@@ -60,19 +60,18 @@ export async function findCredentials(
 
 /** Re-entered password check (signing). UNAUTHENTICATED invalid_password when wrong. */
 export async function verifyUserPassword(deps: ServiceDeps, userId: string, password: string): Promise<void> {
-  const [row] = await deps.db.rows<{ password_hash: string | null }>(
-    sql`select password_hash from identity.users where id = ${userId}`,
-  );
-  if (!(await checkPassword(row?.password_hash, password))) {
+  const found = await findWithPassword(async () => {
+    const [row] = await deps.db.rows<{ password_hash: string | null }>(sql`select password_hash from identity.users where id = ${userId}`);
+    return row;
+  }, password);
+  if (!found) {
     throw DomainError.unauthenticated('the password is not correct', 'invalid_password');
   }
 }
 
 /** The login form of the OAuth consent page: the user of a correct email and password, else invalid_grant. */
 export async function checkCredentials(deps: ServiceDeps, email: string, password: string): Promise<User> {
-  const cred = await findCredentials(deps, email);
-  if (!(await checkPassword(cred?.password_hash, password))) {
-    throw new DomainError('invalid', 'invalid_grant', 'invalid email or password');
-  }
-  return getUser(deps, cred!.id);
+  const cred = await findWithPassword(() => findCredentials(deps, email), password);
+  if (!cred) throw new DomainError('invalid', 'invalid_grant', 'invalid email or password');
+  return getUser(deps, cred.id);
 }

@@ -167,6 +167,10 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
     user = await deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId));
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, r), 'Invalid email or password.');
+    // identity's password checks are all taken (a flood): the form again, not a JSON error
+    if (err instanceof DomainError && err.kind === 'unavailable') {
+      return loginPage(client.name, formFor(deps, ctx.req, r), 'Sign-in is busy right now. Try again in a moment.');
+    }
     throw err;
   }
   return consent(ctx, deps, r, client, user.id);
