@@ -50,14 +50,16 @@ export type Pdf = PDFKit.PDFDocument;
 
 /** A PDF built by `draw`; its Title metadata is the document title. */
 export async function writePdf(dir: string, path: string, title: string, draw: (doc: Pdf) => void | Promise<void>): Promise<Artifact> {
-  const doc = new PDFDocument({ size: 'A4', margin: 50, bufferPages: true, info: { Title: title, Creator: 'lab notebook service' } });
+  // Pages are not buffered: each is written out when the next begins, so a long report holds one page, not all of them.
+  const doc = new PDFDocument({ size: 'A4', margin: 50, info: { Title: title, Creator: 'lab notebook service' } });
   const stored = store(dir, path, doc as unknown as Readable);
-  let pages = 0;
+  // the constructor added the first page before a listener could be attached
+  let pages = 1;
+  doc.on('pageAdded', () => pages++);
   try {
     doc.fontSize(18).text(title, { underline: false });
     doc.moveDown(0.5).fontSize(10);
     await draw(doc);
-    pages = doc.bufferedPageRange().count;
   } finally {
     doc.end();
   }
@@ -65,41 +67,30 @@ export async function writePdf(dir: string, path: string, title: string, draw: (
   return { path, meta: { ...s, content_type: 'application/pdf', pages } };
 }
 
-export interface ZipEntry {
-  name: string;
-  content: string | Buffer;
-}
+/** A file of a ZIP: given whole, or a file on disk read while the ZIP is written. */
+export type ZipEntry = { name: string } & ({ content: string | Buffer } | { file: string });
 
 /** A ZIP of named files; rows counts the data rows of its tables. */
 export async function writeZip(dir: string, path: string, entries: ZipEntry[], rows: number): Promise<Artifact> {
   const zip = new ZipFile();
-  for (const e of entries) zip.addBuffer(Buffer.isBuffer(e.content) ? e.content : Buffer.from(e.content, 'utf8'), e.name);
+  const out = zip.outputStream as Readable;
+  // yazl reports a file it cannot read on the ZipFile, not on its output, and possibly before the store reads the
+  // output: ending the output (without an error no one may be listening for yet) fails the store instead of leaving
+  // it waiting, and the cause is what the caller sees.
+  let failure: Error | undefined;
+  zip.on('error', (err: Error) => {
+    failure ??= err;
+    out.destroy();
+  });
+  for (const e of entries) {
+    if ('file' in e) zip.addFile(e.file, e.name, { mtime: new Date(), mode: 0o100664 });
+    else zip.addBuffer(Buffer.isBuffer(e.content) ? e.content : Buffer.from(e.content, 'utf8'), e.name);
+  }
   zip.end();
-  const s = await store(dir, path, zip.outputStream as Readable);
+  const s = await store(dir, path, out).catch((err: unknown) => {
+    throw failure ?? err;
+  });
   return { path, meta: { ...s, content_type: 'application/zip', rows, files: entries.map((e) => e.name) } };
 }
-
-const cell = (v: unknown): string => {
-  if (v === null || v === undefined) return '';
-  const s = typeof v === 'object' ? JSON.stringify(v) : String(v);
-  // quotes doubled; a leading = + - @ is neutralised so spreadsheets do not run it as a formula
-  const safe = typeof v === 'string' && /^[=+\-@]/.test(s) ? `'${s}` : s;
-  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
-};
-
-/** RFC 4180 CSV with the union of the records' keys as header. */
-export function toCsv(records: Record<string, unknown>[]): string {
-  const keys: string[] = [];
-  for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
-  const lines = [keys.map(cell).join(',')];
-  for (const r of records) lines.push(keys.map((k) => cell(r[k])).join(','));
-  return `${lines.join('\r\n')}\r\n`;
-}
-
-/** The JSON and CSV files of one table. */
-export const tableFiles = (name: string, records: Record<string, unknown>[]): ZipEntry[] => [
-  { name: `${name}.json`, content: JSON.stringify(records, null, 2) },
-  { name: `${name}.csv`, content: toCsv(records) },
-];
 
 export const joinPath = (...parts: string[]) => join(...parts).split(sep).join('/');

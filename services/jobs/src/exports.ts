@@ -1,59 +1,51 @@
-import { tableFiles, writeZip, type Artifact, type ZipEntry } from './artifacts.js';
+import type { Artifact } from './artifacts.js';
+import { exportTables, type Pages } from './export-archive.js';
 import type { InputOf, JobType } from './job-types.js';
 import { isHazardous, type JobRun } from './reports.js';
 import type { Rec } from './sources.js';
 
-type Tables = Record<string, Rec[]>;
-
-/** The ZIP of an export: <table>.json and <table>.csv per table, and manifest.json. */
-async function zipTables(run: JobRun, jobType: JobType, tables: Tables): Promise<Artifact> {
-  await run.step(85, 'writing the archive');
-  const entries: ZipEntry[] = Object.entries(tables).flatMap(([name, recs]) => tableFiles(name, recs));
-  const counts = Object.fromEntries(Object.entries(tables).map(([n, r]) => [n, r.length]));
-  entries.unshift({
-    name: 'manifest.json',
-    content: JSON.stringify({ job_id: run.jobId, job_type: jobType, org_id: run.caller.org_id, generated_at: new Date().toISOString(), tables: counts }, null, 2),
-  });
-  const rows = Object.values(counts).reduce((a, b) => a + b, 0);
-  return writeZip(run.dir, `${run.base}.zip`, entries, rows);
+/** The records of each page that pass `keep` (a page left empty is still yielded: the reader checks for a stop per page). */
+async function* only(pages: Pages, keep: (r: Rec) => boolean): Pages {
+  for await (const page of pages) yield page.filter(keep);
 }
 
-/** Loads named tables one after another, reporting progress between them. */
-async function load(run: JobRun, loaders: [string, () => Promise<Rec[]>][], from = 5, to = 80): Promise<Tables> {
-  const out: Tables = {};
-  for (const [i, [name, fn]] of loaders.entries()) {
-    await run.step(from + Math.round(((to - from) * i) / loaders.length), `loading ${name}`);
-    out[name] = await fn();
+/** The pages unchanged, with the ids of their records added to `ids` (a later table filters on them). */
+async function* idsInto(ids: Set<unknown>, pages: Pages): Pages {
+  for await (const page of pages) {
+    for (const r of page) ids.add(r.id);
+    yield page;
   }
-  return out;
 }
 
-/** Every record of a sub-resource across all the organisation's equipment. */
-async function perEquipment(run: JobRun, equipment: Rec[], sub: string): Promise<Rec[]> {
-  const out: Rec[] = [];
-  for (const e of equipment) out.push(...(await run.sources.all(run.caller, `equipment/${sub}`, {}, String(e.id))));
-  return out;
+/** The ids of the records (the equipment whose sub-records a table reads). */
+async function idsOf(pages: Pages): Promise<Set<unknown>> {
+  const ids = new Set<unknown>();
+  for await (const page of pages) for (const r of page) ids.add(r.id);
+  return ids;
+}
+
+/** Every record of a sub-resource across the given equipment. */
+async function* perEquipment(run: JobRun, equipmentIds: Iterable<unknown>, sub: string): Pages {
+  for (const id of equipmentIds) yield* run.sources.pages(run.caller, `equipment/${sub}`, {}, String(id));
 }
 
 async function auditExport(run: JobRun, input: InputOf<'audit_export'>): Promise<Artifact> {
-  const t = await load(run, [['audit', () => run.sources.auditLog(run.caller, input)]]);
-  return zipTables(run, 'audit_export', t);
+  return exportTables(run, 'audit_export', [['audit', () => run.sources.auditPages(run.caller, input)]]);
 }
 
 /** Hazardous reagents, their stock and its movements, and the samples held. */
 async function biosafetyExport(run: JobRun): Promise<Artifact> {
   const s = run.sources;
-  const t = await load(run, [
-    ['reagents', async () => (await s.all(run.caller, 'reagents')).filter(isHazardous)],
-    ['stock_items', () => s.all(run.caller, 'stock-items')],
-    ['stock_movements', () => s.all(run.caller, 'stock-movements')],
-    ['samples', () => s.all(run.caller, 'samples')],
+  const c = run.caller;
+  // ids only: the tables themselves stream to disk
+  const hazardous = new Set<unknown>();
+  const items = new Set<unknown>();
+  return exportTables(run, 'biosafety_export', [
+    ['reagents', () => idsInto(hazardous, only(s.pages(c, 'reagents'), isHazardous))],
+    ['stock_items', () => idsInto(items, only(s.pages(c, 'stock-items'), (i) => hazardous.has(i.catalog_id)))],
+    ['stock_movements', () => only(s.pages(c, 'stock-movements'), (m) => items.has(m.stock_item_id))],
+    ['samples', () => s.pages(c, 'samples')],
   ]);
-  const hazardous = new Set(t.reagents!.map((r) => r.id));
-  t.stock_items = t.stock_items!.filter((i) => hazardous.has(i.catalog_id));
-  const items = new Set(t.stock_items.map((i) => i.id));
-  t.stock_movements = t.stock_movements!.filter((m) => items.has(m.stock_item_id));
-  return zipTables(run, 'biosafety_export', t);
 }
 
 /** Fields that tie a record to a person. */
@@ -65,42 +57,42 @@ async function gdprExport(run: JobRun, input: InputOf<'gdpr_export'>): Promise<A
   const s = run.sources;
   const mine = about(input.user_id);
   const c = run.caller;
-  const t = await load(run, [
-    ['member', async () => {
+  return exportTables(run, 'gdpr_export', [
+    ['member', async function* () {
       const m = await s.member(c, input.user_id);
-      return m ? [m] : [];
+      if (m) yield [m];
     }],
-    ['experiments', async () => (await s.all(c, 'experiments')).filter(mine)],
-    ['projects', async () => (await s.all(c, 'projects')).filter(mine)],
-    ['samples', async () => (await s.all(c, 'samples')).filter(mine)],
-    ['stock_movements', async () => (await s.all(c, 'stock-movements')).filter(mine)],
-    ['equipment_usage', async () => (await perEquipment(run, await s.all(c, 'equipment'), 'usage')).filter(mine)],
-    ['audit', async () => (await s.auditLog(c)).filter(mine)],
+    ['experiments', () => only(s.pages(c, 'experiments'), mine)],
+    ['projects', () => only(s.pages(c, 'projects'), mine)],
+    ['samples', () => only(s.pages(c, 'samples'), mine)],
+    ['stock_movements', () => only(s.pages(c, 'stock-movements'), mine)],
+    ['equipment_usage', async function* () {
+      yield* only(perEquipment(run, await idsOf(s.pages(c, 'equipment')), 'usage'), mine);
+    }],
+    ['audit', () => only(s.auditPages(c), mine)],
   ]);
-  return zipTables(run, 'gdpr_export', t);
 }
 
 /** Every record of the organisation, table by table. */
 async function orgDataExport(run: JobRun): Promise<Artifact> {
   const s = run.sources;
   const c = run.caller;
-  let equipment: Rec[] = [];
-  const t = await load(run, [
-    ['experiments', () => s.all(c, 'experiments')],
-    ['projects', () => s.all(c, 'projects')],
-    ['samples', () => s.all(c, 'samples')],
-    ['reagents', () => s.all(c, 'reagents')],
-    ['stock_items', () => s.all(c, 'stock-items')],
-    ['stock_movements', () => s.all(c, 'stock-movements')],
-    ['inventories', () => s.all(c, 'inventories')],
-    ['equipment', async () => (equipment = await s.all(c, 'equipment'))],
+  const equipment = new Set<unknown>();
+  return exportTables(run, 'org_data_export', [
+    ['experiments', () => s.pages(c, 'experiments')],
+    ['projects', () => s.pages(c, 'projects')],
+    ['samples', () => s.pages(c, 'samples')],
+    ['reagents', () => s.pages(c, 'reagents')],
+    ['stock_items', () => s.pages(c, 'stock-items')],
+    ['stock_movements', () => s.pages(c, 'stock-movements')],
+    ['inventories', () => s.pages(c, 'inventories')],
+    ['equipment', () => idsInto(equipment, s.pages(c, 'equipment'))],
     ['equipment_usage', () => perEquipment(run, equipment, 'usage')],
     ['equipment_maintenance', () => perEquipment(run, equipment, 'maintenance')],
     ['equipment_calibrations', () => perEquipment(run, equipment, 'calibrations')],
     ['equipment_qualifications', () => perEquipment(run, equipment, 'qualifications')],
-    ['audit', () => s.auditLog(c)],
+    ['audit', () => s.auditPages(c)],
   ]);
-  return zipTables(run, 'org_data_export', t);
 }
 
 export const EXPORT_PRODUCERS: Partial<Record<JobType, (run: JobRun, input: never) => Promise<Artifact>>> = {

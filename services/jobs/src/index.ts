@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { jobs } from '@lab/contracts';
-import type { ServiceDefinition } from '@lab/kit';
+import { envInt as envIntSchema, loadConfig, type ServiceDefinition } from '@lab/kit';
+import { z } from 'zod';
 import { createJob, getJob, listJobs, readArtifact } from './api.js';
 import { consumeInboundEvents } from './inbound.js';
 import { Sources, type PeerAddresses } from './sources.js';
@@ -14,7 +15,20 @@ export interface JobsOptions extends Partial<WorkerOptions> {
   maxAttempts?: number;
   /** addresses of the services jobs read; default the address book (deps.peers: <NAME>_ADDR in the cluster) */
   peers?: PeerAddresses;
+  /** records per page read from the record and audit services */
+  pageSize?: number;
 }
+
+/**
+ * Export settings, through the kit's schema: a wrong value is an error naming
+ * the variable, not a silent fallback to some other bound. The default record
+ * bound is generous (a million-row audit log and the rest of a large
+ * organisation); a page is at most the record services' largest (500).
+ */
+const exportEnv = z.object({
+  JOBS_EXPORT_MAX_RECORDS: envIntSchema(5_000_000, 1),
+  JOBS_EXPORT_PAGE_SIZE: envIntSchema(500, 1, 500),
+});
 
 const envInt = (name: string, fallback: number) => {
   const v = Number(process.env[name]);
@@ -23,6 +37,7 @@ const envInt = (name: string, fallback: number) => {
 
 /** Options from the environment, overridden by what the caller gives. */
 export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, 'peers'>> & { peers: PeerAddresses } {
+  const env = loadConfig(exportEnv);
   const role = opts.role ?? (process.env.JOBS_ROLE as JobsRole | undefined) ?? 'both';
   if (!['api', 'worker', 'both'].includes(role)) throw new Error(`JOBS_ROLE must be api, worker or both, not ${role}`);
   return {
@@ -36,6 +51,8 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
     stepDelayMs: opts.stepDelayMs ?? envInt('JOBS_STEP_DELAY_MS', 0),
     // empty: the service's data directory (resolved in register)
     artifactDir: opts.artifactDir ?? process.env.JOBS_ARTIFACT_DIR ?? '',
+    exportMaxRecords: opts.exportMaxRecords ?? env.JOBS_EXPORT_MAX_RECORDS,
+    pageSize: opts.pageSize ?? env.JOBS_EXPORT_PAGE_SIZE,
     peers: opts.peers ?? {},
   };
 }
@@ -61,7 +78,7 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
       if (cfg.role === 'api') return;
       // a worker's task: API replicas only serve calls, and the durable queue keeps the events while no worker runs
       await consumeInboundEvents(deps, cfg.maxAttempts);
-      const sources = new Sources(deps.secret, cfg.peers, deps.peers);
+      const sources = new Sources(deps.secret, cfg.peers, deps.peers, cfg.pageSize);
       const worker = new JobWorker(deps, sources, cfg);
       await worker.start();
       return async () => {
@@ -74,4 +91,4 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
 
 export const definition = jobsDefinition();
 export { layout } from './reports.js';
-export { toCsv } from './artifacts.js';
+export { toCsv } from './csv.js';

@@ -12,6 +12,10 @@ export interface JobRun {
   /** artifact path without extension: <org>/<job id> */
   base: string;
   step(progress: number, text: string): Promise<void>;
+  /** Throws when the run must stop (worker stopping, job lost): cheap enough to call between pages. */
+  checkpoint(): void;
+  /** An export with more records than this fails instead of being written. */
+  maxExportRecords: number;
 }
 
 const text = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));

@@ -1,5 +1,5 @@
 import { audit, identity, records } from '@lab/contracts';
-import { PeerClient, type CallerContext } from '@lab/kit';
+import { DomainError, PeerClient, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
 export type Rec = Record<string, unknown>;
@@ -28,9 +28,10 @@ const OWNER: Record<string, 'notebook' | 'inventory' | 'equipment'> = {
   'equipment/qualifications': 'equipment',
 };
 
-const PAGE = 500;
-/** A job reads at most this many records of one resource (a bound on memory). */
-const MAX_RECORDS = 100_000;
+/** Records per listRecords call when none is configured: the record services' largest page. */
+export const DEFAULT_PAGE_SIZE = 500;
+/** `all` holds a resource in memory: past this many records the job fails rather than work from part of it. */
+export const MAX_IN_MEMORY = 100_000;
 
 /**
  * The data a job reads, over gRPC from the services that own it (never their
@@ -47,6 +48,8 @@ export class Sources {
     private readonly secret: string,
     private readonly addresses: PeerAddresses,
     private readonly book: (peer: string) => string | undefined,
+    /** records per call, for both records and audit pages; at most what the record services take (500) */
+    private readonly pageSize = DEFAULT_PAGE_SIZE,
   ) {
     this.identity = new PeerClient(identity.IdentityServiceClient, 'identity', secret, addresses.identity ?? book);
     this.audit = new PeerClient(audit.AuditServiceClient, 'audit', secret, addresses.audit ?? book);
@@ -82,33 +85,53 @@ export class Sources {
     return JSON.parse(r.json) as Rec;
   }
 
-  /** Every record of a resource (optionally under a parent, filtered), oldest first. */
-  async all(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): Promise<Rec[]> {
-    const out: Rec[] = [];
-    for (let offset = 0; offset < MAX_RECORDS; offset += PAGE) {
+  /**
+   * Every record of a resource (optionally under a parent, filtered), oldest
+   * first, a page per call. An empty page is yielded too: readers check between
+   * pages whether to stop, and a long run of empty ones (sub-resources of many
+   * equipment) must not hide a stop.
+   */
+  async *pages(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): AsyncGenerator<Rec[]> {
+    const limit = this.pageSize;
+    for (let offset = 0; ; ) {
       const r = await this.records(resource).call(
         'listRecords',
-        { resource, parent_id, query: { order: 'asc', ...query, limit: String(PAGE), offset: String(offset) } },
+        { resource, parent_id, query: { order: 'asc', ...query, limit: String(limit), offset: String(offset) } },
         caller,
       );
       const page = JSON.parse(r.json) as Rec[];
+      yield page;
+      // A page of heavy records is cut by bytes and says so in its limit: step by
+      // what it holds. Only an empty page, or the total reached, ends the list.
+      offset += page.length;
+      if (page.length === 0 || offset >= Number(r.total)) return;
+    }
+  }
+
+  /**
+   * Every record of a resource in memory, for reports that draw from the whole
+   * set; one that does not fit fails the job instead of being drawn from a part.
+   */
+  async all(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): Promise<Rec[]> {
+    const out: Rec[] = [];
+    for await (const page of this.pages(caller, resource, query, parent_id)) {
+      if (out.length + page.length > MAX_IN_MEMORY) {
+        throw new DomainError('too_large', 'too_many_records', `${resource} has more than ${MAX_IN_MEMORY} records, more than a report can hold`);
+      }
       out.push(...page);
-      if (page.length < PAGE) break;
     }
     return out;
   }
 
-  /** The organisation's whole audit log (optionally a time range), oldest first. */
-  async auditLog(caller: CallerContext, range: { from?: string; to?: string } = {}): Promise<Rec[]> {
-    const out: Rec[] = [];
+  /** The organisation's whole audit log (optionally a time range), oldest first, a page per call (empty ones too). */
+  async *auditPages(caller: CallerContext, range: { from?: string; to?: string } = {}): AsyncGenerator<Rec[]> {
     let since: { since_created_at?: string; since_id?: string } = {};
     for (;;) {
-      const r = await this.audit.get().call('listAudit', { limit: 1000, ...range, ...since }, caller);
-      out.push(...(JSON.parse(r.json) as Rec[]));
-      if (!r.next_since_created_at || !r.next_since_id || out.length >= MAX_RECORDS) break;
+      const r = await this.audit.get().call('listAudit', { limit: this.pageSize, ...range, ...since }, caller);
+      yield JSON.parse(r.json) as Rec[];
+      if (!r.next_since_created_at || !r.next_since_id) return;
       since = { since_created_at: r.next_since_created_at, since_id: r.next_since_id };
     }
-    return out;
   }
 
   async member(caller: CallerContext, user_id: string): Promise<Rec | undefined> {

@@ -22,6 +22,8 @@ export interface WorkerOptions {
   artifactDir: string;
   /** pause before each progress step (demonstrations and tests watch a job run) */
   stepDelayMs: number;
+  /** an export with more records than this fails (a bound on the disk and time one job may take) */
+  exportMaxRecords: number;
 }
 
 /** Why a run stopped early: this worker is stopping, or the job was taken away from it. */
@@ -131,6 +133,8 @@ export class JobWorker {
       caller: Sources.callerOf(job),
       dir: this.opts.artifactDir,
       base: `${job.org_id}/${job.id}`,
+      checkpoint: check,
+      maxExportRecords: this.opts.exportMaxRecords,
       step: async (progress, text) => {
         check();
         if (this.opts.stepDelayMs) await new Promise((r) => setTimeout(r, this.opts.stepDelayMs));

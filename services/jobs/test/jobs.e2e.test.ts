@@ -10,6 +10,8 @@ import yauzl from 'yauzl';
 import type { RunningService } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
+import { toCsv } from '../src/csv';
+import { SCRATCH_DIR } from '../src/scratch';
 import { startJobsWorker } from './worker';
 
 /**
@@ -30,8 +32,8 @@ const data: Record<string, string> = {};
 const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
   call(stack.url, method, path, { token, body, headers });
 
-function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number } = {}): Promise<RunningService> {
-  return startJobsWorker(stack, { artifactDir, visibilityMs: opts.visibilityMs ?? 30_000, stepDelayMs: opts.stepDelayMs ?? 100 });
+function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number; pageSize?: number; exportMaxRecords?: number } = {}): Promise<RunningService> {
+  return startJobsWorker(stack, { ...opts, artifactDir, visibilityMs: opts.visibilityMs ?? 30_000, stepDelayMs: opts.stepDelayMs ?? 100 });
 }
 
 async function member(role: string, name?: string): Promise<string> {
@@ -110,6 +112,36 @@ function zipNames(bytes: Buffer): Promise<string[]> {
       zip.readEntry();
     }),
   );
+}
+
+/** The files of a ZIP by name, as text. */
+function zipFiles(bytes: Buffer): Promise<Map<string, string>> {
+  return new Promise((resolve, reject) =>
+    yauzl.fromBuffer(bytes, { lazyEntries: true }, (err, zip) => {
+      if (err || !zip) return reject(err);
+      const files = new Map<string, string>();
+      zip.on('entry', (e: yauzl.Entry) =>
+        zip.openReadStream(e, (e2, stream) => {
+          if (e2 || !stream) return reject(e2);
+          const parts: Buffer[] = [];
+          stream.on('data', (b: Buffer) => parts.push(b));
+          stream.on('end', () => {
+            files.set(e.fileName, Buffer.concat(parts).toString('utf8'));
+            zip.readEntry();
+          });
+          stream.on('error', reject);
+        }),
+      );
+      zip.on('end', () => resolve(files));
+      zip.on('error', reject);
+      zip.readEntry();
+    }),
+  );
+}
+
+/** Paths under the artifact directory that name a job: its artifact, or anything left of its staging. */
+async function leftoversOf(jobId: string): Promise<string[]> {
+  return (await readdir(artifactDir, { recursive: true })).filter((p) => p.includes(jobId));
 }
 
 describe('POST /v1/jobs', () => {
@@ -227,6 +259,89 @@ describe('job types', () => {
     const a = await artifact(admin, done.id);
     expect(a.type).toBe('application/zip');
     expect(await zipNames(a.bytes)).toEqual(expect.arrayContaining(files));
+  });
+});
+
+describe('exports larger than one page', () => {
+  // a worker reading 2 records per page: a handful of records crosses many page boundaries
+  const PAGE = 2;
+  let marker: string;
+  const swapWorker = async (opts: Parameters<typeof startWorker>[0]) => {
+    await worker?.stop();
+    worker = undefined;
+    worker = await startWorker(opts);
+  };
+
+  beforeAll(async () => {
+    marker = `paged-${randomUUID()}`;
+    for (let i = 0; i < 2 * PAGE + 3; i++) {
+      const r = await api('POST', '/v1/samples', admin, { name: `${marker}-${i}`, storage_location: marker, metadata: { note: `line one\nline "${i}"`, ...(i % 2 ? { odd: i } : {}) } });
+      if (r.status !== 201) throw new Error(`sample: ${r.status} ${r.text}`);
+    }
+  });
+
+  afterAll(async () => {
+    await swapWorker({});
+  });
+
+  it('holds every record of every page, the same in .json and .csv', async () => {
+    await swapWorker({ pageSize: PAGE });
+    const done = await finished(admin, (await submit(admin, 'biosafety_export')).id);
+    expect(done.status).toBe('succeeded');
+    const files = await zipFiles((await artifact(admin, done.id)).bytes);
+    expect([...files.keys()]).toEqual(['manifest.json', ...['reagents', 'stock_items', 'stock_movements', 'samples'].flatMap((t) => [`${t}.json`, `${t}.csv`])]);
+    const manifest = JSON.parse(files.get('manifest.json')!);
+    const samples = JSON.parse(files.get('samples.json')!) as { id: string; name: string }[];
+    // every sample the organisation holds, once each, oldest first as listed
+    const listed = (await api('GET', '/v1/samples?limit=500&order=asc', admin)).body.data as { id: string }[];
+    expect(samples.length).toBeGreaterThan(2 * PAGE);
+    expect(samples.map((x) => x.id)).toEqual(listed.map((x) => x.id));
+    expect(samples.filter((x) => x.name.startsWith(marker))).toHaveLength(2 * PAGE + 3);
+    expect(manifest.tables.samples).toBe(samples.length);
+    expect(done.result_meta.rows).toBe(Object.values(manifest.tables as Record<string, number>).reduce((a, b) => a + b, 0));
+    for (const t of ['reagents', 'stock_items', 'stock_movements', 'samples']) {
+      const recs = JSON.parse(files.get(`${t}.json`)!);
+      expect(files.get(`${t}.json`)).toBe(JSON.stringify(recs, null, 2));
+      expect(files.get(`${t}.csv`)).toBe(toCsv(recs));
+    }
+    expect(await leftoversOf(done.id)).toEqual([expect.stringMatching(/\.zip$/)]);
+  });
+
+  it('follows the audit cursor past one page', async () => {
+    const done = await finished(admin, (await submit(admin, 'audit_export')).id);
+    expect(done.status).toBe('succeeded');
+    const files = await zipFiles((await artifact(admin, done.id)).bytes);
+    const audit = JSON.parse(files.get('audit.json')!) as { id: string; created_at: string }[];
+    expect(audit.length).toBeGreaterThan(2 * PAGE);
+    expect(new Set(audit.map((a) => a.id)).size).toBe(audit.length);
+    expect(audit.map((a) => a.created_at)).toEqual(audit.map((a) => a.created_at).sort());
+    expect(JSON.parse(files.get('manifest.json')!).tables.audit).toBe(audit.length);
+    expect(files.get('audit.csv')).toBe(toCsv(audit));
+  });
+
+  it('fails an export with more records than the bound, with a clear message and nothing left behind', async () => {
+    await swapWorker({ pageSize: PAGE, exportMaxRecords: 2 * PAGE + 1 });
+    const job = await submit(admin, 'biosafety_export');
+    const done = await finished(admin, job.id);
+    expect(done).toMatchObject({ status: 'dead', result_path: null });
+    expect(done.error_message).toBe(
+      `export_too_large: the export has more than ${2 * PAGE + 1} records, the most one export may hold (JOBS_EXPORT_MAX_RECORDS); no partial export was produced`,
+    );
+    expect((await artifact(admin, job.id)).status).toBe(404);
+    expect(await leftoversOf(job.id)).toEqual([]);
+  });
+
+  it('removes the staged tables when the worker stops mid-export', async () => {
+    await swapWorker({ pageSize: PAGE, stepDelayMs: 300 });
+    const job = await submit(admin, 'org_data_export');
+    // staging exists while the job runs
+    await eventually(async () => ((await leftoversOf(job.id)).some((p) => p.startsWith(SCRATCH_DIR)) ? true : undefined));
+    await worker!.stop();
+    worker = undefined;
+    expect((await api('GET', `/v1/jobs/${job.id}`, admin)).body.data.status).toBe('queued');
+    expect(await leftoversOf(job.id)).toEqual([]);
+    worker = await startWorker();
+    expect(await finished(admin, job.id)).toMatchObject({ status: 'succeeded' });
   });
 });
 

@@ -1,0 +1,28 @@
+/** One CSV field (RFC 4180). */
+export const cell = (v: unknown): string => {
+  if (v === null || v === undefined) return '';
+  const s = typeof v === 'object' ? JSON.stringify(v) : String(v);
+  // quotes doubled; a leading = + - @ is neutralised so spreadsheets do not run it as a formula
+  const safe = typeof v === 'string' && /^[=+\-@]/.test(s) ? `'${s}` : s;
+  return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+};
+
+/**
+ * A row rendered with the first `width` columns, widened to `total` columns.
+ * The header is the union of keys in first-seen order, so columns found later
+ * only ever append, and a record read before they were found has none of them:
+ * its row is its early rendering plus empty cells.
+ */
+export function widen(row: string, width: number, total: number): string {
+  const missing = width === 0 ? Math.max(total - 1, 0) : total - width;
+  return row + ','.repeat(missing);
+}
+
+/** RFC 4180 CSV with the union of the records' keys as header (the whole table in memory: small tables and tests). */
+export function toCsv(records: Record<string, unknown>[]): string {
+  const keys: string[] = [];
+  for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+  const lines = [keys.map(cell).join(',')];
+  for (const r of records) lines.push(keys.map((k) => cell(r[k])).join(','));
+  return `${lines.join('\r\n')}\r\n`;
+}
