@@ -113,10 +113,10 @@ export async function listRecords(
   const dir = sql.raw(q.order);
   // The page's sort keys ride along so the byte count runs in the page's order
   // without another sort (the subquery is already in that order).
-  const page = await rows<{ json: string; total: number; in_page: number }>(
+  const page = await rows<{ json: string; total: number }>(
     exec,
-    sql`select json, total, in_page from (
-          select json, total, (count(*) over ())::int as in_page,
+    sql`select json, total from (
+          select json, total,
             coalesce(sum(octet_length(json)) over (order by k ${dir}, kid ${dir} rows between unbounded preceding and 1 preceding), 0) as bytes_before,
             k, kid
           from (
@@ -135,11 +135,13 @@ export async function listRecords(
     const [c] = await rows<{ total: number }>(exec, sql`select count(*)::int as total from ${table(r)} t where ${cond}`);
     total = c?.total ?? 0;
   }
+  total = Number(total);
   return {
     json: `[${page.map((p) => p.json).join(',')}]`,
-    total: Number(total),
+    total,
     shown: page.length,
-    cut: page.length < (page[0]?.in_page ?? 0),
+    // short of what the limit and the total allow: the bytes cut it
+    cut: page.length < Math.min(q.limit, total - q.offset),
   };
 }
 
