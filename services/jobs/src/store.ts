@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { newId, rows, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+import { newId, PLANNED_PER_CALL, rows, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 const T = sql`jobs.jobs`;
 
@@ -111,12 +111,42 @@ export async function listVisible(db: Executor, caller: CallerContext, org_id: s
 }
 
 /** Claims the next due job (queued, or failed and past its backoff) for this worker. */
+/**
+ * Due jobs each organisation offers to a claim: more than one, so that claimers
+ * racing for the same organisation's backlog find one not locked by another.
+ */
+const OFFERED_PER_ORG = 8;
+
+/**
+ * Claims the next job, fairly across organisations: of the due jobs, one of the
+ * organisation with the fewest jobs running goes first, and within it the
+ * earliest due. An organisation that queues ten thousand exports then shares
+ * the workers with the others instead of holding them for hours. The
+ * organisations with waiting jobs are walked by a loose index scan, so the cost
+ * follows their number, not the depth of any backlog.
+ */
 export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | undefined> {
   const [r] = await rows<JobRow>(
     tx,
-    sql`with next as (
-          select id from ${T} where status in ('queued', 'failed') and run_after <= now()
-          order by run_after, enqueued_at limit 1 for update skip locked),
+    sql`${PLANNED_PER_CALL}with recursive orgs(org_id) as (
+          (select org_id from ${T} where status in ('queued', 'failed') order by org_id limit 1)
+          union all
+          select (select w.org_id from ${T} w where w.status in ('queued', 'failed') and w.org_id > orgs.org_id order by w.org_id limit 1)
+          from orgs where orgs.org_id is not null
+        ), offered as (
+          select d.id, d.run_after, d.enqueued_at,
+            (select count(*) from ${T} r where r.org_id = o.org_id and r.status = 'running') as running
+          from orgs o cross join lateral (
+            select q.id, q.run_after, q.enqueued_at from ${T} q
+            where q.org_id = o.org_id and q.status in ('queued', 'failed') and q.run_after <= now()
+            order by q.run_after limit ${OFFERED_PER_ORG}
+          ) d
+          where o.org_id is not null
+        ), next as (
+          select j.id from ${T} j join offered c on c.id = j.id
+          where j.status in ('queued', 'failed') and j.run_after <= now()
+          order by c.running, c.run_after, c.enqueued_at limit 1
+          for update of j skip locked),
         upd as (
           update ${T} j set status = 'running', attempts = j.attempts + 1, started_at = coalesce(j.started_at, now()),
             heartbeat_at = now(), worker_id = ${workerId}, progress = 0, status_text = 'started', error_message = null, updated_at = now()
