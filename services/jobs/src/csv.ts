@@ -17,12 +17,3 @@ export function widen(row: string, width: number, total: number): string {
   const missing = width === 0 ? Math.max(total - 1, 0) : total - width;
   return row + ','.repeat(missing);
 }
-
-/** RFC 4180 CSV with the union of the records' keys as header (the whole table in memory: small tables and tests). */
-export function toCsv(records: Record<string, unknown>[]): string {
-  const keys: string[] = [];
-  for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
-  const lines = [keys.map(cell).join(',')];
-  for (const r of records) lines.push(keys.map((k) => cell(r[k])).join(','));
-  return `${lines.join('\r\n')}\r\n`;
-}

@@ -91,4 +91,3 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
 
 export const definition = jobsDefinition();
 export { layout } from './reports.js';
-export { toCsv } from './csv.js';

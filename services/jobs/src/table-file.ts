@@ -14,7 +14,8 @@ const element = (r: unknown): string => (JSON.stringify(r, null, 2) ?? 'null').r
 /**
  * One export table written to disk a page at a time, so a table of any size
  * costs the memory of one page: <name>.json holds the bytes
- * JSON.stringify(records, null, 2) gives, <name>.csv the bytes toCsv gives.
+ * JSON.stringify(records, null, 2) gives, <name>.csv RFC 4180 with the union
+ * of the records' keys (first seen first) as header.
  *
  * The CSV header is the union of all records' keys, known only at the end, so
  * the first pass renders each row with the columns known so far into a side

@@ -10,7 +10,7 @@ import yauzl from 'yauzl';
 import type { RunningService } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
-import { toCsv } from '../src/csv';
+import { toCsv } from './csv-oracle';
 import { SCRATCH_DIR } from '../src/scratch';
 import { startJobsWorker } from './worker';
 

@@ -1,6 +1,7 @@
 import type { CallerContext, ServiceDeps } from '@lab/kit';
 import { createJob, listJobs } from '../src/api';
-import { layout, toCsv } from '../src/index';
+import { layout } from '../src/index';
+import { toCsv } from './csv-oracle';
 import { storableTimestamp } from '@lab/kit';
 import { INPUTS } from '../src/job-types';
 

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toCsv } from '../src/csv';
+import { toCsv } from './csv-oracle';
 import { TableFile } from '../src/table-file';
 
 type Rec = Record<string, unknown>;
