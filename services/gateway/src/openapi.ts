@@ -445,7 +445,7 @@ function operation(route: Route): Json {
   const successHeaders = {
     ...commonHeaders,
     ...(route.idempotent ? { 'Idempotent-Replay': ref('headers', 'Idempotent-Replay') } : {}),
-    ...(h.kind === 'lab_orders' && h.op === 'list_results' ? { Warning: ref('headers', 'Warning') } : {}),
+    ...((h.kind === 'lab_orders' && h.op === 'list_results') || (h.kind === 'record' && h.op === 'list') ? { Warning: ref('headers', 'Warning') } : {}),
   };
   responses[op.successStatus] = {
     description: op.successDescription,

@@ -66,6 +66,26 @@ describe('generic CRUD of samples', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('cuts a page of heavy records by size, says so, and pages on from offset + limit', async () => {
+    const org = (await stack.admin.createOrg()).id;
+    const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
+    const made: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r = await api('POST', '/v1/experiments', key, { title: `heavy ${i}`, content: { body: 'x'.repeat(900_000) } });
+      expect(r.status).toBe(201);
+      made.push(r.body.data.id);
+    }
+    const first = await api('GET', '/v1/experiments?limit=50&order=asc', key);
+    expect(first.status).toBe(200);
+    const { limit, offset, total } = first.body.pagination;
+    expect(first.body.data.length).toBeLessThan(12);
+    expect({ limit, offset, total }).toEqual({ limit: first.body.data.length, offset: 0, total: 12 });
+    expect(first.headers.get('warning')).toBe(`299 - "page cut by size at ${limit} records; continue at offset ${limit}"`);
+    const rest = await api('GET', `/v1/experiments?limit=50&order=asc&offset=${offset + limit}`, key);
+    expect(rest.headers.get('warning')).toBeNull();
+    expect([...first.body.data, ...rest.body.data].map((e: { id: string }) => e.id)).toEqual(made);
+  });
+
   it('does not show a record of another organisation', async () => {
     const created = await api('POST', '/v1/samples', writeKey, { name: 'private' });
     const r = await api('GET', `/v1/samples/${created.body.data.id}`, otherOrgKey);

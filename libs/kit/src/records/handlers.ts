@@ -93,7 +93,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +
       // limit is then where the next page starts
-      return { json: page.json, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset };
+      return { json: page.json, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
     },
 
     getRecord: async (req, caller) => {

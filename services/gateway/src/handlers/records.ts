@@ -58,7 +58,9 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
   switch (op) {
     case 'list': {
       const r = await client.call('listRecords', { resource, query: queryMap(ctx.req.query as Record<string, unknown>), parent_id }, caller);
-      return listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total });
+      const reply = listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total });
+      if (r.cut_by_size) reply.headers = { Warning: `299 - "page cut by size at ${r.limit} records; continue at offset ${r.offset + r.limit}"` };
+      return reply;
     }
     case 'get': {
       const r = await client.call('getRecord', { resource, id: id(), parent_id }, caller);

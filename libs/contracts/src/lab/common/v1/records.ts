@@ -47,6 +47,11 @@ export interface ListRecordsResponse {
   /** the effective paging, echoed in the list envelope */
   limit: number;
   offset: number;
+  /**
+   * the page holds fewer records than the limit allowed because of their size
+   * (limit then says how many it holds)
+   */
+  cut_by_size: boolean;
 }
 
 export interface GetRecordRequest {
@@ -215,7 +220,7 @@ export const ListRecordsRequest_QueryEntry: MessageFns<ListRecordsRequest_QueryE
 };
 
 function createBaseListRecordsResponse(): ListRecordsResponse {
-  return { json: "", total: 0, limit: 0, offset: 0 };
+  return { json: "", total: 0, limit: 0, offset: 0, cut_by_size: false };
 }
 
 export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
@@ -231,6 +236,9 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
     }
     if (message.offset !== 0) {
       writer.uint32(32).int32(message.offset);
+    }
+    if (message.cut_by_size !== false) {
+      writer.uint32(40).bool(message.cut_by_size);
     }
     return writer;
   },
@@ -278,6 +286,14 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
             }
 
             message.offset = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.cut_by_size = reader.bool();
             continue;
           }
         }
