@@ -151,6 +151,9 @@ const CHUNK = 64 * 1024;
 /** The artifact of a succeeded job in 64 KiB chunks; the first carries type, size and name. */
 export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id: string, dir: string) {
   const job = await visible(deps, caller, id);
+  if (job.result_meta?.artifact_deleted_at) {
+    throw DomainError.notFound(`the artifact was removed at ${String(job.result_meta.artifact_deleted_at)} (retention); run the job again`, 'artifact_not_found');
+  }
   if (job.status !== 'succeeded' || !job.result_path) throw DomainError.notFound('the job has no artifact (yet)', 'artifact_not_found');
   const file = artifactFile(dir, job.result_path);
   const size = await stat(file).then(

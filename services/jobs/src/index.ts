@@ -3,6 +3,7 @@ import { jobs } from '@lab/contracts';
 import { envInt as envIntSchema, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { createJob, getJob, listJobs, readArtifact } from './api.js';
+import { purgeExpiredArtifacts } from './artifact-retention.js';
 import { consumeInboundEvents } from './inbound.js';
 import { Sources, type PeerAddresses } from './sources.js';
 import { JobWorker, type WorkerOptions } from './worker.js';
@@ -17,6 +18,8 @@ export interface JobsOptions extends Partial<WorkerOptions> {
   peers?: PeerAddresses;
   /** records per page read from the record and audit services */
   pageSize?: number;
+  /** days a succeeded job's artifact is kept; 0 keeps it */
+  artifactRetentionDays?: number;
 }
 
 /**
@@ -28,6 +31,7 @@ export interface JobsOptions extends Partial<WorkerOptions> {
 const exportEnv = z.object({
   JOBS_EXPORT_MAX_RECORDS: envIntSchema(5_000_000, 1),
   JOBS_EXPORT_PAGE_SIZE: envIntSchema(500, 1, 500),
+  JOBS_ARTIFACT_RETENTION_DAYS: envIntSchema(0, 0, 36_500),
 });
 
 const envInt = (name: string, fallback: number) => {
@@ -53,6 +57,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
     artifactDir: opts.artifactDir ?? process.env.JOBS_ARTIFACT_DIR ?? '',
     exportMaxRecords: opts.exportMaxRecords ?? env.JOBS_EXPORT_MAX_RECORDS,
     pageSize: opts.pageSize ?? env.JOBS_EXPORT_PAGE_SIZE,
+    artifactRetentionDays: opts.artifactRetentionDays ?? env.JOBS_ARTIFACT_RETENTION_DAYS,
     peers: opts.peers ?? {},
   };
 }
@@ -62,32 +67,42 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
  * both. The worker role also turns inbound webhook events into jobs.
  */
 export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
+  // read at start, kept for housekeeping
+  let cfg: ReturnType<typeof jobsConfig> | undefined;
   return {
     name: 'jobs',
     schema: 'jobs',
     migrationsDir: path.join(__dirname, '..', 'migrations'),
     async register(server, deps) {
-      const cfg = jobsConfig(opts);
-      cfg.artifactDir ||= path.join(deps.dataDir, 'artifacts');
+      const c = (cfg = jobsConfig(opts));
+      c.artifactDir ||= path.join(deps.dataDir, 'artifacts');
+      const dir = c.artifactDir;
       server.add(jobs.JobsServiceService, {
-        createJob: async (req, caller) => ({ json: await createJob(deps, caller, req.json, cfg.maxAttempts) }),
+        createJob: async (req, caller) => ({ json: await createJob(deps, caller, req.json, c.maxAttempts) }),
         listJobs: async (req, caller) => listJobs(deps, caller, req.query),
         getJob: async (req, caller) => ({ json: await getJob(deps, caller, req.id) }),
-        readArtifact: (req, caller) => readArtifact(deps, caller, req.id, cfg.artifactDir),
+        readArtifact: (req, caller) => readArtifact(deps, caller, req.id, dir),
       });
-      if (cfg.role === 'api') return;
+      if (c.role === 'api') return;
       // a worker's task: API replicas only serve calls, and the durable queue keeps the events while no worker runs
-      await consumeInboundEvents(deps, cfg.maxAttempts);
-      const sources = new Sources(deps.secret, cfg.peers, deps.peers, cfg.pageSize);
-      const worker = new JobWorker(deps, sources, cfg);
+      await consumeInboundEvents(deps, c.maxAttempts);
+      const sources = new Sources(deps.secret, c.peers, deps.peers, c.pageSize);
+      const worker = new JobWorker(deps, sources, c);
       await worker.start();
       return async () => {
         await worker.stop();
         sources.close();
       };
     },
+    async housekeeping(deps) {
+      // workers own the artifact files; an API replica may not even mount them
+      if (!cfg || cfg.role === 'api') return;
+      const gone = await purgeExpiredArtifacts(deps.db, cfg.artifactDir, cfg.artifactRetentionDays);
+      if (gone) deps.log.info({ artifacts: gone }, 'expired job artifacts removed');
+    },
   };
 }
 
 export const definition = jobsDefinition();
 export { layout } from './reports.js';
+export { purgeExpiredArtifacts } from './artifact-retention.js';

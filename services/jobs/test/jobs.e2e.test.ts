@@ -12,6 +12,9 @@ import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 import { toCsv } from './csv-oracle';
 import { SCRATCH_DIR } from '../src/scratch';
+import { purgeExpiredArtifacts } from '../src/artifact-retention';
+import { sql } from 'drizzle-orm';
+import { existsSync } from 'node:fs';
 import { startJobsWorker } from './worker';
 
 /**
@@ -398,6 +401,27 @@ describe('GET /v1/jobs/{id}/artifact', () => {
     // for a 'drain' that a destroyed stream never emits
     await eventually(async () => ((await openHandlesOf(join(artifactDir, done.result_path))) === 0 ? true : undefined), 5_000);
     expect((await artifact(admin, done.id)).bytes.length).toBe(64 * 1024 * 1024);
+  });
+});
+
+describe('artifact retention', () => {
+  it('removes artifacts past the retention; the job stays and says when', async () => {
+    const db = worker!.deps.db;
+    const old = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    const recent = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    await db.orm.execute(sql`update jobs.jobs set finished_at = now() - interval '31 days' where id = ${old.id}::uuid`);
+    expect(await purgeExpiredArtifacts(db, artifactDir, 0)).toBe(0); // 0 keeps everything
+    expect(existsSync(join(artifactDir, old.result_path))).toBe(true);
+
+    expect(await purgeExpiredArtifacts(db, artifactDir, 30)).toBeGreaterThanOrEqual(1);
+    expect(existsSync(join(artifactDir, old.result_path))).toBe(false);
+    expect(existsSync(join(artifactDir, recent.result_path))).toBe(true);
+    const after = (await api('GET', `/v1/jobs/${old.id}`, admin)).body.data;
+    expect(after).toMatchObject({ status: 'succeeded', result_path: null, result_meta: { content_type: 'application/pdf', artifact_deleted_at: expect.any(String) } });
+    const gone = await artifact(admin, old.id);
+    expect(gone.status).toBe(404);
+    expect(gone.bytes.toString()).toContain('retention');
+    expect((await artifact(admin, recent.id)).status).toBe(200);
   });
 });
 
