@@ -26,6 +26,8 @@ export interface ServiceEnv {
    * cluster's `<NAME>_ADDR` environment variables.
    */
   peers?: PeerAddresses;
+  /** how often the housekeeping pass runs (default hourly; tests shorten it) */
+  housekeepingMs?: number;
 }
 
 /** host:port of a service by name, or undefined when it is not deployed. */
@@ -80,7 +82,7 @@ const HOUSEKEEPING_MS = 60 * 60_000;
  * redelivery horizon, receipts of keyed writes past the gateway's retention, and
  * whatever the service's own retention rules say.
  */
-function startHousekeeping(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts): NodeJS.Timeout {
+function startHousekeeping(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts, everyMs = HOUSEKEEPING_MS): NodeJS.Timeout {
   const { db, log } = deps;
   const pass = (what: string, work: () => Promise<unknown>) =>
     work().catch((err: unknown) => log.warn({ err, what }, 'housekeeping failed'));
@@ -88,7 +90,7 @@ function startHousekeeping(def: ServiceDefinition, deps: ServiceDeps, receipts: 
     void pass('inbox', () => pruneInbox(db, def.schema));
     void pass('receipts', () => receipts.prune());
     if (def.housekeeping) void pass('retention', () => def.housekeeping!(deps));
-  }, HOUSEKEEPING_MS);
+  }, everyMs);
   timer.unref();
   return timer;
 }
@@ -112,7 +114,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
   server.serveInProcess(address);
-  const housekeeping = startHousekeeping(def, deps, receipts);
+  const housekeeping = startHousekeeping(def, deps, receipts, env.housekeepingMs);
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -82,6 +83,37 @@ describe('operations port', () => {
 
   it('port 0 turns the listener off', async () => {
     expect(await serveMetrics(0)).toBeUndefined();
+  });
+
+  it("runs the service's retention rules with its housekeeping, and a failed pass does not stop the next", async () => {
+    const bus = new MemoryBus(log);
+    const empty = await mkdtemp(join(tmpdir(), 'lab-ops-migrations-'));
+    let passes = 0;
+    const svc = await runService(
+      {
+        name: 'housekeeping-test',
+        schema: 'housekeeping_test',
+        migrationsDir: empty,
+        register: async () => undefined,
+        housekeeping: async (deps) => {
+          passes++;
+          if (passes === 1) throw new Error('first pass fails');
+          await deps.db.rows(sql`select 1`);
+        },
+      },
+      { log, bus, secret: 'x'.repeat(32), databaseUrl: await freshDatabaseUrl(), dataDir, grpcAddress: '127.0.0.1:0', housekeepingMs: 50 },
+    );
+    try {
+      for (let i = 0; i < 100 && passes < 3; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(passes).toBeGreaterThanOrEqual(3);
+    } finally {
+      await svc.stop();
+      await bus.close();
+    }
+    const after = passes;
+    await new Promise((r) => setTimeout(r, 150));
+    // stopped with the service
+    expect(passes).toBe(after);
   });
 
   it('a running service is ready while its database and bus are up, and 503 naming the database once it is gone', async () => {
