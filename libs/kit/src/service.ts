@@ -7,6 +7,7 @@ import { dependencyReadiness, type Readiness } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { pruneInbox } from './inbox.js';
 import { Receipts } from './receipts.js';
+import { withTimeout } from './waits.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -76,23 +77,67 @@ export interface RunningService {
 }
 
 const HOUSEKEEPING_MS = 60 * 60_000;
+/** The first pass comes 1 to 2 minutes after start (replicas started together spread out). */
+const FIRST_PASS_MS = 60_000;
+/** How long a stop waits for a pass under way before closing the database under it. */
+const STOP_WAIT_MS = 5_000;
 
 /**
- * Hourly, forgets what the schema keeps only for a while: inbox ids past the
- * redelivery horizon, receipts of keyed writes past the gateway's retention, and
- * whatever the service's own retention rules say.
+ * Forgets what the schema keeps only for a while: inbox ids past the redelivery
+ * horizon, receipts of keyed writes past the gateway's retention, and whatever
+ * the service's own retention rules say. One pass soon after start (a service
+ * restarted more often than hourly still purges), then hourly; the next pass is
+ * timed from the end of the last, so passes never overlap however long a
+ * backlog takes, and the rules run one after another.
  */
-function startHousekeeping(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts, everyMs = HOUSEKEEPING_MS): NodeJS.Timeout {
-  const { db, log } = deps;
-  const pass = (what: string, work: () => Promise<unknown>) =>
-    work().catch((err: unknown) => log.warn({ err, what }, 'housekeeping failed'));
-  const timer = setInterval(() => {
-    void pass('inbox', () => pruneInbox(db, def.schema));
-    void pass('receipts', () => receipts.prune());
-    if (def.housekeeping) void pass('retention', () => def.housekeeping!(deps));
-  }, everyMs);
-  timer.unref();
-  return timer;
+class Housekeeping {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+
+  constructor(
+    private readonly rules: [string, () => Promise<unknown>][],
+    private readonly log: Logger,
+    private readonly everyMs: number,
+  ) {}
+
+  start(): void {
+    this.schedule(Math.min(this.everyMs, FIRST_PASS_MS * (1 + Math.random())));
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.pass().finally(() => {
+        this.running = undefined;
+        this.schedule(this.everyMs);
+      });
+    }, ms);
+    this.timer.unref();
+  }
+
+  private async pass(): Promise<void> {
+    for (const [what, work] of this.rules) {
+      if (this.stopped) return;
+      await work().catch((err: unknown) => this.log.warn({ err, what }, 'housekeeping failed'));
+    }
+  }
+
+  /** No further pass; waits a little for one under way (a statement cut by the closing pool only rolls back). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (this.running) await withTimeout(this.running, STOP_WAIT_MS, 'housekeeping still running').catch(() => undefined);
+  }
+}
+
+function housekeepingOf(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts, everyMs = HOUSEKEEPING_MS): Housekeeping {
+  const rules: [string, () => Promise<unknown>][] = [
+    ['inbox', () => pruneInbox(deps.db, def.schema)],
+    ['receipts', () => receipts.prune()],
+  ];
+  if (def.housekeeping) rules.push(['retention', () => def.housekeeping!(deps)]);
+  return new Housekeeping(rules, deps.log, everyMs);
 }
 
 /**
@@ -114,7 +159,8 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const host = env.grpcAddress.replace(/:\d+$/, '');
   const address = `${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${port}`;
   server.serveInProcess(address);
-  const housekeeping = startHousekeeping(def, deps, receipts, env.housekeepingMs);
+  const housekeeping = housekeepingOf(def, deps, receipts, env.housekeepingMs);
+  housekeeping.start();
   log.info({ address }, 'grpc serving');
   return {
     name: def.name,
@@ -123,7 +169,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
     deps,
     readiness: dependencyReadiness(deps),
     stop: async () => {
-      clearInterval(housekeeping);
+      await housekeeping.stop();
       await server.shutdown();
       if (stopOwn) await stopOwn();
       await outbox.stop();
