@@ -41,8 +41,25 @@ const COMMAND_TIMEOUT_MS = 250;
  * and a password (the token endpoint's password grant, the OAuth sign-in form): a
  * lockout that heals, and one budget for an account however it is guessed at.
  */
-export const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
-export const signInKey = (email: string): string => `sign-in:${email.trim().toLowerCase()}`;
+const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
+const signInKey = (email: string): string => `sign-in:${email.trim().toLowerCase()}`;
+
+/**
+ * A password check counted against its account before it runs (429 past the
+ * limit). A check identity refused for lack of capacity (503: too many checks
+ * pending, nothing was checked) gives its count back: in someone else's flood a
+ * user retrying the busy answer must not lock their own account out.
+ */
+export async function countedSignIn<T>(limiter: RateLimiter, email: string, check: () => Promise<T>): Promise<T> {
+  const key = signInKey(email);
+  await limiter.consume(key, SIGN_IN_LIMITS);
+  try {
+    return await check();
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'unavailable') await limiter.refund(key, SIGN_IN_LIMITS);
+    throw err;
+  }
+}
 
 /**
  * Per-token request limits over two windows (minute and hour). Organisations may
@@ -113,6 +130,14 @@ export class RateLimiter {
     }
     for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
     return state;
+  }
+
+  /** Gives back one counted request (a store error only logs: the count then stands). */
+  async refund(key: string, limits: Limits): Promise<void> {
+    const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
+    const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
+    const results = await Promise.allSettled([this.limiter('m', perMinute).reward(key, 1), this.limiter('h', perHour).reward(key, 1)]);
+    for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
   }
 
   /**

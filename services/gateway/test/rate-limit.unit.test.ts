@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import { createLogger } from '@lab/kit';
-import { RateLimiter } from '../src/rate-limit';
+import { createLogger, DomainError } from '@lab/kit';
+import { countedSignIn, RateLimiter } from '../src/rate-limit';
 
 const log = createLogger('test', 'silent');
 
@@ -94,4 +94,25 @@ it('fails open, well before 2 s, when a connected Redis stops answering', async 
     await Promise.race([limiter.close(), delay(1_000, undefined, { ref: false })]);
     await redis.close();
   }
+});
+
+describe('countedSignIn', () => {
+  const attempts = async (limiter: RateLimiter, email: string, n: number, answer: () => Promise<never>) => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) out.push(await countedSignIn(limiter, email, answer).then(() => 'ok', (e: DomainError) => e.kind));
+    return out;
+  };
+
+  it('gives back the count of an attempt identity was too busy to check, and only that one', async () => {
+    const limiter = new RateLimiter(log);
+    try {
+      // 15 busy answers in a row: none counts, so no 429
+      expect(await attempts(limiter, 'Busy@Example.org', 15, () => Promise.reject(DomainError.unavailable('busy')))).toEqual(Array(15).fill('unavailable'));
+      // wrong passwords count: the eleventh within the minute is refused before identity
+      const wrong = await attempts(limiter, 'busy@example.org ', 11, () => Promise.reject(DomainError.invalid('invalid_grant')));
+      expect(wrong).toEqual([...Array(10).fill('invalid'), 'rate_limited']);
+    } finally {
+      await limiter.close();
+    }
+  });
 });

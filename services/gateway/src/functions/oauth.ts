@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
 import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
-import { RateLimitedError, SIGN_IN_LIMITS, signInKey } from '../rate-limit.js';
+import { countedSignIn, RateLimitedError } from '../rate-limit.js';
 import type { Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
@@ -156,16 +156,13 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
     return loginPage(client.name, formFor(deps, ctx.req, r), 'Enter your email and password.');
   }
   // Password guessing through the form is throttled per account, like a lockout that heals.
-  try {
-    await deps.limiter.consume(signInKey(email), SIGN_IN_LIMITS);
-  } catch (err) {
-    if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
-    throw err;
-  }
   let user: identity.User;
   try {
-    user = await deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId));
+    user = await countedSignIn(deps.limiter, email, () =>
+      deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId)),
+    );
   } catch (err) {
+    if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
     if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, r), 'Invalid email or password.');
     // identity's password checks are all taken (a flood): the form again, not a JSON error
     if (err instanceof DomainError && err.kind === 'unavailable') {

@@ -4,7 +4,7 @@ import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
-import { SIGN_IN_LIMITS, signInKey } from '../rate-limit.js';
+import { countedSignIn } from '../rate-limit.js';
 
 export const grantBody = z.discriminatedUnion('grant_type', [
   z.object({ grant_type: z.literal('password'), email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }),
@@ -18,9 +18,7 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   const caller = systemContext(ctx.requestId);
   let t;
   if (b.grant_type === 'password') {
-    // an attempt counts against its account before it is checked (429 rate_limited past the limit)
-    await deps.limiter.consume(signInKey(b.email), SIGN_IN_LIMITS);
-    t = await idc.call('passwordGrant', { email: b.email, password: b.password }, caller);
+    t = await countedSignIn(deps.limiter, b.email, () => idc.call('passwordGrant', { email: b.email, password: b.password }, caller));
   } else {
     t = await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
   }
