@@ -1,5 +1,4 @@
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import {
@@ -155,18 +154,22 @@ export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id
     throw DomainError.notFound(`the artifact was removed at ${String(job.result_meta.artifact_deleted_at)} (retention); run the job again`, 'artifact_not_found');
   }
   if (job.status !== 'succeeded' || !job.result_path) throw DomainError.notFound('the job has no artifact (yet)', 'artifact_not_found');
-  const file = artifactFile(dir, job.result_path);
-  const size = await stat(file).then(
-    (s) => s.size,
-    () => {
-      throw DomainError.notFound('the artifact is no longer stored', 'artifact_not_found');
-    },
-  );
-  const content_type = String(job.result_meta?.content_type ?? 'application/octet-stream');
+  // opened before anything is read: retention (or an operator) removing the file
+  // a moment later cannot turn the download into a failure half-way
+  const handle = await open(artifactFile(dir, job.result_path), 'r').catch(() => {
+    throw DomainError.notFound('the artifact is no longer stored', 'artifact_not_found');
+  });
   let first = true;
-  for await (const data of createReadStream(file, { highWaterMark: CHUNK })) {
-    yield first ? { data: data as Buffer, content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` } : { data: data as Buffer };
-    first = false;
+  let size = 0;
+  const content_type = String(job.result_meta?.content_type ?? 'application/octet-stream');
+  try {
+    size = (await handle.stat()).size;
+    for await (const data of handle.createReadStream({ highWaterMark: CHUNK, autoClose: false })) {
+      yield first ? { data: data as Buffer, content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` } : { data: data as Buffer };
+      first = false;
+    }
+  } finally {
+    await handle.close();
   }
   if (first) yield { data: Buffer.alloc(0), content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` };
 }

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { sql } from 'drizzle-orm';
-import { rows, type Database } from '@lab/kit';
+import { rows, sqlArray, type Database } from '@lab/kit';
 import { artifactFile } from './artifacts.js';
 
 /** Artifacts removed per transaction: each holds its jobs' rows while their files go. */
@@ -32,7 +32,7 @@ export async function purgeExpiredArtifacts(db: Database, dir: string, days: num
       await tx.execute(
         sql`update jobs.jobs set result_path = null,
               result_meta = coalesce(result_meta, '{}'::jsonb) || jsonb_build_object('artifact_deleted_at', now()), updated_at = now()
-            where id = any(${`{${doomed.map((d) => d.id).join(',')}}`}::uuid[])`,
+            where id = any(${sqlArray(doomed.map((d) => d.id))}::uuid[])`,
       );
       return doomed.length;
     });

@@ -1,9 +1,11 @@
 import path from 'node:path';
 import { jobs } from '@lab/contracts';
-import { envInt as envIntSchema, loadConfig, type ServiceDefinition } from '@lab/kit';
+import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { createJob, getJob, listJobs, readArtifact } from './api.js';
 import { purgeExpiredArtifacts } from './artifact-retention.js';
+import { sweepScratch } from './scratch.js';
+import { runningJobs } from './store.js';
 import { consumeInboundEvents } from './inbound.js';
 import { Sources, type PeerAddresses } from './sources.js';
 import { JobWorker, type WorkerOptions } from './worker.js';
@@ -23,36 +25,37 @@ export interface JobsOptions extends Partial<WorkerOptions> {
 }
 
 /**
- * Export settings, through the kit's schema: a wrong value is an error naming
- * the variable, not a silent fallback to some other bound. The default record
- * bound is generous (a million-row audit log and the rest of a large
+ * Settings, through the kit's schema: a wrong value is an error naming the
+ * variable at start, not a silent fallback. The default record bound of an
+ * export is generous (a million-row audit log and the rest of a large
  * organisation); a page is at most the record services' largest (500).
  */
-const exportEnv = z.object({
-  JOBS_EXPORT_MAX_RECORDS: envIntSchema(5_000_000, 1),
-  JOBS_EXPORT_PAGE_SIZE: envIntSchema(500, 1, 500),
-  JOBS_ARTIFACT_RETENTION_DAYS: envIntSchema(0, 0, 36_500),
+const jobsEnv = z.object({
+  JOBS_ROLE: z.enum(['api', 'worker', 'both']).default('both'),
+  JOBS_MAX_ATTEMPTS: envInt(3, 1, 100),
+  JOBS_CONCURRENCY: envInt(2, 1, 256),
+  JOBS_POLL_MS: envInt(1_000, 10, 3_600_000),
+  JOBS_HEARTBEAT_MS: envInt(5_000, 10, 3_600_000),
+  JOBS_VISIBILITY_MS: envInt(30_000, 100, 86_400_000),
+  JOBS_RETRY_BASE_MS: envInt(2_000, 0, 3_600_000),
+  JOBS_STEP_DELAY_MS: envInt(0, 0, 600_000),
+  JOBS_EXPORT_MAX_RECORDS: envInt(5_000_000, 1),
+  JOBS_EXPORT_PAGE_SIZE: envInt(500, 1, 500),
+  JOBS_ARTIFACT_RETENTION_DAYS: envInt(0, 0, 36_500),
 });
-
-const envInt = (name: string, fallback: number) => {
-  const v = Number(process.env[name]);
-  return Number.isInteger(v) && v >= 0 ? v : fallback;
-};
 
 /** Options from the environment, overridden by what the caller gives. */
 export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, 'peers'>> & { peers: PeerAddresses } {
-  const env = loadConfig(exportEnv);
-  const role = opts.role ?? (process.env.JOBS_ROLE as JobsRole | undefined) ?? 'both';
-  if (!['api', 'worker', 'both'].includes(role)) throw new Error(`JOBS_ROLE must be api, worker or both, not ${role}`);
+  const env = loadConfig(jobsEnv);
   return {
-    role,
-    maxAttempts: opts.maxAttempts ?? envInt('JOBS_MAX_ATTEMPTS', 3),
-    concurrency: opts.concurrency ?? envInt('JOBS_CONCURRENCY', 2),
-    pollMs: opts.pollMs ?? envInt('JOBS_POLL_MS', 1_000),
-    heartbeatMs: opts.heartbeatMs ?? envInt('JOBS_HEARTBEAT_MS', 5_000),
-    visibilityMs: opts.visibilityMs ?? envInt('JOBS_VISIBILITY_MS', 30_000),
-    retryBaseMs: opts.retryBaseMs ?? envInt('JOBS_RETRY_BASE_MS', 2_000),
-    stepDelayMs: opts.stepDelayMs ?? envInt('JOBS_STEP_DELAY_MS', 0),
+    role: opts.role ?? env.JOBS_ROLE,
+    maxAttempts: opts.maxAttempts ?? env.JOBS_MAX_ATTEMPTS,
+    concurrency: opts.concurrency ?? env.JOBS_CONCURRENCY,
+    pollMs: opts.pollMs ?? env.JOBS_POLL_MS,
+    heartbeatMs: opts.heartbeatMs ?? env.JOBS_HEARTBEAT_MS,
+    visibilityMs: opts.visibilityMs ?? env.JOBS_VISIBILITY_MS,
+    retryBaseMs: opts.retryBaseMs ?? env.JOBS_RETRY_BASE_MS,
+    stepDelayMs: opts.stepDelayMs ?? env.JOBS_STEP_DELAY_MS,
     // empty: the service's data directory (resolved in register)
     artifactDir: opts.artifactDir ?? process.env.JOBS_ARTIFACT_DIR ?? '',
     exportMaxRecords: opts.exportMaxRecords ?? env.JOBS_EXPORT_MAX_RECORDS,
@@ -99,6 +102,8 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
       if (!cfg || cfg.role === 'api') return;
       const gone = await purgeExpiredArtifacts(deps.db, cfg.artifactDir, cfg.artifactRetentionDays);
       if (gone) deps.log.info({ artifacts: gone }, 'expired job artifacts removed');
+      const swept = await sweepScratch(cfg.artifactDir, (ids) => runningJobs(deps.db.orm, ids));
+      if (swept) deps.log.info({ scratch_dirs: swept }, 'scratch files of dead runs removed');
     },
   };
 }

@@ -29,9 +29,9 @@ const OWNER: Record<string, 'notebook' | 'inventory' | 'equipment'> = {
 };
 
 /** Records per listRecords call when none is configured: the record services' largest page. */
-export const DEFAULT_PAGE_SIZE = 500;
+const DEFAULT_PAGE_SIZE = 500;
 /** `all` holds a resource in memory: past this many records the job fails rather than work from part of it. */
-export const MAX_IN_MEMORY = 100_000;
+const MAX_IN_MEMORY = 100_000;
 
 /**
  * The data a job reads, over gRPC from the services that own it (never their

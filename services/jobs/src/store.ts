@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { newId, PLANNED_PER_CALL, rows, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+import { isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 const T = sql`jobs.jobs`;
 
@@ -110,7 +110,6 @@ export async function listVisible(db: Executor, caller: CallerContext, org_id: s
   return { json: `[${shown.map((p) => p.json).join(',')}]`, count: shown.length, next_cursor: more ? shown[shown.length - 1]!.enqueued_at : undefined };
 }
 
-/** Claims the next due job (queued, or failed and past its backoff) for this worker. */
 /**
  * Due jobs each organisation offers to a claim: more than one, so that claimers
  * racing for the same organisation's backlog find one not locked by another.
@@ -139,7 +138,7 @@ export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | unde
           from orgs o cross join lateral (
             select q.id, q.run_after, q.enqueued_at from ${T} q
             where q.org_id = o.org_id and q.status in ('queued', 'failed') and q.run_after <= now()
-            order by q.run_after limit ${OFFERED_PER_ORG}
+            order by q.run_after, q.enqueued_at limit ${OFFERED_PER_ORG}
           ) d
           where o.org_id is not null
         ), next as (
@@ -154,6 +153,14 @@ export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | unde
         select ${ROW} from upd j`,
   );
   return r;
+}
+
+/** Which of these jobs are running now (ids that are not UUIDs are none). */
+export async function runningJobs(db: Executor, ids: string[]): Promise<Set<string>> {
+  const uuids = ids.filter((id) => isGuid(id));
+  if (!uuids.length) return new Set();
+  const found = await rows<{ id: string }>(db, sql`select id::text from ${T} where id = any(${sqlArray(uuids)}::uuid[]) and status = 'running'`);
+  return new Set(found.map((r) => r.id));
 }
 
 /** Changes a job this worker still holds; undefined when it was taken away. */

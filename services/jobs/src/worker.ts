@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, DomainError, type ServiceDeps } from '@lab/kit';
+import { CoalescedRunner, DomainError, type ErrorKind, type ServiceDeps } from '@lab/kit';
 import type { Artifact } from './artifacts.js';
 import { EXPORT_PRODUCERS } from './exports.js';
 import { INPUTS, isJobType } from './job-types.js';
@@ -48,6 +48,9 @@ const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS };
  * counting the attempt; a crashed worker's job is queued again (attempt counted)
  * once its heartbeat is older than the visibility timeout.
  */
+/** Failures a retry cannot change. */
+const PERMANENT = new Set<ErrorKind>(['invalid', 'too_large']);
+
 export class JobWorker {
   readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();
@@ -156,12 +159,16 @@ export class JobWorker {
       const message = err instanceof DomainError ? `${err.code}: ${err.message}` : 'internal error';
       if (!(err instanceof DomainError)) log.error({ err }, 'job failed');
       const delayMs = Math.min(300_000, this.opts.retryBaseMs * 2 ** Math.max(0, job.attempts - 1));
+      // An input the job cannot take, or more data than it may hold, fails the
+      // same way on every attempt: a retry would only read it all again.
+      const permanent = err instanceof DomainError && PERMANENT.has(err.kind);
+      const last = permanent ? sql`true` : sql`attempts >= max_attempts`;
       await this.change(
         job,
-        sql`status = case when attempts >= max_attempts then 'dead' else 'failed' end,
-            finished_at = case when attempts >= max_attempts then now() else null end,
+        sql`status = case when ${last} then 'dead' else 'failed' end,
+            finished_at = case when ${last} then now() else null end,
             error_message = ${message.slice(0, 2000)},
-            status_text = case when attempts >= max_attempts then 'gave up after ' || attempts || ' attempts' else 'will retry' end,
+            status_text = ${permanent ? sql`'gave up: a retry would fail the same way'` : sql`case when attempts >= max_attempts then 'gave up after ' || attempts || ' attempts' else 'will retry' end`},
             run_after = now() + (${delayMs} * interval '1 millisecond'), worker_id = null, heartbeat_at = null`,
       ).catch((e: unknown) => log.warn({ err: e }, 'could not record the failure; the visibility timeout will take the job back'));
       log.warn({ err: message }, 'job attempt failed');

@@ -1,7 +1,12 @@
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import { migrate, newId, openDatabase, type Database } from '@lab/kit';
-import { claimNext } from '../src/store';
+import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { claimNext, runningJobs } from '../src/store';
+import { SCRATCH_DIR, sweepScratch } from '../src/scratch';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
 
 /** The worker's claim on a database of its own: which job goes next. */
@@ -72,4 +77,30 @@ test('a job not yet due is not claimed', async () => {
   const claimed: string[] = [];
   for (let j = await claim(); j; j = await claim()) claimed.push(j.id);
   expect(claimed).not.toContain(id);
+});
+
+test('the scratch sweep removes what dead runs left, not what a running job or a new run uses', async () => {
+  const root = await mkdtemp(join(tmpdir(), 'lab-jobs-sweep-'));
+  try {
+    const org = newId();
+    const [runningId, deadId] = [newId(), newId()];
+    for (const [id, status] of [[runningId, 'running'], [deadId, 'dead']]) {
+      await db.orm.execute(sql`insert into jobs.jobs (id, org_id, job_type, enqueued_at, status) values (${id}::uuid, ${org}::uuid, 'audit_export', now(), ${status})`);
+    }
+    const dir = (name: string, old: boolean) => {
+      const p = join(root, SCRATCH_DIR, name);
+      mkdirSync(p, { recursive: true });
+      writeFileSync(join(p, 'table.json'), '[]');
+      if (old) utimesSync(p, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+      return p;
+    };
+    const ofRunning = dir(`${runningId}-aaaaaa`, true);
+    const ofDead = dir(`${deadId}-bbbbbb`, true);
+    const ofNobody = dir(`${newId()}-cccccc`, true);
+    const young = dir(`${deadId}-dddddd`, false);
+    expect(await sweepScratch(root, (ids) => runningJobs(db.orm, ids))).toBe(2);
+    expect([ofRunning, ofDead, ofNobody, young].map((p) => existsSync(p))).toEqual([true, false, false, true]);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
 });
