@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, isUuid, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
+import { DomainError, isUuid, LIST_PAGE_BYTES, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
@@ -17,13 +17,6 @@ export const listQuery = z
     path: ['since_id'],
   });
 export type ListQuery = z.infer<typeof listQuery>;
-
-/**
- * The most bytes of records a page starts on: the record that crosses it is the
- * page's last. Far below the 64 MiB a gRPC message may carry, whatever one record
- * weighs (a record's before and after are each at most the 1 MB a request body may be).
- */
-export const PAGE_BYTES = 8 * 1024 * 1024;
 
 /** Microsecond precision, so a cursor names exactly one position. */
 const TS = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
@@ -72,7 +65,7 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   // The page is cut by bytes as well as rows: audit records carry whole records
   // before and after, so 1,000 of them can exceed what one answer may carry (and
   // what a process should hold). Rows are kept while the bytes before them are
-  // under PAGE_BYTES; `rows_in_reach` says whether the cut left any behind.
+  // under the kit's LIST_PAGE_BYTES, like record lists; `rows_in_reach` says whether the cut left any behind.
   const page = await db.rows<{ id: string; cursor_created_at: string; j: string; rows_in_reach: number }>(sql`
     select id, cursor_created_at, j, rows_in_reach from (
       select id, created_at, cursor_created_at, j, (count(*) over ())::int as rows_in_reach,
@@ -93,7 +86,7 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
         limit ${q.limit + 1}
       ) reach
     ) sized
-    where bytes_before < ${PAGE_BYTES}
+    where bytes_before < ${LIST_PAGE_BYTES}
     order by created_at, id`);
   const inReach = page[0]?.rows_in_reach ?? 0;
   const shown = page.length > q.limit ? page.slice(0, q.limit) : page;

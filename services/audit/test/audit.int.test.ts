@@ -1,8 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { AmqpBus, createLogger, newId, openDatabase, RpcClient, systemContext, type Bus, type BusMessage, type Database, type RunningService, runService, MemoryBus } from '@lab/kit';
+import { AmqpBus, createLogger, LIST_PAGE_BYTES, newId, openDatabase, RpcClient, systemContext, type Bus, type BusMessage, type Database, type RunningService, runService, MemoryBus } from '@lab/kit';
 import { audit } from '@lab/contracts';
 import { definition } from '../src/index';
-import { listRecords, PAGE_BYTES, parseListRequest } from '../src/audit-log';
+import { listRecords, parseListRequest } from '../src/audit-log';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 
 const secret = 'test-secret-0123456789';
@@ -130,7 +130,7 @@ test('pages of heavy records are cut by bytes and still cover the log', async ()
   expect(new Set(seen)).toEqual(new Set(heavy.map((m) => m.id)));
   expect(seen).toHaveLength(heavy.length);
   // no page starts past the budget, so none holds more than the budget and one record
-  for (const bytes of sizes) expect(bytes).toBeLessThan(PAGE_BYTES + 1_000_000);
+  for (const bytes of sizes) expect(bytes).toBeLessThan(LIST_PAGE_BYTES + 1_000_000);
 });
 
 test('rejects a half cursor and an out-of-range limit', async () => {

@@ -34,4 +34,3 @@ export { hashToken, parseApiKeyOrg, tokenKindOf, type TokenKind } from './tokens
 export { SCOPES, hasScope, isScope, type Scope } from './scopes.js';
 export { isAllowedRedirectUri } from './validation.js';
 export { MODULES, ROLES, type Module, type Role } from './model.js';
-export { purgeExpiredCredentials, type RetentionOptions } from './retention.js';

@@ -137,8 +137,3 @@ export const findWithPassword = <T extends { password_hash: string | null }>(
   lookup: () => Promise<T | null | undefined>,
   password: string,
 ): Promise<T | null> => checks.check(lookup, password);
-
-/** True only when the stored hash exists and matches; always spends one verify once admitted. */
-export async function checkPassword(stored: string | null | undefined, password: string): Promise<boolean> {
-  return (await checks.check(async () => ({ password_hash: stored ?? null }), password)) !== null;
-}

@@ -44,7 +44,7 @@ export interface RetentionOptions {
 export async function purgeExpiredCredentials(db: Database, opts: RetentionOptions = {}): Promise<{ tokens: number; codes: number }> {
   const { tokenGraceDays = 7, codeGraceDays = 1, batch = DELETE_BATCH } = opts;
   const tokens = await deleteInBatches(db, 'identity.tokens', expiredTokens(tokenGraceDays), batch);
-  // Codes are one row per consent, so scanning them hourly needs no index.
+  // One code per authorization, each gone a day after its expiry: the table stays small enough to scan hourly without an index.
   const codes = await deleteInBatches(db, 'identity.oauth_codes', sql`expires_at < now() - (${codeGraceDays} * interval '1 day')`, batch);
   return { tokens, codes };
 }

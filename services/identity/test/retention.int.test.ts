@@ -2,8 +2,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { sql } from 'drizzle-orm';
 import { createLogger, migrate, openDatabase, type Database, type ServiceDeps } from '@lab/kit';
-import { definition, purgeExpiredCredentials } from '@lab/identity';
-import { expiredTokens } from '../src/retention';
+import { definition } from '@lab/identity';
+import { expiredTokens, purgeExpiredCredentials } from '../src/retention';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
 
 /** used only when no DATABASE_URL is set (embedded PGlite) */

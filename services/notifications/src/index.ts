@@ -42,4 +42,3 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
 export const definition = notificationsDefinition();
 export { planFor } from './reactions.js';
 export { isHttpLink, parseCreate } from './notifications.js';
-export { purgeExpired as purgeExpiredNotifications } from './retention.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { sql } from 'drizzle-orm';
 import { newId, Receipts } from '@lab/kit';
-import { purgeExpiredNotifications } from '@lab/notifications';
+import { purgeExpired } from '../src/retention';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
@@ -321,7 +321,8 @@ describe('retention', () => {
       await add(ids.oldUnread, 366, false);
       await add(ids.oldRead, 400, true);
       await add(ids.young, 364, false);
-      expect(await purgeExpiredNotifications(db, 365)).toBeGreaterThanOrEqual(2);
+      // the service's own housekeeping may have run first: what is left is what counts
+      await purgeExpired(db, 365);
       const left = await db.rows<{ id: string }>(
         sql`select id::text from notifications.notifications where id in (${ids.oldUnread}::uuid, ${ids.oldRead}::uuid, ${ids.young}::uuid)`,
       );

@@ -7,7 +7,6 @@ import { registerWebhooks } from './server.js';
 export type { WebhooksConfig } from './config.js';
 export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
 export { isInboundAddress } from './inbound.js';
-export { purgeExpired as purgeExpiredWebhookHistory } from './retention.js';
 
 /**
  * Outbound webhook subscriptions and signed deliveries with retries; inbound

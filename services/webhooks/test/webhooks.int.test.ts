@@ -13,7 +13,8 @@ import {
   type RunningService,
 } from '@lab/kit';
 import { sql } from 'drizzle-orm';
-import { purgeExpiredWebhookHistory, webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
+import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
+import { purgeExpired } from '../src/retention';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 import { eventually, Receiver } from './receiver';
 
@@ -357,9 +358,8 @@ describe('retention', () => {
     await event('oldJobPending', 'pending', 31);
     await event('recentEvent', null, 29);
 
-    const gone = await purgeExpiredWebhookHistory(db, 30);
-    // other tests' rows are all fresh: only these go
-    expect(gone).toEqual({ deliveries: 2, inbound_events: 2 });
+    // the service's own housekeeping may have run first: what is left is what counts
+    await purgeExpired(db, 30);
     const left = await db.rows<{ id: string }>(sql`select id::text from webhooks.deliveries where subscription_id = ${sub.id}::uuid
       union all select id::text from webhooks.inbound_events where endpoint_id = ${endpoint}::uuid`);
     expect(left.map((r) => r.id).sort()).toEqual([ids.oldPending, ids.recentDelivered, ids.oldJobPending, ids.recentEvent].sort());
