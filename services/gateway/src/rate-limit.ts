@@ -136,7 +136,7 @@ export class RateLimiter {
   async refund(key: string, limits: Limits): Promise<void> {
     const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
     const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
-    const results = await Promise.allSettled([this.limiter('m', perMinute).reward(key, 1), this.limiter('h', perHour).reward(key, 1)]);
+    const results = await Promise.allSettled([this.limiter('m', perMinute), this.limiter('h', perHour)].map((l) => giveBack(l, key)));
     for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
   }
 
@@ -159,6 +159,16 @@ export class RateLimiter {
   async close(): Promise<void> {
     if (this.redis) await this.redis.quit().catch(() => this.redis?.disconnect());
   }
+}
+
+/**
+ * One point back on a window. A window that ended since the count (or whose count
+ * failed open) is recreated by the reward below zero, which would be credit in the
+ * next window: such a key is dropped instead, a fresh window with nothing counted.
+ */
+async function giveBack(l: RateLimiterAbstract, key: string): Promise<void> {
+  const res = await l.reward(key, 1);
+  if (res.consumedPoints < 0) await l.delete(key);
 }
 
 /** 429 that still carries the counters for the X-RateLimit-* headers. */

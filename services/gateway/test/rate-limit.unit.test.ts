@@ -115,4 +115,16 @@ describe('countedSignIn', () => {
       await limiter.close();
     }
   });
+
+  it('gives no credit into a window that began after the count', async () => {
+    const limiter = new RateLimiter(log);
+    try {
+      // as if the window ended between the count and the refund: nothing to give back
+      await limiter.refund('sign-in:late@example.org', { per_minute: 10, per_hour: 100 });
+      const wrong = await attempts(limiter, 'late@example.org', 11, () => Promise.reject(DomainError.invalid('invalid_grant')));
+      expect(wrong).toEqual([...Array(10).fill('invalid'), 'rate_limited']);
+    } finally {
+      await limiter.close();
+    }
+  });
 });
