@@ -100,10 +100,15 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
     async housekeeping(deps) {
       // workers own the artifact files; an API replica may not even mount them
       if (!cfg || cfg.role === 'api') return;
-      const gone = await purgeExpiredArtifacts(deps.db, cfg.artifactDir, cfg.artifactRetentionDays);
-      if (gone) deps.log.info({ artifacts: gone }, 'expired job artifacts removed');
-      const swept = await sweepScratch(cfg.artifactDir, (ids) => runningJobs(deps.db.orm, ids));
-      if (swept) deps.log.info({ scratch_dirs: swept }, 'scratch files of dead runs removed');
+      const { artifactDir, artifactRetentionDays } = cfg;
+      // each on its own: one failing does not keep the other from running
+      const [gone, swept] = await Promise.allSettled([
+        purgeExpiredArtifacts(deps.db, artifactDir, artifactRetentionDays),
+        sweepScratch(artifactDir, (ids) => runningJobs(deps.db.orm, ids)),
+      ]);
+      if (gone.status === 'fulfilled' && gone.value) deps.log.info({ artifacts: gone.value }, 'expired job artifacts removed');
+      if (swept.status === 'fulfilled' && swept.value) deps.log.info({ scratch_dirs: swept.value }, 'scratch files of dead runs removed');
+      for (const r of [gone, swept]) if (r.status === 'rejected') throw r.reason;
     },
   };
 }
