@@ -1,4 +1,4 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import dns, { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -42,8 +42,47 @@ export interface ResolvedTarget {
 
 export type Resolver = (host: string) => Promise<LookupAddress[]>;
 
-const systemResolver: Resolver = (host) =>
+const osLookup: Resolver = (host) =>
   new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
+
+/** Answers that mean the DNS was asked and knows no such address (as opposed to not answering). */
+const NO_SUCH_NAME = new Set<string>([dns.NOTFOUND, dns.NODATA]);
+const LOOPBACK: LookupAddress[] = [
+  { address: '127.0.0.1', family: 4 },
+  { address: '::1', family: 6 },
+];
+
+/**
+ * A resolver that asks DNS directly (c-ares: sockets, its own timeout) instead of
+ * through getaddrinfo. dns.lookup runs on libuv's threadpool of 4 and cannot be
+ * cancelled: a tenant's webhook host whose DNS never answers held a thread per
+ * attempt for as long as the system resolver retried, and the pool is shared with
+ * every other lookup, fs and (in the standalone process) password hashing. Here a
+ * silent DNS fails the attempt after `timeoutMs` x `tries` and holds nothing.
+ * Names DNS says do not exist still go to the system lookup (the hosts file,
+ * search domains such as a cluster's short service names); `localhost` is loopback
+ * (RFC 6761). `servers` replaces the system's name servers (tests).
+ */
+export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?: string[]; fallback?: Resolver } = {}): Resolver {
+  const r = new dns.promises.Resolver({ timeout: opts.timeoutMs ?? 2_000, tries: opts.tries ?? 2 });
+  if (opts.servers) r.setServers(opts.servers);
+  const fallback = opts.fallback ?? osLookup;
+  return async (host) => {
+    const name = host.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost')) return LOOPBACK;
+    const [v4, v6] = await Promise.allSettled([r.resolve4(name), r.resolve6(name)]);
+    const found: LookupAddress[] = [
+      ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ];
+    if (found.length) return found;
+    const failures = [v4, v6].flatMap((x) => (x.status === 'rejected' ? [x.reason as NodeJS.ErrnoException] : []));
+    if (failures.every((e) => NO_SUCH_NAME.has(e.code ?? ''))) return fallback(host);
+    throw failures.find((e) => !NO_SUCH_NAME.has(e.code ?? ''));
+  };
+}
+
+const systemResolver: Resolver = dnsResolver();
 
 /**
  * Resolves a host (all addresses) and returns the first allowed one, or throws

@@ -43,10 +43,10 @@ const agents = {
  */
 export async function postOnce(input: SendInput): Promise<SendOutcome> {
   const url = new URL(input.url);
-  // The deadline starts before the lookup: dns.lookup runs on the libuv
-  // threadpool and a tenant's nameserver that never answers would otherwise keep
-  // the attempt alive past its lease. The lookup cannot be cancelled, but the
-  // attempt gives up on it at the deadline.
+  // The deadline starts before the lookup: a tenant's nameserver that never
+  // answers must not keep the attempt alive past its lease. The guard asks DNS
+  // itself with its own timeout (kit dnsResolver), so a silent one holds no
+  // threadpool thread either.
   const deadlineAt = Date.now() + input.timeoutMs;
   let target: ResolvedTarget;
   try {
