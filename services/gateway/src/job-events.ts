@@ -18,6 +18,16 @@ export const MAX_BUFFERED_BYTES = 1024 * 1024;
  * offered to all of them. A dashboard needs one; ten leaves room for tabs.
  */
 export const MAX_STREAMS_PER_TOKEN = 10;
+/**
+ * How long one stream stays open (give or take a tenth, so streams opened
+ * together do not all end together). A stream then ends with a `retry:` hint
+ * and the client's EventSource reconnects, maybe to another replica: without an
+ * end, streams stay where they first landed after a scale-out and hold a
+ * draining replica's sockets until the deploy's grace period cuts them.
+ */
+const MAX_STREAM_MS = 60 * 60_000;
+/** The reconnection delay the ending stream asks for (`retry:`, milliseconds). */
+const RECONNECT_MS = 1_000;
 
 interface JobUpdated {
   job: { id: string } & Record<string, unknown>;
@@ -29,6 +39,7 @@ interface Listener {
   principal: Principal;
   res: Response;
   beat?: NodeJS.Timeout;
+  expiry?: NodeJS.Timeout;
 }
 
 /**
@@ -54,6 +65,8 @@ export class JobEventsHub {
     private readonly log: Logger,
     /** heartbeat interval; tests shorten it */
     private readonly heartbeatMs = HEARTBEAT_MS,
+    /** lifetime of one stream; tests shorten it */
+    private readonly maxStreamMs = MAX_STREAM_MS,
   ) {}
 
   async subscribe(bus: Bus, queue = 'gateway.job-events'): Promise<void> {
@@ -72,6 +85,7 @@ export class JobEventsHub {
   /** Forgets a client: no more frames, no more heartbeats. */
   private drop(l: Listener): void {
     clearInterval(l.beat);
+    clearTimeout(l.expiry);
     this.listeners.delete(l);
   }
 
@@ -117,6 +131,12 @@ export class JobEventsHub {
     this.listeners.add(l);
     l.beat = setInterval(() => this.send(l, ': heartbeat\n\n'), this.heartbeatMs);
     l.beat.unref();
+    l.expiry = setTimeout(() => {
+      this.send(l, `retry: ${RECONNECT_MS}\n\n`);
+      this.drop(l);
+      if (!res.writableEnded) res.end();
+    }, this.maxStreamMs * (0.9 + Math.random() * 0.2));
+    l.expiry.unref();
     return new Promise<void>((resolve) => {
       res.on('close', () => {
         this.drop(l);

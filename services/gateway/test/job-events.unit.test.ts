@@ -30,8 +30,8 @@ interface Harness {
 
 let h: Harness | undefined;
 
-async function harness(opts: { heartbeatMs?: number; attachAfterClose?: boolean } = {}): Promise<Harness> {
-  const hub = new JobEventsHub(log, opts.heartbeatMs);
+async function harness(opts: { heartbeatMs?: number; maxStreamMs?: number; attachAfterClose?: boolean } = {}): Promise<Harness> {
+  const hub = new JobEventsHub(log, opts.heartbeatMs, opts.maxStreamMs);
   const bus = new MemoryBus(log);
   await hub.subscribe(bus);
   const responses: ServerResponse[] = [];
@@ -89,6 +89,18 @@ describe('JobEventsHub', () => {
     while (!c.received().includes('event: job.updated')) await delay(5);
     expect(c.received()).toContain(': connected to background_jobs');
     expect(t.hub.size).toBe(1);
+  });
+
+  it('ends a stream after its lifetime with a reconnection hint, and forgets it', async () => {
+    const t = await harness({ maxStreamMs: 100 });
+    const c = await client(t, true);
+    await t.attached[0];
+    // the response's last chunk: the stream ended (the socket itself may be kept alive)
+    while (!c.received().endsWith('0\r\n\r\n')) await delay(5);
+    expect(c.received()).toContain('retry: 1000\n\n');
+    expect(t.hub.size).toBe(0);
+    await t.bus.publish([event()]);
+    expect(t.errors).toEqual([]);
   });
 
   it('close() unregisters every stream: events and heartbeats after it never write after end()', async () => {
