@@ -21,4 +21,5 @@ export * from './constraint-errors.js';
 export * from './storable.js';
 export * from './waits.js';
 export * from './retention.js';
+export * from './housekeeping.js';
 export * from './records/index.js';

@@ -7,7 +7,7 @@ import { dependencyReadiness, type Readiness } from './metrics.js';
 import { Outbox } from './outbox.js';
 import { pruneInbox } from './inbox.js';
 import { Receipts } from './receipts.js';
-import { withTimeout } from './waits.js';
+import { Housekeeping, type RetentionRule } from './housekeeping.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -58,11 +58,11 @@ export interface ServiceDefinition {
   /** adds gRPC services; may subscribe consumers and return a stop hook */
   register(server: GrpcServer, deps: ServiceDeps): Promise<(() => Promise<void>) | void>;
   /**
-   * The service's own retention rules, run with the kit's hourly housekeeping
-   * (expired rows and files the service keeps only for a while). Each pass must
-   * bound its own work (delete in batches) so one pass never holds a table long.
+   * The service's own retention rules (expired rows and files it keeps only for a
+   * while), asked once after register() and run with the kit's housekeeping. Each
+   * must bound its own work (delete in batches) so no pass holds a table long.
    */
-  housekeeping?(deps: ServiceDeps): Promise<void>;
+  retention?(deps: ServiceDeps): RetentionRule[];
 }
 
 export interface RunningService {
@@ -77,67 +77,19 @@ export interface RunningService {
 }
 
 const HOUSEKEEPING_MS = 60 * 60_000;
-/** The first pass comes 1 to 2 minutes after start (replicas started together spread out). */
-const FIRST_PASS_MS = 60_000;
-/** How long a stop waits for a pass under way before closing the database under it. */
-const STOP_WAIT_MS = 5_000;
 
 /**
- * Forgets what the schema keeps only for a while: inbox ids past the redelivery
- * horizon, receipts of keyed writes past the gateway's retention, and whatever
- * the service's own retention rules say. One pass soon after start (a service
- * restarted more often than hourly still purges), then hourly; the next pass is
- * timed from the end of the last, so passes never overlap however long a
- * backlog takes, and the rules run one after another.
+ * What every schema keeps only for a while (inbox ids past the redelivery
+ * horizon, receipts of keyed writes past the gateway's retention), then the
+ * service's own retention rules.
  */
-class Housekeeping {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private stopped = false;
-
-  constructor(
-    private readonly rules: [string, () => Promise<unknown>][],
-    private readonly log: Logger,
-    private readonly everyMs: number,
-  ) {}
-
-  start(): void {
-    this.schedule(Math.min(this.everyMs, FIRST_PASS_MS * (1 + Math.random())));
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.pass().finally(() => {
-        this.running = undefined;
-        this.schedule(this.everyMs);
-      });
-    }, ms);
-    this.timer.unref();
-  }
-
-  private async pass(): Promise<void> {
-    for (const [what, work] of this.rules) {
-      if (this.stopped) return;
-      await work().catch((err: unknown) => this.log.warn({ err, what }, 'housekeeping failed'));
-    }
-  }
-
-  /** No further pass; waits a little for one under way (a statement cut by the closing pool only rolls back). */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    if (this.running) await withTimeout(this.running, STOP_WAIT_MS, 'housekeeping still running').catch(() => undefined);
-  }
-}
-
 function housekeepingOf(def: ServiceDefinition, deps: ServiceDeps, receipts: Receipts, everyMs = HOUSEKEEPING_MS): Housekeeping {
-  const rules: [string, () => Promise<unknown>][] = [
-    ['inbox', () => pruneInbox(deps.db, def.schema)],
-    ['receipts', () => receipts.prune()],
+  const rules: RetentionRule[] = [
+    ['inbox ids', () => pruneInbox(deps.db, def.schema)],
+    ['call receipts', () => receipts.prune()],
+    ...(def.retention?.(deps) ?? []),
   ];
-  if (def.housekeeping) rules.push(['retention', () => def.housekeeping!(deps)]);
-  return new Housekeeping(rules, deps.log, everyMs);
+  return new Housekeeping(rules, deps.log, { everyMs });
 }
 
 /**

@@ -95,11 +95,17 @@ describe('operations port', () => {
         schema: 'housekeeping_test',
         migrationsDir: empty,
         register: async () => undefined,
-        housekeeping: async (deps) => {
-          passes++;
-          if (passes === 1) throw new Error('first pass fails');
-          await deps.db.rows(sql`select 1`);
-        },
+        retention: (deps) => [
+          [
+            'test rule',
+            async () => {
+              passes++;
+              if (passes === 1) throw new Error('first pass fails');
+              await deps.db.rows(sql`select 1`);
+              return 0;
+            },
+          ],
+        ],
       },
       { log, bus, secret: 'x'.repeat(32), databaseUrl: await freshDatabaseUrl(), dataDir, grpcAddress: '127.0.0.1:0', housekeepingMs: 50 },
     );

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
-import { dependencyReadiness, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
+import { dependencyReadiness, Housekeeping, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
 import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
@@ -13,7 +13,7 @@ import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 
-export { abandonedMsSetting, IdempotencyStore } from './idempotency.js';
+export { abandonedMsSetting } from './idempotency.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */
@@ -83,10 +83,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const jobEvents = new JobEventsHub(log);
   await jobEvents.subscribe(opts.bus);
 
-  const purge = setInterval(() => {
-    idempotency.purgeExpired().catch((err: unknown) => log.warn({ err }, 'idempotency purge failed'));
-  }, PURGE_EVERY_MS);
-  purge.unref();
+  const purge = new Housekeeping([['idempotency records', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });
+  purge.start();
 
   const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });
   const server: Server = app.listen(opts.port, opts.host ?? '0.0.0.0');
@@ -109,7 +107,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
-      clearInterval(purge);
+      await purge.stop();
       jobEvents.close();
       // Stop accepting, let in-flight requests finish, then cut what is left.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));

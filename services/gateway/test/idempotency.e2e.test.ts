@@ -237,7 +237,7 @@ function keyedJob(label: string) {
 });
 
 (process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
-  const { IdempotencyStore } = await import('@lab/gateway');
+  const { IdempotencyStore } = await import('../src/idempotency');
   const { DELETE_BATCH, openDatabase } = await import('@lab/kit');
   const org = randomUUID();
   const raw = new Client({ connectionString: stack.databaseUrl });

@@ -3,7 +3,7 @@ import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { OAUTH_CODE_TTL_SECONDS } from './model.js';
 import { configurePasswordChecks, DEFAULT_RUNNING_CHECKS, preparePasswordChecks, QUEUED_CHECKS_PER_RUNNING } from './passwords.js';
-import { purgeExpiredCredentials } from './retention.js';
+import { purgeExpiredCodes, purgeExpiredTokens } from './retention.js';
 import { registerIdentity } from './server.js';
 
 export const definition: ServiceDefinition = {
@@ -24,10 +24,10 @@ export const definition: ServiceDefinition = {
     configurePasswordChecks({ running: env.IDENTITY_PASSWORD_CHECKS_RUNNING, queued: env.IDENTITY_PASSWORD_CHECKS_QUEUED });
     registerIdentity(server, deps, { oauthCodeTtlSeconds: env.IDENTITY_OAUTH_CODE_TTL_SECONDS });
   },
-  housekeeping: async (deps) => {
-    const purged = await purgeExpiredCredentials(deps.db);
-    if (purged.tokens || purged.codes) deps.log.info(purged, 'expired credentials purged');
-  },
+  retention: (deps) => [
+    ['expired tokens', () => purgeExpiredTokens(deps.db)],
+    ['expired OAuth codes', () => purgeExpiredCodes(deps.db)],
+  ],
 };
 
 export { hashToken, parseApiKeyOrg, tokenKindOf, type TokenKind } from './tokens.js';

@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DELETE_BATCH, deleteInBatches, type Database } from '@lab/kit';
+import { deleteInBatches, type Database } from '@lab/kit';
 
 /**
  * Retention of expired credentials (run by the kit's hourly housekeeping).
@@ -14,37 +14,32 @@ import { DELETE_BATCH, deleteInBatches, type Database } from '@lab/kit';
  */
 const EXPIRING_KINDS = sql.raw(`kind in ('session', 'refresh', 'oauth', 'oauth_refresh')`);
 
-/** The tokens purgeExpiredCredentials deletes (exported so a test can check the index serves it). */
+/** The tokens purgeExpiredTokens deletes (exported so a test can check the index serves it). */
 export const expiredTokens = (graceDays: number): SQL =>
   sql`${EXPIRING_KINDS} and expires_at < now() - (${graceDays} * interval '1 day')`;
 
-export interface RetentionOptions {
-  /**
-   * Days a short-lived token is kept past expires_at. Refresh-token reuse
-   * detection needs no deleted row: purging goes by expires_at only, so a rotated
-   * (revoked) refresh token stays for its whole lifetime, and past it a sign-in
-   * refresh token is refused as expired before reuse is even looked at. The
-   * grace keeps a late replay answering as before for a while: an expired, rotated
-   * OAuth refresh token still ends its grant (refreshOAuthToken checks reuse
-   * before expiry) until it is purged; after that it is just invalid_grant.
-   */
-  tokenGraceDays?: number;
-  /** Days an OAuth code (lifetime at most 10 minutes, used or not) is kept past expires_at. */
-  codeGraceDays?: number;
-  /** rows per delete statement */
-  batch?: number;
-}
+/**
+ * Days a short-lived token is kept past expires_at. Refresh-token reuse
+ * detection needs no deleted row: purging goes by expires_at only, so a rotated
+ * (revoked) refresh token stays for its whole lifetime, and past it a sign-in
+ * refresh token is refused as expired before reuse is even looked at. The grace
+ * keeps a late replay answering as before for a while: an expired, rotated OAuth
+ * refresh token still ends its grant (refreshOAuthToken checks reuse before
+ * expiry) until it is purged; after that it is just invalid_grant.
+ */
+const TOKEN_GRACE_DAYS = 7;
+/** Days an OAuth code (lifetime at most 10 minutes, used or not) is kept past expires_at. */
+const CODE_GRACE_DAYS = 1;
 
 /**
- * Deletes short-lived tokens and OAuth codes expired longer than their grace,
- * in batches of short transactions. OAuth grants stay: tokens and codes point at
- * them, they are one row per consent, and a revoked grant is the record of why
- * its tokens stopped.
+ * Deletes short-lived tokens expired longer than their grace, in batches of
+ * short transactions (`batch`: rows per statement, tests shrink it). OAuth
+ * grants stay: tokens and codes point at them, they are one row per consent, and
+ * a revoked grant is the record of why its tokens stopped.
  */
-export async function purgeExpiredCredentials(db: Database, opts: RetentionOptions = {}): Promise<{ tokens: number; codes: number }> {
-  const { tokenGraceDays = 7, codeGraceDays = 1, batch = DELETE_BATCH } = opts;
-  const tokens = await deleteInBatches(db, 'identity.tokens', expiredTokens(tokenGraceDays), batch);
-  // One code per authorization, each gone a day after its expiry: the table stays small enough to scan hourly without an index.
-  const codes = await deleteInBatches(db, 'identity.oauth_codes', sql`expires_at < now() - (${codeGraceDays} * interval '1 day')`, batch);
-  return { tokens, codes };
-}
+export const purgeExpiredTokens = (db: Database, batch?: number): Promise<number> =>
+  deleteInBatches(db, 'identity.tokens', expiredTokens(TOKEN_GRACE_DAYS), batch);
+
+/** One code per authorization, each gone a day after its expiry: the table stays small enough to scan without an index. */
+export const purgeExpiredCodes = (db: Database): Promise<number> =>
+  deleteInBatches(db, 'identity.oauth_codes', sql`expires_at < now() - (${CODE_GRACE_DAYS} * interval '1 day')`);

@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 import { sql } from 'drizzle-orm';
 import { createLogger, migrate, openDatabase, type Database, type ServiceDeps } from '@lab/kit';
 import { definition } from '@lab/identity';
-import { expiredTokens, purgeExpiredCredentials } from '../src/retention';
+import { expiredTokens, purgeExpiredTokens } from '../src/retention';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
 
 /** used only when no DATABASE_URL is set (embedded PGlite) */
@@ -86,8 +86,8 @@ describe('identity retention', () => {
     const codesGone = [await f.code(2, true), await f.code(2, false), await f.code(90, true)];
     const codesKept = [await f.code(0.5, true), await f.code(0.5, false), await f.code(-0.001, false)];
 
-    // through the service definition, as the kit's hourly housekeeping calls it
-    await definition.housekeeping!({ db, log: createLogger('test', 'silent') } as ServiceDeps);
+    // through the service definition's rules, as the kit's housekeeping runs them
+    for (const [, run] of definition.retention!({ db, log: createLogger('test', 'silent') } as ServiceDeps)) await run();
 
     expect(await present('tokens', [...gone, ...kept])).toEqual([...kept].sort());
     expect(await present('oauth_codes', [...codesGone, ...codesKept])).toEqual([...codesKept].sort());
@@ -104,8 +104,8 @@ describe('identity retention', () => {
     const f = await fixture();
     const expired = await Promise.all(Array.from({ length: 7 }, (_, i) => f.token(SHORT_LIVED[i % 4]!, 10)));
     const live = await f.token('refresh', -1);
-    const purged = await purgeExpiredCredentials(db, { batch: 3 });
-    expect(purged.tokens).toBeGreaterThanOrEqual(7);
+    const purged = await purgeExpiredTokens(db, 3);
+    expect(purged).toBeGreaterThanOrEqual(7);
     expect(await present('tokens', [...expired, live])).toEqual([live]);
   });
 

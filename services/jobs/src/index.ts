@@ -70,7 +70,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
  * both. The worker role also turns inbound webhook events into jobs.
  */
 export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
-  // read at start, kept for housekeeping
+  // read at start, kept for the retention rules
   let cfg: ReturnType<typeof jobsConfig> | undefined;
   return {
     name: 'jobs',
@@ -97,22 +97,16 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
         sources.close();
       };
     },
-    async housekeeping(deps) {
-      // workers own the artifact files; an API replica may not even mount them
-      if (!cfg || cfg.role === 'api') return;
-      const { artifactDir, artifactRetentionDays } = cfg;
-      // each on its own: one failing does not keep the other from running
-      const [gone, swept] = await Promise.allSettled([
-        purgeExpiredArtifacts(deps.db, artifactDir, artifactRetentionDays),
-        sweepScratch(artifactDir, (ids) => runningJobs(deps.db.orm, ids)),
-      ]);
-      if (gone.status === 'fulfilled' && gone.value) deps.log.info({ artifacts: gone.value }, 'expired job artifacts removed');
-      if (swept.status === 'fulfilled' && swept.value) deps.log.info({ scratch_dirs: swept.value }, 'scratch files of dead runs removed');
-      for (const r of [gone, swept]) if (r.status === 'rejected') throw r.reason;
-    },
+    // workers own the artifact files; an API replica may not even mount them
+    retention: (deps) =>
+      cfg!.role === 'api'
+        ? []
+        : [
+            ['expired job artifacts', () => purgeExpiredArtifacts(deps.db, cfg!.artifactDir, cfg!.artifactRetentionDays)],
+            ['scratch files of dead runs', () => sweepScratch(cfg!.artifactDir, (ids) => runningJobs(deps.db.orm, ids))],
+          ],
   };
 }
 
 export const definition = jobsDefinition();
 export { layout } from './reports.js';
-export { purgeExpiredArtifacts } from './artifact-retention.js';

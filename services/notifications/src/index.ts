@@ -31,11 +31,7 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
       await consumeReactions(deps, peer, settings);
       return async () => peer.close();
     },
-    async housekeeping(deps) {
-      if (!settings) return;
-      const gone = await purgeExpired(deps.db, settings.retentionDays);
-      if (gone) deps.log.info({ notifications: gone }, 'expired notifications removed');
-    },
+    retention: (deps) => [['notifications', () => purgeExpired(deps.db, settings!.retentionDays)]],
   };
 }
 

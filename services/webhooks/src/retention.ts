@@ -10,13 +10,10 @@ import { deleteInBatches, type Database } from '@lab/kit';
  * deliveries and events still waiting for their job are never removed, whatever
  * their age.
  */
-export async function purgeExpired(db: Database, retentionDays: number): Promise<{ deliveries: number; inbound_events: number }> {
-  const before = sql`now() - (${retentionDays} * interval '1 day')`;
-  const deliveries = await deleteInBatches(db, 'webhooks.deliveries', sql`status <> 'pending' and created_at < ${before}`);
-  const inbound_events = await deleteInBatches(
-    db,
-    'webhooks.inbound_events',
-    sql`received_at < ${before} and job_status is distinct from 'pending'`,
-  );
-  return { deliveries, inbound_events };
-}
+const before = (days: number) => sql`now() - (${days} * interval '1 day')`;
+
+export const purgeSettledDeliveries = (db: Database, retentionDays: number): Promise<number> =>
+  deleteInBatches(db, 'webhooks.deliveries', sql`status <> 'pending' and created_at < ${before(retentionDays)}`);
+
+export const purgeInboundEvents = (db: Database, retentionDays: number): Promise<number> =>
+  deleteInBatches(db, 'webhooks.inbound_events', sql`received_at < ${before(retentionDays)} and job_status is distinct from 'pending'`);

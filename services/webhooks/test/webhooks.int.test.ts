@@ -14,7 +14,7 @@ import {
 } from '@lab/kit';
 import { sql } from 'drizzle-orm';
 import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
-import { purgeExpired } from '../src/retention';
+import { purgeInboundEvents, purgeSettledDeliveries } from '../src/retention';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 import { eventually, Receiver } from './receiver';
 
@@ -359,7 +359,8 @@ describe('retention', () => {
     await event('recentEvent', null, 29);
 
     // the service's own housekeeping may have run first: what is left is what counts
-    await purgeExpired(db, 30);
+    await purgeSettledDeliveries(db, 30);
+    await purgeInboundEvents(db, 30);
     const left = await db.rows<{ id: string }>(sql`select id::text from webhooks.deliveries where subscription_id = ${sub.id}::uuid
       union all select id::text from webhooks.inbound_events where endpoint_id = ${endpoint}::uuid`);
     expect(left.map((r) => r.id).sort()).toEqual([ids.oldPending, ids.recentDelivered, ids.oldJobPending, ids.recentEvent].sort());
