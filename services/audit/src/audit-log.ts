@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, isUuid, LIST_PAGE_BYTES, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
+import { cutByBytes, DomainError, isUuid, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
@@ -62,38 +62,35 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   // name to an output column first, so it would sort on the to_char text, which
   // no index serves (a Sort over every row of the org, seconds at 1M rows). The
   // ORDER BY is qualified as well so a future alias cannot shadow it again.
-  // The page is cut by bytes as well as rows: audit records carry whole records
-  // before and after, so 1,000 of them can exceed what one answer may carry (and
-  // what a process should hold). Rows are kept while the bytes before them are
-  // under the kit's LIST_PAGE_BYTES, like record lists; `rows_in_reach` says whether the cut left any behind.
-  const page = await db.rows<{ id: string; cursor_created_at: string; j: string; rows_in_reach: number }>(sql`
-    select id, cursor_created_at, j, rows_in_reach from (
-      select id, created_at, cursor_created_at, j, (count(*) over ())::int as rows_in_reach,
-        coalesce(sum(octet_length(j)) over (order by created_at, id rows between unbounded preceding and 1 preceding), 0) as bytes_before
-      from (
-        select id, created_at, to_char(created_at at time zone 'UTC', ${sql.raw(TS)}) as cursor_created_at,
-          json_build_object(
-            'id', id,
-            'created_at', to_char(created_at at time zone 'UTC', ${sql.raw(TS)}),
-            'occurred_at', to_char(occurred_at at time zone 'UTC', ${sql.raw(TS)}),
-            'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
-            'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
-            'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id
-          )::text as j
-        from audit.records
-        where ${sql.join(conds, sql` and `)}
-        order by records.created_at, records.id
-        limit ${q.limit + 1}
-      ) reach
-    ) sized
-    where bytes_before < ${LIST_PAGE_BYTES}
-    order by created_at, id`);
+  // The page is cut by bytes as well as rows (kit cutByBytes, as record lists):
+  // audit records carry whole records before and after, so 1,000 of them can
+  // exceed what one answer may carry; `rows_in_reach` says whether the cut left
+  // any behind.
+  const page = await db.rows<{ id: string; cursor_created_at: string; json: string; rows_in_reach: number }>(
+    cutByBytes(
+      sql`select id, created_at, to_char(created_at at time zone 'UTC', ${sql.raw(TS)}) as cursor_created_at,
+            json_build_object(
+              'id', id,
+              'created_at', to_char(created_at at time zone 'UTC', ${sql.raw(TS)}),
+              'occurred_at', to_char(occurred_at at time zone 'UTC', ${sql.raw(TS)}),
+              'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
+              'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
+              'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id
+            )::text as json
+          from audit.records
+          where ${sql.join(conds, sql` and `)}
+          order by records.created_at, records.id
+          limit ${q.limit + 1}`,
+      sql`created_at, id`,
+      { rowsInReach: true },
+    ),
+  );
   const inReach = page[0]?.rows_in_reach ?? 0;
   const shown = page.length > q.limit ? page.slice(0, q.limit) : page;
   const more = inReach > shown.length;
   const last = shown[shown.length - 1];
   return {
-    json: `[${shown.map((r) => r.j).join(',')}]`,
+    json: `[${shown.map((r) => r.json).join(',')}]`,
     count: shown.length,
     next: more && last ? { since_created_at: last.cursor_created_at, since_id: last.id } : undefined,
   };

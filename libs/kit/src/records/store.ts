@@ -93,6 +93,25 @@ const CAST: Record<string, string> = { uuid: '::uuid', date: '::date', boolean: 
 export const LIST_PAGE_BYTES = 8 * 1024 * 1024;
 
 /**
+ * A page cut by bytes as well as rows: of the rows `page` selects (with a text
+ * column `json`, in the order `order` names by its output columns), those whose
+ * bytes before them are under LIST_PAGE_BYTES, in that order. The first row is
+ * always kept, and the row that crosses the bound is the last. `rowsInReach`
+ * adds `rows_in_reach`, how many rows `page` had, for a caller that cannot tell
+ * a cut page from its own count. The order is the page's own, so the running
+ * sum needs no second sort.
+ */
+export function cutByBytes(page: SQL, order: SQL, opts: { rowsInReach?: boolean } = {}): SQL {
+  return sql`select * from (
+      select p.*, coalesce(sum(octet_length(p.json)) over (order by ${order} rows between unbounded preceding and 1 preceding), 0) as bytes_before
+        ${opts.rowsInReach ? sql`, (count(*) over ())::int as rows_in_reach` : sql``}
+      from (${page}) p
+    ) sized
+    where bytes_before < ${LIST_PAGE_BYTES}
+    order by ${order}`;
+}
+
+/**
  * One page of visible records and the total count, in one statement. `shown` is
  * how many records the page holds: fewer than the limit at the end of the list,
  * or when LIST_PAGE_BYTES cut it short (the caller reports that as its limit, so
@@ -111,23 +130,16 @@ export async function listRecords(
   if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
   const cond = sql.join(where, sql` and `);
   const dir = sql.raw(q.order);
-  // The page's sort keys ride along so the byte count runs in the page's order
-  // without another sort (the subquery is already in that order).
+  // the page's sort keys ride along so the byte cut runs in the page's order
   const page = await rows<{ json: string; total: number }>(
     exec,
-    sql`select json, total from (
-          select json, total,
-            coalesce(sum(octet_length(json)) over (order by k ${dir}, kid ${dir} rows between unbounded preceding and 1 preceding), 0) as bytes_before,
-            k, kid
-          from (
-            select ${await render(exec, r)} as json, (count(*) over ())::int as total, ${col(q.orderBy)} as k, t.id as kid
-            from ${table(r)} t where ${cond}
-            order by ${col(q.orderBy)} ${dir}, t.id ${dir}
-            limit ${q.limit} offset ${q.offset}
-          ) rows_of_page
-        ) sized
-        where bytes_before < ${LIST_PAGE_BYTES}
-        order by k ${dir}, kid ${dir}`,
+    cutByBytes(
+      sql`select ${await render(exec, r)} as json, (count(*) over ())::int as total, ${col(q.orderBy)} as k, t.id as kid
+          from ${table(r)} t where ${cond}
+          order by ${col(q.orderBy)} ${dir}, t.id ${dir}
+          limit ${q.limit} offset ${q.offset}`,
+      sql`k ${dir}, kid ${dir}`,
+    ),
   );
   let total = page[0]?.total;
   if (total === undefined) {
