@@ -52,7 +52,7 @@ const signInKey = (email: string): string => `sign-in:${email.trim().toLowerCase
  */
 export async function countedSignIn<T>(limiter: RateLimiter, email: string, check: () => Promise<T>): Promise<T> {
   const key = signInKey(email);
-  await limiter.consume(key, SIGN_IN_LIMITS);
+  await limiter.consume(key, SIGN_IN_LIMITS, 'other');
   try {
     return await check();
   } catch (err) {
@@ -107,14 +107,22 @@ export class RateLimiter {
     return l;
   }
 
-  /** Counts one request of a token; throws 429 rate_limited when over either window. */
-  async consume(tokenId: string, limits: Limits): Promise<RateState> {
+  /** The minute and hour windows of these limits (an unset limit is the default). */
+  private windows(limits: Limits): { perMinute: number; minute: RateLimiterAbstract; hour: RateLimiterAbstract } {
     const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
     const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
-    const results = await Promise.allSettled([
-      this.limiter('m', perMinute).consume(tokenId, 1),
-      this.limiter('h', perHour).consume(tokenId, 1),
-    ]);
+    return { perMinute, minute: this.limiter('m', perMinute), hour: this.limiter('h', perHour) };
+  }
+
+  /**
+   * Counts one request under `key` (a token id, or a sign-in or inbound key);
+   * throws 429 rate_limited when over either window. Only a token's count is
+   * remembered for mayOverlap(): other keys would only crowd the tokens out.
+   */
+  async consume(key: string, limits: Limits, kind: 'token' | 'other' = 'token'): Promise<RateState> {
+    const w = this.windows(limits);
+    const perMinute = w.perMinute;
+    const results = await Promise.allSettled([w.minute.consume(key, 1), w.hour.consume(key, 1)]);
     const [minute, hour] = results;
     const rejected = results.some((r) => r.status === 'rejected' && r.reason instanceof RateLimiterRes);
     const minuteRes = minute.status === 'fulfilled' ? minute.value : minute.reason instanceof RateLimiterRes ? minute.reason : undefined;
@@ -122,8 +130,10 @@ export class RateLimiter {
       limit: perMinute,
       remaining: rejected ? 0 : Math.max(0, minuteRes?.remainingPoints ?? perMinute),
     };
-    if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
-    this.lastRemaining.set(tokenId, state.remaining);
+    if (kind === 'token') {
+      if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
+      this.lastRemaining.set(key, state.remaining);
+    }
     if (rejected) {
       metrics().rateLimited.inc();
       throw new RateLimitedError(state);
@@ -134,9 +144,8 @@ export class RateLimiter {
 
   /** Gives back one counted request (a store error only logs: the count then stands). */
   async refund(key: string, limits: Limits): Promise<void> {
-    const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
-    const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
-    const results = await Promise.allSettled([this.limiter('m', perMinute), this.limiter('h', perHour)].map((l) => giveBack(l, key)));
+    const { minute, hour } = this.windows(limits);
+    const results = await Promise.allSettled([minute, hour].map((l) => giveBack(l, key)));
     for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
   }
 

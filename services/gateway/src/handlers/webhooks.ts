@@ -90,7 +90,7 @@ export async function inboundWebhookHandler(ctx: Ctx, deps: Deps): Promise<Reply
   // a path that cannot name an endpoint is 404 before it is counted: counters are
   // kept per endpoint, and made-up paths would each add one (in memory or Redis)
   if (!isInboundAddress(orgId, slug)) throw DomainError.notFound('inbound webhook endpoint not found');
-  await deps.limiter.consume(`inbound:${orgId ?? '-'}/${slug}`, INBOUND_LIMITS);
+  await deps.limiter.consume(`inbound:${orgId ?? '-'}/${slug}`, INBOUND_LIMITS, 'other');
   const body = Buffer.isBuffer(ctx.body) ? ctx.body : Buffer.alloc(0);
   const r = await deps.clients.webhooks().call(
     'receiveInbound',
