@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import client from 'prom-client';
-import { createLogger, type Logger } from './logger.js';
+import type { Logger } from './logger.js';
+import { listenLogged } from './waits.js';
 
 /**
  * The process's metrics, created once. In standalone mode several services share
@@ -141,8 +142,8 @@ export function createMetricsServer(readiness: Readiness = async () => ({})): Se
 export interface ServeMetricsOptions {
   readiness?: Readiness;
   host?: string;
-  /** where errors of the listener are logged (default: a logger named "ops") */
-  log?: Logger;
+  /** where errors of the listener are logged */
+  log: Logger;
 }
 
 /**
@@ -150,21 +151,11 @@ export interface ServeMetricsOptions {
  * listener; undefined is returned): standalone and local multi-process runs use it
  * so several processes on one host do not fight over the default port 9464.
  */
-export async function serveMetrics(port: number, opts: ServeMetricsOptions = {}): Promise<Server | undefined> {
+export async function serveMetrics(port: number, opts: ServeMetricsOptions): Promise<Server | undefined> {
   if (port === 0) return undefined;
   const server = createMetricsServer(opts.readiness);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, opts.host ?? '0.0.0.0', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  // A listening server still emits 'error' when accepting a connection fails
-  // (EMFILE when out of file descriptors); with no listener that would crash the
-  // process. The failure is transient (Node keeps accepting), so it is logged.
-  const log = opts.log ?? createLogger('ops');
-  server.on('error', (err: Error) => log.error({ err: err.message }, 'operations server error'));
+  const log = opts.log;
+  await listenLogged(server, port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'operations server error'));
   return server;
 }
 

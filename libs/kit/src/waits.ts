@@ -1,3 +1,4 @@
+import type { Server } from 'node:net';
 import type { EventEmitter } from 'node:events';
 
 /**
@@ -29,4 +30,21 @@ export function drainedOrGone(stream: EventEmitter & { destroyed: boolean }, ...
     };
     for (const e of events) stream.on(e, done);
   });
+}
+
+/**
+ * Listens, failing on the first 'error' (port taken), then keeps logging later
+ * ones: a listening server still emits 'error' when accepting a connection fails
+ * (EMFILE when out of file descriptors), and with no listener that would crash
+ * the process. The failure is transient (Node keeps accepting), so it is logged.
+ */
+export async function listenLogged(server: Server, port: number, host: string, onLaterError: (err: Error) => void): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', onLaterError);
 }

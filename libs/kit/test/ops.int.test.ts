@@ -82,7 +82,7 @@ describe('operations port', () => {
   });
 
   it('port 0 turns the listener off', async () => {
-    expect(await serveMetrics(0)).toBeUndefined();
+    expect(await serveMetrics(0, { log })).toBeUndefined();
   });
 
   it("runs the service's retention rules with its housekeeping, and a failed pass does not stop the next", async () => {

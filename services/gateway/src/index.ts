@@ -1,8 +1,7 @@
-import { once } from 'node:events';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
-import { dependencyReadiness, Housekeeping, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
+import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
 import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
@@ -87,14 +86,9 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   purge.start();
 
   const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });
-  const server: Server = app.listen(opts.port, opts.host ?? '0.0.0.0');
+  const server: Server = createServer(app);
   answerClientErrorsWithEnvelope(server);
-  await Promise.race([once(server, 'listening'), once(server, 'error').then(([e]) => Promise.reject(e as Error))]);
-  // A listening server still emits 'error' when accepting a connection fails
-  // (EMFILE when out of file descriptors). The once() above takes only the first
-  // such error; a later one with no listener would crash the process. The
-  // failure is transient (Node keeps accepting), so it is logged.
-  server.on('error', (err: Error) => log.error({ err: err.message }, 'http server error'));
+  await listenLogged(server, opts.port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'http server error'));
   const sockets = new Set<Socket>();
   server.on('connection', (s: Socket) => {
     sockets.add(s);
