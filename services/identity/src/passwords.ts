@@ -72,7 +72,7 @@ export class PasswordChecks {
   private readonly waiting: (() => void)[] = [];
 
   constructor(
-    readonly limits: PasswordCheckLimits,
+    private readonly limits: PasswordCheckLimits,
     private readonly verifyHash: VerifyHash = verify,
   ) {}
 

@@ -42,6 +42,8 @@ const jobsEnv = z.object({
   JOBS_EXPORT_MAX_RECORDS: envInt(5_000_000, 1),
   JOBS_EXPORT_PAGE_SIZE: envInt(500, 1, 500),
   JOBS_ARTIFACT_RETENTION_DAYS: envInt(0, 0, 36_500),
+  // empty: the service's data directory (resolved in register)
+  JOBS_ARTIFACT_DIR: z.string().default(''),
 });
 
 /** Options from the environment, overridden by what the caller gives. */
@@ -56,8 +58,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
     visibilityMs: opts.visibilityMs ?? env.JOBS_VISIBILITY_MS,
     retryBaseMs: opts.retryBaseMs ?? env.JOBS_RETRY_BASE_MS,
     stepDelayMs: opts.stepDelayMs ?? env.JOBS_STEP_DELAY_MS,
-    // empty: the service's data directory (resolved in register)
-    artifactDir: opts.artifactDir ?? process.env.JOBS_ARTIFACT_DIR ?? '',
+    artifactDir: opts.artifactDir ?? env.JOBS_ARTIFACT_DIR,
     exportMaxRecords: opts.exportMaxRecords ?? env.JOBS_EXPORT_MAX_RECORDS,
     pageSize: opts.pageSize ?? env.JOBS_EXPORT_PAGE_SIZE,
     artifactRetentionDays: opts.artifactRetentionDays ?? env.JOBS_ARTIFACT_RETENTION_DAYS,

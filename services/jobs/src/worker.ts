@@ -35,6 +35,9 @@ class Interrupted extends Error {
 
 const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS };
 
+/** Failures a retry cannot change. */
+const PERMANENT = new Set<ErrorKind>(['invalid', 'too_large']);
+
 /**
  * The job worker. Jobs live in PostgreSQL; a worker claims due rows with FOR
  * UPDATE SKIP LOCKED (woken by job.requested, or by its poll), runs up to
@@ -48,9 +51,6 @@ const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS };
  * counting the attempt; a crashed worker's job is queued again (attempt counted)
  * once its heartbeat is older than the visibility timeout.
  */
-/** Failures a retry cannot change. */
-const PERMANENT = new Set<ErrorKind>(['invalid', 'too_large']);
-
 export class JobWorker {
   readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();

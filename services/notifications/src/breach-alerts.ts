@@ -23,10 +23,11 @@ export async function alertedRecently(db: Executor, org_id: string, point_key: s
 
 /**
  * Takes the point's alert in the notifying transaction; false when another one
- * holds it. Concurrent breaches of one point wait on the row and then see the
+ * holds it (always true without a quiet period). Concurrent breaches of one point wait on the row and then see the
  * winner's time, so exactly one of them notifies.
  */
 export async function claimAlert(tx: Tx, org_id: string, point_key: string, quietMinutes: number): Promise<boolean> {
+  if (quietMinutes <= 0) return true;
   const claimed = await rows<{ one: number }>(
     tx,
     sql`insert into notifications.breach_alerts as a (org_id, point_key, notified_at)

@@ -107,7 +107,7 @@ export async function consumeReactions(deps: ServiceDeps, identity: IdentityPeer
     handler: async (tx, msg, prepared) => {
       if (!prepared?.members.length) return;
       const { point_key } = prepared.plan;
-      if (point_key !== undefined && quiet > 0 && !(await claimAlert(tx, msg.org_id!, point_key, quiet))) return;
+      if (point_key !== undefined && !(await claimAlert(tx, msg.org_id!, point_key, quiet))) return;
       const emit = new Emitter('notifications', systemContext(msg.request_id ?? msg.id, msg.org_id));
       await insertNotifications(tx, emit, msg.org_id!, prepared.members, prepared.plan.content);
       await deps.outbox.insert(tx, emit.messages);

@@ -102,8 +102,9 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         stopped = true;
         file.resume();
       };
-      // the file will not complete (truncated body, client gone): the service must not
-      // keep the call, and its temporary file, open until the deadline
+      // the file will not complete (too large, truncated body, client gone, no
+      // device): the service must not keep the call, and its temporary file, open
+      // until the deadline
       const cancel = () => {
         if (stopped) return;
         stop();
@@ -123,8 +124,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         size += chunk.length;
         if (size > limit) {
           failure = tooLarge(limit);
-          stop();
-          stream.cancel();
+          cancel();
           return;
         }
         // busboy's pieces (slices of the body as it was read) go on as they are: joining
@@ -149,8 +149,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         void deviceAfterBody.then((id) => {
           if (stopped) return;
           if (id === undefined) {
-            stop();
-            stream.cancel();
+            cancel();
             return;
           }
           stream.write({ data: Buffer.alloc(0), device_id: id });
