@@ -1,8 +1,9 @@
 // Where the CPU goes under load: CPU microseconds per request of each process of the
 // cluster (and PostgreSQL, Redis, RabbitMQ) over one autocannon run, after a warm-up
-// run. A development aid, not a scenario. BENCH_PATH=get|list|post (post sends a fresh
-// Idempotency-Key per request unless BENCH_NOKEY is set), BENCH_SECONDS, BENCH_CONNECTIONS
-// (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
+// run. A development aid, not a scenario. BENCH_PATH=get|list|post|ingest (post sends a
+// fresh Idempotency-Key per request unless BENCH_NOKEY is set; ingest posts batches of 500
+// environmental readings, 1 in 50 a breach, as bench/ingest.mjs does, from 8 connections
+// unless BENCH_CONNECTIONS says otherwise), BENCH_SECONDS, BENCH_CONNECTIONS (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
 // updated (and of those HOT, which touch no index) and deleted per request. Each
 // process's read and write system calls per request are printed beside its CPU.
@@ -47,16 +48,34 @@ async function tableCounters(url) {
   }
 }
 
-const cluster = await startCluster();
+/** Ten points and a batch of 500 readings on them, 1 in 50 out of limits. */
+async function ingestRequest(url, operatorToken) {
+  const { org, token } = await seedOrg(url, operatorToken, ['analytics_qc']);
+  for (let i = 0; i < 10; i++) {
+    await api(url, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, operatorToken, {
+      parameter: 'temperature', unit: 'C', external_code: `room-${i}`, limit_min: 2, limit_max: 8,
+    });
+  }
+  const readings = Array.from({ length: 500 }, (_, i) => ({ external_code: `room-${i % 10}`, value: i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3 }));
+  return { token, opts: { url: `${url}/v1/environmental-readings`, method: 'POST', body: JSON.stringify({ readings }) } };
+}
+
+const INGEST = PATH === 'ingest';
+const cluster = await startCluster(INGEST ? ['identity', 'audit', 'telemetry'] : undefined);
 try {
-  const { token } = await seedOrg(cluster.url, cluster.operatorToken);
-  let id;
-  for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
-  const opts = PATH === 'post'
-    ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
-    : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
+  let token;
+  let opts;
+  if (INGEST) ({ token, opts } = await ingestRequest(cluster.url, cluster.operatorToken));
+  else {
+    ({ token } = await seedOrg(cluster.url, cluster.operatorToken));
+    let id;
+    for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
+    opts = PATH === 'post'
+      ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
+      : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
+  }
   let n = 0;
-  const run = () => autocannon({ ...opts, connections: Number(process.env.BENCH_CONNECTIONS ?? 64), duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+  const run = () => autocannon({ ...opts, connections: Number(process.env.BENCH_CONNECTIONS ?? (INGEST ? 8 : 64)), duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
     requests: PATH === 'post' && !process.env.BENCH_NOKEY ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
   await run();
   const tables = process.env.BENCH_TABLES ? await tableCounters(cluster.db.url) : undefined;
