@@ -13,6 +13,7 @@ import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 
 export { abandonedMsSetting } from './idempotency.js';
+export { realtimeStreamsPerOrgSetting } from './job-events.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */
@@ -45,6 +46,8 @@ export interface GatewayOptions {
    * over as abandoned by a gateway that died (default 60 s, at least 15 s).
    */
   idempotencyAbandonedMs?: number;
+  /** realtime streams of one organisation on this gateway (default MAX_STREAMS_PER_ORG) */
+  realtimeMaxStreamsPerOrg?: number;
 }
 
 export interface RunningGateway {
@@ -79,7 +82,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
     handler: async (msg) => invalidateFromEvent(cache, msg.type, msg.data),
   });
 
-  const jobEvents = new JobEventsHub(log);
+  const jobEvents = new JobEventsHub(log, { maxPerOrg: opts.realtimeMaxStreamsPerOrg });
   await jobEvents.subscribe(opts.bus);
 
   const purge = new Housekeeping([['idempotency records', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });

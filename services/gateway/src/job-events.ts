@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { DomainError, type Bus, type BusMessage, type Logger } from '@lab/kit';
+import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
 import type { Principal } from './auth.js';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */
@@ -19,6 +19,22 @@ export const MAX_BUFFERED_BYTES = 1024 * 1024;
  */
 export const MAX_STREAMS_PER_TOKEN = 10;
 /**
+ * Streams of one organisation on one gateway (`LAB_REALTIME_MAX_STREAMS_PER_ORG`):
+ * the token cap alone lets an organisation with many tokens take every socket of
+ * a replica, and the other organisations' dashboards with them.
+ */
+export const MAX_STREAMS_PER_ORG = 200;
+/** LAB_REALTIME_MAX_STREAMS_PER_ORG, read by the gateway and the standalone process. */
+export const realtimeStreamsPerOrgSetting = envInt(MAX_STREAMS_PER_ORG, 1, 100_000);
+/**
+ * Streams of one gateway in all: past this a replica answers 503 (another
+ * replica, or this one later, has room) instead of running out of file
+ * descriptors, which would take its ordinary requests down too.
+ */
+export const MAX_STREAMS = 5_000;
+/** The reconnection delay asked of a stream refused at attach (its caps filled meanwhile). */
+const FULL_RETRY_MS = 5_000;
+/**
  * How long one stream stays open (give or take a tenth, so streams opened
  * together do not all end together). A stream then ends with a `retry:` hint
  * and the client's EventSource reconnects, maybe to another replica: without an
@@ -37,6 +53,8 @@ interface JobUpdated {
 
 interface Listener {
   principal: Principal;
+  /** the organisation the principal acts in (the key of byOrg) */
+  org: string;
   res: Response;
   beat?: NodeJS.Timeout;
   expiry?: NodeJS.Timeout;
@@ -53,21 +71,42 @@ export function maySee(p: Principal, orgId: string | null, e: JobUpdated): boole
   return p.scopes.includes('admin') || p.scopes.includes('*') || (!!e.created_by_token_id && e.created_by_token_id === p.token_id);
 }
 
+export interface JobEventsOptions {
+  /** heartbeat interval; tests shorten it */
+  heartbeatMs?: number;
+  /** lifetime of one stream; tests shorten it */
+  maxStreamMs?: number;
+  /** streams of one organisation on this gateway (default MAX_STREAMS_PER_ORG) */
+  maxPerOrg?: number;
+  /** streams on this gateway in all (default MAX_STREAMS) */
+  maxStreams?: number;
+}
+
 /**
  * The realtime channel background_jobs: one private, auto-deleted queue per
  * gateway replica bound to `job.updated`, fanned out to the replica's connected
- * server-sent-event clients, each getting only the jobs it may see.
+ * server-sent-event clients, each getting only the jobs it may see. Clients are
+ * kept by organisation, so an event is offered only to its organisation's
+ * streams, not to every stream of the replica.
  */
 export class JobEventsHub {
   private readonly listeners = new Set<Listener>();
+  private readonly byOrg = new Map<string, Set<Listener>>();
+  private readonly perToken = new Map<string, number>();
+  private readonly heartbeatMs: number;
+  private readonly maxStreamMs: number;
+  private readonly maxPerOrg: number;
+  private readonly maxStreams: number;
 
   constructor(
     private readonly log: Logger,
-    /** heartbeat interval; tests shorten it */
-    private readonly heartbeatMs = HEARTBEAT_MS,
-    /** lifetime of one stream; tests shorten it */
-    private readonly maxStreamMs = MAX_STREAM_MS,
-  ) {}
+    opts: JobEventsOptions = {},
+  ) {
+    this.heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
+    this.maxStreamMs = opts.maxStreamMs ?? MAX_STREAM_MS;
+    this.maxPerOrg = opts.maxPerOrg ?? MAX_STREAMS_PER_ORG;
+    this.maxStreams = opts.maxStreams ?? MAX_STREAMS;
+  }
 
   async subscribe(bus: Bus, queue = 'gateway.job-events'): Promise<void> {
     await bus.subscribe({ queue, transient: true, bindings: ['job.updated'], handler: async (msg) => this.deliver(msg) });
@@ -76,17 +115,45 @@ export class JobEventsHub {
   private deliver(msg: BusMessage): void {
     const e = msg.data as JobUpdated;
     if (!e?.job?.id) return;
+    const org = msg.org_id ? this.byOrg.get(msg.org_id) : undefined;
+    if (!org) return;
     const frame = `event: job.updated\nid: ${msg.id}\ndata: ${JSON.stringify(e.job)}\n\n`;
-    for (const l of this.listeners) {
+    // a copy: send() may drop a listener from the set while it is walked
+    for (const l of [...org]) {
       if (maySee(l.principal, msg.org_id, e)) this.send(l, frame);
     }
   }
 
-  /** Forgets a client: no more frames, no more heartbeats. */
+  /** Forgets a client: no more frames, no more heartbeats, its places given back. */
   private drop(l: Listener): void {
     clearInterval(l.beat);
     clearTimeout(l.expiry);
-    this.listeners.delete(l);
+    if (!this.listeners.delete(l)) return;
+    const org = this.byOrg.get(l.org)!;
+    org.delete(l);
+    if (!org.size) this.byOrg.delete(l.org);
+    const token = l.principal.token_id;
+    const n = this.perToken.get(token)! - 1;
+    if (n) this.perToken.set(token, n);
+    else this.perToken.delete(token);
+  }
+
+  /** Why a new stream of this principal may not open now, if it may not. */
+  private refusal(principal: Principal): DomainError | undefined {
+    if ((this.perToken.get(principal.token_id) ?? 0) >= MAX_STREAMS_PER_TOKEN) {
+      return new DomainError('rate_limited', 'too_many_streams', `at most ${MAX_STREAMS_PER_TOKEN} realtime streams of one token may be open at once`);
+    }
+    if ((this.byOrg.get(principal.org_id)?.size ?? 0) >= this.maxPerOrg) {
+      return new DomainError(
+        'rate_limited',
+        'too_many_streams',
+        `at most ${this.maxPerOrg} realtime streams of one organisation may be open at once on this server`,
+      );
+    }
+    if (this.listeners.size >= this.maxStreams) {
+      return DomainError.unavailable('this server holds as many realtime streams as it can; try again shortly');
+    }
+    return undefined;
   }
 
   /**
@@ -111,13 +178,13 @@ export class JobEventsHub {
     res.write(chunk);
   }
 
-  /** Refuses a new stream of a token that already holds MAX_STREAMS_PER_TOKEN (429 too_many_streams). */
+  /**
+   * Refuses a new stream over a cap: the token's (MAX_STREAMS_PER_TOKEN) or the
+   * organisation's on this gateway, 429 too_many_streams; this gateway's in all, 503.
+   */
   admit(principal: Principal): void {
-    let open = 0;
-    for (const l of this.listeners) if (l.principal.token_id === principal.token_id) open++;
-    if (open >= MAX_STREAMS_PER_TOKEN) {
-      throw new DomainError('rate_limited', 'too_many_streams', `at most ${MAX_STREAMS_PER_TOKEN} realtime streams of one token may be open at once`);
-    }
+    const refused = this.refusal(principal);
+    if (refused) throw refused;
   }
 
   /** Serves one client until it disconnects (or the gateway stops). */
@@ -126,9 +193,21 @@ export class JobEventsHub {
     // registered listener and its heartbeat would never be removed.
     if (res.destroyed) return Promise.resolve();
     res.flushHeaders();
+    // Admission and attachment are apart by the request's rate-limit count, so
+    // concurrent opens can all pass admit(). Checked again here, where taking
+    // the place cannot interleave: a stream over a cap ends at once, asking the
+    // client to come back later (then admit() answers it properly).
+    if (this.refusal(principal)) {
+      res.end(`retry: ${FULL_RETRY_MS}\n\n`);
+      return Promise.resolve();
+    }
     res.write(': connected to background_jobs\n\n');
-    const l: Listener = { principal, res };
+    const l: Listener = { principal, org: principal.org_id, res };
     this.listeners.add(l);
+    let org = this.byOrg.get(l.org);
+    if (!org) this.byOrg.set(l.org, (org = new Set()));
+    org.add(l);
+    this.perToken.set(principal.token_id, (this.perToken.get(principal.token_id) ?? 0) + 1);
     l.beat = setInterval(() => this.send(l, ': heartbeat\n\n'), this.heartbeatMs);
     l.beat.unref();
     l.expiry = setTimeout(() => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
-import { abandonedMsSetting, startGateway } from './index.js';
+import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
@@ -15,6 +15,7 @@ const gatewayEnv = commonEnv.extend({
   REDIS_URL: z.string().optional(),
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
   LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
+  LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
   ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, addr])),
 });
 
@@ -47,6 +48,7 @@ async function main(log: Logger): Promise<void> {
     services,
     tokenCacheTtlMs: cfg.TOKEN_CACHE_TTL_MS,
     idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
+    realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
   });
   const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');

@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Response } from 'express';
 import { createLogger, MemoryBus } from '@lab/kit';
 import type { Principal } from '../src/auth';
-import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN } from '../src/job-events';
+import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEventsOptions } from '../src/job-events';
 
 /**
  * The hub against real responses: a real HTTP server, real client sockets
@@ -26,33 +26,38 @@ interface Harness {
   errors: Error[];
   attached: Promise<void>[];
   clients: Socket[];
+  /** who the next requests' streams belong to, in arrival order */
+  principals: Principal[];
 }
 
 let h: Harness | undefined;
 
-async function harness(opts: { heartbeatMs?: number; maxStreamMs?: number; attachAfterClose?: boolean } = {}): Promise<Harness> {
-  const hub = new JobEventsHub(log, opts.heartbeatMs, opts.maxStreamMs);
+async function harness(opts: JobEventsOptions & { attachAfterClose?: boolean } = {}): Promise<Harness> {
+  const hub = new JobEventsHub(log, opts);
   const bus = new MemoryBus(log);
   await hub.subscribe(bus);
   const responses: ServerResponse[] = [];
   const errors: Error[] = [];
   const attached: Promise<void>[] = [];
+  const principals: Principal[] = [];
   const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
     responses.push(res);
+    const who = principals.shift() ?? admin;
     // Recorded instead of crashing the test process, so the test can say what happened.
     res.on('error', (err) => errors.push(err));
     res.setHeader('Content-Type', 'text/event-stream');
-    if (opts.attachAfterClose) res.on('close', () => attached.push(hub.attach(admin, res as unknown as Response)));
-    else attached.push(hub.attach(admin, res as unknown as Response));
+    if (opts.attachAfterClose) res.on('close', () => attached.push(hub.attach(who, res as unknown as Response)));
+    else attached.push(hub.attach(who, res as unknown as Response));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  h = { hub, bus, server, port: (server.address() as AddressInfo).port, responses, errors, attached, clients: [] };
+  h = { hub, bus, server, port: (server.address() as AddressInfo).port, responses, errors, attached, clients: [], principals };
   return h;
 }
 
 /** A client that sends the request and then reads nothing (or reads, when asked). */
-async function client(t: Harness, read = false): Promise<{ socket: Socket; received: () => string }> {
+async function client(t: Harness, read = false, who = admin): Promise<{ socket: Socket; received: () => string }> {
+  t.principals.push(who);
   const s = connect(t.port, '127.0.0.1');
   t.clients.push(s);
   let got = '';
@@ -65,10 +70,10 @@ async function client(t: Harness, read = false): Promise<{ socket: Socket; recei
 }
 
 let seq = 0;
-const event = (size = 64) => ({
+const event = (size = 64, org = ORG) => ({
   id: `m-${++seq}`,
   type: 'job.updated',
-  org_id: ORG,
+  org_id: org,
   occurred_at: new Date().toISOString(),
   data: { job: { id: `job-${seq}`, pad: 'x'.repeat(size) }, created_by: 'someone-else' },
 });
@@ -163,5 +168,61 @@ describe('JobEventsHub.admit', () => {
     opened[0]!.socket.destroy();
     while (t.hub.size > MAX_STREAMS_PER_TOKEN - 1) await delay(5);
     expect(() => t.hub.admit(admin)).not.toThrow();
+  });
+});
+
+/** An administrator of another organisation, with a token of its own. */
+const OTHER_ORG = '0190a0c8-0000-7000-8000-000000000002';
+const tokenOf = (n: number, org = ORG) => ({ ...admin, org_id: org, token_id: `t-${org.slice(-1)}-${n}` }) as Principal;
+
+describe('JobEventsHub caps beyond the token', () => {
+  it('refuses an organisation its streams past the per-org cap (429 too_many_streams), whatever its tokens; other organisations still open', async () => {
+    const t = await harness({ maxPerOrg: 3 });
+    for (let i = 0; i < 3; i++) {
+      t.hub.admit(tokenOf(i));
+      await client(t, true, tokenOf(i));
+    }
+    while (t.hub.size < 3) await delay(5);
+    expect(() => t.hub.admit(tokenOf(9))).toThrow(expect.objectContaining({ kind: 'rate_limited', code: 'too_many_streams' }));
+    expect(() => t.hub.admit(tokenOf(0, OTHER_ORG))).not.toThrow();
+    // a stream that ends gives the organisation its place back
+    t.clients[0]!.destroy();
+    while (t.hub.size > 2) await delay(5);
+    expect(() => t.hub.admit(tokenOf(9))).not.toThrow();
+  });
+
+  it('answers 503 past the gateway-wide cap', async () => {
+    const t = await harness({ maxStreams: 2 });
+    await client(t, true, tokenOf(1));
+    await client(t, true, tokenOf(1, OTHER_ORG));
+    while (t.hub.size < 2) await delay(5);
+    expect(() => t.hub.admit(tokenOf(2))).toThrow(expect.objectContaining({ kind: 'unavailable' }));
+  });
+
+  // Admission and attachment are apart by the request's rate-limit count: streams
+  // admitted together must not all be attached past the cap.
+  it('ends a stream at once, with a retry hint, when its cap filled between admission and attachment', async () => {
+    const t = await harness({ maxPerOrg: 1 });
+    t.hub.admit(tokenOf(1));
+    t.hub.admit(tokenOf(2)); // both admitted while none is attached
+    const first = await client(t, true, tokenOf(1));
+    const second = await client(t, true, tokenOf(2));
+    while (!second.received().endsWith('0\r\n\r\n')) await delay(5);
+    expect(second.received()).toContain('retry: 5000\n\n');
+    expect(second.received()).not.toContain('connected to background_jobs');
+    expect(first.received()).toContain('connected to background_jobs');
+    expect(t.hub.size).toBe(1);
+  });
+
+  it("offers an event only to its organisation's streams", async () => {
+    const t = await harness();
+    const mine = await client(t, true, tokenOf(1));
+    const theirs = await client(t, true, tokenOf(1, OTHER_ORG));
+    await t.bus.publish([event(64, OTHER_ORG)]);
+    while (!theirs.received().includes('event: job.updated')) await delay(5);
+    await t.bus.publish([event()]);
+    while (!mine.received().includes('event: job.updated')) await delay(5);
+    expect(mine.received().match(/event: job.updated/g)).toHaveLength(1);
+    expect(theirs.received().match(/event: job.updated/g)).toHaveLength(1);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, DEFAULT_METRICS_PORT, envFlag, openBus, randomToken, runService, serveOps, type Logger, type RunningService } from '@lab/kit';
-import { abandonedMsSetting, startGateway } from '@lab/gateway';
+import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway } from '@lab/gateway';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
 
@@ -11,6 +11,7 @@ export const standaloneEnv = commonEnv.extend({
   REDIS_URL: z.string().optional(),
   LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
   LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
+  LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
 });
 export type StandaloneConfig = z.infer<typeof standaloneEnv>;
 
@@ -64,6 +65,7 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       // one process: uploads reach the telemetry service without a gRPC hop
       inProcessCalls: true,
       idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
+      realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
     });
     // One operations port for the whole process: /metrics, /livez, and /readyz
     // answering for every service's database and the bus. METRICS_PORT=0 turns it off.
