@@ -170,6 +170,51 @@ describe('equipment records', () => {
   });
 });
 
+/** Reads a whole list by keyset, as export jobs do: every page, and how each ended. */
+async function readByKeyset(resource: string, caller: CallerContext, limit: number, parent_id = '') {
+  const pages: { ids: string[]; cut: boolean }[] = [];
+  for (let after = ''; ; ) {
+    const res = await rec.call('listRecords', { resource, query: { limit: String(limit) }, parent_id, keyset: true, after }, caller);
+    pages.push({ ids: (JSON.parse(res.json) as Json[]).map((r) => r.id as string), cut: !!res.cut_by_size });
+    if (!res.next_after) return pages;
+    after = res.next_after;
+  }
+}
+
+describe('whole lists by keyset', () => {
+  it('reads every record once, oldest first, page after page', async () => {
+    const w = org();
+    const made: string[] = [];
+    for (let i = 0; i < 7; i++) made.push((await create('equipment', { name: `keyset ${i}` }, w.admin)).id);
+    // another organisation's records are not in reach
+    await create('equipment', { name: 'elsewhere' }, org().admin);
+    const pages = await readByKeyset('equipment', w.admin, 3);
+    expect(pages.map((p) => p.ids.length)).toEqual([3, 3, 1]);
+    expect(pages.flatMap((p) => p.ids)).toEqual(made);
+  });
+
+  it('goes on after a page cut by its bytes from the last record it holds', async () => {
+    const w = org();
+    const made: string[] = [];
+    const notes = 'n'.repeat(100_000);
+    for (let i = 0; i < 90; i++) made.push((await create('equipment', { name: `heavy ${i}`, notes }, w.admin)).id);
+    const pages = await readByKeyset('equipment', w.admin, 500);
+    expect(pages[0]!.cut).toBe(true);
+    expect(pages[0]!.ids.length).toBeLessThan(90);
+    expect(pages.flatMap((p) => p.ids)).toEqual(made);
+  });
+
+  it('refuses paging keys it cannot honour and an after it did not give (400)', async () => {
+    const w = org();
+    for (const query of [{ offset: '5' }, { order: 'asc' }, { order_by: 'name' }]) {
+      const err = await failure(rec.call('listRecords', { resource: 'equipment', query, parent_id: '', keyset: true }, w.admin));
+      expect(err).toMatchObject({ kind: 'invalid', code: 'validation_failed' });
+    }
+    const err = await failure(rec.call('listRecords', { resource: 'equipment', query: {}, parent_id: '', keyset: true, after: '2026-01-01T00:00:00+00:00,x' }, w.admin));
+    expect(err).toMatchObject({ kind: 'invalid' });
+  });
+});
+
 describe('usage sessions', () => {
   it('allows one open session, completes it with duration_minutes and emits started/completed once', async () => {
     const w = org();

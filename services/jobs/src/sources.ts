@@ -87,24 +87,19 @@ export class Sources {
 
   /**
    * Every record of a resource (optionally under a parent, filtered), oldest
-   * first, a page per call. An empty page is yielded too: readers check between
-   * pages whether to stop, and a long run of empty ones (sub-resources of many
-   * equipment) must not hide a stop.
+   * first, a page per call, by keyset: each call costs the page it reads, where
+   * offset pages each count the whole list and pass over every record before
+   * them. An empty page is yielded too: readers check between pages whether to
+   * stop, and a long run of empty ones (sub-resources of many equipment) must not
+   * hide a stop.
    */
   async *pages(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): AsyncGenerator<Rec[]> {
-    const limit = this.pageSize;
-    for (let offset = 0; ; ) {
-      const r = await this.records(resource).call(
-        'listRecords',
-        { resource, parent_id, query: { order: 'asc', ...query, limit: String(limit), offset: String(offset) } },
-        caller,
-      );
-      const page = JSON.parse(r.json) as Rec[];
-      yield page;
-      // A page of heavy records is cut by bytes and says so in its limit: step by
-      // what it holds. Only an empty page, or the total reached, ends the list.
-      offset += page.length;
-      if (page.length === 0 || offset >= Number(r.total)) return;
+    const limit = String(this.pageSize);
+    for (let after = ''; ; ) {
+      const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, after }, caller);
+      yield JSON.parse(r.json) as Rec[];
+      if (!r.next_after) return;
+      after = r.next_after;
     }
   }
 

@@ -7,8 +7,8 @@ import { jsonAnswer, type Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
-import { deleteRow, getRecordOr404, insertRecord, listRecords, updateColumns, type StoredRecord } from './store.js';
-import { isGuid, parseJsonObject, parseWith } from './validation.js';
+import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, parseKeysetAfter, updateColumns, type StoredRecord } from './store.js';
+import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
@@ -27,6 +27,19 @@ function parentOf(r: Resource, parentId: string): string | undefined {
   if (!r.parent) return undefined;
   if (!isGuid(parentId)) throw DomainError.notFound('parent record not found');
   return parentId;
+}
+
+/** Query keys a keyset read cannot honour: its order is its own, and it skips nothing. */
+const NOT_KEYSET = ['offset', 'order', 'order_by'];
+
+/** Where a keyset read (keyset) starts, once its request is checked. */
+function keysetOf(req: records.ListRecordsRequest): { created_at: string; id: string } | undefined {
+  const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined);
+  if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset` })));
+  if (!req.after) return undefined;
+  const after = parseKeysetAfter(req.after);
+  if (!after) throw validationFailed([{ path: 'after', message: 'must be the next_after of a keyset page' }]);
+  return after;
 }
 
 async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId: string | undefined) {
@@ -90,6 +103,11 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const r = resource(req.resource);
       const q = parseListQuery(req.query ?? {}, r);
       const parentId = parentOf(r, req.parent_id);
+      if (req.keyset) {
+        const after = keysetOf(req);
+        const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
+        return { json: page.json, total: 0, limit: q.limit, offset: 0, cut_by_size: page.cut, next_after: page.next };
+      }
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +
       // limit is then where the next page starts

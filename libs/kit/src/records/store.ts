@@ -124,11 +124,7 @@ export async function listRecords(
   q: ListQuery,
   parentId?: string,
 ): Promise<{ json: string; total: number; shown: number; cut: boolean }> {
-  const where = scope(r, caller, parentId);
-  for (const f of q.filters) where.push(sql`${col(f.field)} = ${f.value}${sql.raw(CAST[f.type]!)}`);
-  if (r.rangeColumn && q.from) where.push(sql`${col(r.rangeColumn)} >= ${q.from}::timestamptz`);
-  if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
-  const cond = sql.join(where, sql` and `);
+  const cond = sql.join(listConditions(r, caller, q, parentId), sql` and `);
   const dir = sql.raw(q.order);
   // the page's sort keys ride along so the byte cut runs in the page's order
   const page = await rows<{ json: string; total: number }>(
@@ -155,6 +151,60 @@ export async function listRecords(
     // short of what the limit and the total allow: the bytes cut it
     cut: page.length < Math.min(q.limit, total - q.offset),
   };
+}
+
+/** What a list selects: scope (org, visibility, parent), the query's filters and its time range. */
+function listConditions(r: Resource, caller: CallerContext, q: ListQuery, parentId: string | undefined): SQL[] {
+  const where = scope(r, caller, parentId);
+  for (const f of q.filters) where.push(sql`${col(f.field)} = ${f.value}${sql.raw(CAST[f.type]!)}`);
+  if (r.rangeColumn && q.from) where.push(sql`${col(r.rangeColumn)} >= ${q.from}::timestamptz`);
+  if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
+  return where;
+}
+
+/** Where a keyset page ended: the last record's created_at (as PostgreSQL renders it) and id. */
+const KEYSET_AFTER = /^(\d{4}-\d{2}-\d{2}T[0-9:.]+[+-]\d{2}:\d{2}),([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/** The created_at and id of a keyset position; undefined when it is not one this store gave. */
+export function parseKeysetAfter(after: string): { created_at: string; id: string } | undefined {
+  const m = KEYSET_AFTER.exec(after);
+  return m ? { created_at: m[1]!, id: m[2]! } : undefined;
+}
+
+/**
+ * One page of a whole list read by keyset (export jobs): the visible records
+ * after `after` oldest first (created_at, then id: the order of every record
+ * table's (org_id, created_at, id) index), cut by bytes like any page, and the
+ * position to go on from (empty once the list is read). No total, and no rows
+ * skipped: a page costs what it holds, where an offset page counts the whole list
+ * and renders every row before its offset, so reading a large list by offset
+ * grows with its square.
+ */
+export async function listRecordsByKeyset(
+  exec: Executor,
+  r: Resource,
+  caller: CallerContext,
+  q: ListQuery,
+  parentId: string | undefined,
+  after: { created_at: string; id: string } | undefined,
+): Promise<{ json: string; next: string; cut: boolean }> {
+  const where = listConditions(r, caller, q, parentId);
+  if (after) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
+  const page = await rows<{ json: string; k: string; kid: string; rows_in_reach: number }>(
+    exec,
+    cutByBytes(
+      sql`select ${await render(exec, r)} as json, to_json(t.created_at) #>> '{}' as k, t.id as kid, t.created_at as kt
+          from ${table(r)} t where ${sql.join(where, sql` and `)}
+          order by t.created_at, t.id limit ${q.limit}`,
+      sql`kt, kid`,
+      { rowsInReach: true },
+    ),
+  );
+  const reach = Number(page[0]?.rows_in_reach ?? 0);
+  // a full page, or one the bytes cut, may have more records after it
+  const more = page.length > 0 && (reach === q.limit || page.length < reach);
+  const last = page.at(-1);
+  return { json: `[${page.map((p) => p.json).join(',')}]`, next: more && last ? `${last.k},${last.kid}` : '', cut: page.length < reach };
 }
 
 export interface FindOptions {

@@ -33,6 +33,17 @@ export interface ListRecordsRequest {
   query: { [key: string]: string };
   /** parent record id for sub-resources (e.g. equipment id for equipment/usage) */
   parent_id: string;
+  /**
+   * Internal readers of whole lists (export jobs), never set by the gateway: the
+   * records oldest first (created_at, then id) by keyset, without a total; query
+   * may then hold filters and limit only. Each page costs what it holds, where
+   * offset paging costs the whole list per page (its count and the rows it skips).
+   */
+  keyset?:
+    | boolean
+    | undefined;
+  /** with keyset: where the page before ended (its next_after), as it was given */
+  after?: string | undefined;
 }
 
 export interface ListRecordsRequest_QueryEntry {
@@ -52,6 +63,8 @@ export interface ListRecordsResponse {
    * (limit then says how many it holds)
    */
   cut_by_size: boolean;
+  /** with keyset: the after of the next page; empty once the list is read */
+  next_after?: string | undefined;
 }
 
 export interface GetRecordRequest {
@@ -92,7 +105,7 @@ export interface DeleteRecordResponse {
 }
 
 function createBaseListRecordsRequest(): ListRecordsRequest {
-  return { resource: "", query: {}, parent_id: "" };
+  return { resource: "", query: {}, parent_id: "", keyset: undefined, after: undefined };
 }
 
 export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
@@ -105,6 +118,12 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
     });
     if (message.parent_id !== "") {
       writer.uint32(26).string(message.parent_id);
+    }
+    if (message.keyset !== undefined) {
+      writer.uint32(32).bool(message.keyset);
+    }
+    if (message.after !== undefined) {
+      writer.uint32(42).string(message.after);
     }
     return writer;
   },
@@ -147,6 +166,22 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
             }
 
             message.parent_id = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.keyset = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.after = reader.string();
             continue;
           }
         }
@@ -220,7 +255,7 @@ export const ListRecordsRequest_QueryEntry: MessageFns<ListRecordsRequest_QueryE
 };
 
 function createBaseListRecordsResponse(): ListRecordsResponse {
-  return { json: "", total: 0, limit: 0, offset: 0, cut_by_size: false };
+  return { json: "", total: 0, limit: 0, offset: 0, cut_by_size: false, next_after: undefined };
 }
 
 export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
@@ -239,6 +274,9 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
     }
     if (message.cut_by_size !== false) {
       writer.uint32(40).bool(message.cut_by_size);
+    }
+    if (message.next_after !== undefined) {
+      writer.uint32(50).string(message.next_after);
     }
     return writer;
   },
@@ -294,6 +332,14 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
             }
 
             message.cut_by_size = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.next_after = reader.string();
             continue;
           }
         }
