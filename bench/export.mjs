@@ -1,0 +1,51 @@
+// How long an export job takes over a large table (a development aid, not a scenario
+// of `npm run bench`): BENCH_EXPORT_ROWS samples (default 100,000) are seeded
+// straight into notebook.samples of one organisation, beside as many of another
+// organisation (the same table holds every tenant), then one org_data_export runs
+// through the whole stack (jobs reading every table page by page over gRPC) and the
+// seconds from submission to `succeeded` are printed, with the ZIP's row count.
+// Run it at two commits to compare how reading a whole list scales.
+import pg from 'pg';
+import { api, seedOrg, startCluster } from './cluster.mjs';
+
+const ROWS = Number(process.env.BENCH_EXPORT_ROWS ?? 100_000);
+
+async function seedSamples(url, orgId, n) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    // ids and times increase together, as the service writes them (UUIDv7, now())
+    await c.query(
+      `insert into notebook.samples (id, org_id, name, type, status, metadata, created_at, updated_at)
+       select (lpad(to_hex((extract(epoch from t) * 1000)::bigint), 12, '0') || '7' || substr(h, 1, 3) || '8' || substr(h, 4, 15))::uuid,
+              $1::uuid, 'sample ' || g, 'blood', 'registered', '{"tube": "EDTA"}', t, t
+       from generate_series(1, $2::int) g,
+            lateral (select timestamptz '2026-01-01' + g * interval '1 second' as t, md5($1 || g::text) as h) x`,
+      [orgId, n],
+    );
+    await c.query('vacuum analyze notebook.samples');
+  } finally {
+    await c.end();
+  }
+}
+
+const cluster = await startCluster(['identity', 'notebook', 'audit', 'inventory', 'equipment', 'jobs']);
+try {
+  const { org, token } = await seedOrg(cluster.url, cluster.operatorToken);
+  const other = await seedOrg(cluster.url, cluster.operatorToken);
+  await seedSamples(cluster.db.url, org.id, ROWS);
+  await seedSamples(cluster.db.url, other.org.id, ROWS);
+  const started = Date.now();
+  const job = (await api(cluster.url, 'POST', '/v1/jobs', token, { job_type: 'org_data_export', input: {} })).data;
+  let done;
+  for (;;) {
+    done = (await api(cluster.url, 'GET', `/v1/jobs/${job.id}`, token)).data;
+    if (['succeeded', 'failed', 'dead', 'cancelled'].includes(done.status)) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const seconds = (Date.now() - started) / 1000;
+  console.log(`org_data_export of ${ROWS} samples: ${done.status} in ${seconds.toFixed(1)} s (${done.result_meta?.rows ?? '?'} rows, ${(ROWS / seconds).toFixed(0)} samples/s)`);
+  if (done.status !== 'succeeded') process.exitCode = 1;
+} finally {
+  await cluster.stop();
+}
