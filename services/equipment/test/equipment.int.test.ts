@@ -210,8 +210,19 @@ describe('whole lists by keyset', () => {
       const err = await failure(rec.call('listRecords', { resource: 'equipment', query, parent_id: '', keyset: true }, w.admin));
       expect(err).toMatchObject({ kind: 'invalid', code: 'validation_failed' });
     }
-    const err = await failure(rec.call('listRecords', { resource: 'equipment', query: {}, parent_id: '', keyset: true, after: '2026-01-01T00:00:00+00:00,x' }, w.admin));
-    expect(err).toMatchObject({ kind: 'invalid' });
+    for (const after of ['2026-01-01T00:00:00+00:00,x', `2026-99-99T::+00:00,${newId()}`, `,${newId()}`]) {
+      const err = await failure(rec.call('listRecords', { resource: 'equipment', query: {}, parent_id: '', keyset: true, after }, w.admin));
+      expect(err).toMatchObject({ kind: 'invalid' });
+    }
+  });
+
+  it('ends with the last full page when the list is an exact multiple of the limit', async () => {
+    const w = org();
+    const made: string[] = [];
+    for (let i = 0; i < 6; i++) made.push((await create('equipment', { name: `even ${i}` }, w.admin)).id);
+    const pages = await readByKeyset('equipment', w.admin, 3);
+    expect(pages.map((p) => p.ids)).toEqual([made.slice(0, 3), made.slice(3)]);
+    expect(pages.every((p) => !p.cut)).toBe(true);
   });
 });
 

@@ -91,7 +91,8 @@ async function equipmentBook(run: JobRun, input: InputOf<'equipment_book_pdf'>):
   return writePdf(run.dir, `${run.base}.pdf`, `Equipment log book: ${text(d.equipment.name)}`, (doc) => {
     fields(doc, d.equipment, ['name', 'status', 'serial_number', 'location']);
     section(doc, `Usage (${d.usage!.length})`);
-    lines(doc, d.usage!, USAGE);
+    // by when each session started (whole lists are read in creation order, and a session may be recorded late)
+    lines(doc, [...d.usage!].sort((a, b) => String(a.started_at).localeCompare(String(b.started_at))), USAGE);
     section(doc, `Maintenance (${d.maintenance!.length})`);
     lines(doc, d.maintenance!, MAINTENANCE);
     section(doc, `Calibrations (${d.calibrations!.length})`);

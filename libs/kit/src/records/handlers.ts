@@ -106,7 +106,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       if (req.keyset) {
         const after = keysetOf(req);
         const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
-        return { json: page.json, total: 0, limit: q.limit, offset: 0, cut_by_size: page.cut, next_after: page.next };
+        return { json: page.json, total: 0, limit: page.cut ? page.shown : q.limit, offset: 0, cut_by_size: page.cut, next_after: page.next };
       }
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +

@@ -4,6 +4,7 @@ import type { Executor, Tx } from '../db.js';
 import { rows } from '../db.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
+import { isoTimestamp } from '../storable.js';
 import type { ListQuery } from './list-query.js';
 import type { RecordJson, Resource } from './resource.js';
 import { isGuid } from './validation.js';
@@ -163,22 +164,25 @@ function listConditions(r: Resource, caller: CallerContext, q: ListQuery, parent
 }
 
 /** Where a keyset page ended: the last record's created_at (as PostgreSQL renders it) and id. */
-const KEYSET_AFTER = /^(\d{4}-\d{2}-\d{2}T[0-9:.]+[+-]\d{2}:\d{2}),([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+const KEYSET_AFTER = /^(.+),([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+const KEYSET_TIME = isoTimestamp();
 
 /** The created_at and id of a keyset position; undefined when it is not one this store gave. */
 export function parseKeysetAfter(after: string): { created_at: string; id: string } | undefined {
   const m = KEYSET_AFTER.exec(after);
-  return m ? { created_at: m[1]!, id: m[2]! } : undefined;
+  return m && KEYSET_TIME.safeParse(m[1]).success ? { created_at: m[1]!, id: m[2]! } : undefined;
 }
 
 /**
  * One page of a whole list read by keyset (export jobs): the visible records
- * after `after` oldest first (created_at, then id: the order of every record
- * table's (org_id, created_at, id) index), cut by bytes like any page, and the
+ * after `after` oldest first (created_at, then id: the order of the (org_id,
+ * created_at, id) index of every top-level record table; sub-resources are read
+ * under their parent, a short list sorted), cut by bytes like any page, and the
  * position to go on from (empty once the list is read). No total, and no rows
  * skipped: a page costs what it holds, where an offset page counts the whole list
  * and renders every row before its offset, so reading a large list by offset
- * grows with its square.
+ * grows with its square. One row more than the limit is read to tell whether
+ * another page follows.
  */
 export async function listRecordsByKeyset(
   exec: Executor,
@@ -187,24 +191,30 @@ export async function listRecordsByKeyset(
   q: ListQuery,
   parentId: string | undefined,
   after: { created_at: string; id: string } | undefined,
-): Promise<{ json: string; next: string; cut: boolean }> {
+): Promise<{ json: string; shown: number; next: string; cut: boolean }> {
   const where = listConditions(r, caller, q, parentId);
   if (after) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
-  const page = await rows<{ json: string; k: string; kid: string; rows_in_reach: number }>(
+  const fetched = await rows<{ json: string; k: string; kid: string; rows_in_reach: number }>(
     exec,
     cutByBytes(
       sql`select ${await render(exec, r)} as json, to_json(t.created_at) #>> '{}' as k, t.id as kid, t.created_at as kt
           from ${table(r)} t where ${sql.join(where, sql` and `)}
-          order by t.created_at, t.id limit ${q.limit}`,
+          order by t.created_at, t.id limit ${q.limit + 1}`,
       sql`kt, kid`,
       { rowsInReach: true },
     ),
   );
-  const reach = Number(page[0]?.rows_in_reach ?? 0);
-  // a full page, or one the bytes cut, may have more records after it
-  const more = page.length > 0 && (reach === q.limit || page.length < reach);
+  const reach = Number(fetched[0]?.rows_in_reach ?? 0);
+  const page = fetched.slice(0, q.limit);
+  // more follow when the extra row came back, or when the bytes cut what did
+  const more = fetched.length > q.limit || fetched.length < reach;
   const last = page.at(-1);
-  return { json: `[${page.map((p) => p.json).join(',')}]`, next: more && last ? `${last.k},${last.kid}` : '', cut: page.length < reach };
+  return {
+    json: `[${page.map((p) => p.json).join(',')}]`,
+    shown: page.length,
+    next: more && last ? `${last.k},${last.kid}` : '',
+    cut: page.length < Math.min(reach, q.limit),
+  };
 }
 
 export interface FindOptions {

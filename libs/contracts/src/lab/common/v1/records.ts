@@ -36,8 +36,9 @@ export interface ListRecordsRequest {
   /**
    * Internal readers of whole lists (export jobs), never set by the gateway: the
    * records oldest first (created_at, then id) by keyset, without a total; query
-   * may then hold filters and limit only. Each page costs what it holds, where
-   * offset paging costs the whole list per page (its count and the rows it skips).
+   * may then hold limit, filters, from and to, not offset, order or order_by. Each
+   * page costs what it holds, where offset paging costs the whole list per page
+   * (its count and the rows it skips).
    */
   keyset?:
     | boolean
