@@ -163,3 +163,33 @@ export async function seedOrg(base, operatorToken, modules = []) {
   const key = (await api(base, 'POST', `/admin/v1/orgs/${org.id}/api-keys`, operatorToken, { name: 'bench', scopes: ['*'], user_id: user.id })).data;
   return { org, user, token: key.token };
 }
+
+/** Readings per ingest request in the ingest scenarios. */
+export const INGEST_BATCH = 500;
+/** The value of reading i of a batch: a few out of the limits (2-8), as a real feed has. */
+export const ingestValueAt = (i) => (i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3);
+
+/**
+ * An organisation with the analytics_qc module and ten environmental points, and the
+ * body of one ingest batch over them. The batch is sent once and must be stored whole:
+ * a rate of rejected readings would measure nothing.
+ */
+export async function ingestFixture(base, operatorToken) {
+  const { org, user, token } = await seedOrg(base, operatorToken, ['analytics_qc']);
+  const points = [];
+  for (let i = 0; i < 10; i++) {
+    points.push(
+      (await api(base, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, operatorToken, {
+        parameter: 'temperature',
+        unit: 'C',
+        external_code: `room-${i}`,
+        limit_min: 2,
+        limit_max: 8,
+      })).data,
+    );
+  }
+  const readings = Array.from({ length: INGEST_BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: ingestValueAt(i) }));
+  const probe = await api(base, 'POST', '/v1/environmental-readings', token, { readings });
+  if (probe.data.created !== INGEST_BATCH || probe.data.rejected.length) throw new Error(`probe batch: ${JSON.stringify(probe.data).slice(0, 300)}`);
+  return { org, user, token, points, body: JSON.stringify({ readings }) };
+}

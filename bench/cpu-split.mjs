@@ -11,7 +11,7 @@ import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import { api, seedOrg, startCluster } from './cluster.mjs';
+import { api, ingestFixture, seedOrg, startCluster } from './cluster.mjs';
 
 const PATH = process.env.BENCH_PATH ?? 'get';
 const ticks = () => {
@@ -48,25 +48,16 @@ async function tableCounters(url) {
   }
 }
 
-/** Ten points and a batch of 500 readings on them, 1 in 50 out of limits. */
-async function ingestRequest(url, operatorToken) {
-  const { org, token } = await seedOrg(url, operatorToken, ['analytics_qc']);
-  for (let i = 0; i < 10; i++) {
-    await api(url, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, operatorToken, {
-      parameter: 'temperature', unit: 'C', external_code: `room-${i}`, limit_min: 2, limit_max: 8,
-    });
-  }
-  const readings = Array.from({ length: 500 }, (_, i) => ({ external_code: `room-${i % 10}`, value: i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3 }));
-  return { token, opts: { url: `${url}/v1/environmental-readings`, method: 'POST', body: JSON.stringify({ readings }) } };
-}
-
 const INGEST = PATH === 'ingest';
 const cluster = await startCluster(INGEST ? ['identity', 'audit', 'telemetry'] : undefined);
 try {
   let token;
   let opts;
-  if (INGEST) ({ token, opts } = await ingestRequest(cluster.url, cluster.operatorToken));
-  else {
+  if (INGEST) {
+    const fixture = await ingestFixture(cluster.url, cluster.operatorToken);
+    token = fixture.token;
+    opts = { url: `${cluster.url}/v1/environmental-readings`, method: 'POST', body: fixture.body };
+  } else {
     ({ token } = await seedOrg(cluster.url, cluster.operatorToken));
     let id;
     for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;

@@ -12,39 +12,22 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { v7 } from 'uuid';
-import { api, seedOrg, startCluster } from './cluster.mjs';
+import { INGEST_BATCH, ingestFixture, ingestValueAt, startCluster } from './cluster.mjs';
 import { saveResult } from './results.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
-const BATCH = 500;
+const BATCH = INGEST_BATCH;
 const TARGET_RATE = 50_000;
 const TARGET_RATIO = 0.4;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (xs, d = 0) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
-// a few values out of the limits, as a real feed has
-const valueAt = (i) => (i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3);
+const valueAt = ingestValueAt;
 
 const cluster = await startCluster(['identity', 'audit', 'telemetry']);
 try {
-  const { org, user, token } = await seedOrg(cluster.url, cluster.operatorToken, ['analytics_qc']);
-  const points = [];
-  for (let i = 0; i < 10; i++) {
-    points.push(
-      (await api(cluster.url, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, cluster.operatorToken, {
-        parameter: 'temperature',
-        unit: 'C',
-        external_code: `room-${i}`,
-        limit_min: 2,
-        limit_max: 8,
-      })).data,
-    );
-  }
-  const body = JSON.stringify({ readings: Array.from({ length: BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: valueAt(i) })) });
-  // the stack must store every item, or its rate would count rejected readings
-  const probe = await api(cluster.url, 'POST', '/v1/environmental-readings', token, JSON.parse(body));
-  if (probe.data.created !== BATCH || probe.data.rejected.length) throw new Error(`probe batch: ${JSON.stringify(probe.data).slice(0, 300)}`);
+  const { org, user, token, points, body } = await ingestFixture(cluster.url, cluster.operatorToken);
 
   // The baseline writes the columns the service writes, in COPY text format:
   // id (UUIDv7, as the service's), org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id,
