@@ -53,8 +53,6 @@ interface JobUpdated {
 
 interface Listener {
   principal: Principal;
-  /** the organisation the principal acts in (the key of byOrg) */
-  org: string;
   res: Response;
   beat?: NodeJS.Timeout;
   expiry?: NodeJS.Timeout;
@@ -129,9 +127,10 @@ export class JobEventsHub {
     clearInterval(l.beat);
     clearTimeout(l.expiry);
     if (!this.listeners.delete(l)) return;
-    const org = this.byOrg.get(l.org)!;
+    const orgId = l.principal.org_id;
+    const org = this.byOrg.get(orgId)!;
     org.delete(l);
-    if (!org.size) this.byOrg.delete(l.org);
+    if (!org.size) this.byOrg.delete(orgId);
     const token = l.principal.token_id;
     const n = this.perToken.get(token)! - 1;
     if (n) this.perToken.set(token, n);
@@ -202,10 +201,10 @@ export class JobEventsHub {
       return Promise.resolve();
     }
     res.write(': connected to background_jobs\n\n');
-    const l: Listener = { principal, org: principal.org_id, res };
+    const l: Listener = { principal, res };
     this.listeners.add(l);
-    let org = this.byOrg.get(l.org);
-    if (!org) this.byOrg.set(l.org, (org = new Set()));
+    let org = this.byOrg.get(principal.org_id);
+    if (!org) this.byOrg.set(principal.org_id, (org = new Set()));
     org.add(l);
     this.perToken.set(principal.token_id, (this.perToken.get(principal.token_id) ?? 0) + 1);
     l.beat = setInterval(() => this.send(l, ': heartbeat\n\n'), this.heartbeatMs);
