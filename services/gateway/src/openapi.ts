@@ -66,7 +66,18 @@ const SCHEMAS: Record<string, Json> = {
   Pagination: {
     type: 'object',
     required: ['limit', 'offset', 'total'],
-    properties: { limit: { type: 'integer' }, offset: { type: 'integer' }, total: { type: ['integer', 'null'] } },
+    properties: {
+      limit: { type: 'integer' },
+      offset: { type: 'integer' },
+      total: { type: ['integer', 'null'], description: 'null for a list by keyset (since_created_at)' },
+      next_cursor: {
+        description: 'a list by keyset only: the since_created_at and since_id of the next page; null once the list is read',
+        oneOf: [
+          { type: 'object', required: ['since_created_at', 'since_id'], properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID } },
+          { type: 'null' },
+        ],
+      },
+    },
   },
   Item: { type: 'object', required: ['data'], properties: { data: { type: 'object' } } },
   List: {
@@ -234,6 +245,14 @@ const LIST_QUERY: Json[] = [
   { name: 'offset', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
   { name: 'order_by', in: 'query', description: 'an allowlisted column of the resource (created_at always)', schema: { type: 'string' } },
   { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'] } },
+  {
+    name: 'since_created_at',
+    in: 'query',
+    description:
+      'keyset paging (an addition): the records created at or after this time, oldest first, without a total; with since_id, those after that record (pagination.next_cursor of the page before). Not with offset, order or order_by. Reading a whole large list this way costs each page what it holds.',
+    schema: { type: 'string', format: 'date-time' },
+  },
+  { name: 'since_id', in: 'query', description: 'with since_created_at: go on after this record', schema: UUID },
 ];
 
 /** Lists of records under a parent (equipment sub-resources): their own page bounds and a time range. */

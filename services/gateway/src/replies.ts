@@ -35,8 +35,17 @@ export const itemFromJson = (status: number, objectJson: string): Reply => ({
   contentType: JSON_TYPE,
 });
 
+/** Where a list read by keyset goes on (records after since_created_at and since_id). */
+export interface ListCursor {
+  since_created_at: string;
+  since_id: string;
+}
+
 /** List envelope around a JSON array text. */
-export const listFromJson = (arrayJson: string, page: { limit: number; offset: number; total: number | null }): Reply => ({
+export const listFromJson = (
+  arrayJson: string,
+  page: { limit: number; offset: number; total: number | null; next_cursor?: ListCursor | null },
+): Reply => ({
   status: 200,
   body: `{"data":${arrayJson},"pagination":${JSON.stringify(page)}}`,
   contentType: JSON_TYPE,

@@ -86,6 +86,42 @@ describe('generic CRUD of samples', () => {
     expect([...first.body.data, ...rest.body.data].map((e: { id: string }) => e.id)).toEqual(made);
   });
 
+  it('pages a whole list by keyset: since_created_at, then next_cursor, oldest first, no total', async () => {
+    const org = (await stack.admin.createOrg()).id;
+    const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
+    const made: { id: string; created_at: string }[] = [];
+    for (let i = 0; i < 5; i++) made.push((await api('POST', '/v1/samples', key, { name: `keyset ${i}` })).body.data);
+    const seen: string[] = [];
+    let path = '/v1/samples?limit=2&since_created_at=2000-01-01T00:00:00Z';
+    for (let n = 0; n < 5; n++) {
+      const r = await api('GET', path, key);
+      expect(r.status).toBe(200);
+      expect(r.body.pagination).toMatchObject({ limit: 2, offset: 0, total: null });
+      seen.push(...r.body.data.map((x: { id: string }) => x.id));
+      const next = r.body.pagination.next_cursor;
+      if (!next) break;
+      path = `/v1/samples?limit=2&since_created_at=${encodeURIComponent(next.since_created_at)}&since_id=${next.since_id}`;
+    }
+    expect(seen).toEqual(made.map((m) => m.id));
+    // a time alone starts with the records created at or after it
+    const from = await api('GET', `/v1/samples?since_created_at=${encodeURIComponent(made[2]!.created_at)}`, key);
+    expect(from.body.data.map((x: { id: string }) => x.id)).toEqual(made.slice(2).map((m) => m.id));
+    expect(from.body.pagination.next_cursor).toBeNull();
+  });
+
+  it.each([
+    ['since_id=0190a0c8-0000-7000-8000-000000000001', 'since_id'],
+    ['since_created_at=yesterday', 'since_created_at'],
+    ['since_created_at=2026-01-01T00:00:00Z&since_id=nope', 'since_id'],
+    ['since_created_at=2026-01-01T00:00:00Z&offset=10', 'offset'],
+    ['since_created_at=2026-01-01T00:00:00Z&order=desc', 'order'],
+  ])('refuses a keyset list with %s (400 naming %s)', async (query, field) => {
+    const r = await api('GET', `/v1/samples?${query}`, writeKey);
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('validation_failed');
+    expect(r.body.error.details.fields.map((f: { path: string }) => f.path)).toContain(field);
+  });
+
   it('does not show a record of another organisation', async () => {
     const created = await api('POST', '/v1/samples', writeKey, { name: 'private' });
     const r = await api('GET', `/v1/samples/${created.body.data.id}`, otherOrgKey);

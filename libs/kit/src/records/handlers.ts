@@ -7,7 +7,7 @@ import { jsonAnswer, type Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
-import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, parseKeysetAfter, updateColumns, type StoredRecord } from './store.js';
+import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, parseKeysetAfter, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
 import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
@@ -33,12 +33,12 @@ function parentOf(r: Resource, parentId: string): string | undefined {
 const NOT_KEYSET = ['offset', 'order', 'order_by'];
 
 /** Where a keyset read (keyset) starts, once its request is checked. */
-function keysetOf(req: records.ListRecordsRequest): { created_at: string; id: string } | undefined {
+function keysetOf(req: records.ListRecordsRequest): KeysetAfter | undefined {
   const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined);
-  if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset` })));
+  if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset paging (since_created_at)` })));
   if (!req.after) return undefined;
   const after = parseKeysetAfter(req.after);
-  if (!after) throw validationFailed([{ path: 'after', message: 'must be the next_after of a keyset page' }]);
+  if (!after) throw validationFailed([{ path: 'after', message: 'must be a next_after, or an ISO 8601 time to start from' }]);
   return after;
 }
 

@@ -163,14 +163,23 @@ function listConditions(r: Resource, caller: CallerContext, q: ListQuery, parent
   return where;
 }
 
-/** Where a keyset page ended: the last record's created_at (as PostgreSQL renders it) and id. */
-const KEYSET_AFTER = /^(.+),([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+/**
+ * A keyset position: where a page ended (the last record's created_at, as
+ * PostgreSQL renders it, and its id: `<created_at>,<id>`), or a time alone, from
+ * which a read starts with the records created at or after it.
+ */
+export interface KeysetAfter {
+  created_at: string;
+  id?: string;
+}
+const KEYSET_AFTER = /^([^,]+)(?:,([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}))?$/;
 const KEYSET_TIME = isoTimestamp();
 
-/** The created_at and id of a keyset position; undefined when it is not one this store gave. */
-export function parseKeysetAfter(after: string): { created_at: string; id: string } | undefined {
+/** A keyset position as `after` carries it; undefined when it is not one. */
+export function parseKeysetAfter(after: string): KeysetAfter | undefined {
   const m = KEYSET_AFTER.exec(after);
-  return m && KEYSET_TIME.safeParse(m[1]).success ? { created_at: m[1]!, id: m[2]! } : undefined;
+  if (!m || !KEYSET_TIME.safeParse(m[1]).success) return undefined;
+  return m[2] ? { created_at: m[1]!, id: m[2] } : { created_at: m[1]! };
 }
 
 /**
@@ -190,10 +199,11 @@ export async function listRecordsByKeyset(
   caller: CallerContext,
   q: ListQuery,
   parentId: string | undefined,
-  after: { created_at: string; id: string } | undefined,
+  after: KeysetAfter | undefined,
 ): Promise<{ json: string; shown: number; next: string; cut: boolean }> {
   const where = listConditions(r, caller, q, parentId);
-  if (after) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
+  if (after?.id) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
+  else if (after) where.push(sql`t.created_at >= ${after.created_at}::timestamptz`);
   const fetched = await rows<{ json: string; k: string; kid: string; rows_in_reach: number }>(
     exec,
     cutByBytes(

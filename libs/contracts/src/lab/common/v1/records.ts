@@ -34,8 +34,8 @@ export interface ListRecordsRequest {
   /** parent record id for sub-resources (e.g. equipment id for equipment/usage) */
   parent_id: string;
   /**
-   * Internal readers of whole lists (export jobs), never set by the gateway: the
-   * records oldest first (created_at, then id) by keyset, without a total; query
+   * Readers of whole lists (export jobs, and the gateway for a list asked for
+   * with since_created_at): the records oldest first (created_at, then id) by keyset, without a total; query
    * may then hold limit, filters, from and to, not offset, order or order_by. Each
    * page costs what it holds, where offset paging costs the whole list per page
    * (its count and the rows it skips).
@@ -43,7 +43,10 @@ export interface ListRecordsRequest {
   keyset?:
     | boolean
     | undefined;
-  /** with keyset: where the page before ended (its next_after), as it was given */
+  /**
+   * with keyset: where the page before ended (its next_after, as it was given), or
+   * an ISO 8601 time alone, to start with the records created at or after it
+   */
   after?: string | undefined;
 }
 
