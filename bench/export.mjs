@@ -4,6 +4,8 @@
 // organisation (the same table holds every tenant), then one org_data_export runs
 // through the whole stack (jobs reading every table page by page over gRPC) and the
 // seconds from submission to `succeeded` are printed, with the ZIP's row count.
+// Then a client reads the same list whole through GET /v1/samples, 500 per page,
+// once by offset and once by keyset (since_created_at, then next_cursor).
 // Run it at two commits to compare how reading a whole list scales.
 import pg from 'pg';
 import { api, seedOrg, startCluster } from './cluster.mjs';
@@ -46,6 +48,27 @@ try {
   const seconds = (Date.now() - started) / 1000;
   console.log(`org_data_export of ${ROWS} samples: ${done.status} in ${seconds.toFixed(1)} s (${done.result_meta?.rows ?? '?'} rows, ${(ROWS / seconds).toFixed(0)} samples/s)`);
   if (done.status !== 'succeeded') process.exitCode = 1;
+
+  const walk = async (first, next) => {
+    const t0 = Date.now();
+    let n = 0;
+    for (let path = first, page = 0; path; page++) {
+      const r = await api(cluster.url, 'GET', path, token);
+      n += r.data.length;
+      path = next(r, page);
+    }
+    return { n, seconds: (Date.now() - t0) / 1000 };
+  };
+  const byOffset = await walk('/v1/samples?limit=500&order=asc', (r) =>
+    r.pagination.offset + r.pagination.limit < r.pagination.total ? `/v1/samples?limit=500&order=asc&offset=${r.pagination.offset + r.pagination.limit}` : undefined,
+  );
+  const byKeyset = await walk('/v1/samples?limit=500&since_created_at=1970-01-01T00:00:00Z', (r) => {
+    const c = r.pagination.next_cursor;
+    return c ? `/v1/samples?limit=500&since_created_at=${encodeURIComponent(c.since_created_at)}&since_id=${c.since_id}` : undefined;
+  });
+  for (const [how, w] of [['offset', byOffset], ['keyset', byKeyset]]) {
+    console.log(`GET /v1/samples whole, 500 per page, by ${how}: ${w.n} records in ${w.seconds.toFixed(1)} s`);
+  }
 } finally {
   await cluster.stop();
 }
