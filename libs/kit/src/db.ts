@@ -44,6 +44,13 @@ export interface Database {
 export const sqlArray = (xs: readonly unknown[]): SQL => sql`${sql.param(xs)}`;
 
 /**
+ * A timestamptz as ISO 8601 in UTC with all six fraction digits (`...T12:00:00.000100Z`):
+ * exact, so a keyset position made from it names one record, and free of `+`,
+ * so it goes into a URL's query as it is.
+ */
+export const utcMicros = (column: SQL): SQL => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/**
  * Statements of a transaction that nothing after them waits for (the outbox rows, a
  * receipt): `pipelined()` hands them to the transaction, which sends its COMMIT
  * right behind them instead of after their answers, and fails if any of them failed.

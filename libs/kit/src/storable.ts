@@ -3,8 +3,8 @@ import { z } from 'zod';
 /**
  * What JSON and ISO 8601 admit but PostgreSQL cannot store, checked at the edge
  * so that such input is a 400 naming the field rather than a failed statement
- * (500): unpaired UTF-16 surrogates and NUL in text, year 0000, and offsets
- * PostgreSQL refuses. One definition for every service.
+ * (500): unpaired UTF-16 surrogates and NUL in text, year 0000, offsets and
+ * runs of fraction digits PostgreSQL refuses. One definition for every service.
  */
 
 /** 0001-01-01T00:00:00Z: PostgreSQL renders earlier instants as BC and refuses year 0000. */
@@ -12,8 +12,12 @@ const FIRST_INSTANT = -62_135_596_800_000;
 /** PostgreSQL accepts UTC offsets below 16 hours only. */
 const MAX_OFFSET_HOURS = 16;
 
+/** More fraction digits than nanoseconds: PostgreSQL refuses a long enough run of them. */
+const LONG_FRACTION = /\.\d{10,}/;
+
 /** Whether PostgreSQL's timestamptz stores an ISO 8601 timestamp as given. */
 export function storableTimestamp(value: string): boolean {
+  if (LONG_FRACTION.test(value)) return false;
   const offset = /[+-](\d{2}):?(\d{2})$/.exec(value);
   if (offset && Number(offset[1]) >= MAX_OFFSET_HOURS) return false;
   const t = Date.parse(value);
@@ -23,7 +27,7 @@ export function storableTimestamp(value: string): boolean {
 /** Whether PostgreSQL's date stores a YYYY-MM-DD date (year 1 on). */
 export const storableDate = (value: string): boolean => !value.startsWith('0000');
 
-const TIMESTAMP_MESSAGE = 'must be an ISO 8601 timestamp with offset, from year 1 on, with an offset under 16 hours';
+const TIMESTAMP_MESSAGE = 'must be an ISO 8601 timestamp with offset, from year 1 on, with an offset under 16 hours and at most 9 fraction digits';
 
 /** An ISO 8601 timestamp with offset (Z or ±hh:mm) that PostgreSQL can store. */
 export const isoTimestamp = (message = TIMESTAMP_MESSAGE) =>

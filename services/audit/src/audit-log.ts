@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { cutByBytes, DomainError, isUuid, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
+import { cutByBytes, DomainError, isUuid, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
@@ -17,9 +17,6 @@ export const listQuery = z
     path: ['since_id'],
   });
 export type ListQuery = z.infer<typeof listQuery>;
-
-/** Microsecond precision, so a cursor names exactly one position. */
-const TS = `'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'`;
 
 /**
  * Stores audit records, many in one statement (one parameter: a JSON array, so
@@ -68,11 +65,11 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   // any behind.
   const page = await db.rows<{ id: string; cursor_created_at: string; json: string; rows_in_reach: number }>(
     cutByBytes(
-      sql`select id, created_at, to_char(created_at at time zone 'UTC', ${sql.raw(TS)}) as cursor_created_at,
+      sql`select id, created_at, ${utcMicros(sql`created_at`)} as cursor_created_at,
             json_build_object(
               'id', id,
-              'created_at', to_char(created_at at time zone 'UTC', ${sql.raw(TS)}),
-              'occurred_at', to_char(occurred_at at time zone 'UTC', ${sql.raw(TS)}),
+              'created_at', ${utcMicros(sql`created_at`)},
+              'occurred_at', ${utcMicros(sql`occurred_at`)},
               'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
               'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
               'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id

@@ -173,11 +173,11 @@ describe('equipment records', () => {
 /** Reads a whole list by keyset, as export jobs do: every page, and how each ended. */
 async function readByKeyset(resource: string, caller: CallerContext, limit: number, parent_id = '') {
   const pages: { ids: string[]; cut: boolean }[] = [];
-  for (let after = ''; ; ) {
-    const res = await rec.call('listRecords', { resource, query: { limit: String(limit) }, parent_id, keyset: true, after }, caller);
+  for (let after = {}; ; ) {
+    const res = await rec.call('listRecords', { resource, query: { limit: String(limit) }, parent_id, keyset: true, ...after }, caller);
     pages.push({ ids: (JSON.parse(res.json) as Json[]).map((r) => r.id as string), cut: !!res.cut_by_size });
-    if (!res.next_after) return pages;
-    after = res.next_after;
+    if (!res.next_created_at) return pages;
+    after = { after_created_at: res.next_created_at, after_id: res.next_id };
   }
 }
 
@@ -204,14 +204,19 @@ describe('whole lists by keyset', () => {
     expect(pages.flatMap((p) => p.ids)).toEqual(made);
   });
 
-  it('refuses paging keys it cannot honour and an after it did not give (400)', async () => {
+  it('refuses paging keys it cannot honour and a position that is not one (400)', async () => {
     const w = org();
     for (const query of [{ offset: '5' }, { order: 'asc' }, { order_by: 'name' }]) {
       const err = await failure(rec.call('listRecords', { resource: 'equipment', query, parent_id: '', keyset: true }, w.admin));
       expect(err).toMatchObject({ kind: 'invalid', code: 'validation_failed' });
     }
-    for (const after of ['2026-01-01T00:00:00+00:00,x', `2026-99-99T::+00:00,${newId()}`, `,${newId()}`]) {
-      const err = await failure(rec.call('listRecords', { resource: 'equipment', query: {}, parent_id: '', keyset: true, after }, w.admin));
+    for (const after of [
+      { after_created_at: '2026-01-01T00:00:00Z', after_id: 'x' },
+      { after_created_at: '2026-99-99T00:00:00Z', after_id: newId() },
+      { after_created_at: `2026-01-01T00:00:00.${'0'.repeat(200)}Z` },
+      { after_id: newId() },
+    ]) {
+      const err = await failure(rec.call('listRecords', { resource: 'equipment', query: {}, parent_id: '', keyset: true, ...after }, w.admin));
       expect(err).toMatchObject({ kind: 'invalid' });
     }
   });

@@ -72,12 +72,15 @@ const SCHEMAS: Record<string, Json> = {
       total: { type: ['integer', 'null'], description: 'null for a list by keyset (since_created_at)' },
       next_cursor: {
         description: 'a list by keyset only: the since_created_at and since_id of the next page; null once the list is read',
-        oneOf: [
-          { type: 'object', required: ['since_created_at', 'since_id'], properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID } },
-          { type: 'null' },
-        ],
+        oneOf: [ref('schemas', 'KeysetCursor'), { type: 'null' }],
       },
     },
+  },
+  KeysetCursor: {
+    type: 'object',
+    description: 'Where the next page of a list by keyset starts: send both fields as query parameters.',
+    required: ['since_created_at', 'since_id'],
+    properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID },
   },
   Item: { type: 'object', required: ['data'], properties: { data: { type: 'object' } } },
   List: {
@@ -90,16 +93,7 @@ const SCHEMAS: Record<string, Json> = {
     required: ['data', 'next_cursor', 'count'],
     properties: {
       data: { type: 'array', items: { type: 'object' } },
-      next_cursor: {
-        oneOf: [
-          { type: 'null' },
-          {
-            type: 'object',
-            required: ['since_created_at', 'since_id'],
-            properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID },
-          },
-        ],
-      },
+      next_cursor: { oneOf: [{ type: 'null' }, ref('schemas', 'KeysetCursor')] },
       count: { type: 'integer' },
     },
   },
@@ -249,7 +243,7 @@ const LIST_QUERY: Json[] = [
     name: 'since_created_at',
     in: 'query',
     description:
-      'keyset paging (an addition): the records created at or after this time, oldest first, without a total; with since_id, those after that record (pagination.next_cursor of the page before). Not with offset, order or order_by. Reading a whole large list this way costs each page what it holds.',
+      'keyset paging (an addition): the records created at or after this time, oldest first, without a total; with since_id, those after that record (pagination.next_cursor of the page before; its times end in Z, so they need no URL encoding). Not with offset, order or order_by. Reading a whole large list this way costs each page what it holds.',
     schema: { type: 'string', format: 'date-time' },
   },
   { name: 'since_id', in: 'query', description: 'with since_created_at: go on after this record', schema: UUID },

@@ -92,6 +92,7 @@ describe('generic CRUD of samples', () => {
     const made: { id: string; created_at: string }[] = [];
     for (let i = 0; i < 5; i++) made.push((await api('POST', '/v1/samples', key, { name: `keyset ${i}` })).body.data);
     const seen: string[] = [];
+    const cursors: { since_created_at: string; since_id: string }[] = [];
     let path = '/v1/samples?limit=2&since_created_at=2000-01-01T00:00:00Z';
     for (let n = 0; n < 5; n++) {
       const r = await api('GET', path, key);
@@ -100,9 +101,13 @@ describe('generic CRUD of samples', () => {
       seen.push(...r.body.data.map((x: { id: string }) => x.id));
       const next = r.body.pagination.next_cursor;
       if (!next) break;
-      path = `/v1/samples?limit=2&since_created_at=${encodeURIComponent(next.since_created_at)}&since_id=${next.since_id}`;
+      cursors.push(next);
+      // the cursor goes into the URL as it is (a UTC time, no '+'); an upper-case id is the same id
+      path = `/v1/samples?limit=2&since_created_at=${next.since_created_at}&since_id=${next.since_id.toUpperCase()}`;
     }
     expect(seen).toEqual(made.map((m) => m.id));
+    expect(cursors.map((c) => c.since_id)).toEqual([made[1]!.id, made[3]!.id]);
+    for (const c of cursors) expect(c.since_created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
     // a time alone starts with the records created at or after it
     const from = await api('GET', `/v1/samples?since_created_at=${encodeURIComponent(made[2]!.created_at)}`, key);
     expect(from.body.data.map((x: { id: string }) => x.id)).toEqual(made.slice(2).map((m) => m.id));
@@ -115,11 +120,27 @@ describe('generic CRUD of samples', () => {
     ['since_created_at=2026-01-01T00:00:00Z&since_id=nope', 'since_id'],
     ['since_created_at=2026-01-01T00:00:00Z&offset=10', 'offset'],
     ['since_created_at=2026-01-01T00:00:00Z&order=desc', 'order'],
+    [`since_created_at=2026-01-01T00:00:00.${'0'.repeat(200)}Z`, 'since_created_at'],
   ])('refuses a keyset list with %s (400 naming %s)', async (query, field) => {
     const r = await api('GET', `/v1/samples?${query}`, writeKey);
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('validation_failed');
     expect(r.body.error.details.fields.map((f: { path: string }) => f.path)).toContain(field);
+  });
+
+  it('cuts a keyset page of heavy records by size, says so, and goes on from next_cursor', async () => {
+    const org = (await stack.admin.createOrg()).id;
+    const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
+    const made: string[] = [];
+    for (let i = 0; i < 12; i++) made.push((await api('POST', '/v1/experiments', key, { title: `heavy ${i}`, content: { body: 'x'.repeat(900_000) } })).body.data.id);
+    const first = await api('GET', '/v1/experiments?limit=50&since_created_at=2000-01-01T00:00:00Z', key);
+    expect(first.body.data.length).toBeLessThan(12);
+    expect(first.body.pagination.limit).toBe(first.body.data.length);
+    expect(first.headers.get('warning')).toBe(`299 - "page cut by size at ${first.body.data.length} records; continue from next_cursor"`);
+    const c = first.body.pagination.next_cursor;
+    const rest = await api('GET', `/v1/experiments?limit=50&since_created_at=${c.since_created_at}&since_id=${c.since_id}`, key);
+    expect(rest.body.pagination.next_cursor).toBeNull();
+    expect([...first.body.data, ...rest.body.data].map((e: { id: string }) => e.id)).toEqual(made);
   });
 
   it('does not show a record of another organisation', async () => {

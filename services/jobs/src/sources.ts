@@ -95,11 +95,11 @@ export class Sources {
    */
   async *pages(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): AsyncGenerator<Rec[]> {
     const limit = String(this.pageSize);
-    for (let after = ''; ; ) {
-      const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, after }, caller);
+    for (let after = {}; ; ) {
+      const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, ...after }, caller);
       yield JSON.parse(r.json) as Rec[];
-      if (!r.next_after) return;
-      after = r.next_after;
+      if (!r.next_created_at) return;
+      after = { after_created_at: r.next_created_at, after_id: r.next_id };
     }
   }
 

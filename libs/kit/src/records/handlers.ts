@@ -7,8 +7,9 @@ import { jsonAnswer, type Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
-import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, parseKeysetAfter, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
+import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
 import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
+import { isoTimestamp } from '../storable.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
@@ -32,14 +33,21 @@ function parentOf(r: Resource, parentId: string): string | undefined {
 /** Query keys a keyset read cannot honour: its order is its own, and it skips nothing. */
 const NOT_KEYSET = ['offset', 'order', 'order_by'];
 
-/** Where a keyset read (keyset) starts, once its request is checked. */
+const KEYSET_TIME = isoTimestamp();
+
+/** Where a keyset read starts, once its request is checked. */
 function keysetOf(req: records.ListRecordsRequest): KeysetAfter | undefined {
   const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined);
   if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset paging (since_created_at)` })));
-  if (!req.after) return undefined;
-  const after = parseKeysetAfter(req.after);
-  if (!after) throw validationFailed([{ path: 'after', message: 'must be a next_after, or an ISO 8601 time to start from' }]);
-  return after;
+  const { after_created_at: time, after_id: id } = req;
+  if (!time) {
+    if (id) throw validationFailed([{ path: 'since_id', message: 'must be given with since_created_at' }]);
+    return undefined;
+  }
+  if (!KEYSET_TIME.safeParse(time).success) throw validationFailed([{ path: 'since_created_at', message: 'must be an ISO 8601 timestamp with offset' }]);
+  if (!id) return { created_at: time };
+  if (!isGuid(id)) throw validationFailed([{ path: 'since_id', message: 'must be a UUID' }]);
+  return { created_at: time, id: id.toLowerCase() };
 }
 
 async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId: string | undefined) {
@@ -106,7 +114,15 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       if (req.keyset) {
         const after = keysetOf(req);
         const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
-        return { json: page.json, total: 0, limit: page.cut ? page.shown : q.limit, offset: 0, cut_by_size: page.cut, next_after: page.next };
+        return {
+          json: page.json,
+          total: 0,
+          limit: page.cut ? page.shown : q.limit,
+          offset: 0,
+          cut_by_size: page.cut,
+          next_created_at: page.next?.created_at,
+          next_id: page.next?.id,
+        };
       }
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +

@@ -1,10 +1,9 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { CallerContext } from '../context.js';
 import type { Executor, Tx } from '../db.js';
-import { rows } from '../db.js';
+import { rows, utcMicros } from '../db.js';
 import { DomainError } from '../errors.js';
 import { newId } from '../ids.js';
-import { isoTimestamp } from '../storable.js';
 import type { ListQuery } from './list-query.js';
 import type { RecordJson, Resource } from './resource.js';
 import { isGuid } from './validation.js';
@@ -164,22 +163,12 @@ function listConditions(r: Resource, caller: CallerContext, q: ListQuery, parent
 }
 
 /**
- * A keyset position: where a page ended (the last record's created_at, as
- * PostgreSQL renders it, and its id: `<created_at>,<id>`), or a time alone, from
- * which a read starts with the records created at or after it.
+ * A keyset position: where a page ended (the last record's created_at and id), or
+ * a time alone, from which a read starts with the records created at or after it.
  */
 export interface KeysetAfter {
   created_at: string;
   id?: string;
-}
-const KEYSET_AFTER = /^([^,]+)(?:,([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}))?$/;
-const KEYSET_TIME = isoTimestamp();
-
-/** A keyset position as `after` carries it; undefined when it is not one. */
-export function parseKeysetAfter(after: string): KeysetAfter | undefined {
-  const m = KEYSET_AFTER.exec(after);
-  if (!m || !KEYSET_TIME.safeParse(m[1]).success) return undefined;
-  return m[2] ? { created_at: m[1]!, id: m[2] } : { created_at: m[1]! };
 }
 
 /**
@@ -187,7 +176,7 @@ export function parseKeysetAfter(after: string): KeysetAfter | undefined {
  * after `after` oldest first (created_at, then id: the order of the (org_id,
  * created_at, id) index of every top-level record table; sub-resources are read
  * under their parent, a short list sorted), cut by bytes like any page, and the
- * position to go on from (empty once the list is read). No total, and no rows
+ * position to go on from (none once the list is read). No total, and no rows
  * skipped: a page costs what it holds, where an offset page counts the whole list
  * and renders every row before its offset, so reading a large list by offset
  * grows with its square. One row more than the limit is read to tell whether
@@ -200,14 +189,14 @@ export async function listRecordsByKeyset(
   q: ListQuery,
   parentId: string | undefined,
   after: KeysetAfter | undefined,
-): Promise<{ json: string; shown: number; next: string; cut: boolean }> {
+): Promise<{ json: string; shown: number; next: KeysetAfter | undefined; cut: boolean }> {
   const where = listConditions(r, caller, q, parentId);
   if (after?.id) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
   else if (after) where.push(sql`t.created_at >= ${after.created_at}::timestamptz`);
   const fetched = await rows<{ json: string; k: string; kid: string; rows_in_reach: number }>(
     exec,
     cutByBytes(
-      sql`select ${await render(exec, r)} as json, to_json(t.created_at) #>> '{}' as k, t.id as kid, t.created_at as kt
+      sql`select ${await render(exec, r)} as json, ${utcMicros(sql`t.created_at`)} as k, t.id as kid, t.created_at as kt
           from ${table(r)} t where ${sql.join(where, sql` and `)}
           order by t.created_at, t.id limit ${q.limit + 1}`,
       sql`kt, kid`,
@@ -222,7 +211,7 @@ export async function listRecordsByKeyset(
   return {
     json: `[${page.map((p) => p.json).join(',')}]`,
     shown: page.length,
-    next: more && last ? `${last.k},${last.kid}` : '',
+    next: more && last ? { created_at: last.k, id: String(last.kid) } : undefined,
     cut: page.length < Math.min(reach, q.limit),
   };
 }

@@ -34,20 +34,21 @@ export interface ListRecordsRequest {
   /** parent record id for sub-resources (e.g. equipment id for equipment/usage) */
   parent_id: string;
   /**
-   * Readers of whole lists (export jobs, and the gateway for a list asked for
-   * with since_created_at): the records oldest first (created_at, then id) by keyset, without a total; query
-   * may then hold limit, filters, from and to, not offset, order or order_by. Each
-   * page costs what it holds, where offset paging costs the whole list per page
-   * (its count and the rows it skips).
+   * Readers of whole lists (export jobs; the gateway for since_created_at): the
+   * records oldest first (created_at, then id) by keyset, without a total; query
+   * may then hold limit, filters, from and to, not offset, order or order_by.
+   * Each page costs what it holds, where offset paging costs the whole list per
+   * page (its count and the rows it skips).
    */
   keyset?:
     | boolean
     | undefined;
   /**
-   * with keyset: where the page before ended (its next_after, as it was given), or
-   * an ISO 8601 time alone, to start with the records created at or after it
+   * with keyset: start with the records created at or after this ISO 8601 time,
+   * or, with after_id, after that record (a page's next_created_at and next_id)
    */
-  after?: string | undefined;
+  after_created_at?: string | undefined;
+  after_id?: string | undefined;
 }
 
 export interface ListRecordsRequest_QueryEntry {
@@ -67,8 +68,12 @@ export interface ListRecordsResponse {
    * (limit then says how many it holds)
    */
   cut_by_size: boolean;
-  /** with keyset: the after of the next page; empty once the list is read */
-  next_after?: string | undefined;
+  /**
+   * with keyset: the after_created_at and after_id of the next page; empty once
+   * the list is read
+   */
+  next_created_at?: string | undefined;
+  next_id?: string | undefined;
 }
 
 export interface GetRecordRequest {
@@ -109,7 +114,14 @@ export interface DeleteRecordResponse {
 }
 
 function createBaseListRecordsRequest(): ListRecordsRequest {
-  return { resource: "", query: {}, parent_id: "", keyset: undefined, after: undefined };
+  return {
+    resource: "",
+    query: {},
+    parent_id: "",
+    keyset: undefined,
+    after_created_at: undefined,
+    after_id: undefined,
+  };
 }
 
 export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
@@ -126,8 +138,11 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
     if (message.keyset !== undefined) {
       writer.uint32(32).bool(message.keyset);
     }
-    if (message.after !== undefined) {
-      writer.uint32(42).string(message.after);
+    if (message.after_created_at !== undefined) {
+      writer.uint32(42).string(message.after_created_at);
+    }
+    if (message.after_id !== undefined) {
+      writer.uint32(50).string(message.after_id);
     }
     return writer;
   },
@@ -185,7 +200,15 @@ export const ListRecordsRequest: MessageFns<ListRecordsRequest> = {
               break;
             }
 
-            message.after = reader.string();
+            message.after_created_at = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.after_id = reader.string();
             continue;
           }
         }
@@ -259,7 +282,15 @@ export const ListRecordsRequest_QueryEntry: MessageFns<ListRecordsRequest_QueryE
 };
 
 function createBaseListRecordsResponse(): ListRecordsResponse {
-  return { json: "", total: 0, limit: 0, offset: 0, cut_by_size: false, next_after: undefined };
+  return {
+    json: "",
+    total: 0,
+    limit: 0,
+    offset: 0,
+    cut_by_size: false,
+    next_created_at: undefined,
+    next_id: undefined,
+  };
 }
 
 export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
@@ -279,8 +310,11 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
     if (message.cut_by_size !== false) {
       writer.uint32(40).bool(message.cut_by_size);
     }
-    if (message.next_after !== undefined) {
-      writer.uint32(50).string(message.next_after);
+    if (message.next_created_at !== undefined) {
+      writer.uint32(50).string(message.next_created_at);
+    }
+    if (message.next_id !== undefined) {
+      writer.uint32(58).string(message.next_id);
     }
     return writer;
   },
@@ -343,7 +377,15 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
               break;
             }
 
-            message.next_after = reader.string();
+            message.next_created_at = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.next_id = reader.string();
             continue;
           }
         }
