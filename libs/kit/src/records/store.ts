@@ -126,35 +126,39 @@ export async function listRecords(
 ): Promise<{ json: string; total: number; shown: number; cut: boolean }> {
   const cond = sql.join(listConditions(r, caller, q, parentId), sql` and `);
   const dir = sql.raw(q.order);
-  // The page's sort keys ride along so the byte cut runs in the page's order. The
-  // total is its own count, computed once for the statement: as a window over the
-  // page's rows (count(*) over ()) it made PostgreSQL fetch every matching row
-  // in order, whole, and spill them to disk before the first was given (665 ms
-  // for a page of an organisation with a million samples, against 170 ms).
-  const page = await rows<{ json: string; total: number }>(
-    exec,
-    cutByBytes(
-      sql`select ${await render(exec, r)} as json, (select count(*) from ${table(r)} t where ${cond})::int as total,
-                 ${col(q.orderBy)} as k, t.id as kid
-          from ${table(r)} t where ${cond}
-          order by ${col(q.orderBy)} ${dir}, t.id ${dir}
-          limit ${q.limit} offset ${q.offset}`,
-      sql`k ${dir}, kid ${dir}`,
-    ),
-  );
-  let total = page[0]?.total;
-  if (total === undefined) {
+  // The total is a count of its own, computed once for the statement: as a window
+  // over the page's rows (count(*) over ()) it made PostgreSQL fetch every matching
+  // row in order, whole, and spill them to disk before the first was given (552 ms
+  // for a page of an organisation with a million samples, against 96 ms). The
+  // page's sort keys ride along so the byte cut runs in the page's order; the
+  // page_* names keep clear of the table's own columns.
+  const total = sql`(select count(*) from ${table(r)} t where ${cond})::int`;
+  const order = sql`order by ${col(q.orderBy)} ${dir}, t.id ${dir} limit ${q.limit} offset ${q.offset}`;
+  const json = await render(exec, r);
+  // Past an offset the page is chosen first and rendered after: rendered in the
+  // same select, every row the offset passes over was turned into JSON and dropped
+  // (a client reading 100,000 samples by offset: 37 s, against 7.7 s). A first page
+  // skips nothing, and the wrapping select would only cost it.
+  const selected = q.offset
+    ? sql`select ${json} as json, t.page_total as total, t.page_k, t.page_kid
+          from (select t.*, ${total} as page_total, ${col(q.orderBy)} as page_k, t.id as page_kid
+                from ${table(r)} t where ${cond} ${order}) t`
+    : sql`select ${json} as json, ${total} as total, ${col(q.orderBy)} as page_k, t.id as page_kid
+          from ${table(r)} t where ${cond} ${order}`;
+  const page = await rows<{ json: string; total: number }>(exec, cutByBytes(selected, sql`page_k ${dir}, page_kid ${dir}`));
+  let counted = page[0]?.total;
+  if (counted === undefined) {
     // past the last page the count has no row to ride on
-    const [c] = await rows<{ total: number }>(exec, sql`select count(*)::int as total from ${table(r)} t where ${cond}`);
-    total = c?.total ?? 0;
+    const [c] = await rows<{ total: number }>(exec, sql`select ${total} as total`);
+    counted = c?.total ?? 0;
   }
-  total = Number(total);
+  counted = Number(counted);
   return {
     json: `[${page.map((p) => p.json).join(',')}]`,
-    total,
+    total: counted,
     shown: page.length,
     // short of what the limit and the total allow: the bytes cut it
-    cut: page.length < Math.min(q.limit, total - q.offset),
+    cut: page.length < Math.min(q.limit, counted - q.offset),
   };
 }
 
