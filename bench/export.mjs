@@ -8,7 +8,7 @@
 // once by offset and once by keyset (since_created_at, then next_cursor), and the
 // first page of 50 (with its total) is timed, median of 21 requests.
 // BENCH_EXPORT_STEPS picks some of export,walk,page (default all).
-// Run it at two commits to compare how reading a whole list scales.
+// To compare two commits, run this script (as of the newer one) against both trees.
 import pg from 'pg';
 import { api, seedOrg, startCluster } from './cluster.mjs';
 

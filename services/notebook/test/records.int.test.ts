@@ -267,6 +267,24 @@ describe('lists', () => {
     expect((await list('experiments', { project_id: project.id }, w.admin)).data.map((e) => e.title)).toEqual(['in p']);
   });
 
+  // A page past an offset is chosen in a subquery and rendered after: the caller's
+  // visibility and the filters must hold in it and in the count alike.
+  it('pages past an offset with visibility and filters applied to the page and its total', async () => {
+    const w = org();
+    const other = w.member('researcher', { department_id: w.otherDept });
+    const project = await create('projects', { name: 'shared' }, w.admin);
+    const mine: string[] = [];
+    for (let i = 0; i < 4; i++) mine.push((await create('experiments', { project_id: project.id, title: `mine ${i}` }, w.researcher)).id);
+    await create('experiments', { title: 'mine, loose' }, w.researcher);
+    for (let i = 0; i < 2; i++) await create('experiments', { project_id: project.id, title: `theirs ${i}` }, other);
+    const q = { project_id: project.id, order_by: 'created_at', order: 'asc', limit: '2' };
+    const second = await list('experiments', { ...q, offset: '2' }, w.researcher);
+    expect(second).toMatchObject({ total: 4, offset: 2 });
+    expect(second.data.map((e) => e.id)).toEqual(mine.slice(2));
+    expect(await list('experiments', { ...q, offset: '4' }, w.researcher)).toMatchObject({ data: [], total: 4 });
+    expect((await list('experiments', { ...q, offset: '2' }, w.admin)).total).toBe(6);
+  });
+
   it('cuts a page of heavy records by bytes and reports the records it holds as its limit', async () => {
     // entries of almost 1 MB each: 50 of them would be 45 MB in one answer
     const w = org();
