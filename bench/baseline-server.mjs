@@ -36,12 +36,15 @@ app.get('/v1/samples/:id', async (req, res) => {
 app.get('/v1/samples', async (req, res) => {
   const who = await auth(req, res);
   if (!who) return;
+  // the page and its total as the records engine selects them: the total a count of
+  // its own, the page by the (org_id, created_at, id) index
   const { rows } = await pool.query(
-    `select coalesce(json_agg(row_to_json(s))::text, '[]') as j, max(total) as total from
-       (select s.*, count(*) over () as total from notebook.samples s where org_id = $1 order by created_at desc limit 50) s`,
+    `select coalesce(json_agg(row_to_json(s) order by s.created_at desc, s.id desc)::text, '[]') as j,
+            (select count(*) from notebook.samples c where c.org_id = $1) as total
+       from (select * from notebook.samples s where org_id = $1 order by created_at desc, id desc limit 50) s`,
     [who.org_id],
   );
-  res.type('json').send(`{"data":${rows[0].j},"pagination":{"limit":50,"offset":0,"total":${rows[0].total ?? 0}}}`);
+  res.type('json').send(`{"data":${rows[0].j},"pagination":{"limit":50,"offset":0,"total":${rows[0].total}}}`);
 });
 
 app.post('/v1/samples', async (req, res) => {

@@ -3,6 +3,7 @@
 // absolute figures on a shared 2-core machine drift. Prints a table of medians
 // (min-max) over RUNS runs and writes bench/results/read-write.json.
 import autocannon from 'autocannon';
+import pg from 'pg';
 import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
 import { pacedLoad } from './paced.mjs';
 import { saveResult } from './results.mjs';
@@ -53,6 +54,13 @@ async function main() {
     const { token } = await seedOrg(cluster.url, cluster.operatorToken);
     let sampleId;
     for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
+    // Statistics now, not whenever autovacuum comes by: without them the planner
+    // took the baseline's list by another index and a sort (2-3 ms of PostgreSQL
+    // CPU per list instead of a fraction of one), and some runs had them, others not.
+    const db = new pg.Client({ connectionString: cluster.db.url });
+    await db.connect();
+    await db.query('analyze');
+    await db.end();
 
     const scenarios = [
       { name: 'GET /v1/samples/{id}', path: `/v1/samples/${sampleId}`, opts: {}, minRatio: 0.6, maxP99: 25 },
