@@ -154,8 +154,7 @@ export interface ServeMetricsOptions {
 export async function serveMetrics(port: number, opts: ServeMetricsOptions): Promise<Server | undefined> {
   if (port === 0) return undefined;
   const server = createMetricsServer(opts.readiness);
-  const log = opts.log;
-  await listenLogged(server, port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'operations server error'));
+  await listenLogged(server, port, opts.host ?? '0.0.0.0', (err) => opts.log.error({ err: err.message }, 'operations server error'));
   return server;
 }
 

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { cutByBytes, DomainError, isUuid, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
+import { cutByBytes, DomainError, isUuid, keysetPage, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
@@ -61,8 +61,8 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   // ORDER BY is qualified as well so a future alias cannot shadow it again.
   // The page is cut by bytes as well as rows (kit cutByBytes, as record lists):
   // audit records carry whole records before and after, so 1,000 of them can
-  // exceed what one answer may carry; `rows_in_reach` says whether the cut left
-  // any behind.
+  // exceed what one answer may carry; kit keysetPage says whether the cut (or the
+  // row read past the limit) leaves more to come.
   const page = await db.rows<{ id: string; cursor_created_at: string; json: string; rows_in_reach: number }>(
     cutByBytes(
       sql`select id, created_at, ${utcMicros(sql`created_at`)} as cursor_created_at,
@@ -82,10 +82,8 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
       { rowsInReach: true },
     ),
   );
-  const inReach = page[0]?.rows_in_reach ?? 0;
-  const shown = page.length > q.limit ? page.slice(0, q.limit) : page;
-  const more = inReach > shown.length;
-  const last = shown[shown.length - 1];
+  const { shown, more } = keysetPage(page, q.limit);
+  const last = shown.at(-1);
   return {
     json: `[${shown.map((r) => r.json).join(',')}]`,
     count: shown.length,

@@ -120,9 +120,8 @@ export class RateLimiter {
    * remembered for mayOverlap(): other keys would only crowd the tokens out.
    */
   async consume(key: string, limits: Limits, kind: 'token' | 'other' = 'token'): Promise<RateState> {
-    const w = this.windows(limits);
-    const perMinute = w.perMinute;
-    const results = await Promise.allSettled([w.minute.consume(key, 1), w.hour.consume(key, 1)]);
+    const { perMinute, minute: m, hour: h } = this.windows(limits);
+    const results = await Promise.allSettled([m.consume(key, 1), h.consume(key, 1)]);
     const [minute, hour] = results;
     const rejected = results.some((r) => r.status === 'rejected' && r.reason instanceof RateLimiterRes);
     const minuteRes = minute.status === 'fulfilled' ? minute.value : minute.reason instanceof RateLimiterRes ? minute.reason : undefined;

@@ -23,8 +23,8 @@ export async function alertedRecently(db: Executor, org_id: string, point_key: s
 
 /**
  * Takes the point's alert in the notifying transaction; false when another one
- * holds it (always true without a quiet period). Concurrent breaches of one point wait on the row and then see the
- * winner's time, so exactly one of them notifies.
+ * holds it (always true without a quiet period). Concurrent breaches of one point
+ * wait on the row and then see the winner's time, so exactly one of them notifies.
  */
 export async function claimAlert(tx: Tx, org_id: string, point_key: string, quietMinutes: number): Promise<boolean> {
   if (quietMinutes <= 0) return true;

@@ -112,6 +112,17 @@ export function cutByBytes(page: SQL, order: SQL, opts: { rowsInReach?: boolean 
 }
 
 /**
+ * A keyset page read one row past `limit` through cutByBytes with rowsInReach:
+ * the rows it shows, whether more follow (the extra row came back, or the bytes
+ * cut what did), and whether the bytes cut it short of the limit.
+ */
+export function keysetPage<T extends { rows_in_reach: number }>(fetched: T[], limit: number): { shown: T[]; more: boolean; cut: boolean } {
+  const reach = Number(fetched[0]?.rows_in_reach ?? 0);
+  const shown = fetched.slice(0, limit);
+  return { shown, more: reach > shown.length, cut: shown.length < Math.min(reach, limit) };
+}
+
+/**
  * One page of visible records and the total count, in one statement. `shown` is
  * how many records the page holds: fewer than the limit at the end of the list,
  * or when LIST_PAGE_BYTES cut it short (the caller reports that as its limit, so
@@ -138,8 +149,8 @@ export async function listRecords(
   // Past an offset the page is chosen first and rendered after: rendered in the
   // same select, every row the offset passes over was turned into JSON and dropped
   // (with the count above, a client reading 100,000 samples by offset took 7.5 s
-  // instead of 37.1 s). A first page
-  // skips nothing, and the wrapping select would only cost it.
+  // instead of 37.1 s). A first page skips nothing, and the wrapping select would
+  // only cost it.
   const selected = q.offset
     ? sql`select ${json} as json, t.page_total as total, t.page_k, t.page_kid
           from (select t.*, ${total} as page_total, ${col(q.orderBy)} as page_k, t.id as page_kid
@@ -213,16 +224,13 @@ export async function listRecordsByKeyset(
       { rowsInReach: true },
     ),
   );
-  const reach = Number(fetched[0]?.rows_in_reach ?? 0);
-  const page = fetched.slice(0, q.limit);
-  // more follow when the extra row came back, or when the bytes cut what did
-  const more = fetched.length > q.limit || fetched.length < reach;
-  const last = page.at(-1);
+  const { shown, more, cut } = keysetPage(fetched, q.limit);
+  const last = shown.at(-1);
   return {
-    json: `[${page.map((p) => p.json).join(',')}]`,
-    shown: page.length,
+    json: `[${shown.map((p) => p.json).join(',')}]`,
+    shown: shown.length,
     next: more && last ? { created_at: last.k, id: String(last.kid) } : undefined,
-    cut: page.length < Math.min(reach, q.limit),
+    cut,
   };
 }
 
