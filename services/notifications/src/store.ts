@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { newId, rows, type Emitter, type Executor, type Tx } from '@lab/kit';
+import { newId, rows, sqlArray, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 /** What every notification of one create carries; the recipients differ. */
 export interface NotificationContent {
@@ -16,7 +16,7 @@ export const READ_COLUMNS = sql`id, notification_type, title, body, link_url, en
 const TABLE = sql`notifications.notifications`;
 
 /**
- * Stores one notification per recipient in one multi-row insert, in the
+ * Stores one notification per recipient in one insert from arrays, in the
  * caller's transaction, with one `notification.created` event each and one
  * audit record for the whole create.
  */
@@ -28,14 +28,14 @@ export async function insertNotifications(
   c: NotificationContent,
 ): Promise<string[]> {
   const ids = user_ids.map(() => newId());
-  const values = user_ids.map(
-    (user_id, i) =>
-      sql`(${ids[i]}::uuid, ${org_id}::uuid, ${user_id}::uuid, ${c.notification_type}, ${c.title}, ${c.body}, ${c.link_url}, ${c.entry_id}::uuid)`,
-  );
+  // the recipients travel as two array parameters: a role may hold thousands of
+  // users, more than one statement's 65,535 bind parameters would allow as VALUES rows
   const created = await rows<{ id: string; user_id: string; created_at: string }>(
     tx,
     sql`insert into ${TABLE} (id, org_id, user_id, notification_type, title, body, link_url, entry_id)
-        values ${sql.join(values, sql`, `)} returning id, user_id, created_at`,
+        select r.id, ${org_id}::uuid, r.user_id, ${c.notification_type}, ${c.title}, ${c.body}, ${c.link_url}, ${c.entry_id}::uuid
+        from unnest(${sqlArray(ids)}::uuid[], ${sqlArray(user_ids)}::uuid[]) as r(id, user_id)
+        returning id, user_id, created_at`,
   );
   for (const r of created) {
     emit.event('notification.created', org_id, {

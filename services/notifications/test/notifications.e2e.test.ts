@@ -126,6 +126,35 @@ describe('POST /v1/notifications', () => {
     expect((await mine(users.alice!)).data.map((n: { title: string }) => n.title)).not.toContain('QM review');
   });
 
+  // more recipients than one statement could bind as VALUES rows (8 parameters each,
+  // 65,535 at most): the role's members go in as arrays. The members are written
+  // straight into identity's tables, which one database holds only on PostgreSQL.
+  (process.env.DATABASE_URL ? it : it.skip)('notifies a role of 9,000 members', async () => {
+    const bigOrg = (await stack.admin.createOrg()).id;
+    const key = (await stack.admin.createApiKey(bigOrg, { scopes: ['write'] })).token;
+    const { openDatabase } = await import('@lab/kit');
+    const db = await openDatabase({ url: stack.databaseUrl, poolSize: 1 });
+    try {
+      await db.rows(
+        sql`with u as (insert into identity.users (id, email)
+                       select gen_random_uuid(), 'qm' || g || '-' || ${bigOrg} || '@example.test' from generate_series(1, 9000) g
+                       returning id)
+            insert into identity.memberships (org_id, user_id, role) select ${bigOrg}::uuid, id, 'qm' from u`,
+      );
+      const r = await api('POST', '/v1/notifications', key, { title: 'everyone in QM', role: 'qm' });
+      expect(r.status).toBe(201);
+      expect(r.body.data.created).toBe(9000);
+      expect(new Set(r.body.data.notification_ids).size).toBe(9000);
+      const stored = await db.rows<{ n: number; users: number }>(
+        sql`select count(*)::int as n, count(distinct user_id)::int as users
+            from notifications.notifications where org_id = ${bigOrg}::uuid and title = 'everyone in QM'`,
+      );
+      expect(stored).toEqual([{ n: 9000, users: 9000 }]);
+    } finally {
+      await db.close();
+    }
+  });
+
   it.each([
     ['only non-members', () => ({ user_ids: [randomUUID(), randomUUID()] })],
     ['a non-member user_id', () => ({ user_id: randomUUID() })],
