@@ -146,10 +146,14 @@ function mayHideUnstorable(buf: Buffer): boolean {
 const hasBody = (req: Request) =>
   Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 
-/** body-parser's errors as DomainErrors: malformed JSON, too large, bad charset. */
+/**
+ * body-parser's errors as DomainErrors: malformed JSON, too large, bad charset.
+ * Some carry no type: a broken gzip or deflate body is zlib's own error with a
+ * status of 400 set on it, and is a malformed body like any other.
+ */
 function bodyError(err: unknown): DomainError | undefined {
-  const e = err as { type?: string; status?: number } | null;
-  if (!e || typeof e !== 'object' || typeof e.type !== 'string') return undefined;
+  const e = err as { type?: unknown; status?: unknown } | null;
+  if (!e || typeof e !== 'object' || err instanceof DomainError) return undefined;
   switch (e.type) {
     case 'entity.parse.failed':
       return DomainError.invalid('request body is not valid JSON', undefined, 'invalid_json');
@@ -161,6 +165,8 @@ function bodyError(err: unknown): DomainError | undefined {
     case 'request.aborted':
       return DomainError.invalid('request aborted', undefined, 'invalid_body');
     default:
-      return e.status && e.status < 500 ? DomainError.invalid('malformed request body', undefined, 'invalid_body') : undefined;
+      return typeof e.status === 'number' && e.status >= 400 && e.status < 500
+        ? DomainError.invalid('malformed request body', undefined, 'invalid_body')
+        : undefined;
   }
 }

@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { startStack, type Stack } from '@lab/testing';
 import { call } from './http';
 
@@ -172,6 +173,29 @@ describe('generic CRUD of samples', () => {
     expect(arr.body.error.code).toBe('validation_failed');
     const text = await api('POST', '/v1/samples', writeKey, 'name=x', { 'content-type': 'text/plain' });
     expect(text.status).toBe(400);
+  });
+
+  it('takes a gzip body, and answers 400 invalid_body for a broken one, storing nothing', async () => {
+    const send = (body: Buffer | string, encoding: string) =>
+      fetch(`${stack.url}/v1/samples`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${writeKey}`, 'content-type': 'application/json', 'content-encoding': encoding },
+        body,
+      });
+    const ok = await send(gzipSync(JSON.stringify({ name: 'zipped' })), 'gzip');
+    expect(ok.status).toBe(201);
+    const before = (await api('GET', '/v1/samples?limit=1', writeKey)).body.pagination.total;
+    const whole = gzipSync(JSON.stringify({ name: 'broken' }));
+    for (const [body, encoding] of [
+      ['{"name":"not compressed"}', 'gzip'],
+      [whole.subarray(0, whole.length - 6), 'gzip'],
+      ['{"name":"not compressed"}', 'deflate'],
+      ['{"name":"not compressed"}', 'br'],
+    ] as const) {
+      const r = await send(body, encoding);
+      expect([r.status, ((await r.json()) as { error: { code: string } }).error.code]).toEqual([400, 'invalid_body']);
+    }
+    expect((await api('GET', '/v1/samples?limit=1', writeKey)).body.pagination.total).toBe(before);
   });
 
   it('answers 413 for a body over 1 MB', async () => {
