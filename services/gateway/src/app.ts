@@ -1,7 +1,17 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import { assertStorableJson, DomainError, isSaneRequestId, MAX_JSON_DEPTH, metrics, newId, requestScope } from '@lab/kit';
-import { runRoute } from './pipeline.js';
+import {
+  assertStorableJson,
+  DomainError,
+  isSaneRequestId,
+  MAX_JSON_DEPTH,
+  metrics,
+  newId,
+  requestScope,
+  storableText,
+  validationFailed,
+} from '@lab/kit';
+import { authenticate, runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { errorReply, send } from './replies.js';
 import type { Ctx, Deps } from './request.js';
@@ -15,6 +25,8 @@ interface Locals {
   requestId: string;
   route?: Route;
   params?: Record<string, string>;
+  /** the request once authenticated */
+  ctx?: Ctx;
 }
 
 const locals = (res: Response) => res.locals as Locals;
@@ -58,6 +70,15 @@ export function createApp(deps: Deps): express.Express {
     }
     next(DomainError.notFound(`no route for ${req.method} ${req.path}`));
   });
+  // Authentication before the body is read: a request without a valid token is 401
+  // (or 429 over its limit) whatever its body holds, and an unknown caller cannot
+  // make the gateway read and parse a megabyte.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const { requestId, route, params } = locals(res);
+    const ctx: Ctx = { req, route: route!, params: params ?? {}, requestId, body: undefined };
+    locals(res).ctx = ctx;
+    authenticate(ctx, deps).then(() => next(), next);
+  });
   // The inbound webhook receiver verifies a signature over the exact bytes:
   // its body is read raw (any content type), at most 1,000,000 bytes (413
   // beyond, never buffered further); express.json then leaves it alone.
@@ -87,21 +108,43 @@ export function createApp(deps: Deps): express.Express {
   });
 
   app.use((req: Request, res: Response, next: NextFunction) => {
-    const { requestId, route, params } = locals(res);
-    const ctx: Ctx = { req, route: route!, params: params ?? {}, requestId, body: req.body };
+    const ctx = locals(res).ctx!;
+    ctx.body = req.body;
     // Body parsing ran in stream callbacks: re-enter the request's scope.
-    requestScope.run({ request_id: requestId }, () => {
+    requestScope.run({ request_id: ctx.requestId }, () => {
       handle(ctx, deps, res).catch(next);
     });
   });
 
+  // what failed before a handler ran: routing, authentication, the body
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    rateHeaders(res, err instanceof RateLimitedError ? err.state : locals(res).ctx?.rate);
     send(res, errorReply(bodyError(err) ?? err, deps.log));
   });
   return app;
 }
 
 async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
+  let reply;
+  try {
+    checkRequest(ctx);
+    reply = await runRoute(ctx, deps);
+    rateHeaders(res, ctx.rate);
+  } catch (err) {
+    rateHeaders(res, err instanceof RateLimitedError ? err.state : ctx.rate);
+    reply = errorReply(err, deps.log);
+  }
+  send(res, reply);
+}
+
+function rateHeaders(res: Response, rate: RateState | undefined): void {
+  if (!rate) return;
+  res.setHeader('X-RateLimit-Limit', String(rate.limit));
+  res.setHeader('X-RateLimit-Remaining', String(rate.remaining));
+}
+
+/** What every route refuses: a body that is not JSON, and text PostgreSQL cannot store. */
+function checkRequest(ctx: Ctx): void {
   // a raw file upload is multipart/form-data, streamed by its handler
   if (ctx.body === undefined && hasBody(ctx.req) && ctx.route.handler.kind !== 'raw_upload') {
     throw DomainError.invalid('request body must be JSON (Content-Type: application/json)', {
@@ -109,20 +152,20 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
     });
   }
   if ((ctx.req as Request & Walk)[MUST_WALK]) assertStorableJson(ctx.body);
-  let reply;
-  let rate: RateState | undefined;
-  try {
-    reply = await runRoute(ctx, deps);
-    rate = ctx.rate;
-  } catch (err) {
-    rate = err instanceof RateLimitedError ? err.state : ctx.rate;
-    reply = errorReply(err, deps.log);
-  }
-  if (rate) {
-    res.setHeader('X-RateLimit-Limit', String(rate.limit));
-    res.setHeader('X-RateLimit-Remaining', String(rate.remaining));
-  }
-  send(res, reply);
+  assertStorableQuery(ctx.req.url);
+}
+
+/**
+ * A query value is text too: a NUL (`%00`) would reach a statement as a parameter
+ * PostgreSQL refuses. Refused here once for every route, naming the parameter.
+ */
+function assertStorableQuery(url: string): void {
+  const at = url.indexOf('?');
+  if (at === -1 || !url.includes('%00', at)) return;
+  const bad = [...new URLSearchParams(url.slice(at + 1))]
+    .filter(([name, value]) => !storableText(name) || !storableText(value))
+    .map(([name]) => ({ path: name, message: `${name} must not contain NUL characters` }));
+  if (bad.length) throw validationFailed(bad, `invalid query parameter ${bad[0]!.path}`);
 }
 
 const MUST_WALK = Symbol('must walk the JSON body');

@@ -86,7 +86,7 @@ export class Authenticator {
   async publicApi(req: Request, requestId: string): Promise<Principal> {
     const token = bearerOf(req.headers.authorization);
     if (isSignInToken(token)) throw DomainError.unauthenticated('sign-in tokens are not accepted on the public API');
-    const org = orgSelection(req.query.org_id, req.headers['x-org-id']);
+    const org = await this.selected(token, requestId, () => orgSelection(req.query.org_id, req.headers['x-org-id']));
     const keyOrg = parseApiKeyOrg(token);
     // An API key carries its organisation: a different selection fails without a hop.
     if (keyOrg && org && keyOrg !== org) throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
@@ -99,8 +99,11 @@ export class Authenticator {
   async session(req: Request, requestId: string): Promise<Principal> {
     const token = bearerOf(req.headers.authorization);
     if (!isSessionToken(token)) throw DomainError.unauthenticated('a user access token is required');
-    const org = orgSelection(undefined, req.headers['x-org-id']);
-    if (!org) throw DomainError.invalid('X-Org-Id is required', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+    const org = await this.selected(token, requestId, () => {
+      const selected = orgSelection(undefined, req.headers['x-org-id']);
+      if (!selected) throw DomainError.invalid('X-Org-Id is required', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+      return selected;
+    });
     const principal = await this.resolve(token, org, requestId);
     if (principal.token_kind !== 'session' || !principal.user_id) throw DomainError.unauthenticated('a user access token is required');
     return principal;
@@ -115,10 +118,13 @@ export class Authenticator {
     const token = bearerOf(req.headers.authorization);
     const kind = tokenKindOf(token);
     if (kind !== 'session' && kind !== 'oauth') throw DomainError.unauthenticated('a signed-in user\'s access token is required (API keys and PATs are not accepted)');
-    const org = orgSelection(undefined, req.headers['x-org-id']);
-    if (kind === 'session' && !org) {
-      throw DomainError.invalid('X-Org-Id is required with a sign-in token', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
-    }
+    const org = await this.selected(token, requestId, () => {
+      const selected = orgSelection(undefined, req.headers['x-org-id']);
+      if (kind === 'session' && !selected) {
+        throw DomainError.invalid('X-Org-Id is required with a sign-in token', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+      }
+      return selected;
+    });
     const principal = await this.resolve(token, org, requestId);
     if (principal.token_kind !== kind || !principal.user_id) throw DomainError.unauthenticated();
     return principal;
@@ -127,6 +133,23 @@ export class Authenticator {
   operator(req: Request): void {
     const token = bearerOf(req.headers.authorization);
     if (!timingSafeEqual(digest(token), this.operatorDigest)) throw DomainError.unauthenticated('invalid operator token');
+  }
+
+  /**
+   * The organisation a request selects. A selection that is refused (malformed,
+   * repeated, missing) is told only to a caller whose token is valid: a missing or
+   * unknown token is 401 whatever else the request holds. The extra lookup is paid
+   * by refused requests alone.
+   */
+  private async selected<T>(token: string, requestId: string, select: () => T): Promise<T> {
+    try {
+      return select();
+    } catch (refused) {
+      await this.resolve(token, undefined, requestId).catch((err: unknown) => {
+        if (err instanceof DomainError && err.kind === 'unauthenticated') throw err;
+      });
+      throw refused;
+    }
   }
 
   private resolve(token: string, org: string | undefined, requestId: string): Promise<Principal> {

@@ -24,11 +24,11 @@ import { hasScope, missingScopeMessage } from './scopes.js';
 import { isTestMode, testModeReply } from './test-mode.js';
 
 /**
- * Everything a matched route goes through, in order: authentication, rate limit,
- * scope, module, service availability, X-Test-Mode, idempotency, the handler.
+ * Everything a matched route goes through, in order: authentication and rate limit
+ * (`authenticate`, before the body is read), then scope, module, service
+ * availability, X-Test-Mode, idempotency, the handler (`runRoute`).
  */
 export async function runRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
-  await authenticate(ctx, deps);
   const counting = ctx.counting;
   if (!counting) return authorizedRoute(ctx, deps);
   // A read ran beside its count: the count decides first (429 over the limit,
@@ -68,7 +68,8 @@ async function authorizedRoute(ctx: Ctx, deps: Deps): Promise<Reply> {
   return dispatch(ctx, deps, h);
 }
 
-async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
+/** Who is calling, and the count of their request against the token's limit. */
+export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
   const { route, req, requestId } = ctx;
   switch (route.auth) {
     case 'none':

@@ -94,6 +94,22 @@ describe('authentication', () => {
     expect(r.body.error.code).toBe('unauthorized');
   });
 
+  // the token is checked before the body is read, so what the body holds cannot
+  // turn a 401 into a 400 or a 413
+  it.each([
+    ['malformed JSON', '{"name": ', {}],
+    ['a body that is not JSON', 'name=x', { 'content-type': 'text/plain' }],
+    ['a body over 1 MB', JSON.stringify({ name: 'x', blob: 'x'.repeat(1_100_000) }), {}],
+    ['a NUL escape', '{"name":"a\\u0000b"}', {}],
+  ])('answers 401 before looking at %s', async (_name, body, headers) => {
+    for (const token of [undefined, 'lab_00000000000000000000000000000000_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx']) {
+      const r = await call(stack.url, 'POST', '/v1/samples', { token, body, headers: headers as Record<string, string> });
+      expect([r.status, r.body.error.code]).toEqual([401, 'unauthorized']);
+    }
+    const admin = await call(stack.url, 'POST', '/admin/v1/orgs', { token: 'op_wrong', body, headers: headers as Record<string, string> });
+    expect(admin.status).toBe(401);
+  });
+
   it('refuses a user sign-in token on /v1', async () => {
     const email = `s${Date.now()}@example.test`;
     const u = await stack.admin.createUser({ email, password: 'correct horse battery' });
@@ -135,6 +151,19 @@ describe('organisation selection', () => {
     const r = await get('/v1/samples?org_id=nope', pat);
     expect(r.status).toBe(400);
     expect(r.body.error.code).toBe('validation_failed');
+  });
+
+  it('answers 401, not 400, for a bad org selection with an unknown or missing token', async () => {
+    const unknown = 'lab_00000000000000000000000000000000_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx';
+    for (const [path, headers] of [
+      ['/v1/samples?org_id=nope', {}],
+      ['/v1/samples?org_id=a&org_id=b', {}],
+      ['/v1/samples', { 'x-org-id': 'nope' }],
+      [`/v1/samples?org_id=${orgA}`, { 'x-org-id': orgB }],
+    ] as const) {
+      for (const token of [unknown, undefined]) expect((await get(path, token, headers)).status).toBe(401);
+      expect((await get(path, pat, headers)).status).toBe(400);
+    }
   });
 
   it('refuses another org for a bound PAT or an API key', async () => {

@@ -209,7 +209,7 @@ const pathOfNothing = (path: string): fc.Arbitrary<string> => {
 const queryArb = (op: Json): fc.Arbitrary<string> => {
   const names = [...new Set([...params(op, 'query').map((p: Json) => p.name as string), 'limit', 'offset', 'order_by', 'cursor'])];
   const val = fc.oneof(
-    fc.constantFrom('-1', '0', '1', '1e9', 'abc', '', '99999999999999999999', 'NaN', '1.5', 'name', '-name', 'name;drop', '__proto__', '%00', 'true'),
+    fc.constantFrom('-1', '0', '1', '1e9', 'abc', '', '99999999999999999999', 'NaN', '1.5', 'name', '-name', 'name;drop', '__proto__', '%00', 'true', '\u0000', 'a\u0000b'),
     fc.string({ maxLength: 20 }),
     fc.constant('q'.repeat(3000)),
   );

@@ -221,6 +221,12 @@ describe('visibility and listing', () => {
   it.each(['limit=0', 'limit=201', 'status=done', 'cursor=yesterday', 'colour=red'])('refuses %s', async (q) => {
     expect((await api('GET', `/v1/jobs?${q}`, researcher)).status).toBe(400);
   });
+
+  // PostgreSQL cannot take a NUL as a parameter: refused at the gateway, naming the parameter
+  it.each(['job_type=%00', 'job_type=box%00', 'status=succeeded&job_type=a%00b'])('answers 400 validation_failed for a NUL in %s', async (q) => {
+    const r = await api('GET', `/v1/jobs?${q}`, researcher);
+    expect([r.status, r.body.error.code, r.body.error.details.field]).toEqual([400, 'validation_failed', 'job_type']);
+  });
 });
 
 describe('job types', () => {
