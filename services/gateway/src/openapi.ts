@@ -1,9 +1,13 @@
 import { z } from 'zod';
 import { JOB_TYPES } from '@lab/contracts';
+import { notificationSchemas } from '@lab/notifications';
+import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
 import { adminBodies } from './handlers/admin.js';
 import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
+import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
+import { webhooksAdminBodies, webhooksDeliveriesQuery } from './handlers/webhooks.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
@@ -298,7 +302,10 @@ interface Op {
   body?: Json;
   bodyRequired?: boolean;
   query?: Json[];
-  extraStatuses?: string[];
+  /** of the request body: application/json unless said */
+  bodyType?: string;
+  /** answers beside the success and the pipeline's errors */
+  extraStatuses?: { status: string; description: string; schema: Json }[];
 }
 
 const JOB_CREATE: Json = {
@@ -316,6 +323,67 @@ const JOB_LIST_QUERY: Json[] = [
 
 const jsonContent = (schema: Json) => ({ 'application/json': { schema } });
 const okSchema = (name: string) => ref('schemas', name);
+
+const mib = (bytes: number) => bytes / (1024 * 1024);
+const RAW_UPLOAD: Json = {
+  type: 'object',
+  required: ['device_id', 'file'],
+  properties: {
+    device_id: { ...UUID, description: 'the registered device the file came from' },
+    file: {
+      type: 'string',
+      contentMediaType: 'application/octet-stream',
+      description: `the raw file: at most ${mib(RAW_FILE_MAX_BYTES)} MiB, ${mib(MZML_MAX_BYTES)} MiB for mzML (413 beyond)`,
+    },
+  },
+};
+
+const list = (successDescription: string, query: z.ZodType): Op => ({
+  successStatus: '200',
+  successDescription,
+  successSchema: okSchema('List'),
+  query: queryParams(query),
+});
+const created = (successDescription: string, body: z.ZodType): Op => ({
+  successStatus: '201',
+  successDescription,
+  successSchema: okSchema('Item'),
+  body: jsonSchemaOf(body),
+  bodyRequired: true,
+});
+const read = (successDescription: string): Op => ({ successStatus: '200', successDescription, successSchema: okSchema('Item') });
+const deleted = (successDescription: string): Op => ({ successStatus: '204', successDescription });
+
+/** The telemetry service's operations (module analytics_qc), from the schemas it validates with. */
+const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
+  listPoints: list('environmental points (at most 500)', pointSchemas.list),
+  createPoint: created('the point', pointSchemas.create),
+  updatePoint: { ...created('the point', pointSchemas.update), successStatus: '200' },
+  listReadings: list('readings, newest first', readingSchemas.list),
+  ingestReadings: {
+    ...created(
+      '{created, breaches, readings, rejected}: each reading is stored or rejected on its own (rejected lists index, code, message); 422 all_readings_rejected when none is stored',
+      readingSchemas.ingest,
+    ),
+    extraStatuses: [{ status: '422', description: 'every reading was rejected (all_readings_rejected, details.rejected)', schema: okSchema('Error') }],
+  },
+  registerDevice: created('the device', deviceSchemas.register),
+  listDevices: list('devices', deviceSchemas.list),
+  deleteDevice: deleted('device deleted (needs an administrator role)'),
+  ingestResult: created('the result with its values', resultSchemas.ingest),
+  listResults: list('results, newest first', resultSchemas.list),
+  getResult: read('the result with its values and raw file, if any'),
+  getResultChart: read('chart data of the result'),
+  connectorHeartbeat: {
+    ...created('the connector: 201 when this heartbeat registered it, 200 after', connectorSchemas.heartbeat),
+    bodyRequired: false,
+    extraStatuses: [{ status: '200', description: 'the connector, already registered', schema: okSchema('Item') }],
+  },
+  listConnectors: list('connectors with their status (online, stale, offline)', connectorSchemas.list),
+  getConnector: read('the connector'),
+  deleteConnector: deleted('connector deleted (needs an administrator role)'),
+};
+
 
 /** What each handler kind takes and answers; a kind not listed here gets a generic description. */
 function describe(route: Route): Op {
@@ -346,7 +414,8 @@ function describe(route: Route): Op {
         bodyRequired: h.op === 'create',
         query: h.op === 'list' ? (h.nested ? NESTED_LIST_QUERY : LIST_QUERY) : undefined,
         // X-Test-Mode answers 200 with the echo for every write, delete included
-        extraStatuses: testMode && s.status !== '200' ? ['200'] : undefined,
+        extraStatuses:
+          testMode && s.status !== '200' ? [{ status: '200', description: 'X-Test-Mode echo', schema: okSchema('TestModeEcho') }] : undefined,
       };
     }
     case 'audit':
@@ -392,6 +461,65 @@ function describe(route: Route): Op {
         bodyRequired: h.op === 'create',
         query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
       };
+    case 'telemetry':
+    case 'telemetry_admin':
+      return TELEMETRY_OPS[h.op];
+    case 'raw_upload':
+      return {
+        successStatus: '201',
+        successDescription: 'the stored raw file {id, filename, content_type, size_bytes, sha256, ...}',
+        successSchema: okSchema('Item'),
+        body: RAW_UPLOAD,
+        bodyType: 'multipart/form-data',
+        bodyRequired: true,
+        extraStatuses: [{ status: '413', description: 'the file is over its limit (payload_too_large)', schema: okSchema('Error') }],
+      };
+    case 'notifications':
+      return {
+        create: {
+          successStatus: '201',
+          successDescription: 'one notification per target member {data: {created, notification_ids}}; 400 no_valid_targets when no target is a member',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(notificationSchemas.create),
+          bodyRequired: true,
+        },
+        list: {
+          successStatus: '200',
+          successDescription: "the token user's notifications, newest first {data, count, pagination}; Warning when more exist",
+          successSchema: okSchema('List'),
+          query: queryParams(notificationSchemas.list),
+        },
+        update: {
+          successStatus: '200',
+          successDescription: 'the notification, read_at set or cleared (its owner only)',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(notificationSchemas.update),
+          bodyRequired: true,
+        },
+      }[h.op];
+    case 'webhooks_admin':
+      return {
+        createSubscription: {
+          successStatus: '201',
+          successDescription: 'the subscription {id, url, events, secret, active}; the secret is shown only here',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(webhooksAdminBodies.createSubscription),
+          bodyRequired: true,
+        },
+        createInboundEndpoint: {
+          successStatus: '201',
+          successDescription: 'the endpoint {id, slug, url, secret, ...}; the secret is shown only here',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(webhooksAdminBodies.createInboundEndpoint),
+          bodyRequired: false,
+        },
+        listDeliveries: {
+          successStatus: '200',
+          successDescription: "the subscription's deliveries, newest first",
+          successSchema: { type: 'object' },
+          query: queryParams(webhooksDeliveriesQuery),
+        },
+      }[h.action];
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -465,8 +593,8 @@ function operation(route: Route): Json {
     headers: successHeaders,
     ...(op.successSchema ? { content: jsonContent(op.successSchema) } : {}),
   };
-  for (const s of op.extraStatuses ?? []) {
-    responses[s] = { description: 'X-Test-Mode echo', headers: commonHeaders, content: jsonContent(okSchema('TestModeEcho')) };
+  for (const x of op.extraStatuses ?? []) {
+    responses[x.status] = { description: x.description, headers: commonHeaders, content: jsonContent(x.schema) };
   }
   for (const status of errorStatuses(route, op)) {
     const schema =
@@ -495,7 +623,7 @@ function operation(route: Route): Json {
     tags: [tagOf(route)],
     security: scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
     parameters,
-    ...(op.body ? { requestBody: { required: op.bodyRequired ?? false, content: jsonContent(op.body) } } : {}),
+    ...(op.body ? { requestBody: { required: op.bodyRequired ?? false, content: { [op.bodyType ?? 'application/json']: { schema: op.body } } } } : {}),
     responses,
     'x-required-scope': scope,
     ...(route.module ? { 'x-module': route.module } : {}),

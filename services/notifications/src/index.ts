@@ -37,4 +37,4 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
 
 export const definition = notificationsDefinition();
 export { planFor } from './reactions.js';
-export { isHttpLink, parseCreate } from './notifications.js';
+export { isHttpLink, notificationSchemas, parseCreate } from './notifications.js';

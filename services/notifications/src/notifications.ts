@@ -108,6 +108,9 @@ export async function listNotifications(deps: ServiceDeps, caller: CallerContext
 
 const updateBody = z.strictObject({ read: z.boolean() });
 
+/** What the notification routes take (the gateway documents them from these). */
+export const notificationSchemas = { create: createBody, list: listQuery, update: updateBody };
+
 /** PATCH /v1/notifications/{id}: the owner marks it read (read_at now) or unread. */
 export async function updateNotification(deps: ServiceDeps, caller: CallerContext, id: string, json: string): Promise<string> {
   const org_id = orgOf(caller);

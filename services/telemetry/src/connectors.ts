@@ -22,6 +22,9 @@ const heartbeatBody = z
 
 const listQuery = z.object({ limit: limitParam(50, 500), offset: offsetParam }).strict();
 
+/** What the connector routes take (the gateway documents them from these). */
+export const connectorSchemas = { heartbeat: heartbeatBody, list: listQuery };
+
 /**
  * status is derived from last_seen_at when read: online within 2 minutes of the
  * last heartbeat, stale within 15, offline after that (or never seen).

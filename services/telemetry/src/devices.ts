@@ -26,6 +26,9 @@ const listQuery = z
   .object({ limit: limitParam(50, 500), offset: offsetParam, connector_id: uuid.optional(), kind: text(100).optional() })
   .strict();
 
+/** What the device routes take (the gateway documents them from these). */
+export const deviceSchemas = { register: registerBody, list: listQuery };
+
 export const deviceJson = (d: SQL) => sql`json_build_object(
   'id', ${d}.id, 'name', ${d}.name, 'identifier', ${d}.identifier, 'kind', ${d}.kind, 'manufacturer', ${d}.manufacturer,
   'model', ${d}.model, 'serial_number', ${d}.serial_number, 'connector_id', ${d}.connector_id, 'metadata', ${d}.metadata,

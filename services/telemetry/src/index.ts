@@ -27,3 +27,9 @@ export function telemetryDefinition(opts: TelemetryOptions = {}): ServiceDefinit
 }
 
 export const definition: ServiceDefinition = telemetryDefinition();
+
+export { pointSchemas } from './points.js';
+export { readingSchemas } from './readings.js';
+export { deviceSchemas } from './devices.js';
+export { resultSchemas } from './results.js';
+export { connectorSchemas } from './connectors.js';

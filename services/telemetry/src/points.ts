@@ -36,6 +36,9 @@ const updateBody = z
 
 const listQuery = z.object({ active: z.enum(['true', 'false']).optional() }).strict();
 
+/** What the point routes take (the gateway documents them from these). */
+export const pointSchemas = { create: createBody, update: updateBody, list: listQuery };
+
 /** A point as the API shows it, rendered by PostgreSQL. */
 export const pointJson = (p: SQL) => sql`json_build_object(
   'id', ${p}.id, 'external_code', ${p}.external_code, 'parameter', ${p}.parameter, 'unit', ${p}.unit,

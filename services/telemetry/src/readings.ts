@@ -34,6 +34,17 @@ const listQuery = z
   })
   .strict();
 
+/**
+ * What the reading routes take (the gateway documents them from these). An ingest
+ * body is one reading, or `readings` holding 1 to 500; each reading is judged on
+ * its own (a bad one is rejected in the answer, not the whole batch), so this
+ * schema only describes the body: `itemsOf` and `item` are what check it.
+ */
+export const readingSchemas = {
+  ingest: z.union([item, z.object({ readings: z.array(item).min(1).max(MAX_BATCH) }).strict()]),
+  list: listQuery,
+};
+
 export interface Rejected {
   index: number;
   code: 'point_not_found' | 'point_inactive' | 'validation_failed';

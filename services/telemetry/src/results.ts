@@ -35,6 +35,9 @@ const listQuery = z
   })
   .strict();
 
+/** What the result routes take (the gateway documents them from these). */
+export const resultSchemas = { ingest: ingestBody, list: listQuery };
+
 /** A result as the API shows it: its device's identifier and its raw file, if any, inline. */
 const resultJson = sql`json_build_object(
   'id', r.id, 'device_id', r.device_id, 'device_identifier', d.identifier, 'sample_id', r.sample_id, 'sample_ref', r.sample_ref,

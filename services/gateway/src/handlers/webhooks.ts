@@ -20,7 +20,7 @@ export const webhooksAdminBodies = {
     .strict(),
 };
 
-const deliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
+export const webhooksDeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
 
 function orgParam(ctx: Ctx): string {
   const v = ctx.params.org_id ?? '';
@@ -44,7 +44,7 @@ export async function webhooksAdminHandler(
       return json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } });
     }
     case 'listDeliveries': {
-      const q = parseWith(deliveriesQuery, ctx.req.query, 'invalid query');
+      const q = parseWith(webhooksDeliveriesQuery, ctx.req.query, 'invalid query');
       const r = await client.call('listDeliveries', { org_id, subscription_id: ctx.params.id ?? '', limit: q.limit }, caller);
       const data = r.deliveries.map((d) => ({
         id: d.id,
