@@ -25,6 +25,7 @@ const sweepers: RunningService[] = [];
 let rec: RpcClient<typeof records.RecordServiceService>;
 let tiny: RpcClient<typeof records.RecordServiceService>;
 let received: BusMessage[] = [];
+let databaseUrl: string | undefined;
 
 const start = (opts: Parameters<typeof equipmentDefinition>[0], databaseUrl: string | undefined) =>
   runService(equipmentDefinition(opts), {
@@ -41,7 +42,8 @@ beforeAll(async () => {
   tap = await tapEvents(bus, exchange, ['equipment.#', 'audit.record']);
   received = tap.received;
   // the default maximum (12 h) with a fast sweep: sessions started long ago close
-  svc = await start({ sweepIntervalMs: 100 }, await freshDatabaseUrl());
+  databaseUrl = await freshDatabaseUrl();
+  svc = await start({ sweepIntervalMs: 100 }, databaseUrl);
   rec = new RpcClient(records.RecordServiceClient, svc.address, { secret });
   // two replicas with a tiny maximum on their own database, sweeping concurrently
   const tinyDb = await freshDatabaseUrl();
@@ -232,6 +234,28 @@ describe('whole lists by keyset', () => {
 });
 
 describe('usage sessions', () => {
+  // The parent check holds the equipment (FOR KEY SHARE) until the session is
+  // inserted: a delete of the equipment at the same moment makes the start wait and
+  // answer 404, instead of passing the check and failing the foreign key (a 500).
+  (process.env.DATABASE_URL ? it : it.skip)('answers 404 when the equipment is deleted while a session starts', async () => {
+    const w = org();
+    const eq = await create('equipment', { name: 'Going away' }, w.admin);
+    const { Client } = await import('pg');
+    const db = new Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      await db.query('begin');
+      await db.query('delete from equipment.equipment where id = $1', [eq.id]);
+      const starting = failure(create('equipment/usage', { purpose: 'late' }, w.researcher, eq.id));
+      await new Promise((r) => setTimeout(r, 300));
+      await db.query('commit');
+      const err = await starting;
+      expect([err.kind, err.code]).toEqual(['not_found', 'not_found']);
+    } finally {
+      await db.end();
+    }
+  });
+
   it('allows one open session, completes it with duration_minutes and emits started/completed once', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Centrifuge' }, w.admin);

@@ -189,6 +189,22 @@ describe('organisation isolation', () => {
   });
 });
 
+// The reference check holds the project (FOR KEY SHARE) until the experiment is
+// written: a delete of the project at the same moment makes the create wait and
+// answer 400 on project_id, instead of passing the check and failing the foreign
+// key (a 500). PGlite has one connection, so the delete cannot be held open there.
+(process.env.DATABASE_URL ? it : it.skip)('answers 400 project_id when the project is deleted while an experiment is created', async () => {
+  const w = org();
+  const project = await create('projects', { name: 'going away' }, w.admin);
+  let creating: Promise<DomainError> | undefined;
+  await t.svc.deps.db.tx(async (tx) => {
+    await tx.execute(sql`delete from notebook.projects where id = ${project.id}::uuid`);
+    creating = failure(create('experiments', { project_id: project.id, title: 'late' }, w.admin));
+    await new Promise((r) => setTimeout(r, 300));
+  });
+  expect(await creating).toMatchObject({ kind: 'invalid', code: 'validation_failed', details: { field: 'project_id' } });
+});
+
 describe('validation', () => {
   it('answers 400 with the field path and changes nothing', async () => {
     const w = org();

@@ -50,8 +50,8 @@ function keysetOf(req: records.ListRecordsRequest): KeysetAfter | undefined {
   return { created_at: time, id: id.toLowerCase() };
 }
 
-async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId: string | undefined) {
-  if (r.parent?.check && parentId) await r.parent.check(tx, caller, parentId);
+async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId: string | undefined, forInsert = false) {
+  if (r.parent?.check && parentId) await r.parent.check(tx, caller, parentId, forInsert);
 }
 
 /**
@@ -143,7 +143,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const input = parseWith(r.create, parseJsonObject(req.json));
       const parentId = parentOf(r, req.parent_id);
       const after = await audited(caller, r, 'create', async (tx, emit) => {
-        await checkParent(tx, r, caller, parentId);
+        await checkParent(tx, r, caller, parentId, true);
         const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
         if (r.parent && parentId) values[r.parent.column] = parentId;
         assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
@@ -161,7 +161,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const parentId = parentOf(r, req.parent_id);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId);
-        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: true });
+        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
         assertMayWrite(r, caller, before.row);
         const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
         // the row is locked by the read above: it is there to update
@@ -177,7 +177,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const parentId = parentOf(r, req.parent_id);
       await audited(caller, r, 'delete', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId);
-        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: true });
+        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
         const allowed = r.canDelete ? r.canDelete(caller, before.row) : isAdministrator(caller);
         if (!allowed) throw DomainError.forbidden(`deleting a ${r.auditResource} needs an administrator`);
         await deleteRow(tx, r, caller, req.id);

@@ -48,8 +48,13 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
   /** sub-resource: the column holding the parent id of ListRecords/GetRecord/... */
   parent?: {
     column: string;
-    /** throws (typically 404) when the parent is not accessible to the caller */
-    check?: (tx: Tx, caller: CallerContext, parentId: string) => Promise<void>;
+    /**
+     * throws (typically 404) when the parent is not accessible to the caller; with
+     * `forInsert`, holds the parent (FOR KEY SHARE) to the end of the transaction,
+     * so a delete running at the same time waits for the child's insert instead of
+     * making its foreign key fail (a 500) after the check said yes
+     */
+    check?: (tx: Tx, caller: CallerContext, parentId: string, forInsert: boolean) => Promise<void>;
   };
   /**
    * Record-level visibility: an SQL predicate over the table alias `t`, or

@@ -236,8 +236,11 @@ export async function listRecordsByKeyset(
 
 export interface FindOptions {
   parentId?: string;
-  /** take a row lock (for an update in a transaction) */
-  lock?: boolean;
+  /**
+   * a row lock to the end of the transaction: `update` before changing or deleting
+   * the row, `key share` to keep it (and its id) there for a row referencing it
+   */
+  lock?: 'update' | 'key share';
   /** skip the visibility predicate (re-reading a row the caller just wrote) */
   allVisible?: boolean;
 }
@@ -255,7 +258,7 @@ export async function findRecord(
   const [found] = await rows<{ json: string }>(
     exec,
     sql`select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
-        ${opts.lock ? sql`for update of t` : sql``}`,
+        ${opts.lock === 'update' ? sql`for update of t` : opts.lock === 'key share' ? sql`for key share of t` : sql``}`,
   );
   return found ? stored(found.json) : null;
 }
