@@ -61,7 +61,8 @@ export function connectorForNewDevice(caller: CallerContext, given: string | nul
 /** Inserts one device and audits it; returns its JSON and id. */
 export async function insertDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice): Promise<{ id: string; json: string }> {
   if (d.connector_id) {
-    const found = await rows(tx, sql`select 1 from telemetry.connectors where org_id = ${org} and id = ${d.connector_id}`);
+    // held to the commit (FOR KEY SHARE): a connector deleted at the same moment cannot fail the foreign key after this check
+    const found = await rows(tx, sql`select 1 from telemetry.connectors where org_id = ${org} and id = ${d.connector_id} for key share`);
     if (!found.length) throw validationFailed([{ path: 'connector_id', message: 'no connector with this id in the organisation' }]);
   }
   const id = newId();

@@ -66,6 +66,8 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
           named ??
           (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
         const json = await deps.outbox.write(caller, async (tx, emit) => {
+          // the upload took its time: the device is held from here to the commit
+          await deviceById(tx, org, caller, device.id, true);
           const fileId = newId();
           await tx.execute(sql`insert into telemetry.raw_files (id, org_id, device_id, filename, content_type, size, sha256, storage_key, created_by)
               values (${fileId}, ${org}, ${device.id}, ${meta.filename}, ${meta.content_type}, ${stored.size}, ${stored.sha256}, ${stored.key}, ${caller.user_id})`);

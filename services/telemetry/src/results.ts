@@ -57,9 +57,18 @@ export interface Device {
   connector_id: string | null;
 }
 
-/** A device of the organisation the caller may act for: 404 device_not_found, 403 when bound elsewhere. */
-export async function deviceById(exec: Executor, org: string, caller: CallerContext, id: string): Promise<Device> {
-  const [d] = await rows<Device>(exec, sql`select id, connector_id from telemetry.devices where org_id = ${org} and id = ${id}`);
+/**
+ * A device of the organisation the caller may act for: 404 device_not_found, 403
+ * when bound elsewhere. Inside a write's transaction it is held (FOR KEY SHARE,
+ * `hold`) until the commit: a delete at the same moment then waits for the write,
+ * or the write for the delete (and answers 404), instead of the result's foreign
+ * key failing after the check (a 500).
+ */
+export async function deviceById(exec: Executor, org: string, caller: CallerContext, id: string, hold = false): Promise<Device> {
+  const [d] = await rows<Device>(
+    exec,
+    sql`select id, connector_id from telemetry.devices where org_id = ${org} and id = ${id} ${hold ? sql`for key share` : sql``}`,
+  );
   if (!d) throw DomainError.notFound('device not found', 'device_not_found');
   assertMayActFor(caller, d);
   return d;
@@ -70,8 +79,11 @@ export async function deviceById(exec: Executor, org: string, caller: CallerCont
  * token has devices:register (or admin / *); otherwise 403 insufficient_scope.
  */
 async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, b: { device_id?: string; device_identifier?: string }) {
-  if (b.device_id) return deviceById(tx, org, caller, b.device_id);
-  const [d] = await rows<Device>(tx, sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${b.device_identifier!}`);
+  if (b.device_id) return deviceById(tx, org, caller, b.device_id, true);
+  const [d] = await rows<Device>(
+    tx,
+    sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${b.device_identifier!} for key share`,
+  );
   if (d) {
     assertMayActFor(caller, d);
     return d;

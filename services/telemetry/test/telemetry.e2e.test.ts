@@ -268,6 +268,30 @@ describe('devices, results, connectors through the gateway', () => {
     expect((await api('DELETE', `/v1/connectors/${c1.body.data.id}`, adminKey)).status).toBe(204);
     expect((await api('DELETE', `/v1/devices/${d.body.data.id}`, adminKey)).status).toBe(204);
   });
+
+  // The device (or connector) a write names is held from its check to the commit:
+  // deleted at the same moment, the write waits and answers 404 / 400 rather than
+  // passing the check and failing the foreign key (a 500).
+  (process.env.DATABASE_URL ? it : it.skip)('answers 404 / 400 when the device or connector named is deleted at the same moment', async () => {
+    const d = await api('POST', '/v1/devices', key, { name: 'Leaving', identifier: `gone-${randomUUID()}` });
+    const c = await api('POST', '/v1/connectors', key, { name: `leaving-${randomUUID()}` });
+    const { Client } = await import('pg');
+    const db = new Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await db.query('begin');
+      await db.query('delete from telemetry.devices where id = $1', [d.body.data.id]);
+      await db.query('delete from telemetry.connectors where id = $1', [c.body.data.id]);
+      const result = api('POST', '/v1/results', key, { device_id: d.body.data.id, values: [{ name: 'mass', value: 1 }] });
+      const device = api('POST', '/v1/devices', key, { name: 'New', identifier: `new-${randomUUID()}`, connector_id: c.body.data.id });
+      await new Promise((r) => setTimeout(r, 300));
+      await db.query('commit');
+      expect([(await result).status, (await result).body.error.code]).toEqual([404, 'device_not_found']);
+      expect([(await device).status, (await device).body.error.details.field]).toEqual([400, 'connector_id']);
+    } finally {
+      await db.end();
+    }
+  });
 });
 
 describe('raw file upload', () => {
