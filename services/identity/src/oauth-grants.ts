@@ -6,7 +6,7 @@ import { findMember } from './members.js';
 import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_SECONDS } from './model.js';
 import { authenticateClient, findClient } from './oauth-clients.js';
 import { scopesForRole } from './scopes.js';
-import { insertToken, revokeGrant, revokeWhere } from './token-store.js';
+import { insertToken, lockGrant, revokeGrant, revokeWhere } from './token-store.js';
 import { hashToken, newAuthorizationCode } from './tokens.js';
 
 /**
@@ -172,6 +172,13 @@ export async function refreshOAuthToken(
   const client = await authenticateClient(deps, input.client);
   return settle(
     deps.outbox.write<Outcome>(caller, async (tx, emit) => {
+      // the grant first (as a revocation takes it), then the token: see lockGrant
+      const [known] = await deps.db.rows<{ grant_id: string }>(
+        sql`select grant_id from identity.tokens where token_hash = ${hashToken(input.refresh_token)} and kind = 'oauth_refresh'`,
+        tx,
+      );
+      if (!known) return { fail: invalidGrant() };
+      await lockGrant(tx, known.grant_id);
       const [row] = await deps.db.rows<RefreshRow>(
         sql`select g.client_id, t.revoked_at is not null as revoked, t.expires_at <= now() as expired,
                    g.id as grant_id, g.user_id, g.org_id, g.scopes as grant_scopes, g.revoked_at is not null as grant_revoked

@@ -3,7 +3,7 @@ import { DomainError, newId, type CallerContext, type Emitter, type ServiceDeps,
 import type { identity } from '@lab/contracts';
 import { SESSION_ACCESS_TTL_SECONDS, SESSION_REFRESH_TTL_SECONDS, SESSION_SCOPES } from './model.js';
 import { findWithPassword } from './passwords.js';
-import { insertToken, revokeWhere } from './token-store.js';
+import { insertToken, lockSession, revokeWhere } from './token-store.js';
 import { hashToken } from './tokens.js';
 import { findCredentials } from './users.js';
 
@@ -45,7 +45,14 @@ interface RefreshRow {
 
 export async function refreshGrant(deps: ServiceDeps, caller: CallerContext, refreshToken: string): Promise<identity.SessionTokens> {
   const outcome = await deps.outbox.write(caller, async (tx, emit) => {
-    // The row lock makes concurrent refreshes of one token take turns: one wins.
+    // The session is locked first (as a revocation locks it), then the token: concurrent
+    // refreshes of one token take turns, and one wins.
+    const [known] = await deps.db.rows<{ session_id: string }>(
+      sql`select session_id from identity.tokens where token_hash = ${hashToken(refreshToken)} and kind = 'refresh'`,
+      tx,
+    );
+    if (!known) return null;
+    await lockSession(tx, known.session_id);
     const [row] = await deps.db.rows<RefreshRow>(
       sql`select id, user_id, session_id, revoked_at is not null as revoked,
                  (expires_at is not null and expires_at <= now()) as expired

@@ -134,6 +134,26 @@ export async function revokeWhere(
   return revoked;
 }
 
+/**
+ * Serialises the writes of one sign-in session (a refresh, a revocation) in this
+ * transaction. A session has no row of its own to lock; without this, a refresh and
+ * a revocation running together could each lock one token and wait for the other's
+ * (a deadlock), or the revocation could miss the pair the refresh was issuing.
+ */
+export async function lockSession(tx: Tx, sessionId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`identity.session.${sessionId}`}))`);
+}
+
+/**
+ * Locks an OAuth grant's row before any of its tokens: every write of a grant (a
+ * refresh, a revocation, a code's replay) takes the grant first, so they queue on
+ * it instead of deadlocking on each other's tokens, and a revocation cannot miss
+ * the pair a refresh is issuing.
+ */
+export async function lockGrant(tx: Tx, grantId: string): Promise<void> {
+  await tx.execute(sql`select 1 from identity.oauth_grants where id = ${grantId} for no key update`);
+}
+
 /** Ends an OAuth grant: it issues nothing more, and every live token issued under it stops working. */
 export async function revokeGrant(tx: Tx, emit: Emitter, grantId: string): Promise<void> {
   await tx.execute(sql`update identity.oauth_grants set revoked_at = now() where id = ${grantId} and revoked_at is null`);
@@ -143,15 +163,18 @@ export async function revokeGrant(tx: Tx, emit: Emitter, grantId: string): Promi
 /** Revokes a token; a session or refresh token takes the rest of its sign-in session with it, an OAuth token its grant. */
 export async function revokeToken(deps: ServiceDeps, caller: CallerContext, tokenId: string): Promise<void> {
   await deps.outbox.write(caller, async (tx, emit) => {
+    // no row lock on the token: its grant or session is locked first (lockGrant, lockSession)
     const [tok] = await deps.db.rows<{ id: string; session_id: string | null; grant_id: string | null }>(
-      sql`select id, session_id, grant_id from identity.tokens where id = ${tokenId} for update`,
+      sql`select id, session_id, grant_id from identity.tokens where id = ${tokenId}`,
       tx,
     );
     if (!tok) throw DomainError.notFound('token not found');
     if (tok.grant_id) {
+      await lockGrant(tx, tok.grant_id);
       await revokeGrant(tx, emit, tok.grant_id);
       return;
     }
+    if (tok.session_id) await lockSession(tx, tok.session_id);
     await revokeWhere(tx, emit, tok.session_id ? { session_id: tok.session_id } : { token_id: tok.id });
   });
 }

@@ -306,6 +306,25 @@ describe('identity over gRPC', () => {
     expect(await rejection(client.call('refreshGrant', { refresh_token: s.refresh_token }, ctx()))).toBe('invalid/invalid_grant');
   });
 
+  // A refresh and a revocation of the same session at the same moment: whichever
+  // commits first, nothing of the session is left alive, and neither deadlocks (500).
+  it('leaves no live token when a session is refreshed and revoked at the same moment', async () => {
+    const { org, user } = await orgWithMember('researcher', 'correct horse battery');
+    const { email: address } = await client.call('getUser', { user_id: user.id }, ctx());
+    for (let round = 0; round < 15; round++) {
+      const s = await client.call('passwordGrant', { email: address, password: 'correct horse battery' }, ctx());
+      const p = await resolve(s.access_token, org.id);
+      const [refreshed, revoked] = await Promise.allSettled([
+        client.call('refreshGrant', { refresh_token: s.refresh_token }, ctx()),
+        client.call('revokeToken', { token_id: p.token_id }, ctx()),
+      ]);
+      expect(revoked.status).toBe('fulfilled');
+      if (refreshed.status === 'rejected') expect(await rejection(Promise.reject(refreshed.reason))).toBe('invalid/invalid_grant');
+      else expect(await rejection(resolve(refreshed.value.access_token, org.id))).toBe('unauthenticated/unauthorized');
+      expect(await rejection(resolve(s.access_token, org.id))).toBe('unauthenticated/unauthorized');
+    }
+  });
+
   it('verifies a re-entered password', async () => {
     const { user } = await orgWithMember('researcher', 'correct horse battery');
     expect(await client.call('verifyPassword', { user_id: user.id, password: 'correct horse battery' }, ctx())).toEqual({});
