@@ -108,6 +108,10 @@ export function toServiceError(err: unknown, log?: (e: unknown, errorId: string)
     body = { code: 'service_unavailable', message: 'the database is unavailable, try again' };
     code = GrpcStatus.UNAVAILABLE;
     log?.(err, 'db-unavailable');
+  } else if (isConcurrencyAbort(err)) {
+    body = CONCURRENCY_ABORT;
+    code = GrpcStatus.UNAVAILABLE;
+    log?.(err, 'concurrency-abort');
   } else {
     const errorId = randomUUID();
     log?.(err, errorId);
@@ -134,6 +138,25 @@ export function fromServiceError(err: ServiceError): DomainError {
     return new DomainError(kind, kind === 'timeout' ? 'timeout' : 'service_unavailable', 'a backing service did not answer');
   }
   return new DomainError(kind, kind === 'internal' ? 'internal_error' : kind, err.details || 'error');
+}
+
+/** What a client is told of a write PostgreSQL rolled back for a concurrent one. */
+export const CONCURRENCY_ABORT = {
+  code: 'service_unavailable',
+  message: 'the request ran into a concurrent one and was rolled back; nothing of it was kept, try it again',
+} as const;
+
+/**
+ * A transaction PostgreSQL aborted to let a concurrent one go on (deadlock 40P01,
+ * serialization failure 40001): nothing of it was kept, and the same request
+ * again will pass. The writes take their locks in one order so this should not
+ * happen; when it does, it is a 503 to retry, not a 500.
+ */
+export function isConcurrencyAbort(err: unknown, depth = 0): boolean {
+  const e = err as { code?: string; cause?: unknown } | null;
+  if (!e || typeof e !== 'object') return false;
+  if (e.code === '40P01' || e.code === '40001') return true;
+  return depth < 3 && e.cause !== undefined && isConcurrencyAbort(e.cause, depth + 1);
 }
 
 /** PostgreSQL / network failures that mean "try again later", not a bug. */

@@ -69,6 +69,15 @@ describe('error mapping', () => {
     expect(toServiceError(new Error('Failed query', { cause: new Error('syntax error') })).code).toBe(status.INTERNAL);
   });
 
+  test('a transaction rolled back for a concurrent one (deadlock, serialization) is unavailable, to retry', () => {
+    for (const code of ['40P01', '40001']) {
+      const driver = Object.assign(new Error('deadlock detected'), { code });
+      const se = toServiceError(new Error('Failed query: update x', { cause: driver }));
+      expect(se.code).toBe(status.UNAVAILABLE);
+      expect(JSON.parse(se.metadata!.get('lab-error-bin')[0]!.toString()).code).toBe('service_unavailable');
+    }
+  });
+
   test('a transient database error is unavailable, not internal', () => {
     const se = toServiceError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
     expect(se.code).toBe(status.UNAVAILABLE);

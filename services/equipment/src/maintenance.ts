@@ -24,7 +24,9 @@ const createMaintenance = z.strictObject(fields);
  */
 async function completeOnEquipment(tx: Tx, emit: Emitter, caller: CallerContext, log: RecordJson): Promise<void> {
   const id = String(log.equipment_id);
-  const before = await findRecord(tx, equipment, caller, id, { allVisible: true, lock: 'update' });
+  // no key update: it does not wait for the key share a log being written under
+  // this equipment holds (a second completion running at the same moment)
+  const before = await findRecord(tx, equipment, caller, id, { allVisible: true, lock: 'no key update' });
   if (!before) return; // the foreign key makes this unreachable; nothing to move
   const values: Record<string, unknown> = { last_maintenance_date: log.completed_date };
   if (log.next_maintenance_date != null) values.next_maintenance_date = log.next_maintenance_date;

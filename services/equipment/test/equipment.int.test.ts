@@ -394,6 +394,23 @@ describe('usage sessions', () => {
 });
 
 describe('maintenance', () => {
+  // Each completion holds the equipment as its parent (key share) and then updates
+  // its dates: with a full row lock for the update, two at once waited on each
+  // other's key share, and PostgreSQL aborted one (a 500).
+  it('records completions arriving together on one piece of equipment', async () => {
+    const w = org();
+    const eq = await create('equipment', { name: 'Busy balance' }, w.admin);
+    for (let round = 0; round < 8; round++) {
+      const logs = await Promise.all(
+        [1, 2, 3].map((n) =>
+          create('equipment/maintenance', { maintenance_type: 'inspection', completed_date: `2024-0${n}-1${round}`, result: 'ok' }, w.researcher, eq.id),
+        ),
+      );
+      expect(logs.map((l) => l.equipment_id)).toEqual([eq.id, eq.id, eq.id]);
+    }
+    expect((await get('equipment', eq.id, w.admin)).last_maintenance_date).toMatch(/^2024-0[123]-17$/);
+  });
+
   it('completing a log moves the equipment dates and emits maintenance.completed once', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Autoclave', next_maintenance_date: '2024-02-01' }, w.admin);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
-import { DomainError, httpStatusOf, isTransientDbError, type Logger } from '@lab/kit';
+import { CONCURRENCY_ABORT, DomainError, httpStatusOf, isConcurrencyAbort, isTransientDbError, type Logger } from '@lab/kit';
 
 /**
  * What a handler answers, before it is written: a status, a JSON body already
@@ -76,6 +76,10 @@ export function errorReply(err: unknown, log: Logger): Reply {
   if (isTransientDbError(err)) {
     log.warn({ err: (err as Error).message }, 'database unavailable');
     return json(503, { error: { code: 'service_unavailable', message: 'the database is unavailable, try again' } });
+  }
+  if (isConcurrencyAbort(err)) {
+    log.warn({ err: (err as Error).message }, 'rolled back for a concurrent transaction');
+    return json(503, { error: CONCURRENCY_ABORT });
   }
   const errorId = randomUUID();
   log.error({ err, error_id: errorId }, 'unhandled error');

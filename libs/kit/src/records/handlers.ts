@@ -161,7 +161,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       const parentId = parentOf(r, req.parent_id);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId);
-        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
+        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'no key update' });
         assertMayWrite(r, caller, before.row);
         const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
         // the row is locked by the read above: it is there to update

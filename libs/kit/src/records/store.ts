@@ -237,13 +237,21 @@ export async function listRecordsByKeyset(
 export interface FindOptions {
   parentId?: string;
   /**
-   * a row lock to the end of the transaction: `update` before changing or deleting
-   * the row, `key share` to keep it (and its id) there for a row referencing it
+   * a row lock to the end of the transaction: `update` before deleting the row,
+   * `no key update` before changing its other columns (it does not wait for, nor
+   * block, rows being written that reference it), `key share` to keep it (and its
+   * id) there for a row referencing it
    */
-  lock?: 'update' | 'key share';
+  lock?: 'update' | 'no key update' | 'key share';
   /** skip the visibility predicate (re-reading a row the caller just wrote) */
   allVisible?: boolean;
 }
+
+const ROW_LOCKS = {
+  update: sql`for update of t`,
+  'no key update': sql`for no key update of t`,
+  'key share': sql`for key share of t`,
+} as const;
 
 /** A record of the caller's organisation visible to the caller, or null. */
 export async function findRecord(
@@ -258,7 +266,7 @@ export async function findRecord(
   const [found] = await rows<{ json: string }>(
     exec,
     sql`select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
-        ${opts.lock === 'update' ? sql`for update of t` : opts.lock === 'key share' ? sql`for key share of t` : sql``}`,
+        ${opts.lock ? ROW_LOCKS[opts.lock] : sql``}`,
   );
   return found ? stored(found.json) : null;
 }
