@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineResource, type Resource } from '@lab/kit';
+import { defineResource, validationFailed, type Resource } from '@lab/kit';
 import { underEquipment } from './equipment.js';
 import { SUB_LIST_LIMITS } from './fields.js';
 import { childAccess } from './permissions.js';
@@ -12,6 +12,22 @@ const documentBody = z.record(z.string(), z.unknown()).superRefine((body, ctx) =
     if (Object.hasOwn(body, key)) ctx.addIssue({ code: 'custom', path: [key], message: 'read-only field' });
   }
 });
+
+/**
+ * The most a document may hold, as JSON: what one request body may carry (1 MB).
+ * PATCH merges keys into the stored object, so without a bound repeated PATCHes
+ * would grow one record without limit, and every later read, update and audit
+ * record with it.
+ */
+export const MAX_DOCUMENT_BYTES = 1_000_000;
+
+function bounded(data: Record<string, unknown>): { data: Record<string, unknown> } {
+  if (Buffer.byteLength(JSON.stringify(data)) > MAX_DOCUMENT_BYTES) {
+    const message = `the record would exceed ${MAX_DOCUMENT_BYTES} bytes as JSON (the keys given are merged into the stored ones)`;
+    throw validationFailed([{ path: '', message }], message);
+  }
+  return { data };
+}
 
 /**
  * A free-form record (calibration, qualification): the body object is stored
@@ -30,8 +46,8 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
     limits: SUB_LIST_LIMITS,
     rangeColumn: 'created_at',
     ...childAccess(),
-    beforeCreate: async (_tx, _caller, input) => ({ data: input }),
-    beforeUpdate: async (_tx, _caller, input, before) => ({ data: { ...(before.data as object), ...input } }),
+    beforeCreate: async (_tx, _caller, input) => bounded(input as Record<string, unknown>),
+    beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...(input as Record<string, unknown>) }),
   });
 }
 

@@ -488,6 +488,19 @@ describe.each(['calibrations', 'qualifications'])('%s', (sub) => {
     expect(page.data).toEqual([patched]);
   });
 
+  // PATCH merges keys: without a bound, repeated PATCHes would grow one record without limit
+  it('refuses a PATCH that would grow the record past 1 MB, keeping it as it was', async () => {
+    const w = org();
+    const eq = await create('equipment', { name: 'Growing' }, w.admin);
+    const doc = await create(resource, { a: 'x'.repeat(600_000) }, w.researcher, eq.id);
+    const err = await failure(update(resource, doc.id, { b: 'y'.repeat(600_000) }, w.researcher, eq.id));
+    expect([err.kind, err.code]).toEqual(['invalid', 'validation_failed']);
+    const kept = await get(resource, doc.id, w.researcher, eq.id);
+    expect([kept.a.length, kept.b]).toEqual([600_000, undefined]);
+    // a smaller value in place of the large one fits
+    expect((await update(resource, doc.id, { a: 'short', b: 'y'.repeat(600_000) }, w.researcher, eq.id)).a).toBe('short');
+  });
+
   it('refuses a body that is not an object and the service-set fields', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Scale' }, w.admin);
