@@ -40,6 +40,7 @@ const jobsEnv = z.object({
   JOBS_RETRY_BASE_MS: envInt(2_000, 0, 3_600_000),
   JOBS_STEP_DELAY_MS: envInt(0, 0, 600_000),
   JOBS_EXPORT_MAX_RECORDS: envInt(5_000_000, 1),
+  JOBS_REPORT_MAX_BYTES: envInt(128 * 1024 * 1024, 1024),
   JOBS_EXPORT_PAGE_SIZE: envInt(500, 1, 500),
   JOBS_ARTIFACT_RETENTION_DAYS: envInt(0, 0, 36_500),
   // empty: the service's data directory (resolved in register)
@@ -60,6 +61,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
     stepDelayMs: opts.stepDelayMs ?? env.JOBS_STEP_DELAY_MS,
     artifactDir: opts.artifactDir ?? env.JOBS_ARTIFACT_DIR,
     exportMaxRecords: opts.exportMaxRecords ?? env.JOBS_EXPORT_MAX_RECORDS,
+    reportMaxBytes: opts.reportMaxBytes ?? env.JOBS_REPORT_MAX_BYTES,
     pageSize: opts.pageSize ?? env.JOBS_EXPORT_PAGE_SIZE,
     artifactRetentionDays: opts.artifactRetentionDays ?? env.JOBS_ARTIFACT_RETENTION_DAYS,
     peers: opts.peers ?? {},

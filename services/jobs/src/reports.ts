@@ -16,6 +16,8 @@ export interface JobRun {
   checkpoint(): void;
   /** An export with more records than this fails instead of being written. */
   maxExportRecords: number;
+  /** Every record of a resource in memory (Sources.all), within what this run may still read. */
+  all(resource: string, query?: Record<string, string>, parent_id?: string): Promise<Rec[]>;
 }
 
 const text = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
@@ -63,7 +65,7 @@ async function equipmentRecords(run: JobRun, equipmentId: string, subs: string[]
   let i = 0;
   for (const sub of subs) {
     await run.step(10 + Math.round((50 * i++) / subs.length), `loading ${sub}`);
-    out[sub] = await run.sources.all(run.caller, `equipment/${sub}`, {}, equipmentId);
+    out[sub] = await run.all(`equipment/${sub}`, {}, equipmentId);
   }
   return { equipment, ...out } as { equipment: Rec } & Record<string, Rec[]>;
 }
@@ -105,11 +107,11 @@ async function maintenanceReport(run: JobRun, input: InputOf<'maintenance_report
   await run.step(10, 'loading equipment');
   const equipment = input.equipment_id
     ? [await run.sources.get(run.caller, 'equipment', input.equipment_id)]
-    : await run.sources.all(run.caller, 'equipment');
+    : await run.all('equipment');
   const logs: { equipment: Rec; maintenance: Rec[] }[] = [];
   for (const [i, e] of equipment.entries()) {
     await run.step(10 + Math.round((60 * i) / equipment.length), `loading maintenance of ${text(e.name)}`);
-    logs.push({ equipment: e, maintenance: await run.sources.all(run.caller, 'equipment/maintenance', {}, String(e.id)) });
+    logs.push({ equipment: e, maintenance: await run.all('equipment/maintenance', {}, String(e.id)) });
   }
   await run.step(75, 'rendering the PDF');
   return writePdf(run.dir, `${run.base}.pdf`, 'Maintenance report', (doc) => {
@@ -131,9 +133,9 @@ async function riskAssessment(run: JobRun, input: InputOf<'risk_assessment_pdf'>
   await run.step(10, 'loading reagents');
   const reagents = input.reagent_ids
     ? await Promise.all(input.reagent_ids.map((id) => run.sources.get(run.caller, 'reagents', id)))
-    : (await run.sources.all(run.caller, 'reagents')).filter(isHazardous);
+    : (await run.all('reagents')).filter(isHazardous);
   await run.step(40, 'loading stock');
-  const stock = await run.sources.all(run.caller, 'stock-items');
+  const stock = await run.all('stock-items');
   await run.step(70, 'rendering the PDF');
   return writePdf(run.dir, `${run.base}.pdf`, 'Risk assessment', (doc) => {
     doc.text(`${reagents.length} reagents with hazard data`);
@@ -179,7 +181,7 @@ async function boxLayout(run: JobRun, input: InputOf<'box_layout_pdf'>): Promise
   const query: Record<string, string> = {};
   if (input.storage_location) query.storage_location = input.storage_location;
   if (input.storage_location_id) query.storage_location_id = input.storage_location_id;
-  const samples = await run.sources.all(run.caller, 'samples', query);
+  const samples = await run.all('samples', query);
   await run.step(60, 'rendering the PDF');
   const { grid, overflow } = layout(samples, input.rows, input.cols);
   const title = input.title ?? `Box layout${input.storage_location ? `: ${input.storage_location}` : ''}`;

@@ -32,6 +32,16 @@ const OWNER: Record<string, 'notebook' | 'inventory' | 'equipment'> = {
 const DEFAULT_PAGE_SIZE = 500;
 /** `all` holds a resource in memory: past this many records the job fails rather than work from part of it. */
 const MAX_IN_MEMORY = 100_000;
+/**
+ * What one report job may read into memory, in all (JOBS_REPORT_MAX_BYTES of
+ * JSON): records carry free-form objects, so a count alone would let a few
+ * thousand large ones take the worker's memory (and every organisation's jobs
+ * with it) several times over.
+ */
+export interface ReadBudget {
+  limit: number;
+  used: number;
+}
 
 /**
  * The data a job reads, over gRPC from the services that own it (never their
@@ -94,10 +104,14 @@ export class Sources {
    * hide a stop.
    */
   async *pages(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): AsyncGenerator<Rec[]> {
+    for await (const json of this.pageTexts(caller, resource, query, parent_id)) yield JSON.parse(json) as Rec[];
+  }
+
+  private async *pageTexts(caller: CallerContext, resource: string, query: Record<string, string>, parent_id: string): AsyncGenerator<string> {
     const limit = String(this.pageSize);
     for (let after = {}; ; ) {
       const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, ...after }, caller);
-      yield JSON.parse(r.json) as Rec[];
+      yield r.json;
       if (!r.next_created_at) return;
       after = { after_created_at: r.next_created_at, after_id: r.next_id };
     }
@@ -107,9 +121,19 @@ export class Sources {
    * Every record of a resource in memory, for reports that draw from the whole
    * set; one that does not fit fails the job instead of being drawn from a part.
    */
-  async all(caller: CallerContext, resource: string, query: Record<string, string> = {}, parent_id = ''): Promise<Rec[]> {
+  async all(caller: CallerContext, budget: ReadBudget, resource: string, query: Record<string, string> = {}, parent_id = ''): Promise<Rec[]> {
     const out: Rec[] = [];
-    for await (const page of this.pages(caller, resource, query, parent_id)) {
+    for await (const json of this.pageTexts(caller, resource, query, parent_id)) {
+      // the text's length, in UTF-16 units: what the page costs in memory, near enough
+      budget.used += json.length;
+      if (budget.used > budget.limit) {
+        throw new DomainError(
+          'too_large',
+          'too_many_records',
+          `the records to draw from hold more than ${budget.limit} bytes, more than a report can hold (JOBS_REPORT_MAX_BYTES)`,
+        );
+      }
+      const page = JSON.parse(json) as Rec[];
       if (out.length + page.length > MAX_IN_MEMORY) {
         throw new DomainError('too_large', 'too_many_records', `${resource} has more than ${MAX_IN_MEMORY} records, more than a report can hold`);
       }

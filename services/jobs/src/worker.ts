@@ -6,7 +6,7 @@ import type { Artifact } from './artifacts.js';
 import { EXPORT_PRODUCERS } from './exports.js';
 import { INPUTS, isJobType } from './job-types.js';
 import { PDF_PRODUCERS, type JobRun } from './reports.js';
-import { Sources } from './sources.js';
+import { Sources, type ReadBudget } from './sources.js';
 import { claimNext, emitUpdated, heartbeat, reapStale, updateHeld, type JobRow } from './store.js';
 
 export interface WorkerOptions {
@@ -24,6 +24,8 @@ export interface WorkerOptions {
   stepDelayMs: number;
   /** an export with more records than this fails (a bound on the disk and time one job may take) */
   exportMaxRecords: number;
+  /** a report whose records hold more JSON than this fails (a bound on the worker's memory) */
+  reportMaxBytes: number;
 }
 
 /** Why a run stopped early: this worker is stopping, or the job was taken away from it. */
@@ -130,14 +132,17 @@ export class JobWorker {
     const check = () => {
       if (signal.aborted) throw new Interrupted(signal.reason === 'lost' ? 'lost' : 'stop');
     };
+    const caller = Sources.callerOf(job);
+    const budget: ReadBudget = { limit: this.opts.reportMaxBytes, used: 0 };
     const run: JobRun = {
       jobId: job.id,
       sources: this.sources,
-      caller: Sources.callerOf(job),
+      caller,
       dir: this.opts.artifactDir,
       base: `${job.org_id}/${job.id}`,
       checkpoint: check,
       maxExportRecords: this.opts.exportMaxRecords,
+      all: (resource, query, parent_id) => this.sources.all(caller, budget, resource, query, parent_id),
       step: async (progress, text) => {
         check();
         if (this.opts.stepDelayMs) await new Promise((r) => setTimeout(r, this.opts.stepDelayMs));

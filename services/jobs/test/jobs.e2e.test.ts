@@ -35,7 +35,9 @@ const data: Record<string, string> = {};
 const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
   call(stack.url, method, path, { token, body, headers });
 
-function startWorker(opts: { stepDelayMs?: number; visibilityMs?: number; pageSize?: number; exportMaxRecords?: number } = {}): Promise<RunningService> {
+function startWorker(
+  opts: { stepDelayMs?: number; visibilityMs?: number; pageSize?: number; exportMaxRecords?: number; reportMaxBytes?: number } = {},
+): Promise<RunningService> {
   return startJobsWorker(stack, { ...opts, artifactDir, visibilityMs: opts.visibilityMs ?? 30_000, stepDelayMs: opts.stepDelayMs ?? 100 });
 }
 
@@ -339,6 +341,18 @@ describe('exports larger than one page', () => {
     );
     expect((await artifact(admin, job.id)).status).toBe(404);
     expect(await leftoversOf(job.id)).toEqual([]);
+  });
+
+  // reports draw from records held in memory; their free-form objects make a count
+  // alone no bound on that memory
+  it('fails a report whose records hold more JSON than the bound, at once', async () => {
+    await swapWorker({ reportMaxBytes: 64 * 1024 });
+    for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/samples', admin, { name: `bulky ${i}`, metadata: { blob: 'x'.repeat(30_000) } })).status).toBe(201);
+    const done = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    expect(done).toMatchObject({ status: 'dead', result_path: null, attempts: 1 });
+    expect(done.error_message).toMatch(/^too_many_records: the records to draw from hold more than 65536 bytes/);
+    await swapWorker({});
+    expect((await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id)).status).toBe('succeeded');
   });
 
   it('removes the staged tables when the worker stops mid-export', async () => {
