@@ -193,6 +193,15 @@ async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release
   };
 }
 
+/**
+ * Serialises the transactions that name the same key, to their ends (a
+ * transaction-scoped advisory lock): for rules over rows that have no one row to
+ * lock, such as "at most N per organisation" or "the tokens of one session".
+ */
+export async function lockKey(tx: Tx, key: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${key}))`);
+}
+
 export async function rows<T>(exec: Executor, q: SQL): Promise<T[]> {
   const r = (await exec.execute(q)) as unknown as { rows: T[] };
   return r.rows;

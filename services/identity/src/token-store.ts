@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
+import { DomainError, lockKey, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { requireMember } from './members.js';
 import { requireOrg } from './orgs.js';
@@ -140,9 +140,7 @@ export async function revokeWhere(
  * a revocation running together could each lock one token and wait for the other's
  * (a deadlock), or the revocation could miss the pair the refresh was issuing.
  */
-export async function lockSession(tx: Tx, sessionId: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`identity.session.${sessionId}`}))`);
-}
+export const lockSession = (tx: Tx, sessionId: string): Promise<void> => lockKey(tx, `identity.session.${sessionId}`);
 
 /**
  * Locks an OAuth grant's row before any of its tokens: every write of a grant (a

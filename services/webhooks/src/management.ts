@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, isUuid, lockKey, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { isValidFilter } from './event-filters.js';
 
 /** Management RPCs are reached only through the operator token (checked by the gateway). */
@@ -56,6 +56,8 @@ export async function createSubscription(deps: ServiceDeps, caller: CallerContex
   const events = [...new Set(b.events)];
   const id = newId();
   const row = await deps.outbox.write(caller, async (tx, emit) => {
+    // creates for one organisation take turns: two at the limit cannot both count below it
+    await lockKey(tx, `webhooks.subscriptions.${b.org_id}`);
     const [{ n }] = (await rows<{ n: number }>(tx, sql`select count(*)::int as n from webhooks.subscriptions where org_id = ${b.org_id}::uuid`)) as [
       { n: number },
     ];

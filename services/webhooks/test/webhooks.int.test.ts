@@ -15,6 +15,7 @@ import {
 import { sql } from 'drizzle-orm';
 import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
 import { purgeInboundEvents, purgeSettledDeliveries } from '../src/retention';
+import { MAX_SUBSCRIPTIONS_PER_ORG } from '../src/management';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 import { eventually, Receiver } from './receiver';
 
@@ -317,6 +318,14 @@ describe('subscription management', () => {
     const sub = await h.subscribe(org, 'https://example.com/hook');
     await expect(h.deliveries(newId(), sub.id)).rejects.toMatchObject({ kind: 'not_found' });
     await expect(h.deliveries(org, 'nope')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  test('creates at the limit take turns: an organisation never holds more than the limit', async () => {
+    const org = newId();
+    for (let i = 0; i < MAX_SUBSCRIPTIONS_PER_ORG - 3; i++) await h.subscribe(org, `https://example.com/hook/${i}`);
+    const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => h.subscribe(org, `https://example.com/late/${i}`)));
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3);
+    for (const o of outcomes) if (o.status === 'rejected') expect(o.reason).toMatchObject({ kind: 'conflict', code: 'too_many_subscriptions' });
   });
 
   test('management calls need the operator', async () => {
