@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import { z } from 'zod';
 import { AmqpBus, MemoryBus, type Bus } from './bus.js';
 import { commonEnv, loadConfig } from './config.js';
-import { createLogger, type Logger } from './logger.js';
+import { createLogger, errText, type Logger } from './logger.js';
 import { migrate, openDatabase } from './db.js';
 import { DEFAULT_METRICS_PORT, serveMetrics, type Readiness } from './metrics.js';
 import { runService, type ServiceDefinition } from './service.js';
@@ -108,7 +108,7 @@ export async function serveOps(port: number, readiness: Readiness, log: Logger):
     if (server) log.info({ port }, 'metrics and probes serving');
     return server;
   } catch (err) {
-    log.error({ err: (err as Error).message, port }, 'metrics port unavailable; metrics and probes not served');
+    log.error({ err: errText(err), port }, 'metrics port unavailable; metrics and probes not served');
     return undefined;
   }
 }

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Bus, BusMessage } from './bus.js';
 import { pipelined, PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
-import type { Logger } from './logger.js';
+import { errText, type Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
@@ -299,7 +299,7 @@ export class Outbox {
 
   private publishFailed(err: unknown, count: number): void {
     metrics().outboxPublishFailures.inc({ service: this.opts.service });
-    this.opts.log.warn({ err: (err as Error).message, count }, 'outbox publish failed, will retry');
+    this.opts.log.warn({ err: errText(err), count }, 'outbox publish failed, will retry');
   }
 
   private published(claimed: ClaimedRow[]): void {

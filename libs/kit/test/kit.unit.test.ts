@@ -16,7 +16,9 @@ import {
   Batcher,
   MemoryBus,
   createLogger,
+  logErr,
 } from '@lab/kit';
+import { DrizzleQueryError } from 'drizzle-orm/errors';
 
 describe('topicMatches', () => {
   test.each([
@@ -278,5 +280,24 @@ describe('MemoryBus parked messages', () => {
     expect(bus.dead.at(-1)!.msg.id).toBe(`m${MemoryBus.KEEP_DEAD + extra - 1}`);
     expect(logged).toHaveLength(MemoryBus.KEEP_DEAD + extra);
     expect(logged[0]).toMatchObject({ queue: 'q', message: { id: 'm0', data: { i: 0 } } });
+  });
+});
+
+describe('logErr', () => {
+  test('logs the failed statement and its cause without the bound values or the row', () => {
+    const pgError = Object.assign(new Error('duplicate key value violates unique constraint "subscriptions_pkey"'), {
+      code: '23505',
+      constraint: 'subscriptions_pkey',
+      detail: 'Key (id)=(whsec_the_secret) already exists.',
+    });
+    const failed = new DrizzleQueryError('insert into webhooks.subscriptions (id, secret) values ($1, $2)', ['a', 'whsec_the_secret'], pgError);
+    const out = logErr(failed) as Record<string, unknown>;
+    const text = JSON.stringify({ message: out.message, stack: out.stack, params: out.params });
+    expect(text).not.toContain('whsec_the_secret');
+    expect(out.message).toContain('insert into webhooks.subscriptions');
+    expect(out.message).toContain('params: [redacted]');
+    expect(out.message).toContain('subscriptions_pkey');
+    const direct = logErr(pgError) as Record<string, unknown>;
+    expect([direct.code, direct.constraint, direct.detail]).toEqual(['23505', 'subscriptions_pkey', '[redacted]']);
   });
 });

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, rows, type Database, type Logger, type Outbox } from '@lab/kit';
+import { CoalescedRunner, errText, rows, type Database, type Logger, type Outbox } from '@lab/kit';
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
@@ -96,7 +96,7 @@ export class DeliveryWorker {
   private stopped = true;
   private readonly claimer = new CoalescedRunner(
     () => this.claimFree(),
-    (err) => this.log.warn({ err: (err as Error).message }, 'webhook delivery claim failed'),
+    (err) => this.log.warn({ err: errText(err) }, 'webhook delivery claim failed'),
   );
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly perHost = new Map<string, number>();

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor } from '@lab/kit';
+import { errText, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor } from '@lab/kit';
 import { PUBLIC_BINDINGS, subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
@@ -109,7 +109,7 @@ class FanOutBatcher {
           batch[0]!.done(err);
           continue;
         }
-        this.log.warn({ err: (err as Error).message, events: batch.length }, 'webhook fan-out batch failed; storing its events one by one');
+        this.log.warn({ err: errText(err), events: batch.length }, 'webhook fan-out batch failed; storing its events one by one');
       }
       for (const b of batch) {
         try {
