@@ -52,22 +52,37 @@ async function upsertConnector(tx: Tx, org: string, caller: CallerContext, b: Bo
     throw DomainError.forbidden('this API key acts for its own connector only', 'connector_not_allowed');
   }
   const id = caller.connector_id ?? b.connector_id;
-  if (id) {
+  /** The heartbeat on an existing connector: true when the organisation has it. */
+  const touch = async (id: string) => {
     const [row] = await rows<{ id: string }>(
       tx,
       sql`update telemetry.connectors set name = coalesce(${b.name ?? null}, name), version = coalesce(${b.version ?? null}, version),
             host = coalesce(${b.host ?? null}, host), last_seen_at = now(), updated_at = now()
           where org_id = ${org} and id = ${id} returning id`,
     );
-    if (row) return { id, created: false };
+    return !!row;
+  };
+  if (id) {
+    if (await touch(id)) return { id, created: false };
     // a bound key's connector comes into being with its first heartbeat
     if (!caller.connector_id) throw DomainError.notFound('connector not found');
   }
   if (!b.name) throw validationFailed([{ path: 'name', message: 'name is required for a new connector (or give connector_id)' }]);
   if (id) {
-    // the bound connector's own id: a name taken by another connector is a conflict, not a takeover
-    await tx.execute(sql`insert into telemetry.connectors (id, org_id, name, version, host, last_seen_at, created_by)
-        values (${id}, ${org}, ${b.name}, ${b.version ?? null}, ${b.host ?? null}, now(), ${caller.user_id})`);
+    const insert = sql`insert into telemetry.connectors (id, org_id, name, version, host, last_seen_at, created_by)
+        values (${id}, ${org}, ${b.name}, ${b.version ?? null}, ${b.host ?? null}, now(), ${caller.user_id})`;
+    // The bound connector's own id. The same first heartbeat sent twice at once:
+    // both find nothing to update; the insert that loses waits for the other's
+    // commit, inserts nothing, and this heartbeat updates the connector it made.
+    // (No conflict target: every unique key is checked without an error, so two
+    // inserts at the very same moment cannot fail on one that is not named.)
+    const [made] = await rows<{ id: string }>(tx, sql`${insert} on conflict do nothing returning id`);
+    if (made) return { id, created: true };
+    if (await touch(id)) return { id, created: false };
+    // not this connector: a name taken by another connector is a conflict (409
+    // connector_name_taken), not a takeover; the plain insert answers it (or, if
+    // that connector has gone since, makes this one)
+    await tx.execute(insert);
     return { id, created: true };
   }
   const [row] = await rows<{ id: string; created: boolean }>(
@@ -81,7 +96,12 @@ async function upsertConnector(tx: Tx, org: string, caller: CallerContext, b: Bo
   return row!;
 }
 
-/** Upserts the reported devices by identifier, linking them to the connector; one statement. */
+/**
+ * Upserts the reported devices by identifier, linking them to the connector; one
+ * statement. The rows go in identifier order, so two heartbeats whose lists
+ * overlap lock the devices they share in the same order (neither waits for a
+ * device the other holds while holding one it waits for: no deadlock).
+ */
 async function syncDevices(tx: Tx, org: string, caller: CallerContext, connectorId: string, devices: NonNullable<Body['devices']>): Promise<number> {
   if (!devices.length) return 0;
   const identifiers = devices.map((d) => d.identifier);
@@ -89,28 +109,28 @@ async function syncDevices(tx: Tx, org: string, caller: CallerContext, connector
     throw validationFailed([{ path: 'devices', message: 'each identifier may appear once' }]);
   }
   const list = JSON.stringify(devices.map((d) => ({ id: newId(), identifier: d.identifier, name: d.name, kind: d.kind ?? null })));
-  if (isBound(caller)) {
-    // a bound key cannot take over devices that belong to another connector
-    const taken = await rows<{ identifier: string }>(
-      tx,
-      sql`select identifier from telemetry.devices where org_id = ${org} and connector_id is not null and connector_id <> ${connectorId}
-            and identifier in (select x->>'identifier' from jsonb_array_elements(${list}::jsonb) x)`,
-    );
-    if (taken.length) {
-      throw DomainError.forbidden('some devices belong to another connector', 'device_not_allowed', { identifiers: taken.map((t) => t.identifier) });
-    }
-  }
-  const [r] = await rows<{ n: number }>(
+  // A bound key cannot take over devices that belong to another connector. The
+  // check is the upsert's own: a device another connector inserts meanwhile is
+  // seen (waited for) by the upsert, where a separate check would have missed it.
+  const bound = isBound(caller);
+  const synced = await rows<{ identifier: string }>(
     tx,
-    sql`with d as (insert into telemetry.devices (id, org_id, name, identifier, kind, connector_id, created_by)
+    sql`insert into telemetry.devices (id, org_id, name, identifier, kind, connector_id, created_by)
           select u.id, ${org}::uuid, u.name, u.identifier, u.kind, ${connectorId}::uuid, ${caller.user_id}::uuid
           from jsonb_to_recordset(${list}::jsonb) as u(id uuid, identifier text, name text, kind text)
+          order by u.identifier
           on conflict (org_id, identifier) do update set name = excluded.name, kind = coalesce(excluded.kind, devices.kind),
             connector_id = excluded.connector_id, updated_at = now()
-          returning 1)
-        select count(*)::int as n from d`,
+          ${bound ? sql`where devices.connector_id is null or devices.connector_id = ${connectorId}::uuid` : sql``}
+          returning identifier`,
   );
-  return r!.n;
+  if (synced.length < devices.length) {
+    // the rows skipped are the devices of other connectors (the transaction rolls back)
+    const done = new Set(synced.map((s) => s.identifier));
+    const taken = identifiers.filter((i) => !done.has(i)).sort();
+    throw DomainError.forbidden('some devices belong to another connector', 'device_not_allowed', { identifiers: taken });
+  }
+  return synced.length;
 }
 
 export function connectorHandlers(deps: ServiceDeps) {

@@ -77,25 +77,39 @@ export async function deviceById(exec: Executor, org: string, caller: CallerCont
 /**
  * The device a result names. An unknown identifier registers the device when the
  * token has devices:register (or admin / *); otherwise 403 insufficient_scope.
+ * Two results naming the same new identifier at the same moment both find no
+ * device: the one whose insert loses takes the device the other registered (held
+ * FOR KEY SHARE like any found device) instead of failing on the identifier's
+ * unique key; only the call that registered the device audits it.
  */
 async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, b: { device_id?: string; device_identifier?: string }) {
   if (b.device_id) return deviceById(tx, org, caller, b.device_id, true);
-  const [d] = await rows<Device>(
-    tx,
-    sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${b.device_identifier!} for key share`,
-  );
-  if (d) {
-    assertMayActFor(caller, d);
+  const identifier = b.device_identifier!;
+  const existing = async () => {
+    const [d] = await rows<Device>(
+      tx,
+      sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${identifier} for key share`,
+    );
+    if (d) assertMayActFor(caller, d);
     return d;
-  }
+  };
+  const found = await existing();
+  if (found) return found;
   if (!hasScope(caller, 'devices:register')) {
     throw DomainError.forbidden('unknown device; registering it automatically needs the devices:register scope', 'insufficient_scope', {
       required_scope: 'devices:register',
     });
   }
   const connector_id = connectorForNewDevice(caller, null);
-  const created = await insertDevice(tx, emit, org, caller, { name: b.device_identifier!, identifier: b.device_identifier!, connector_id });
-  return { id: created.id, connector_id };
+  const device = { name: identifier, identifier, connector_id };
+  const created = await insertDevice(tx, emit, org, caller, device, { ifNew: true });
+  if (created) return { id: created.id, connector_id };
+  // registered by a concurrent call (committed: the insert waited for it)
+  const theirs = await existing();
+  if (theirs) return theirs;
+  // ... and deleted again since: register it after all
+  const made = await insertDevice(tx, emit, org, caller, device);
+  return { id: made.id, connector_id };
 }
 
 /** Inserts a result (and audits it); returns its JSON. */

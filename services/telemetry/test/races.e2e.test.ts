@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import { startStack, type Stack } from '@lab/testing';
+import { call, eventually } from '../../gateway/test/http';
+
+// Telemetry writes that race each other through the gateway: the same new device
+// or connector written twice at the same moment, and device syncs of connectors
+// whose device lists overlap.
+
+let stack: Stack;
+let orgId: string;
+let key: string;
+let auditor: string;
+
+const api = (method: string, path: string, token: string, body?: unknown) => call(stack.url, method, path, { token, body });
+
+/** A fresh API key bound to a connector that does not exist yet (it comes into being with its first heartbeat). */
+const connectorKey = async (connectorId: string) =>
+  (
+    await stack.admin.call<{ token: string }>(
+      'POST',
+      `/orgs/${orgId}/api-keys`,
+      { name: 'instrument', scopes: ['read', 'write', 'devices:register'], connector_id: connectorId },
+      201,
+    )
+  ).token;
+
+/** Every device of the org with this identifier (through the API). */
+const devicesWith = async (identifier: string) => {
+  const r = await api('GET', '/v1/devices?limit=500', key);
+  expect(r.status).toBe(200);
+  return (r.body.data as any[]).filter((d) => d.identifier === identifier);
+};
+
+/** Runs fn on a direct connection to the stack's database (for holding locks). */
+async function withDb<T>(fn: (db: import('pg').Client) => Promise<T>): Promise<T> {
+  const { Client } = await import('pg');
+  const db = new Client({ connectionString: stack.databaseUrl });
+  await db.connect();
+  try {
+    return await fn(db);
+  } finally {
+    await db.end();
+  }
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const ROUNDS = 10;
+const withPg = process.env.DATABASE_URL ? it : it.skip;
+
+beforeAll(async () => {
+  stack = await startStack({ services: ['identity', 'audit', 'telemetry'] });
+  const org = await stack.admin.createOrg({ modules: ['analytics_qc'], rate_limit: { per_minute: 100_000, per_hour: 1_000_000 } });
+  orgId = org.id;
+  key = (await stack.admin.createApiKey(org.id, { scopes: ['read', 'write', 'devices:register'] })).token;
+  auditor = (await stack.admin.createApiKey(org.id, { scopes: ['audit:read'] })).token;
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('concurrent first writes', () => {
+  // Both calls found no device and both inserted one: the second failed on the
+  // identifier's unique key (409 device_identifier_taken), though the device now
+  // existed and its result should have been stored against it.
+  it('stores two results sent at the same moment for a new device_identifier against one device', async () => {
+    const deviceIds: string[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const identifier = `race-${round}-${randomUUID()}`;
+      const send = (value: number) => api('POST', '/v1/results', key, { device_identifier: identifier, values: [{ name: 'mass', value }] });
+      const answers = await Promise.all([send(1), send(2)]);
+      expect(answers.map((a) => [a.status, a.body?.error?.code])).toEqual([
+        [201, undefined],
+        [201, undefined],
+      ]);
+      const devices = await devicesWith(identifier);
+      expect(devices).toHaveLength(1);
+      expect(answers.map((a) => [a.body.data.device_id, a.body.data.device_identifier])).toEqual([
+        [devices[0].id, identifier],
+        [devices[0].id, identifier],
+      ]);
+      const results = await api('GET', `/v1/results?device_id=${devices[0].id}`, key);
+      expect(results.body.pagination.total).toBe(2);
+      expect((results.body.data as any[]).map((r) => r.values[0].value).sort()).toEqual([1, 2]);
+      deviceIds.push(devices[0].id);
+    }
+    // only the call that registered a device audits it: once each (the results'
+    // records travel in the same transactions, so all are there once they are)
+    const audit = await eventually(async () => {
+      const r = await api('GET', '/v1/audit?limit=1000', auditor);
+      const records = (r.body?.data ?? []) as any[];
+      return records.filter((x) => x.resource === 'result').length >= 2 * ROUNDS ? records : undefined;
+    });
+    const created = audit.filter((x) => x.resource === 'device' && x.action === 'create').map((x) => x.record_id);
+    expect(created.sort()).toEqual([...deviceIds].sort());
+    // an explicit registration of a taken identifier is still a conflict
+    const identifier = `taken-${randomUUID()}`;
+    expect((await api('POST', '/v1/devices', key, { name: 'A', identifier })).status).toBe(201);
+    const again = await api('POST', '/v1/devices', key, { name: 'B', identifier });
+    expect([again.status, again.body.error.code]).toEqual([409, 'device_identifier_taken']);
+  });
+
+  // Both heartbeats found no connector row to update and both inserted the bound
+  // connector's id: the second failed on the primary key (a 500).
+  it("creates a bound key's connector once when its first heartbeat is sent twice at the same moment", async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const connectorId = randomUUID();
+      const token = await connectorKey(connectorId);
+      const identifier = `synced-${round}-${randomUUID()}`;
+      const body = { name: `bound-${connectorId}`, version: '1.0', devices: [{ identifier, name: 'Balance' }] };
+      const answers = await Promise.all([api('POST', '/v1/connectors', token, body), api('POST', '/v1/connectors', token, body)]);
+      expect(answers.map((a) => [a.status, a.body?.error?.code]).sort()).toEqual([
+        [200, undefined],
+        [201, undefined],
+      ]);
+      expect(answers.map((a) => [a.body.data.id, a.body.data.devices_synced])).toEqual([
+        [connectorId, 1],
+        [connectorId, 1],
+      ]);
+      const mine = await api('GET', '/v1/connectors', token);
+      expect(mine.body.data.map((c: any) => [c.id, c.device_count])).toEqual([[connectorId, 1]]);
+      const devices = await devicesWith(identifier);
+      expect(devices.map((d) => d.connector_id)).toEqual([connectorId]);
+    }
+  });
+});
+
+describe('device sync of connectors', () => {
+  // The key's "taken by another connector" check and the upsert were separate
+  // statements: a device another connector inserted in between was taken over.
+  withPg('does not take over a device that another connector inserts while a bound key syncs it', async () => {
+    const mineId = randomUUID();
+    const token = await connectorKey(mineId);
+    expect((await api('POST', '/v1/connectors', token, { name: `mine-${mineId}` })).status).toBe(201);
+    const other = await api('POST', '/v1/connectors', key, { name: `other-${randomUUID()}` });
+    expect(other.status).toBe(201);
+    const identifier = `contested-${randomUUID()}`;
+    const heartbeat = await withDb(async (db) => {
+      await db.query('begin');
+      await db.query(`insert into telemetry.devices (id, org_id, name, identifier, connector_id) values ($1, $2, 'Theirs', $3, $4)`, [
+        randomUUID(),
+        orgId,
+        identifier,
+        other.body.data.id,
+      ]);
+      const sent = api('POST', '/v1/connectors', token, { devices: [{ identifier, name: 'Mine' }] });
+      await pause(300);
+      await db.query('commit');
+      return sent;
+    });
+    expect([heartbeat.status, heartbeat.body.error?.code, heartbeat.body.error?.details]).toEqual([
+      403,
+      'device_not_allowed',
+      { identifiers: [identifier] },
+    ]);
+    const devices = await devicesWith(identifier);
+    expect(devices.map((d) => [d.name, d.connector_id])).toEqual([['Theirs', other.body.data.id]]);
+  });
+
+  // Two heartbeats listing the same devices in different orders locked them in
+  // those orders: each waited for a device the other held (a deadlock, 503).
+  withPg('syncs overlapping device lists sent in different orders at the same moment', async () => {
+    const [c1, c2] = await Promise.all([
+      api('POST', '/v1/connectors', key, { name: `one-${randomUUID()}` }),
+      api('POST', '/v1/connectors', key, { name: `two-${randomUUID()}` }),
+    ]);
+    const tag = randomUUID();
+    const a = { identifier: `a-${tag}`, name: 'A' };
+    const b = { identifier: `b-${tag}`, name: 'B' };
+    const first = await api('POST', '/v1/devices', key, a);
+    expect((await api('POST', '/v1/devices', key, b)).status).toBe(201);
+    const answers = await withDb(async (db) => {
+      // holding device a makes both heartbeats wait at a: the one that lists b
+      // first holds b by then
+      await db.query('begin');
+      await db.query('select 1 from telemetry.devices where id = $1 for update', [first.body.data.id]);
+      const one = api('POST', '/v1/connectors', key, { connector_id: c1.body.data.id, devices: [a, b] });
+      await pause(200);
+      const two = api('POST', '/v1/connectors', key, { connector_id: c2.body.data.id, devices: [b, a] });
+      await pause(300);
+      await db.query('commit');
+      return Promise.all([one, two]);
+    });
+    expect(answers.map((x) => [x.status, x.body?.error?.code, x.body?.data?.devices_synced])).toEqual([
+      [200, undefined, 2],
+      [200, undefined, 2],
+    ]);
+  });
+});
