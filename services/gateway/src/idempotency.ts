@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, deleteInBatches, DomainError, envInt, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
+import { Batcher, deleteInBatches, DomainError, envInt, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, utcMicros, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a stored outcome is replayed. */
@@ -72,6 +72,8 @@ interface Row {
   response_body: string | null;
   content_type: string | null;
   age_ms: number;
+  /** created_at in UTC to the microsecond, as stored: names this claim of the key */
+  created_at: string;
 }
 
 /** Outcome of claiming a key: run the request, or replay what it answered. */
@@ -134,7 +136,11 @@ export class IdempotencyStore {
       const row = await this.read(scope);
       if (!row) continue; // the holder failed and released the key: claim it again
       if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > this.abandonedMs)) {
-        await this.release(scope);
+        // Only the row that was read is removed, and only while it is still
+        // expired or abandoned: of duplicates that read it together, the first
+        // removes it and claims the key afresh; the others remove nothing and
+        // meet the new claim on the next turn, like any duplicate.
+        await this.takeOver(scope, row.created_at);
         continue;
       }
       if (row.request_hash !== hash) {
@@ -202,6 +208,22 @@ export class IdempotencyStore {
     );
   }
 
+  /**
+   * Deletes the key's record if it is still the one created at `seenCreatedAt`
+   * and still expired or abandoned. An unconditional delete here let a duplicate
+   * that read the old row late remove the claim another duplicate had just made
+   * in its place, and run the request a second time beside it.
+   */
+  private async takeOver(scope: IdempotencyScope, seenCreatedAt: string): Promise<void> {
+    await this.db.orm.execute(
+      sql`delete from gateway.idempotency
+          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}
+            and created_at = ${seenCreatedAt}::timestamptz
+            and (created_at < now() - (${RETENTION_MS} * interval '1 millisecond')
+                 or (state = 'in_progress' and created_at < now() - (${this.abandonedMs} * interval '1 millisecond')))`,
+    );
+  }
+
   async release(scope: IdempotencyScope): Promise<void> {
     await this.db.orm.execute(
       sql`delete from gateway.idempotency
@@ -217,7 +239,7 @@ export class IdempotencyStore {
   private async read(scope: IdempotencyScope): Promise<Row | undefined> {
     const found = await this.db.rows<Row>(
       sql`select request_hash, state, response_status, response_body, content_type,
-            (extract(epoch from (now() - created_at)) * 1000)::float8 as age_ms
+            (extract(epoch from (now() - created_at)) * 1000)::float8 as age_ms, ${utcMicros(sql`created_at`)} as created_at
           from gateway.idempotency
           where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
     );

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { DomainError, metrics, type Logger } from '@lab/kit';
@@ -42,7 +43,25 @@ const COMMAND_TIMEOUT_MS = 250;
  * lockout that heals, and one budget for an account however it is guessed at.
  */
 const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
-const signInKey = (email: string): string => `sign-in:${email.trim().toLowerCase()}`;
+/**
+ * Password attempts are counted per bucket of the normalised e-mail address, not
+ * per address: the doors are anonymous, and a counter per address would let
+ * anyone add one (kept up to an hour, in memory or Redis) with each made-up
+ * address. 2^18 buckets bound the counters (two windows each) to some tens of MB
+ * at worst, whatever is sent. The price: two addresses may share a bucket and so
+ * a budget (with 10,000 accounts, a given one shares with another about one time
+ * in 26); guesses at one then also count against the other. And a flood of random
+ * addresses could spend every bucket's budget, but only at 10 x 2^18 (2.6 million)
+ * attempts a minute, far past what a gateway answers. The hash need not be secret:
+ * whoever can compute an account's bucket knows its address, and could spend its
+ * budget directly. Every replica must compute the same bucket (Redis counters are
+ * shared), so the hash is not keyed.
+ */
+export const SIGN_IN_BUCKETS = 2 ** 18;
+export function signInKey(email: string): string {
+  const digest = createHash('sha256').update(email.trim().toLowerCase()).digest();
+  return `sign-in:${(digest.readUInt32BE(0) % SIGN_IN_BUCKETS).toString(16).padStart(5, '0')}`;
+}
 
 /**
  * A password check counted against its account before it runs (429 past the

@@ -262,3 +262,51 @@ function keyedJob(label: string) {
     await raw.end();
   }
 });
+
+// Two duplicates (here on two gateways) that both read the same abandoned record:
+// the later one must not delete the claim the earlier one made in its place.
+(process.env.DATABASE_URL ? it : it.skip)('lets only one of two duplicates that read one abandoned record take it over', async () => {
+  const { IdempotencyStore } = await import('../src/idempotency');
+  const { openDatabase } = await import('@lab/kit');
+  const scope = { org_id: randomUUID(), token_id: 'takeover-test', key: `takeover-${randomUUID()}` };
+  await onDatabase(
+    `insert into gateway.idempotency (org_id, token_id, key, request_hash, state, created_at)
+     values ($1::uuid, $2, $3, 'h', 'in_progress', now() - interval '2 minutes')`,
+    [scope.org_id, scope.token_id, scope.key],
+  );
+  const dbA = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
+  const dbB = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
+  try {
+    const a = new IdempotencyStore(dbA);
+    const b = new IdempotencyStore(dbB);
+    // A reads the abandoned record, then is held until B has taken the key over
+    let aHasRead!: () => void;
+    const aRead = new Promise<void>((r) => (aHasRead = r));
+    let releaseA!: () => void;
+    const aMayGoOn = new Promise<void>((r) => (releaseA = r));
+    const patched = a as unknown as { read: (s: typeof scope) => Promise<unknown> };
+    const read = patched.read.bind(a);
+    let held = false;
+    patched.read = async (s) => {
+      const row = await read(s);
+      if (!held) {
+        held = true;
+        aHasRead();
+        await aMayGoOn;
+      }
+      return row;
+    };
+    const claimA = a.claim(scope, 'h');
+    await aRead;
+    expect(await b.claim(scope, 'h')).toEqual({ kind: 'run' });
+    releaseA();
+    // B finishes; A, a duplicate of B's run now, replays B's answer instead of running
+    await b.complete(scope, { status: 201, body: '{"data":{"id":"b"}}', contentType: 'application/json' });
+    const outcome = await claimA;
+    expect(outcome.kind).toBe('replay');
+    expect(outcome.kind === 'replay' && outcome.reply.body).toBe('{"data":{"id":"b"}}');
+  } finally {
+    await dbA.close();
+    await dbB.close();
+  }
+});

@@ -180,3 +180,52 @@ describe('MCP authentication', () => {
     expect(res.status).toBe(405);
   });
 });
+
+describe('MCP request size', () => {
+  const rpc = (body: unknown, headers: Record<string, string>) =>
+    fetch(`${stack.url}${FN}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', ...headers },
+      body: JSON.stringify(body),
+    });
+
+  it('refuses a JSON-RPC batch with 400 in the JSON-RPC error shape, running none of it', async () => {
+    const listCall = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_samples', arguments: { limit: 100 } } });
+    const res = await rpc([listCall(1), listCall(2), listCall(3)], { authorization: `Bearer ${sessionToken}`, 'x-org-id': orgA });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({ jsonrpc: '2.0', error: { code: -32600, message: expect.stringMatching(/batch/i) }, id: null });
+    // one message per request still works
+    const one = await rpc(listCall(4), { authorization: `Bearer ${sessionToken}`, 'x-org-id': orgA });
+    expect(one.status).toBe(200);
+    expect(((await one.json()) as { id: number }).id).toBe(4);
+  });
+
+  it('cuts a list tool result to 1 MiB of whole records, with a note and a limit to page on from', async () => {
+    const org = (await stack.admin.createOrg()).id;
+    await stack.admin.putMember(org, user.id, 'researcher');
+    const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
+    // three samples of ~400 KB: 1.2 MB in all, over the 1 MiB a tool answers
+    for (let i = 0; i < 3; i++) {
+      const r = await call(stack.url, 'POST', '/v1/samples', { token: key, body: { name: `big ${i}`, metadata: { blob: `${i}`.repeat(400_000) } } });
+      expect(r.status).toBe(201);
+    }
+    const client = await connect({ authorization: `Bearer ${sessionToken}`, 'x-org-id': org });
+    try {
+      const raw = async (args: Record<string, unknown>) =>
+        ((await client.callTool({ name: 'list_samples', arguments: args })) as { content: { text: string }[] }).content[0]!.text;
+      const first = await raw({});
+      expect(Buffer.byteLength(first)).toBeLessThanOrEqual(1024 * 1024 + 1024);
+      const page = JSON.parse(first);
+      expect(page.data).toHaveLength(2);
+      expect(page.pagination).toEqual({ limit: 2, offset: 0, total: 3 });
+      expect(page.note).toMatch(/truncated.*offset 2/);
+      const rest = JSON.parse(await raw({ offset: page.pagination.offset + page.pagination.limit }));
+      expect(rest.data).toHaveLength(1);
+      expect(rest.note).toBeUndefined();
+      expect([...page.data, ...rest.data].map((s: { name: string }) => s.name).sort()).toEqual(['big 0', 'big 1', 'big 2']);
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, DomainError } from '@lab/kit';
-import { countedSignIn, RateLimiter } from '../src/rate-limit';
+import { countedSignIn, RateLimiter, signInKey } from '../src/rate-limit';
 
 const log = createLogger('test', 'silent');
 
@@ -120,7 +120,7 @@ describe('countedSignIn', () => {
     const limiter = new RateLimiter(log);
     try {
       // as if the window ended between the count and the refund: nothing to give back
-      await limiter.refund('sign-in:late@example.org', { per_minute: 10, per_hour: 100 });
+      await limiter.refund(signInKey('late@example.org'), { per_minute: 10, per_hour: 100 });
       const wrong = await attempts(limiter, 'late@example.org', 11, () => Promise.reject(DomainError.invalid('invalid_grant')));
       expect(wrong).toEqual([...Array(10).fill('invalid'), 'rate_limited']);
     } finally {

@@ -57,6 +57,16 @@ const LIST_TOOLS: ListTool[] = [
   },
 ];
 
+/**
+ * The most bytes of records one list tool answers. A records page may hold up to
+ * 8 MiB (LIST_PAGE_BYTES, plus the record that crosses it); a tool's text goes to
+ * a model whole, and every request of it is held in this process as one string.
+ * A page over this keeps its first records that fit (at least one) and reports
+ * how many it holds as its limit, as a page cut by its bytes does, so offset +
+ * limit is where the next call starts; a note says so.
+ */
+export const TOOL_RESULT_BYTES = 1024 * 1024;
+
 const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] });
 const toolJson = (jsonText: string): CallToolResult => ({ content: [{ type: 'text', text: jsonText }] });
 
@@ -114,11 +124,48 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
           const query: Record<string, string> = {};
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
           const r = await deps.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
-          return toolJson(`{"data":${r.json},"pagination":${JSON.stringify({ limit: r.limit, offset: r.offset, total: r.total })}}`);
+          return toolJson(listText(r.json, { limit: r.limit, offset: r.offset, total: r.total }));
         }),
     );
   }
   return server;
+}
+
+/**
+ * A list tool's text: {data, pagination}, with the page's records cut to
+ * TOOL_RESULT_BYTES (whole records only) and a note when it was cut.
+ */
+export function listText(recordsJson: string, pagination: { limit: number; offset: number; total: number }): string {
+  if (Buffer.byteLength(recordsJson) <= TOOL_RESULT_BYTES) return `{"data":${recordsJson},"pagination":${JSON.stringify(pagination)}}`;
+  const records = JSON.parse(recordsJson) as unknown[];
+  const kept: string[] = [];
+  let bytes = 2; // the brackets
+  for (const rec of records) {
+    const text = JSON.stringify(rec);
+    const size = Buffer.byteLength(text) + (kept.length ? 1 : 0);
+    if (kept.length && bytes + size > TOOL_RESULT_BYTES) break;
+    kept.push(text);
+    bytes += size;
+  }
+  const next = pagination.offset + kept.length;
+  const note =
+    `truncated: ${kept.length} of the page's ${records.length} records shown, to keep this result under ${TOOL_RESULT_BYTES / (1024 * 1024)} MiB; ` +
+    `call again with offset ${next} for the rest`;
+  return `{"data":[${kept.join(',')}],"pagination":${JSON.stringify({ ...pagination, limit: kept.length })},"note":${JSON.stringify(note)}}`;
+}
+
+/**
+ * JSON-RPC batches are refused: the SDK would run up to 100 of their calls at
+ * once, each list call holding up to a page of records (megabytes), all for one
+ * counted request. Each call is a request of its own, counted like any other.
+ * The answer has the shape of the SDK's own answers to bad requests.
+ */
+function batchRefused(): Reply {
+  return {
+    status: 400,
+    contentType: 'application/json',
+    body: JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: batches are not supported; send one JSON-RPC message per request' }, id: null }),
+  };
 }
 
 /** The 401 of the MCP authorization spec: where to find the protected resource metadata. */
@@ -143,6 +190,7 @@ export async function mcpHandler(ctx: Ctx, deps: Deps): Promise<Reply> {
   ctx.principal = p;
   ctx.caller = callerOf(p, ctx.requestId);
   ctx.rate = await deps.limiter.consume(p.token_id, p.rate_limit ?? { per_minute: 0, per_hour: 0 });
+  if (Array.isArray(ctx.body)) return batchRefused();
 
   const server = buildServer(deps, p, ctx.caller);
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

@@ -31,14 +31,21 @@ export const signBody = z.object({ password: z.string().min(1).max(1024) });
  * POST /app/v1/experiments/:id/sign. The re-entered password is checked first; a
  * wrong one is 403 invalid_password (the session itself is valid, so 401 would
  * wrongly tell the client to sign in again).
+ *
+ * The check is a password attempt like a sign-in: counted against the account's
+ * sign-in budget (by its e-mail, the budget the token endpoint and the OAuth form
+ * count on), 429 rate_limited past it. Unthrottled, a stolen session token would
+ * let its holder guess the password at the token's request rate.
  */
 export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
   const b = parseWith(signBody, ctx.body ?? {}, 'invalid request body');
   const p = principalIn(ctx);
   const caller = callerIn(ctx);
+  const idc = deps.clients.identity();
   try {
-    await deps.clients.identity().call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller);
+    const user = await idc.call('getUser', { user_id: p.user_id! }, caller);
+    await countedSignIn(deps.limiter, user.email, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller));
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') {
       throw DomainError.forbidden('the password is not correct', 'invalid_password');
