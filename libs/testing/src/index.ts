@@ -2,3 +2,4 @@ export * from './backing.js';
 export * from './stack.js';
 export * from './cluster.js';
 export * from './service-harness.js';
+export * from './held-locks.js';

@@ -56,6 +56,8 @@ export interface TestService {
   exchange: string;
   events: EventTap;
   secret: string;
+  /** the service's database (undefined on PGlite) */
+  databaseUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -73,11 +75,12 @@ export async function startTestService(
   const bus = await testBus(exchange);
   const events = await tapEvents(bus, exchange, opts.bindings ?? ['#']);
   const dataDir = `/tmp/lab-${definition.name}-${newId()}`;
+  const databaseUrl = await freshDatabaseUrl();
   const svc = await runService(definition, {
     log,
     bus,
     secret: TEST_SECRET,
-    databaseUrl: await freshDatabaseUrl(),
+    databaseUrl,
     dataDir,
     grpcAddress: '127.0.0.1:0',
     poolSize: opts.poolSize ?? 10,
@@ -89,6 +92,7 @@ export async function startTestService(
     exchange,
     events,
     secret: TEST_SECRET,
+    databaseUrl,
     stop: async () => {
       await svc.stop();
       await events.close();

@@ -11,7 +11,7 @@ import {
   type RunningService,
 } from '@lab/kit';
 import { equipmentDefinition } from '@lab/equipment';
-import { dropFreshDatabases, freshDatabaseUrl, tapEvents, testBus, uniqueExchange, type EventTap } from '@lab/testing';
+import { dropFreshDatabases, freshDatabaseUrl, holdTransaction, tapEvents, testBus, uniqueExchange, type EventTap } from '@lab/testing';
 
 const log = createLogger('test', 'silent');
 const secret = 'test-secret-0123456789';
@@ -240,19 +240,15 @@ describe('usage sessions', () => {
   (process.env.DATABASE_URL ? it : it.skip)('answers 404 when the equipment is deleted while a session starts', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Going away' }, w.admin);
-    const { Client } = await import('pg');
-    const db = new Client({ connectionString: databaseUrl });
-    await db.connect();
+    const deleting = await holdTransaction(databaseUrl!, (db) => db.query('delete from equipment.equipment where id = $1', [eq.id]));
     try {
-      await db.query('begin');
-      await db.query('delete from equipment.equipment where id = $1', [eq.id]);
       const starting = failure(create('equipment/usage', { purpose: 'late' }, w.researcher, eq.id));
-      await new Promise((r) => setTimeout(r, 300));
-      await db.query('commit');
+      await deleting.waiters(1);
+      await deleting.commit();
       const err = await starting;
       expect([err.kind, err.code]).toEqual(['not_found', 'not_found']);
     } finally {
-      await db.end();
+      await deleting.close();
     }
   });
 

@@ -88,8 +88,12 @@ export class Authenticator {
     if (isSignInToken(token)) throw DomainError.unauthenticated('sign-in tokens are not accepted on the public API');
     const org = await this.selected(token, requestId, () => orgSelection(req.query.org_id, req.headers['x-org-id']));
     const keyOrg = parseApiKeyOrg(token);
-    // An API key carries its organisation: a different selection fails without a hop.
-    if (keyOrg && org && keyOrg !== org) throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
+    // An API key carries its organisation: a different selection is refused, once
+    // the key is known to be real (a forged one is 401 like any unknown token).
+    if (keyOrg && org && keyOrg !== org) {
+      await this.resolve(token, undefined, requestId);
+      throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
+    }
     const principal = await this.resolve(token, keyOrg ? undefined : org, requestId);
     if (!PUBLIC_KINDS.has(principal.token_kind)) throw DomainError.unauthenticated();
     return principal;

@@ -476,49 +476,21 @@ function describe(route: Route): Op {
       };
     case 'notifications':
       return {
-        create: {
-          successStatus: '201',
-          successDescription: 'one notification per target member {data: {created, notification_ids}}; 400 no_valid_targets when no target is a member',
-          successSchema: okSchema('Item'),
-          body: jsonSchemaOf(notificationSchemas.create),
-          bodyRequired: true,
-        },
-        list: {
-          successStatus: '200',
-          successDescription: "the token user's notifications, newest first {data, count, pagination}; Warning when more exist",
-          successSchema: okSchema('List'),
-          query: queryParams(notificationSchemas.list),
-        },
-        update: {
-          successStatus: '200',
-          successDescription: 'the notification, read_at set or cleared (its owner only)',
-          successSchema: okSchema('Item'),
-          body: jsonSchemaOf(notificationSchemas.update),
-          bodyRequired: true,
-        },
+        create: created(
+          'one notification per target member {data: {created, notification_ids}}; 400 no_valid_targets when no target is a member',
+          notificationSchemas.create,
+        ),
+        list: list("the token user's notifications, newest first {data, count, pagination}; Warning when more exist", notificationSchemas.list),
+        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200' },
       }[h.op];
     case 'webhooks_admin':
       return {
-        createSubscription: {
-          successStatus: '201',
-          successDescription: 'the subscription {id, url, events, secret, active}; the secret is shown only here',
-          successSchema: okSchema('Item'),
-          body: jsonSchemaOf(webhooksAdminBodies.createSubscription),
-          bodyRequired: true,
-        },
+        createSubscription: created('the subscription {id, url, events, secret, active}; the secret is shown only here', webhooksAdminBodies.createSubscription),
         createInboundEndpoint: {
-          successStatus: '201',
-          successDescription: 'the endpoint {id, slug, url, secret, ...}; the secret is shown only here',
-          successSchema: okSchema('Item'),
-          body: jsonSchemaOf(webhooksAdminBodies.createInboundEndpoint),
+          ...created('the endpoint {id, slug, url, secret, ...}; the secret is shown only here', webhooksAdminBodies.createInboundEndpoint),
           bodyRequired: false,
         },
-        listDeliveries: {
-          successStatus: '200',
-          successDescription: "the subscription's deliveries, newest first",
-          successSchema: { type: 'object' },
-          query: queryParams(webhooksDeliveriesQuery),
-        },
+        listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
       }[h.action];
     case 'pending':
       return {

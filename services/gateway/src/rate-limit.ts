@@ -54,13 +54,19 @@ const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
  * addresses could spend every bucket's budget, but only at 10 x 2^18 (2.6 million)
  * attempts a minute, far past what a gateway answers. The hash need not be secret:
  * whoever can compute an account's bucket knows its address, and could spend its
- * budget directly. Every replica must compute the same bucket (Redis counters are
- * shared), so the hash is not keyed.
+ * budget directly.
  */
 export const SIGN_IN_BUCKETS = 2 ** 18;
-export function signInKey(email: string): string {
-  const digest = createHash('sha256').update(email.trim().toLowerCase()).digest();
-  return `sign-in:${(digest.readUInt32BE(0) % SIGN_IN_BUCKETS).toString(16).padStart(5, '0')}`;
+export const signInKey = (email: string): string => bucketKey('sign-in', email.trim().toLowerCase(), SIGN_IN_BUCKETS);
+
+/**
+ * The counter of an anonymous door's key: one of `buckets` by the key's SHA-256,
+ * so what anyone may send cannot add counters without bound. Not keyed: every
+ * replica must pick the same bucket (Redis counters are shared).
+ */
+export function bucketKey(prefix: string, value: string, buckets: number): string {
+  const bucket = createHash('sha256').update(value).digest().readUInt32BE(0) % buckets;
+  return `${prefix}:${bucket.toString(16)}`;
 }
 
 /**
@@ -69,11 +75,13 @@ export function signInKey(email: string): string {
  * pending, nothing was checked) gives its count back: in someone else's flood a
  * user retrying the busy answer must not lock their own account out.
  */
-export async function countedSignIn<T>(limiter: RateLimiter, email: string, check: () => Promise<T>): Promise<T> {
+export async function countedSignIn<T>(limiter: RateLimiter, email: string, check: () => Promise<T>, opts: { freeWhenRight?: boolean } = {}): Promise<T> {
   const key = signInKey(email);
   await limiter.consume(key, SIGN_IN_LIMITS, 'other');
   try {
-    return await check();
+    const passed = await check();
+    if (opts.freeWhenRight) await limiter.refund(key, SIGN_IN_LIMITS);
+    return passed;
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unavailable') await limiter.refund(key, SIGN_IN_LIMITS);
     throw err;

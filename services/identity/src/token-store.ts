@@ -143,10 +143,11 @@ export async function revokeWhere(
 export const lockSession = (tx: Tx, sessionId: string): Promise<void> => lockKey(tx, `identity.session.${sessionId}`);
 
 /**
- * Locks an OAuth grant's row before any of its tokens: every write of a grant (a
- * refresh, a revocation, a code's replay) takes the grant first, so they queue on
- * it instead of deadlocking on each other's tokens, and a revocation cannot miss
- * the pair a refresh is issuing.
+ * Locks an OAuth grant's row before any of its tokens. A refresh and a token's
+ * revocation take it first; revokeGrant (a code's replay too) updates the grant
+ * before its tokens. So writes of one grant's tokens queue on the grant instead of
+ * deadlocking on each other's tokens, and a revocation cannot miss the pair a
+ * refresh is issuing.
  */
 export async function lockGrant(tx: Tx, grantId: string): Promise<void> {
   await tx.execute(sql`select 1 from identity.oauth_grants where id = ${grantId} for no key update`);

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { notebook, records } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
-import { startTestService, type TestService } from '@lab/testing';
+import { holdTransaction, startTestService, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rec: RpcClient<typeof records.RecordServiceService>;
@@ -196,13 +196,15 @@ describe('organisation isolation', () => {
 (process.env.DATABASE_URL ? it : it.skip)('answers 400 project_id when the project is deleted while an experiment is created', async () => {
   const w = org();
   const project = await create('projects', { name: 'going away' }, w.admin);
-  let creating: Promise<DomainError> | undefined;
-  await t.svc.deps.db.tx(async (tx) => {
-    await tx.execute(sql`delete from notebook.projects where id = ${project.id}::uuid`);
-    creating = failure(create('experiments', { project_id: project.id, title: 'late' }, w.admin));
-    await new Promise((r) => setTimeout(r, 300));
-  });
-  expect(await creating).toMatchObject({ kind: 'invalid', code: 'validation_failed', details: { field: 'project_id' } });
+  const deleting = await holdTransaction(t.databaseUrl!, (db) => db.query('delete from notebook.projects where id = $1', [project.id]));
+  try {
+    const creating = failure(create('experiments', { project_id: project.id, title: 'late' }, w.admin));
+    await deleting.waiters(1);
+    await deleting.commit();
+    expect(await creating).toMatchObject({ kind: 'invalid', code: 'validation_failed', details: { field: 'project_id' } });
+  } finally {
+    await deleting.close();
+  }
 });
 
 describe('validation', () => {

@@ -58,30 +58,27 @@ export function connectorForNewDevice(caller: CallerContext, given: string | nul
   return caller.connector_id;
 }
 
+type StoredDevice = { id: string; json: string };
+
 /**
  * Inserts one device and audits it; returns its JSON and id. An identifier the
- * organisation already has is a conflict (409 device_identifier_taken); with
- * `ifNew` it is not: nothing is inserted nor audited, and the answer is undefined
- * (the caller then takes the device that has it, committed by now: an insert of
- * the same identifier still in progress is waited for).
+ * organisation already has is a conflict (409 device_identifier_taken).
  */
-export async function insertDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice): Promise<{ id: string; json: string }>;
-export async function insertDevice(
-  tx: Tx,
-  emit: Emitter,
-  org: string,
-  caller: CallerContext,
-  d: NewDevice,
-  opts: { ifNew: true },
-): Promise<{ id: string; json: string } | undefined>;
-export async function insertDevice(
-  tx: Tx,
-  emit: Emitter,
-  org: string,
-  caller: CallerContext,
-  d: NewDevice,
-  opts: { ifNew?: boolean } = {},
-): Promise<{ id: string; json: string } | undefined> {
+export async function insertDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice): Promise<StoredDevice> {
+  return (await writeDevice(tx, emit, org, caller, d, false))!;
+}
+
+/**
+ * As insertDevice, but an identifier the organisation already has is no error:
+ * nothing is inserted nor audited, and the answer is undefined (the caller then
+ * takes the device that has it, committed by now: an insert of the same
+ * identifier still in progress is waited for).
+ */
+export function insertDeviceIfNew(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice): Promise<StoredDevice | undefined> {
+  return writeDevice(tx, emit, org, caller, d, true);
+}
+
+async function writeDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice, ifNew: boolean): Promise<StoredDevice | undefined> {
   if (d.connector_id) {
     // held to the commit (FOR KEY SHARE): a connector deleted at the same moment cannot fail the foreign key after this check
     const found = await rows(tx, sql`select 1 from telemetry.connectors where org_id = ${org} and id = ${d.connector_id} for key share`);
@@ -94,7 +91,7 @@ export async function insertDevice(
           (id, org_id, name, identifier, kind, manufacturer, model, serial_number, connector_id, metadata, created_by)
         values (${id}, ${org}, ${d.name}, ${d.identifier}, ${d.kind ?? null}, ${d.manufacturer ?? null}, ${d.model ?? null},
                 ${d.serial_number ?? null}, ${d.connector_id ?? null}, ${JSON.stringify(d.metadata ?? {})}::jsonb, ${caller.user_id})
-        ${opts.ifNew ? sql`on conflict (org_id, identifier) do nothing` : sql``}
+        ${ifNew ? sql`on conflict (org_id, identifier) do nothing` : sql``}
         returning *)
         select ${deviceJson(D)}::text as json from d`,
   );

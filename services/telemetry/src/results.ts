@@ -4,7 +4,7 @@ import type { telemetry } from '@lab/contracts';
 import { assertNotViewer, DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type Executor, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMayActFor, deviceScope } from './access.js';
 import { createdAnswer, dateTime, finite, freeObject, hasScope, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
-import { connectorForNewDevice, insertDevice } from './devices.js';
+import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
 export const MAX_VALUES = 1000;
 
@@ -102,7 +102,7 @@ async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerC
   }
   const connector_id = connectorForNewDevice(caller, null);
   const device = { name: identifier, identifier, connector_id };
-  const created = await insertDevice(tx, emit, org, caller, device, { ifNew: true });
+  const created = await insertDeviceIfNew(tx, emit, org, caller, device);
   if (created) return { id: created.id, connector_id };
   // registered by a concurrent call (committed: the insert waited for it)
   const theirs = await existing();

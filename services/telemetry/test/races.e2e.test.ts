@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { startStack, type Stack } from '@lab/testing';
+import { holdTransaction, startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
 // Telemetry writes that race each other through the gateway: the same new device
@@ -31,19 +31,6 @@ const devicesWith = async (identifier: string) => {
   return (r.body.data as any[]).filter((d) => d.identifier === identifier);
 };
 
-/** Runs fn on a direct connection to the stack's database (for holding locks). */
-async function withDb<T>(fn: (db: import('pg').Client) => Promise<T>): Promise<T> {
-  const { Client } = await import('pg');
-  const db = new Client({ connectionString: stack.databaseUrl });
-  await db.connect();
-  try {
-    return await fn(db);
-  } finally {
-    await db.end();
-  }
-}
-
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ROUNDS = 10;
 const withPg = process.env.DATABASE_URL ? it : it.skip;
 
@@ -135,19 +122,23 @@ describe('device sync of connectors', () => {
     const other = await api('POST', '/v1/connectors', key, { name: `other-${randomUUID()}` });
     expect(other.status).toBe(201);
     const identifier = `contested-${randomUUID()}`;
-    const heartbeat = await withDb(async (db) => {
-      await db.query('begin');
-      await db.query(`insert into telemetry.devices (id, org_id, name, identifier, connector_id) values ($1, $2, 'Theirs', $3, $4)`, [
+    const inserting = await holdTransaction(stack.databaseUrl!, (db) =>
+      db.query(`insert into telemetry.devices (id, org_id, name, identifier, connector_id) values ($1, $2, 'Theirs', $3, $4)`, [
         randomUUID(),
         orgId,
         identifier,
         other.body.data.id,
-      ]);
+      ]),
+    );
+    let heartbeat;
+    try {
       const sent = api('POST', '/v1/connectors', token, { devices: [{ identifier, name: 'Mine' }] });
-      await pause(300);
-      await db.query('commit');
-      return sent;
-    });
+      await inserting.waiters(1);
+      await inserting.commit();
+      heartbeat = await sent;
+    } finally {
+      await inserting.close();
+    }
     expect([heartbeat.status, heartbeat.body.error?.code, heartbeat.body.error?.details]).toEqual([
       403,
       'device_not_allowed',
@@ -169,18 +160,22 @@ describe('device sync of connectors', () => {
     const b = { identifier: `b-${tag}`, name: 'B' };
     const first = await api('POST', '/v1/devices', key, a);
     expect((await api('POST', '/v1/devices', key, b)).status).toBe(201);
-    const answers = await withDb(async (db) => {
-      // holding device a makes both heartbeats wait at a: the one that lists b
-      // first holds b by then
-      await db.query('begin');
-      await db.query('select 1 from telemetry.devices where id = $1 for update', [first.body.data.id]);
+    // holding device a makes both heartbeats wait at a: the one that lists b
+    // first holds b by then
+    const holding = await holdTransaction(stack.databaseUrl!, (db) =>
+      db.query('select 1 from telemetry.devices where id = $1 for update', [first.body.data.id]),
+    );
+    let answers;
+    try {
       const one = api('POST', '/v1/connectors', key, { connector_id: c1.body.data.id, devices: [a, b] });
-      await pause(200);
+      await holding.waiters(1);
       const two = api('POST', '/v1/connectors', key, { connector_id: c2.body.data.id, devices: [b, a] });
-      await pause(300);
-      await db.query('commit');
-      return Promise.all([one, two]);
-    });
+      await holding.waiters(2);
+      await holding.commit();
+      answers = await Promise.all([one, two]);
+    } finally {
+      await holding.close();
+    }
     expect(answers.map((x) => [x.status, x.body?.error?.code, x.body?.data?.devices_synced])).toEqual([
       [200, undefined, 2],
       [200, undefined, 2],

@@ -5,7 +5,7 @@ import { runInNewContext } from 'node:vm';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startStack, type Stack } from '@lab/testing';
+import { holdTransaction, startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
 let stack: Stack;
@@ -275,22 +275,26 @@ describe('devices, results, connectors through the gateway', () => {
   (process.env.DATABASE_URL ? it : it.skip)('answers 404 / 400 when the device or connector named is deleted at the same moment', async () => {
     const d = await api('POST', '/v1/devices', key, { name: 'Leaving', identifier: `gone-${randomUUID()}` });
     const c = await api('POST', '/v1/connectors', key, { name: `leaving-${randomUUID()}` });
-    const { Client } = await import('pg');
-    const db = new Client({ connectionString: stack.databaseUrl });
-    await db.connect();
-    try {
-      await db.query('begin');
-      await db.query('delete from telemetry.devices where id = $1', [d.body.data.id]);
-      await db.query('delete from telemetry.connectors where id = $1', [c.body.data.id]);
-      const result = api('POST', '/v1/results', key, { device_id: d.body.data.id, values: [{ name: 'mass', value: 1 }] });
-      const device = api('POST', '/v1/devices', key, { name: 'New', identifier: `new-${randomUUID()}`, connector_id: c.body.data.id });
-      await new Promise((r) => setTimeout(r, 300));
-      await db.query('commit');
-      expect([(await result).status, (await result).body.error.code]).toEqual([404, 'device_not_found']);
-      expect([(await device).status, (await device).body.error.details.field]).toEqual([400, 'connector_id']);
-    } finally {
-      await db.end();
-    }
+    // each write waits for the delete held open, then finds its record gone
+    const whenDeleted = async (table: string, id: string, send: () => Promise<any>) => {
+      const deleting = await holdTransaction(stack.databaseUrl!, (db) => db.query(`delete from telemetry.${table} where id = $1`, [id]));
+      try {
+        const sent = send();
+        await deleting.waiters(1);
+        await deleting.commit();
+        return await sent;
+      } finally {
+        await deleting.close();
+      }
+    };
+    const result = await whenDeleted('devices', d.body.data.id, () =>
+      api('POST', '/v1/results', key, { device_id: d.body.data.id, values: [{ name: 'mass', value: 1 }] }),
+    );
+    expect([result.status, result.body.error.code]).toEqual([404, 'device_not_found']);
+    const device = await whenDeleted('connectors', c.body.data.id, () =>
+      api('POST', '/v1/devices', key, { name: 'New', identifier: `new-${randomUUID()}`, connector_id: c.body.data.id }),
+    );
+    expect([device.status, device.body.error.details.field]).toEqual([400, 'connector_id']);
   });
 });
 

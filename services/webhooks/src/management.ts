@@ -57,7 +57,7 @@ export async function createSubscription(deps: ServiceDeps, caller: CallerContex
   const id = newId();
   const row = await deps.outbox.write(caller, async (tx, emit) => {
     // creates for one organisation take turns: two at the limit cannot both count below it
-    await lockKey(tx, `webhooks.subscriptions.${b.org_id}`);
+    await lockKey(tx, `webhooks.subscriptions.${b.org_id.toLowerCase()}`);
     const [{ n }] = (await rows<{ n: number }>(tx, sql`select count(*)::int as n from webhooks.subscriptions where org_id = ${b.org_id}::uuid`)) as [
       { n: number },
     ];

@@ -35,7 +35,9 @@ export const signBody = z.object({ password: z.string().min(1).max(1024) });
  * The check is a password attempt like a sign-in: counted against the account's
  * sign-in budget (by its e-mail, the budget the token endpoint and the OAuth form
  * count on), 429 rate_limited past it. Unthrottled, a stolen session token would
- * let its holder guess the password at the token's request rate.
+ * let its holder guess the password at the token's request rate. A right password
+ * gives its count back: signing is routine work, and a researcher signing a dozen
+ * entries in a minute must not lock their own sign-in.
  */
 export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
@@ -45,7 +47,9 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const idc = deps.clients.identity();
   try {
     const user = await idc.call('getUser', { user_id: p.user_id! }, caller);
-    await countedSignIn(deps.limiter, user.email, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller));
+    await countedSignIn(deps.limiter, user.email, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller), {
+      freeWhenRight: true,
+    });
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') {
       throw DomainError.forbidden('the password is not correct', 'invalid_password');

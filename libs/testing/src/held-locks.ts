@@ -1,0 +1,53 @@
+import pg from 'pg';
+
+/** A transaction held open on a connection of its own, for tests of what waits on its locks. */
+export interface HeldTransaction {
+  /** Resolves once `n` other sessions of the database wait for a lock; fails after 10 s. */
+  waiters(n?: number): Promise<void>;
+  commit(): Promise<void>;
+  /** Rolls back what was not committed and closes the connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a transaction on `databaseUrl`, runs `hold` in it (taking the locks a test
+ * needs held: a row deleted, locked or inserted and not yet committed) and keeps it
+ * open. A race test then starts the request under test, waits until it is blocked
+ * on those locks (`waiters`) and only then commits: the request meets the race
+ * every time, rather than when a sleep happened to be long enough.
+ */
+export async function holdTransaction(databaseUrl: string, hold: (db: pg.Client) => Promise<unknown>): Promise<HeldTransaction> {
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  let open = false;
+  try {
+    await db.query('begin');
+    open = true;
+    await hold(db);
+  } catch (err) {
+    await db.end().catch(() => undefined);
+    throw err;
+  }
+  return {
+    async waiters(n = 1) {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const r = await db.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+           where datname = current_database() and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
+        );
+        if (r.rows[0]!.n >= n) return;
+        if (Date.now() > deadline) throw new Error(`no ${n} session(s) came to wait for the held locks`);
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    },
+    async commit() {
+      await db.query('commit');
+      open = false;
+    },
+    async close() {
+      if (open) await db.query('rollback').catch(() => undefined);
+      await db.end().catch(() => undefined);
+    },
+  };
+}
