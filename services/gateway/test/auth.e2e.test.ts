@@ -164,6 +164,10 @@ describe('organisation selection', () => {
       for (const token of [unknown, undefined]) expect((await get(path, token, headers)).status).toBe(401);
       expect((await get(path, pat, headers)).status).toBe(400);
     }
+    // an API key names its organisation: a forged one selecting another is 401, a real one 403
+    const forged = `lab_${orgA.replace(/-/g, '')}_${'x'.repeat(43)}`;
+    expect((await get('/v1/samples', forged, { 'x-org-id': orgB })).status).toBe(401);
+    expect((await get('/v1/samples', apiKey, { 'x-org-id': orgB })).status).toBe(403);
   });
 
   it('refuses another org for a bound PAT or an API key', async () => {
