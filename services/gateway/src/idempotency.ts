@@ -76,8 +76,11 @@ interface Row {
   created_at: string;
 }
 
-/** Outcome of claiming a key: run the request, or replay what it answered. */
-export type Claim = { kind: 'run' } | { kind: 'replay'; reply: Reply };
+/**
+ * Outcome of claiming a key: run the request (the claim is named by the time it
+ * was made, which its outcome must match), or replay what it answered.
+ */
+export type Claim = { kind: 'run'; claimedAt: string } | { kind: 'replay'; reply: Reply };
 
 const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
 
@@ -87,9 +90,10 @@ interface ClaimItem {
   hash: string;
 }
 
-/** One request's outcome to store. */
+/** One request's outcome to store, on its own claim. */
 interface OutcomeItem {
   scope: IdempotencyScope;
+  claimedAt: string;
   reply: Reply;
 }
 
@@ -108,7 +112,7 @@ const scopeKey = (org_id: string, token_id: string, key: string) => JSON.stringi
 export class IdempotencyStore {
   /** Outcomes being stored: stop() waits for them before the pool closes. */
   private readonly storing = new Set<Promise<void>>();
-  private readonly claims = new Batcher<ClaimItem, boolean>((items) => this.insertClaims(items));
+  private readonly claims = new Batcher<ClaimItem, string | undefined>((items) => this.insertClaims(items));
   private readonly outcomes = new Batcher<OutcomeItem>((items) => this.storeOutcomes(items));
 
   constructor(
@@ -117,8 +121,8 @@ export class IdempotencyStore {
   ) {}
 
   /** Stores an outcome without holding up the answer; settle() waits for it. */
-  completeInBackground(scope: IdempotencyScope, reply: Reply, onError: (err: unknown) => void): void {
-    const p = this.complete(scope, reply).catch(onError);
+  completeInBackground(scope: IdempotencyScope, claimedAt: string, reply: Reply, onError: (err: unknown) => void): void {
+    const p = this.complete(scope, claimedAt, reply).catch(onError);
     this.storing.add(p);
     void p.finally(() => this.storing.delete(p));
   }
@@ -132,7 +136,8 @@ export class IdempotencyStore {
     const deadline = Date.now() + WAIT_MS;
     let pollMs = POLL_FIRST_MS;
     for (;;) {
-      if (await this.claims.add({ scope, hash })) return { kind: 'run' };
+      const claimedAt = await this.claims.add({ scope, hash });
+      if (claimedAt) return { kind: 'run', claimedAt };
       const row = await this.read(scope);
       if (!row) continue; // the holder failed and released the key: claim it again
       if (row.age_ms > RETENTION_MS || (row.state === 'in_progress' && row.age_ms > this.abandonedMs)) {
@@ -155,13 +160,22 @@ export class IdempotencyStore {
     }
   }
 
-  /** Stores the outcome; a 5xx outcome releases the key so a retry can run. */
-  async complete(scope: IdempotencyScope, reply: Reply): Promise<void> {
+  /**
+   * Stores the outcome on the request's own claim; a 5xx outcome releases the key
+   * so a retry can run. Both touch the claim made at `claimedAt` only: a request
+   * that outlived the abandonment window finds its key taken over, and must not
+   * overwrite or delete the claim of the duplicate that took it.
+   */
+  async complete(scope: IdempotencyScope, claimedAt: string, reply: Reply): Promise<void> {
     if (reply.status >= 500) {
-      await this.release(scope);
+      await this.db.orm.execute(
+        sql`delete from gateway.idempotency
+            where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}
+              and created_at = ${claimedAt}::timestamptz`,
+      );
       return;
     }
-    await this.outcomes.add({ scope, reply });
+    await this.outcomes.add({ scope, claimedAt, reply });
   }
 
   /**
@@ -169,7 +183,7 @@ export class IdempotencyStore {
    * given twice in one batch goes into the statement once: its first request
    * runs, the second finds the row like any later duplicate.
    */
-  private async insertClaims(items: ClaimItem[]): Promise<boolean[]> {
+  private async insertClaims(items: ClaimItem[]): Promise<(string | undefined)[]> {
     const keys = items.map((i) => scopeKey(i.scope.org_id, i.scope.token_id, i.scope.key));
     const first = new Map<string, number>();
     keys.forEach((k, n) => {
@@ -179,14 +193,14 @@ export class IdempotencyStore {
       const { scope, hash } = items[n]!;
       return { org_id: scope.org_id, token_id: scope.token_id, key: scope.key, request_hash: hash };
     });
-    const inserted = await this.db.rows<{ org_id: string; token_id: string; key: string }>(
+    const inserted = await this.db.rows<{ org_id: string; token_id: string; key: string; created_at: string }>(
       sql`insert into gateway.idempotency (org_id, token_id, key, request_hash, state)
           select v.org_id, v.token_id, v.key, v.request_hash, 'in_progress'
           from json_to_recordset(${JSON.stringify(rows)}::json) as v(org_id uuid, token_id text, key text, request_hash text)
-          on conflict do nothing returning org_id::text as org_id, token_id, key`,
+          on conflict do nothing returning org_id::text as org_id, token_id, key, ${utcMicros(sql`created_at`)} as created_at`,
     );
-    const won = new Set(inserted.map((r) => scopeKey(r.org_id, r.token_id, r.key)));
-    return keys.map((k, n) => first.get(k) === n && won.has(k));
+    const won = new Map(inserted.map((r) => [scopeKey(r.org_id, r.token_id, r.key), r.created_at]));
+    return keys.map((k, n) => (first.get(k) === n ? won.get(k) : undefined));
   }
 
   /**
@@ -201,10 +215,10 @@ export class IdempotencyStore {
       sql`${PLANNED_PER_CALL}update gateway.idempotency i set state = 'done', response_status = v.status,
             response_body = v.body, content_type = v.content_type, updated_at = now()
           from unnest(${col((i) => i.scope.org_id)}::uuid[], ${col((i) => i.scope.token_id)}::text[],
-                      ${col((i) => i.scope.key)}::text[], ${col((i) => i.reply.status)}::int[],
+                      ${col((i) => i.scope.key)}::text[], ${col((i) => i.claimedAt)}::timestamptz[], ${col((i) => i.reply.status)}::int[],
                       ${col((i) => i.reply.body ?? null)}::text[], ${col((i) => i.reply.contentType ?? null)}::text[])
-            as v(org_id, token_id, key, status, body, content_type)
-          where i.org_id = v.org_id and i.token_id = v.token_id and i.key = v.key`,
+            as v(org_id, token_id, key, claimed_at, status, body, content_type)
+          where i.org_id = v.org_id and i.token_id = v.token_id and i.key = v.key and i.created_at = v.claimed_at`,
     );
   }
 
@@ -221,13 +235,6 @@ export class IdempotencyStore {
             and created_at = ${seenCreatedAt}::timestamptz
             and (created_at < now() - (${RETENTION_MS} * interval '1 millisecond')
                  or (state = 'in_progress' and created_at < now() - (${this.abandonedMs} * interval '1 millisecond')))`,
-    );
-  }
-
-  async release(scope: IdempotencyScope): Promise<void> {
-    await this.db.orm.execute(
-      sql`delete from gateway.idempotency
-          where org_id = ${scope.org_id}::uuid and token_id = ${scope.token_id} and key = ${scope.key}`,
     );
   }
 

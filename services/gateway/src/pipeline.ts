@@ -120,7 +120,7 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   // waits for the outcome. If storing fails, the write still happened: the key
   // stays 'in_progress' until taken over as abandoned (a retry meanwhile waits,
   // then gets 409).
-  deps.idempotency.completeInBackground(scope, reply, (err) => deps.log.error({ err }, 'could not store idempotency outcome'));
+  deps.idempotency.completeInBackground(scope, claim.claimedAt, reply, (err) => deps.log.error({ err }, 'could not store idempotency outcome'));
   return reply;
 }
 

@@ -298,15 +298,45 @@ function keyedJob(label: string) {
     };
     const claimA = a.claim(scope, 'h');
     await aRead;
-    expect(await b.claim(scope, 'h')).toEqual({ kind: 'run' });
+    const claimB = await b.claim(scope, 'h');
+    expect(claimB).toMatchObject({ kind: 'run', claimedAt: expect.any(String) });
     releaseA();
     // B finishes; A, a duplicate of B's run now, replays B's answer instead of running
-    await b.complete(scope, { status: 201, body: '{"data":{"id":"b"}}', contentType: 'application/json' });
+    await b.complete(scope, (claimB as { claimedAt: string }).claimedAt, { status: 201, body: '{"data":{"id":"b"}}', contentType: 'application/json' });
     const outcome = await claimA;
     expect(outcome.kind).toBe('replay');
     expect(outcome.kind === 'replay' && outcome.reply.body).toBe('{"data":{"id":"b"}}');
   } finally {
     await dbA.close();
     await dbB.close();
+  }
+});
+
+// A request that outlived the abandonment window: its key was taken over by a
+// duplicate; its late outcome (an answer or a 5xx) must not touch the new claim.
+(process.env.DATABASE_URL ? it : it.skip)('keeps a late outcome of an abandoned claim off the claim that took its key over', async () => {
+  const { IdempotencyStore } = await import('../src/idempotency');
+  const { openDatabase } = await import('@lab/kit');
+  const db = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
+  try {
+    const store = new IdempotencyStore(db);
+    for (const late of [{ status: 201, body: '{"data":{"id":"late"}}' }, { status: 503, body: '{"error":{}}' }]) {
+      const scope = { org_id: randomUUID(), token_id: 'late-test', key: `late-${randomUUID()}` };
+      const first = await store.claim(scope, 'h');
+      // its gateway seems dead: the claim ages past the abandonment window
+      await onDatabase(`update gateway.idempotency set created_at = now() - interval '2 minutes' where key = $1`, [scope.key]);
+      const second = await store.claim(scope, 'h');
+      expect(second.kind).toBe('run');
+      await store.complete(scope, (first as { claimedAt: string }).claimedAt, { ...late, contentType: 'application/json' });
+      await store.settle();
+      // the new claim is untouched: still in progress, with no answer
+      const row = await onDatabase<{ state: string; response_body: string | null }>(`select state, response_body from gateway.idempotency where key = $1`, [scope.key]);
+      expect(row.rows).toEqual([{ state: 'in_progress', response_body: null }]);
+      await store.complete(scope, (second as { claimedAt: string }).claimedAt, { status: 201, body: '{"data":{"id":"taken over"}}', contentType: 'application/json' });
+      const replay = await store.claim(scope, 'h');
+      expect(replay.kind === 'replay' && replay.reply.body).toBe('{"data":{"id":"taken over"}}');
+    }
+  } finally {
+    await db.close();
   }
 });
