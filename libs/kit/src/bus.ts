@@ -2,7 +2,7 @@ import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage, t
 import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
-import { DomainError } from './errors.js';
+import { DomainError, isTransientFailure } from './errors.js';
 
 /**
  * The envelope of every message on the bus: domain events (experiment.created),
@@ -46,6 +46,35 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/**
+ * A bus whose publishes wait until `open()`. Services started one after another
+ * in one process (the standalone) each start their outbox relay at once: events
+ * left over from before a restart would otherwise be published before the
+ * services started later had subscribed, and so reach no one (in-process) or no
+ * queue (RabbitMQ), and be deleted as sent. Subscriptions pass at once.
+ */
+export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return {
+    publish: async (messages) => {
+      await opened;
+      return bus.publish(messages);
+    },
+    subscribe: (opts) => bus.subscribe(opts),
+    get connected() {
+      return bus.connected;
+    },
+    deliversInProcess: bus.deliversInProcess,
+    close: () => {
+      // nothing may wait on a bus that is closing: the publishes fail instead
+      open();
+      return bus.close();
+    },
+    open,
+  };
+}
+
 /** AMQP topic matching: `*` is exactly one word, `#` zero or more. */
 export function topicMatches(pattern: string, key: string): boolean {
   const p = pattern.split('.');
@@ -72,6 +101,8 @@ export function retryDelayMs(attempt: number, baseMs = 500, capMs = 30_000): num
 }
 
 const ATTEMPT_HEADER = 'x-lab-attempt';
+/** Retries of a message after transient failures (they do not count as attempts, but lengthen the delay). */
+const WAITS_HEADER = 'x-lab-waits';
 
 export interface AmqpBusOptions {
   /** delete this process's durable queues after this long unused (test stacks) */
@@ -252,12 +283,15 @@ export class AmqpBus implements Bus {
       return;
     }
     const attempt = Number(raw.properties.headers?.[ATTEMPT_HEADER] ?? 1);
-    this.log.warn({ err: failure.err, queue, type: msg.type, id: msg.id, attempt }, 'message handler failed');
+    const waits = Number(raw.properties.headers?.[WAITS_HEADER] ?? 0);
+    // a database or peer away for now: retried as long as it lasts, not counted
+    const transientFailure = isTransientFailure(failure.err);
+    this.log.warn({ err: failure.err, queue, type: msg.type, id: msg.id, attempt, transient: transientFailure }, 'message handler failed');
     if (sub.transient) {
       onOpenChannel(() => ch.nack(raw, false, false));
       return;
     }
-    if (attempt >= maxAttempts) {
+    if (!transientFailure && attempt >= maxAttempts) {
       this.park(ch, queue, sub, raw);
       return;
     }
@@ -267,8 +301,11 @@ export class AmqpBus implements Bus {
     this.forwardThenAck(ch, raw, `${queue}.retry`, {
       ...raw.properties,
       persistent: true,
-      expiration: String(retryDelayMs(attempt)),
-      headers: { ...raw.properties.headers, [ATTEMPT_HEADER]: attempt + 1 },
+      expiration: String(retryDelayMs(attempt + waits)),
+      headers: {
+        ...raw.properties.headers,
+        ...(transientFailure ? { [WAITS_HEADER]: waits + 1 } : { [ATTEMPT_HEADER]: attempt + 1 }),
+      },
     });
   }
 
@@ -341,8 +378,11 @@ export class MemoryBus implements Bus {
         this.failures.delete(key);
         metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       } catch (err) {
-        const attempt = (this.failures.get(key) ?? 0) + 1;
-        this.log.warn({ err, queue: sub.queue, type: msg.type, attempt }, 'message handler failed');
+        // a database or peer away for now is retried (by the relay) as long as it
+        // lasts, without counting toward the attempts after which a message is parked
+        const counted = !isTransientFailure(err);
+        const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
+        this.log.warn({ err, queue: sub.queue, type: msg.type, attempt, transient: !counted }, 'message handler failed');
         if (sub.transient) continue;
         if (attempt >= (sub.maxAttempts ?? 8)) {
           this.failures.delete(key);
@@ -354,7 +394,7 @@ export class MemoryBus implements Bus {
           if (this.dead.length > MemoryBus.KEEP_DEAD) this.dead.shift();
           continue;
         }
-        this.failures.set(key, attempt);
+        if (attempt) this.failures.set(key, attempt);
         metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
         throw err;
       }

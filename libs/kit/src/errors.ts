@@ -159,6 +159,17 @@ export function isConcurrencyAbort(err: unknown, depth = 0): boolean {
   return depth < 3 && e.cause !== undefined && isConcurrencyAbort(e.cause, depth + 1);
 }
 
+/**
+ * A failure that says nothing about the message or request being handled: the
+ * database or a peer is away for now, or a concurrent transaction won. A consumer
+ * retries such a failure for as long as it lasts, without counting it toward the
+ * attempts after which a message is parked as one that cannot be handled.
+ */
+export function isTransientFailure(err: unknown): boolean {
+  if (err instanceof DomainError) return err.kind === 'unavailable' || err.kind === 'timeout';
+  return isTransientDbError(err) || isConcurrencyAbort(err);
+}
+
 /** PostgreSQL / network failures that mean "try again later", not a bug. */
 export function isTransientDbError(err: unknown, depth = 0): boolean {
   const e = err as { code?: string; message?: string; cause?: unknown } | null;

@@ -1,4 +1,4 @@
-import { AmqpBus, createLogger, newId, type BusMessage } from '@lab/kit';
+import { AmqpBus, createLogger, DomainError, MemoryBus, heldUntilOpen, newId, type BusMessage } from '@lab/kit';
 import { uniqueExchange } from '../../testing/src/backing';
 
 /**
@@ -73,6 +73,74 @@ describeBroker('a connection dropped while a handler runs', () => {
     expect(bus.connected).toBe(true);
     await new Promise((r) => setTimeout(r, 100));
     expect(unhandled).toEqual([]);
+    await bus.close();
+  });
+});
+
+// A database or peer away for a while is no fault of the message: its failures are
+// retried for as long as they last and never park it, where eight failures of any
+// other kind do.
+describeBroker('transient failures of a consumer', () => {
+  it('retries a message past its attempts while its failures are transient, then handles it', async () => {
+    const bus = await AmqpBus.connect(amqpUrl!, uniqueExchange(), createLogger('test', 'silent'));
+    try {
+      let calls = 0;
+      let handled = false;
+      await bus.subscribe({
+        queue: 'transient-test',
+        bindings: ['thing.#'],
+        maxAttempts: 1,
+        handler: async () => {
+          calls++;
+          if (calls <= 3) throw new DomainError('unavailable', 'service_unavailable', 'the database is unavailable, try again');
+          handled = true;
+        },
+      });
+      await bus.publish([{ id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} }]);
+      for (let i = 0; i < 500 && !handled; i++) await new Promise((r) => setTimeout(r, 20));
+      expect([handled, calls]).toEqual([true, 4]);
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
+describe('the in-process bus', () => {
+  const log = createLogger('test', 'silent');
+  const message = (): BusMessage => ({ id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} });
+
+  it('does not count transient failures toward parking a message: the relay retries it until it passes', async () => {
+    const bus = new MemoryBus(log);
+    let calls = 0;
+    await bus.subscribe({
+      queue: 'q',
+      bindings: ['thing.#'],
+      maxAttempts: 2,
+      handler: async () => {
+        calls++;
+        if (calls <= 5) throw new DomainError('unavailable', 'service_unavailable', 'away for now');
+      },
+    });
+    const msg = message();
+    // as the outbox relay does: publish again until the publish resolves
+    for (let i = 0; i < 5; i++) await expect(bus.publish([msg])).rejects.toMatchObject({ kind: 'unavailable' });
+    await bus.publish([msg]);
+    expect([calls, bus.dead]).toEqual([6, []]);
+    await bus.close();
+  });
+
+  it('holds publishes until opened, so consumers that subscribe later get the backlog', async () => {
+    const bus = heldUntilOpen(new MemoryBus(log));
+    const seen: string[] = [];
+    const msg = message();
+    const published = bus.publish([msg]);
+    // a consumer that starts after the publisher (a service started later in the same process)
+    await bus.subscribe({ queue: 'late', bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen).toEqual([]);
+    bus.open();
+    await published;
+    expect(seen).toEqual([msg.id]);
     await bus.close();
   });
 });

@@ -1,5 +1,16 @@
 import { z } from 'zod';
-import { commonEnv, DEFAULT_METRICS_PORT, envFlag, openBus, randomToken, runService, serveOps, type Logger, type RunningService } from '@lab/kit';
+import {
+  commonEnv,
+  DEFAULT_METRICS_PORT,
+  envFlag,
+  heldUntilOpen,
+  openBus,
+  randomToken,
+  runService,
+  serveOps,
+  type Logger,
+  type RunningService,
+} from '@lab/kit';
 import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway } from '@lab/gateway';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
@@ -33,7 +44,8 @@ export interface Standalone {
 export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promise<Standalone> {
   // Services and gateway share the process, so a fresh internal secret per start suffices.
   const secret = cfg.LAB_INTERNAL_SECRET ?? randomToken(32);
-  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  // publishes wait until every service has subscribed (heldUntilOpen)
+  const bus = heldUntilOpen(await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log));
   const services: RunningService[] = [];
   try {
     for (const def of serviceDefinitions) {
@@ -67,6 +79,8 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
       realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
     });
+    // every consumer has subscribed: events (a backlog from before a restart first) may flow
+    bus.open();
     // One operations port for the whole process: /metrics, /livez, and /readyz
     // answering for every service's database and the bus. METRICS_PORT=0 turns it off.
     const ops = await serveOps(
@@ -97,6 +111,8 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       },
     };
   } catch (err) {
+    // stopping services flush their outboxes: publishes must not wait for an open that will not come
+    bus.open();
     for (const s of services.reverse()) await s.stop().catch(() => undefined);
     await bus.close();
     throw err;
