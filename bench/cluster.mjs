@@ -101,7 +101,8 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
   const operatorToken = `op_${randomBytes(24).toString('hex')}`;
   const children = [];
   const addrs = {};
-  const common = { AMQP_URL: env.AMQP_URL, LAB_INTERNAL_SECRET: secret, LAB_EVENTS_EXCHANGE: exchange, LOG_LEVEL: 'warn' };
+  // every process declares every queue, consumed in this cluster or not: they expire after the run
+  const common = { AMQP_URL: env.AMQP_URL, LAB_INTERNAL_SECRET: secret, LAB_EVENTS_EXCHANGE: exchange, LAB_BUS_QUEUE_EXPIRES_MS: '600000', LOG_LEVEL: 'warn' };
   try {
     for (const s of services) {
       const port = await freePort();

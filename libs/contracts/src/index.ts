@@ -11,3 +11,4 @@ export * as webhooks from './lab/webhooks/v1/webhooks.js';
 export * as orders from './lab/orders/v1/orders.js';
 export * as telemetry from './lab/telemetry/v1/telemetry.js';
 export { JOB_TYPES, type JobType } from './job-types.js';
+export { DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';

@@ -23,7 +23,7 @@ export interface SubscribeOptions {
   /** durable queue name; with `transient`, a prefix for a private auto-deleted queue */
   queue: string;
   /** topic patterns bound on the events exchange ("sample.*", "audit.#") */
-  bindings: string[];
+  bindings: readonly string[];
   handler: (msg: BusMessage) => Promise<void>;
   prefetch?: number;
   /** private, auto-deleted queue for this process (cache invalidation and the like) */
@@ -107,6 +107,13 @@ const WAITS_HEADER = 'x-lab-waits';
 export interface AmqpBusOptions {
   /** delete this process's durable queues after this long unused (test stacks) */
   queueExpiresMs?: number;
+  /**
+   * Durable queues to declare (with their retry and dead-letter queues and their
+   * bindings) on every connect, whether or not this process consumes them: the
+   * deployment's whole list (contracts' DURABLE_QUEUES), so an event published
+   * before its consumer first started is kept rather than routed to no queue.
+   */
+  declare?: readonly { queue: string; bindings: readonly string[] }[];
 }
 
 interface AmqpMuxInternals {
@@ -204,6 +211,7 @@ export class AmqpBus implements Bus {
       if (this.channel === ch) this.channel = undefined;
     });
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
+    for (const route of this.opts.declare ?? []) await this.declareDurable(ch, route.queue, route.bindings);
     for (const sub of this.subscriptions) await this.consume(model, sub);
     this.channel = ch;
     this.log.info({ exchange: this.exchange }, 'bus connected');
@@ -236,22 +244,14 @@ export class AmqpBus implements Bus {
     ch.on('error', (err: Error) => this.log.warn({ err: err.message, queue: sub.queue }, 'consumer channel error'));
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     await ch.prefetch(sub.prefetch ?? 20);
-    // Queues are named after the exchange they serve, so two deployments (or two
-    // test stacks) on one broker never share a queue.
-    let queue = `${this.exchange}.${sub.queue}`;
-    const expires = this.opts.queueExpiresMs ? { 'x-expires': this.opts.queueExpiresMs } : {};
+    let queue: string;
     if (sub.transient) {
       const q = await ch.assertQueue(`${sub.queue}.${randomUUID()}`, { exclusive: true, autoDelete: true, durable: false });
       queue = q.queue;
+      for (const b of sub.bindings) await ch.bindQueue(queue, this.exchange, b);
     } else {
-      await ch.assertQueue(queue, { durable: true, arguments: { ...expires } });
-      await ch.assertQueue(`${queue}.retry`, {
-        durable: true,
-        arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...expires },
-      });
-      await ch.assertQueue(`${queue}.dlq`, { durable: true, arguments: { ...expires } });
+      queue = await this.declareDurable(ch, sub.queue, sub.bindings);
     }
-    for (const b of sub.bindings) await ch.bindQueue(queue, this.exchange, b);
     const maxAttempts = sub.maxAttempts ?? 8;
     await ch.consume(queue, (raw: ConsumeMessage | null) => {
       if (!raw) return;
@@ -259,6 +259,27 @@ export class AmqpBus implements Bus {
         this.log.error({ err, queue }, 'message settlement failed; the broker redelivers the message'),
       );
     });
+  }
+
+  /**
+   * A durable queue with its retry queue (per-message TTL, dead-letters back) and
+   * dead-letter queue, bound to its event types; returns its full name. The same
+   * arguments wherever it is declared: RabbitMQ refuses a second declaration
+   * that differs.
+   */
+  private async declareDurable(ch: ConfirmChannel, name: string, bindings: readonly string[]): Promise<string> {
+    // Queues are named after the exchange they serve, so two deployments (or two
+    // test stacks) on one broker never share a queue.
+    const queue = `${this.exchange}.${name}`;
+    const expires = this.opts.queueExpiresMs ? { 'x-expires': this.opts.queueExpiresMs } : {};
+    await ch.assertQueue(queue, { durable: true, arguments: { ...expires } });
+    await ch.assertQueue(`${queue}.retry`, {
+      durable: true,
+      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...expires },
+    });
+    await ch.assertQueue(`${queue}.dlq`, { durable: true, arguments: { ...expires } });
+    for (const b of bindings) await ch.bindQueue(queue, this.exchange, b);
+    return queue;
   }
 
   private async handle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, maxAttempts: number) {

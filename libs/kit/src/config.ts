@@ -36,6 +36,12 @@ export const commonEnv = z.object({
   AMQP_URL: z.string().optional(),
   /** Topic exchange for domain and audit events. */
   LAB_EVENTS_EXCHANGE: z.string().min(1).default('lab.events'),
+  /**
+   * Durable queues left without a consumer this long are deleted by RabbitMQ (0:
+   * never). For short-lived deployments (test and benchmark clusters) only: in
+   * production a queue keeps its events until its consumer comes.
+   */
+  LAB_BUS_QUEUE_EXPIRES_MS: envInt(0, 0, 2_147_483_647),
   /** HMAC secret that signs the caller context the gateway passes to services. */
   LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   LAB_DATA_DIR: z.string().default('./data'),

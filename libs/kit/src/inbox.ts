@@ -12,7 +12,7 @@ export interface InboxConsumerOptions<P = undefined> {
   /** schema holding this service's inbox table */
   schema: string;
   queue: string;
-  bindings: string[];
+  bindings: readonly string[];
   prefetch?: number;
   maxAttempts?: number;
   /**

@@ -1,3 +1,4 @@
+import { DURABLE_QUEUES } from '@lab/contracts';
 import type { Server } from 'node:http';
 import { z } from 'zod';
 import { AmqpBus, MemoryBus, type Bus } from './bus.js';
@@ -48,9 +49,17 @@ export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMe
   process.on('SIGINT', () => onSignal('SIGINT'));
 }
 
-/** Opens the bus of a process: RabbitMQ when AMQP_URL is set, else in-process. */
-export async function openBus(amqpUrl: string | undefined, exchange: string, log: Logger): Promise<Bus> {
-  return amqpUrl ? AmqpBus.connect(amqpUrl, exchange, log) : new MemoryBus(log);
+/**
+ * Opens the bus of a process: RabbitMQ when AMQP_URL is set (declaring every
+ * durable queue of the deployment, consumed here or not), else in-process.
+ */
+export async function openBus(
+  cfg: { AMQP_URL?: string; LAB_EVENTS_EXCHANGE: string; LAB_BUS_QUEUE_EXPIRES_MS: number },
+  log: Logger,
+): Promise<Bus> {
+  if (!cfg.AMQP_URL) return new MemoryBus(log);
+  const expires = cfg.LAB_BUS_QUEUE_EXPIRES_MS ? { queueExpiresMs: cfg.LAB_BUS_QUEUE_EXPIRES_MS } : {};
+  return AmqpBus.connect(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log, { declare: DURABLE_QUEUES, ...expires });
 }
 
 const serviceEnv = commonEnv.extend({
@@ -77,7 +86,7 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
     log.fatal((err as Error).message);
     process.exit(78);
   }
-  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  const bus = await openBus(cfg, log);
   const svc = await runService(def, {
     log,
     bus,

@@ -144,3 +144,26 @@ describe('the in-process bus', () => {
     await bus.close();
   });
 });
+
+// A producer that runs before its consumer's first start (a first deploy, a broker
+// that lost its definitions): the queue it declares keeps the event for the consumer.
+describeBroker('durable queues declared by every process', () => {
+  it('keeps an event published before its consumer first subscribed', async () => {
+    const exchange = uniqueExchange();
+    const log = createLogger('test', 'silent');
+    const route = { queue: `late-consumer-${newId()}`, bindings: ['thing.#'] };
+    const producer = await AmqpBus.connect(amqpUrl!, exchange, log, { declare: [route], queueExpiresMs: 60_000 });
+    const consumer = await AmqpBus.connect(amqpUrl!, exchange, log, { queueExpiresMs: 60_000 });
+    try {
+      const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
+      await producer.publish([msg]);
+      const seen: string[] = [];
+      await consumer.subscribe({ ...route, handler: async (m) => void seen.push(m.id) });
+      for (let i = 0; i < 250 && !seen.length; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(seen).toEqual([msg.id]);
+    } finally {
+      await producer.close();
+      await consumer.close();
+    }
+  });
+});

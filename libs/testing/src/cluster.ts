@@ -93,6 +93,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     DATABASE_URL: databaseUrl,
     LAB_INTERNAL_SECRET: randomBytes(24).toString('hex'),
     LAB_EVENTS_EXCHANGE: exchange,
+    // every process declares every queue, consumed in this cluster or not
+    LAB_BUS_QUEUE_EXPIRES_MS: '600000',
     LAB_DATA_DIR: dataDir,
     LOG_LEVEL: 'info',
   };

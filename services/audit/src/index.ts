@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { audit } from '@lab/contracts';
+import { audit, EVENT_ROUTES } from '@lab/contracts';
 import { Batcher, DomainError, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
 import { listRecords, parseListRequest, storeRecords } from './audit-log.js';
 
@@ -17,8 +17,7 @@ export const definition: ServiceDefinition = {
     // Messages in flight together (up to the prefetch) are stored together.
     const store = new Batcher<BusMessage<AuditRecordData>>((msgs) => storeRecords(db.orm, msgs), 200);
     await bus.subscribe({
-      queue: 'audit.records',
-      bindings: ['audit.record'],
+      ...EVENT_ROUTES.auditRecords,
       prefetch: 200,
       handler: (msg) => store.add(msg as BusMessage<AuditRecordData>),
     });

@@ -34,7 +34,7 @@ async function main(log: Logger): Promise<void> {
     const a = env[`${s.toUpperCase()}_ADDR`];
     if (a) services[s] = a;
   }
-  const bus = await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log);
+  const bus = await openBus(cfg, log);
   const gw = await startGateway({
     port: cfg.PORT,
     host: cfg.HOST,

@@ -1,9 +1,10 @@
+import { EVENT_ROUTES } from '@lab/contracts';
 import { z } from 'zod';
 import { DomainError, isGuid, systemContext, type BusMessage, type FieldIssue, type ServiceDeps } from '@lab/kit';
 import { checkJobRequest, enqueueJob, type CheckedJob } from './api.js';
 
 /** The durable queue of inbound job requests (prefixed with the exchange by the bus). */
-export const INBOUND_QUEUE = 'jobs.inbound-webhooks';
+export const INBOUND_QUEUE = EVENT_ROUTES.jobsFromInboundWebhooks.queue;
 
 /** What this consumer reads of `inbound_webhook.received`; other fields are ignored. */
 const received = z.object({
@@ -70,8 +71,7 @@ export async function handleInboundEvent(deps: ServiceDeps, msg: BusMessage, max
 
 export async function consumeInboundEvents(deps: ServiceDeps, maxAttempts: number): Promise<void> {
   await deps.bus.subscribe({
-    queue: INBOUND_QUEUE,
-    bindings: ['inbound_webhook.received'],
+    ...EVENT_ROUTES.jobsFromInboundWebhooks,
     prefetch: 16,
     handler: (msg) => handleInboundEvent(deps, msg, maxAttempts),
   });

@@ -1,3 +1,4 @@
+import { EVENT_ROUTES } from '@lab/contracts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
@@ -73,8 +74,7 @@ export class JobWorker {
 
   async start(): Promise<void> {
     await this.deps.bus.subscribe({
-      queue: 'jobs.requests',
-      bindings: ['job.requested'],
+      ...EVENT_ROUTES.jobRequests,
       prefetch: this.opts.concurrency,
       handler: async () => this.kick(),
     });

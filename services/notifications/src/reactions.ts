@@ -1,3 +1,4 @@
+import { EVENT_ROUTES } from '@lab/contracts';
 import { z } from 'zod';
 import { consumeWithInbox, Emitter, systemContext, type BusMessage, type ServiceDeps } from '@lab/kit';
 import { alertedRecently, claimAlert } from './breach-alerts.js';
@@ -94,8 +95,7 @@ export async function consumeReactions(deps: ServiceDeps, identity: IdentityPeer
     bus: deps.bus,
     db: deps.db,
     schema: 'notifications',
-    queue: 'notifications.reactions',
-    bindings: ['environmental.breach', 'job.updated'],
+    ...EVENT_ROUTES.notificationReactions,
     prefetch: 20,
     prepare: async (msg) => {
       const plan = msg.org_id ? planFor(msg) : undefined;

@@ -45,7 +45,7 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
   // Services and gateway share the process, so a fresh internal secret per start suffices.
   const secret = cfg.LAB_INTERNAL_SECRET ?? randomToken(32);
   // publishes wait until every service has subscribed (heldUntilOpen)
-  const bus = heldUntilOpen(await openBus(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log));
+  const bus = heldUntilOpen(await openBus(cfg, log));
   const services: RunningService[] = [];
   try {
     for (const def of serviceDefinitions) {

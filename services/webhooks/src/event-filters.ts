@@ -1,13 +1,12 @@
+import { PUBLIC_EVENT_PREFIXES } from '@lab/contracts';
 /**
  * Which events outbound subscriptions can name. The public events are those of
  * the spec's table plus the additions of other services under the same
  * prefixes (stock_item.*, environmental.*); audit records and identity's
  * internal notices are never delivered.
  */
-export const PUBLIC_PREFIXES = ['experiment', 'sample', 'stock_movement', 'stock_item', 'equipment', 'environmental'] as const;
+export const PUBLIC_PREFIXES = PUBLIC_EVENT_PREFIXES;
 
-/** Bus bindings of the delivery fan-out: every public event, nothing else. */
-export const PUBLIC_BINDINGS = PUBLIC_PREFIXES.map((p) => `${p}.#`);
 
 const EXACT = new RegExp(`^(${PUBLIC_PREFIXES.join('|')})(\\.[a-z0-9_]+){1,4}$`);
 const WILDCARD = new RegExp(`^(${PUBLIC_PREFIXES.join('|')})\\.\\*$`);

@@ -1,9 +1,10 @@
+import { EVENT_ROUTES } from '@lab/contracts';
 import { sql } from 'drizzle-orm';
 import { errText, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor } from '@lab/kit';
-import { PUBLIC_BINDINGS, subscribed } from './event-filters.js';
+import { subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
-export const FANOUT_QUEUE = 'webhooks.deliveries';
+export const FANOUT_QUEUE = EVENT_ROUTES.webhookDeliveries.queue;
 
 /**
  * Unacknowledged events the broker hands over at once, and so the largest
@@ -128,8 +129,7 @@ class FanOutBatcher {
 export async function consumeEvents(deps: ServiceDeps, onStored: () => void): Promise<void> {
   const batcher = new FanOutBatcher(deps.db, deps.log, onStored);
   await deps.bus.subscribe({
-    queue: FANOUT_QUEUE,
-    bindings: PUBLIC_BINDINGS,
+    ...EVENT_ROUTES.webhookDeliveries,
     prefetch: FANOUT_PREFETCH,
     handler: (msg) => batcher.add(msg),
   });

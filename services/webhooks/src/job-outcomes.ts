@@ -1,9 +1,10 @@
+import { EVENT_ROUTES } from '@lab/contracts';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { isGuid, type BusMessage, type ServiceDeps } from '@lab/kit';
 
 /** The durable queue of job outcomes (prefixed with the exchange by the bus). */
-export const JOB_OUTCOMES_QUEUE = 'webhooks.inbound-jobs';
+export const JOB_OUTCOMES_QUEUE = EVENT_ROUTES.webhookInboundJobOutcomes.queue;
 
 const uuid = z.string().refine(isGuid, 'must be a UUID');
 const created = z.object({ event_id: uuid, job_id: uuid });
@@ -41,8 +42,7 @@ function warn(deps: ServiceDeps, msg: BusMessage): void {
 
 export async function consumeJobOutcomes(deps: ServiceDeps): Promise<void> {
   await deps.bus.subscribe({
-    queue: JOB_OUTCOMES_QUEUE,
-    bindings: ['inbound_webhook.job_created', 'inbound_webhook.job_rejected'],
+    ...EVENT_ROUTES.webhookInboundJobOutcomes,
     prefetch: 32,
     handler: (msg) => recordJobOutcome(deps, msg),
   });

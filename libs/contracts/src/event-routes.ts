@@ -1,0 +1,28 @@
+/**
+ * Who consumes which events: the durable queues of the deployment and the event
+ * types each is bound to. Consumers subscribe with these, and every process's bus
+ * declares all of them when it connects, so an event published before its
+ * consumer's first start (a first deploy, a broker that lost its definitions) is
+ * kept in the queue instead of being confirmed to no one and dropped.
+ */
+export interface QueueRoute {
+  /** the queue's name under the deployment's exchange */
+  queue: string;
+  bindings: readonly string[];
+}
+
+/** Event types webhook subscribers may receive: the public prefixes (spec, Events). */
+export const PUBLIC_EVENT_PREFIXES = ['experiment', 'sample', 'stock_movement', 'stock_item', 'equipment', 'environmental'] as const;
+
+export const EVENT_ROUTES = {
+  auditRecords: { queue: 'audit.records', bindings: ['audit.record'] },
+  jobRequests: { queue: 'jobs.requests', bindings: ['job.requested'] },
+  jobsFromInboundWebhooks: { queue: 'jobs.inbound-webhooks', bindings: ['inbound_webhook.received'] },
+  notificationReactions: { queue: 'notifications.reactions', bindings: ['environmental.breach', 'job.updated'] },
+  // the delivery fan-out: every public event, nothing else
+  webhookDeliveries: { queue: 'webhooks.deliveries', bindings: PUBLIC_EVENT_PREFIXES.map((p) => `${p}.#`) },
+  webhookInboundJobOutcomes: { queue: 'webhooks.inbound-jobs', bindings: ['inbound_webhook.job_created', 'inbound_webhook.job_rejected'] },
+} as const satisfies Record<string, QueueRoute>;
+
+/** Every durable queue, for a bus to declare when it connects. */
+export const DURABLE_QUEUES: readonly QueueRoute[] = Object.values(EVENT_ROUTES);
