@@ -170,6 +170,8 @@ function onOpenChannel(op: () => unknown): boolean {
  */
 export class AmqpBus implements Bus {
   private model?: RecoveringChannelModel;
+  /** the connection's current channel model (a new one after each reconnect) */
+  private current?: ChannelModel;
   private channel?: ConfirmChannel;
   private readonly subscriptions: SubscribeOptions[] = [];
   private closing = false;
@@ -204,17 +206,49 @@ export class AmqpBus implements Bus {
   }
 
   private async setup(model: ChannelModel): Promise<void> {
+    this.current = model;
     coalesceFrameWrites(model);
-    const ch = await model.createConfirmChannel();
-    ch.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus channel error'));
-    ch.on('close', () => {
-      if (this.channel === ch) this.channel = undefined;
-    });
-    await ch.assertExchange(this.exchange, 'topic', { durable: true });
+    const ch = await this.publishChannel(model);
     for (const route of this.opts.declare ?? []) await this.declareDurable(ch, route.queue, route.bindings);
     for (const sub of this.subscriptions) await this.consume(model, sub);
     this.channel = ch;
     this.log.info({ exchange: this.exchange }, 'bus connected');
+  }
+
+  /**
+   * The confirm channel publishes go through. The broker may close a channel while
+   * the connection stays up (a message it refuses, a deleted exchange): the
+   * connection's recovery would never notice, and every publish after would fail
+   * `bus_unavailable` until a restart. So a channel closed that way is replaced.
+   */
+  private async publishChannel(model: ChannelModel): Promise<ConfirmChannel> {
+    const ch = await model.createConfirmChannel();
+    ch.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus channel error'));
+    ch.on('close', () => {
+      if (this.channel !== ch) return;
+      this.channel = undefined;
+      if (!this.closing) this.reopenLater(model, 'publish channel', async () => void (this.channel = await this.publishChannel(model)));
+    });
+    await ch.assertExchange(this.exchange, 'topic', { durable: true });
+    return ch;
+  }
+
+  /**
+   * Runs `reopen` after a moment, unless the bus is closing or the connection it
+   * belonged to is gone (the connection's recovery then sets everything up
+   * again). A failure is retried, less often each time.
+   */
+  private reopenLater(model: ChannelModel, what: string, reopen: () => Promise<void>, delayMs = 500): void {
+    setTimeout(() => {
+      if (this.closing || this.current !== model) return;
+      reopen().then(
+        () => this.log.info({ what }, 'bus channel reopened'),
+        (err: unknown) => {
+          this.log.warn({ err: (err as Error)?.message, what }, 'bus channel not reopened yet');
+          this.reopenLater(model, what, reopen, Math.min(delayMs * 2, 10_000));
+        },
+      );
+    }, delayMs).unref();
   }
 
   async publish(messages: BusMessage[]): Promise<void> {
@@ -242,6 +276,11 @@ export class AmqpBus implements Bus {
   private async consume(model: ChannelModel, sub: SubscribeOptions): Promise<void> {
     const ch = await model.createConfirmChannel();
     ch.on('error', (err: Error) => this.log.warn({ err: err.message, queue: sub.queue }, 'consumer channel error'));
+    // closed by the broker with the connection still up (a consumer timeout, say):
+    // consume again, or the queue would silently stop being read
+    ch.on('close', () => {
+      if (!this.closing) this.reopenLater(model, `consumer of ${sub.queue}`, () => this.consume(model, sub));
+    });
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     await ch.prefetch(sub.prefetch ?? 20);
     let queue: string;

@@ -167,3 +167,26 @@ describeBroker('durable queues declared by every process', () => {
     }
   });
 });
+
+// The broker may close a channel and keep the connection (a message it refuses):
+// the bus opens a new one instead of failing every publish until a restart.
+describeBroker('a publish channel closed by itself', () => {
+  it('is replaced, and publishing goes on', async () => {
+    const bus = await AmqpBus.connect(amqpUrl!, uniqueExchange(), createLogger('test', 'silent'), { queueExpiresMs: 60_000 });
+    try {
+      const seen: string[] = [];
+      await bus.subscribe({ queue: `reopen-${newId()}`, bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
+      const channel = (bus as unknown as { channel: { close(): Promise<void> } }).channel;
+      await channel.close();
+      expect(bus.connected).toBe(false);
+      for (let i = 0; i < 250 && !bus.connected; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(bus.connected).toBe(true);
+      const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
+      await bus.publish([msg]);
+      for (let i = 0; i < 250 && !seen.length; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(seen).toEqual([msg.id]);
+    } finally {
+      await bus.close();
+    }
+  });
+});
