@@ -54,6 +54,10 @@ export interface Bus {
  * queue (RabbitMQ), and be deleted as sent. Subscriptions pass at once.
  */
 export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
+  // Only an in-process bus is held. RabbitMQ keeps early events in the queues every
+  // process declares; holding there would keep the relay's transaction open past
+  // its publish timeout, and the held publish would go out after the retry too.
+  if (!bus.deliversInProcess) return Object.assign(bus, { open: () => undefined });
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   return {
@@ -103,6 +107,13 @@ export function retryDelayMs(attempt: number, baseMs = 500, capMs = 30_000): num
 const ATTEMPT_HEADER = 'x-lab-attempt';
 /** Retries of a message after transient failures (they do not count as attempts, but lengthen the delay). */
 const WAITS_HEADER = 'x-lab-waits';
+/**
+ * Transient failures of one message after which it is parked all the same: a
+ * day at the 30-second cap. An outage ends well before; an error wrongly taken
+ * for transient (a setting missing, a call that always times out) must not cycle
+ * one message through its retry queue forever.
+ */
+export const MAX_TRANSIENT_WAITS = 2_880;
 
 export interface AmqpBusOptions {
   /** delete this process's durable queues after this long unused (test stacks) */
@@ -200,6 +211,7 @@ export class AmqpBus implements Bus {
     });
     this.model.on('disconnect', (err: Error) => {
       this.channel = undefined;
+      this.current = undefined;
       if (!this.closing) this.log.warn({ err: err?.message }, 'bus disconnected, reconnecting');
     });
     this.model.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus error'));
@@ -268,19 +280,14 @@ export class AmqpBus implements Bus {
 
   async subscribe(opts: SubscribeOptions): Promise<void> {
     this.subscriptions.push(opts);
-    const model = this.model as unknown as { connection?: unknown };
-    // Already connected: consume now; otherwise setup() does it on connect.
-    if (this.channel && model) await this.consume(this.model as unknown as ChannelModel, opts);
+    // Already connected: consume now (on the connection's own model, which a
+    // channel's reopening checks against); otherwise setup() does it on connect.
+    if (this.current) await this.consume(this.current, opts);
   }
 
   private async consume(model: ChannelModel, sub: SubscribeOptions): Promise<void> {
     const ch = await model.createConfirmChannel();
     ch.on('error', (err: Error) => this.log.warn({ err: err.message, queue: sub.queue }, 'consumer channel error'));
-    // closed by the broker with the connection still up (a consumer timeout, say):
-    // consume again, or the queue would silently stop being read
-    ch.on('close', () => {
-      if (!this.closing) this.reopenLater(model, `consumer of ${sub.queue}`, () => this.consume(model, sub));
-    });
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     await ch.prefetch(sub.prefetch ?? 20);
     let queue: string;
@@ -293,10 +300,22 @@ export class AmqpBus implements Bus {
     }
     const maxAttempts = sub.maxAttempts ?? 8;
     await ch.consume(queue, (raw: ConsumeMessage | null) => {
-      if (!raw) return;
+      if (!raw) {
+        // the broker cancelled the consumer (its queue deleted or moved): the
+        // channel goes, and the close below consumes again
+        void ch.close().catch(() => undefined);
+        return;
+      }
       this.handle(ch, queue, sub, raw, maxAttempts).catch((err: unknown) =>
         this.log.error({ err, queue }, 'message settlement failed; the broker redelivers the message'),
       );
+    });
+    // Closed by the broker with the connection still up (a consumer timeout, say):
+    // consume again, or the queue would silently stop being read. Watched only once
+    // consuming: a channel lost while being set up fails this call instead, and
+    // the one retrying it must be the only one.
+    ch.on('close', () => {
+      if (!this.closing) this.reopenLater(model, `consumer of ${sub.queue}`, () => this.consume(model, sub));
     });
   }
 
@@ -312,11 +331,13 @@ export class AmqpBus implements Bus {
     const queue = `${this.exchange}.${name}`;
     const expires = this.opts.queueExpiresMs ? { 'x-expires': this.opts.queueExpiresMs } : {};
     await ch.assertQueue(queue, { durable: true, arguments: { ...expires } });
+    // never expiring: nothing consumes them, and publishing does not count as use,
+    // so an expiry would delete them with messages in them
     await ch.assertQueue(`${queue}.retry`, {
       durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...expires },
+      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
     });
-    await ch.assertQueue(`${queue}.dlq`, { durable: true, arguments: { ...expires } });
+    await ch.assertQueue(`${queue}.dlq`, { durable: true });
     for (const b of bindings) await ch.bindQueue(queue, this.exchange, b);
     return queue;
   }
@@ -351,7 +372,7 @@ export class AmqpBus implements Bus {
       onOpenChannel(() => ch.nack(raw, false, false));
       return;
     }
-    if (!transientFailure && attempt >= maxAttempts) {
+    if (transientFailure ? waits >= MAX_TRANSIENT_WAITS : attempt >= maxAttempts) {
       this.park(ch, queue, sub, raw);
       return;
     }
@@ -406,6 +427,8 @@ export class AmqpBus implements Bus {
 export class MemoryBus implements Bus {
   private readonly subs: SubscribeOptions[] = [];
   private readonly failures = new Map<string, number>();
+  /** transient failures per message and consumer (capped, see MAX_TRANSIENT_WAITS) */
+  private readonly waits = new Map<string, number>();
   /** How many parked messages `dead` keeps (the latest). */
   static readonly KEEP_DEAD = 1_000;
   readonly dead: { queue: string; msg: BusMessage }[] = [];
@@ -436,16 +459,19 @@ export class MemoryBus implements Bus {
         // A copy, so a consumer never shares objects with the publisher.
         await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
         this.failures.delete(key);
+        this.waits.delete(key);
         metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       } catch (err) {
         // a database or peer away for now is retried (by the relay) as long as it
         // lasts, without counting toward the attempts after which a message is parked
         const counted = !isTransientFailure(err);
         const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
+        const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
         this.log.warn({ err, queue: sub.queue, type: msg.type, attempt, transient: !counted }, 'message handler failed');
         if (sub.transient) continue;
-        if (attempt >= (sub.maxAttempts ?? 8)) {
+        if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
           this.failures.delete(key);
+          this.waits.delete(key);
           metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
           // the whole message goes to the log, where it outlives the process; the
           // list keeps only the latest, so a long outage cannot grow it without bound
@@ -455,6 +481,7 @@ export class MemoryBus implements Bus {
           continue;
         }
         if (attempt) this.failures.set(key, attempt);
+        if (waits) this.waits.set(key, waits);
         metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
         throw err;
       }

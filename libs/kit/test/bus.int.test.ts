@@ -190,3 +190,31 @@ describeBroker('a publish channel closed by itself', () => {
     }
   });
 });
+
+// The broker cancels a consumer whose queue is deleted (or moved): the bus consumes
+// again, declaring the queue anew, instead of leaving it unread until a reconnect.
+describeBroker('a consumer cancelled by the broker', () => {
+  it('consumes again', async () => {
+    const exchange = uniqueExchange();
+    const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000 });
+    const { connect } = await import('amqplib');
+    const admin = await connect(amqpUrl!);
+    try {
+      const seen: string[] = [];
+      const queue = `cancelled-${newId()}`;
+      await bus.subscribe({ queue, bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
+      const ch = await admin.createChannel();
+      await ch.deleteQueue(`${exchange}.${queue}`);
+      const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
+      // published until the queue is there again and the message is read
+      for (let i = 0; i < 40 && !seen.length; i++) {
+        await bus.publish([msg]);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(seen[0]).toBe(msg.id);
+    } finally {
+      await admin.close();
+      await bus.close();
+    }
+  });
+});

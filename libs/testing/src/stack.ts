@@ -1,3 +1,4 @@
+import { DURABLE_QUEUES } from '@lab/contracts';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,7 +92,10 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = await mkdtemp(join(tmpdir(), 'lab-stack-'));
   const databaseUrl = await freshDatabaseUrl();
   const exchange = uniqueExchange();
-  const bus: Bus = backing.amqpUrl ? await AmqpBus.connect(backing.amqpUrl, exchange, log) : new MemoryBus(log);
+  // every durable queue declared up front, as a deployment's processes do: the services start one after another
+  const bus: Bus = backing.amqpUrl
+    ? await AmqpBus.connect(backing.amqpUrl, exchange, log, { declare: DURABLE_QUEUES, queueExpiresMs: 600_000 })
+    : new MemoryBus(log);
 
   const running: RunningService[] = [];
   const services: Record<string, string> = {};
