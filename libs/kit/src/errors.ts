@@ -104,14 +104,10 @@ export function toServiceError(err: unknown, log?: (e: unknown, errorId: string)
   if (err instanceof DomainError) {
     body = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
     code = grpcStatusOf(err.kind);
-  } else if (isTransientDbError(err)) {
-    body = { code: 'service_unavailable', message: 'the database is unavailable, try again' };
+  } else if (retryLater(err)) {
+    body = retryLater(err)!;
     code = GrpcStatus.UNAVAILABLE;
-    log?.(err, 'db-unavailable');
-  } else if (isConcurrencyAbort(err)) {
-    body = CONCURRENCY_ABORT;
-    code = GrpcStatus.UNAVAILABLE;
-    log?.(err, 'concurrency-abort');
+    log?.(err, body === CONCURRENCY_ABORT ? 'concurrency-abort' : 'db-unavailable');
   } else {
     const errorId = randomUUID();
     log?.(err, errorId);
@@ -145,6 +141,25 @@ export const CONCURRENCY_ABORT = {
   code: 'service_unavailable',
   message: 'the request ran into a concurrent one and was rolled back; nothing of it was kept, try it again',
 } as const;
+const DATABASE_AWAY = { code: 'service_unavailable', message: 'the database is unavailable, try again' } as const;
+
+/**
+ * The 503 body of an error that is no bug but a reason to try again (the
+ * database away, a transaction rolled back for a concurrent one), or undefined.
+ * The services' gRPC answers and the gateway's own errors both use it.
+ */
+export function retryLater(err: unknown): typeof CONCURRENCY_ABORT | typeof DATABASE_AWAY | undefined {
+  if (isTransientDbError(err)) return DATABASE_AWAY;
+  if (isConcurrencyAbort(err)) return CONCURRENCY_ABORT;
+  return undefined;
+}
+
+/** Whether the error, or one it wraps (the query layer wraps the driver's), passes `test`. */
+function inCauses(err: unknown, test: (e: { code?: string; message?: string }) => boolean): boolean {
+  let e = err as { code?: string; message?: string; cause?: unknown } | null | undefined;
+  for (let depth = 0; e && typeof e === 'object' && depth < 4; depth++, e = e.cause as typeof e) if (test(e)) return true;
+  return false;
+}
 
 /**
  * A transaction PostgreSQL aborted to let a concurrent one go on (deadlock 40P01,
@@ -152,12 +167,7 @@ export const CONCURRENCY_ABORT = {
  * again will pass. The writes take their locks in one order so this should not
  * happen; when it does, it is a 503 to retry, not a 500.
  */
-export function isConcurrencyAbort(err: unknown, depth = 0): boolean {
-  const e = err as { code?: string; cause?: unknown } | null;
-  if (!e || typeof e !== 'object') return false;
-  if (e.code === '40P01' || e.code === '40001') return true;
-  return depth < 3 && e.cause !== undefined && isConcurrencyAbort(e.cause, depth + 1);
-}
+export const isConcurrencyAbort = (err: unknown): boolean => inCauses(err, (e) => e.code === '40P01' || e.code === '40001');
 
 /**
  * A failure that says nothing about the message or request being handled: the
@@ -171,15 +181,11 @@ export function isTransientFailure(err: unknown): boolean {
 }
 
 /** PostgreSQL / network failures that mean "try again later", not a bug. */
-export function isTransientDbError(err: unknown, depth = 0): boolean {
-  const e = err as { code?: string; message?: string; cause?: unknown } | null;
-  if (!e || typeof e !== 'object') return false;
-  const code = e.code ?? '';
-  if (['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08003', '08006', '53300'].includes(code)) {
-    return true;
-  }
-  if (/Connection terminated|connection timeout|Client has encountered a connection error/i.test(e.message ?? '')) return true;
-  // drizzle wraps the driver's error (DrizzleQueryError "Failed query: ...", cause =
-  // the pg error): without following the cause a database outage answered 500.
-  return depth < 3 && e.cause !== undefined && isTransientDbError(e.cause, depth + 1);
-}
+// drizzle wraps the driver's error (DrizzleQueryError "Failed query: ...", cause =
+// the pg error): without following the cause a database outage answered 500.
+const DB_AWAY_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08003', '08006', '53300']);
+export const isTransientDbError = (err: unknown): boolean =>
+  inCauses(
+    err,
+    (e) => DB_AWAY_CODES.has(e.code ?? '') || /Connection terminated|connection timeout|Client has encountered a connection error/i.test(e.message ?? ''),
+  );

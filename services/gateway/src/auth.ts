@@ -86,14 +86,13 @@ export class Authenticator {
   async publicApi(req: Request, requestId: string): Promise<Principal> {
     const token = bearerOf(req.headers.authorization);
     if (isSignInToken(token)) throw DomainError.unauthenticated('sign-in tokens are not accepted on the public API');
-    const org = await this.selected(token, requestId, () => orgSelection(req.query.org_id, req.headers['x-org-id']));
     const keyOrg = parseApiKeyOrg(token);
-    // An API key carries its organisation: a different selection is refused, once
-    // the key is known to be real (a forged one is 401 like any unknown token).
-    if (keyOrg && org && keyOrg !== org) {
-      await this.resolve(token, undefined, requestId);
-      throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
-    }
+    const org = await this.selected(token, requestId, () => {
+      const selected = orgSelection(req.query.org_id, req.headers['x-org-id']);
+      // an API key carries its organisation: a different selection is refused
+      if (keyOrg && selected && keyOrg !== selected) throw DomainError.forbidden('the API key belongs to another organisation', 'org_mismatch');
+      return selected;
+    });
     const principal = await this.resolve(token, keyOrg ? undefined : org, requestId);
     if (!PUBLIC_KINDS.has(principal.token_kind)) throw DomainError.unauthenticated();
     return principal;
@@ -141,7 +140,7 @@ export class Authenticator {
 
   /**
    * The organisation a request selects. A selection that is refused (malformed,
-   * repeated, missing) is told only to a caller whose token is valid: a missing or
+   * repeated, missing, another than an API key's own) is told only to a caller whose token is valid: a missing or
    * unknown token is 401 whatever else the request holds. The extra lookup is paid
    * by refused requests alone.
    */

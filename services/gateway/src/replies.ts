@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
-import { CONCURRENCY_ABORT, DomainError, errText, httpStatusOf, isConcurrencyAbort, isTransientDbError, type Logger } from '@lab/kit';
+import { DomainError, errText, httpStatusOf, retryLater, type Logger } from '@lab/kit';
 
 /**
  * What a handler answers, before it is written: a status, a JSON body already
@@ -73,13 +73,10 @@ export function errorReply(err: unknown, log: Logger): Reply {
   }
   // The gateway's own database (idempotency records, sessions) being away is an
   // outage to retry, not a bug: 503 like the services answer, not 500.
-  if (isTransientDbError(err)) {
-    log.warn({ err: errText(err) }, 'database unavailable');
-    return json(503, { error: { code: 'service_unavailable', message: 'the database is unavailable, try again' } });
-  }
-  if (isConcurrencyAbort(err)) {
-    log.warn({ err: errText(err) }, 'rolled back for a concurrent transaction');
-    return json(503, { error: CONCURRENCY_ABORT });
+  const retry = retryLater(err);
+  if (retry) {
+    log.warn({ err: errText(err) }, retry.message);
+    return json(503, { error: retry });
   }
   const errorId = randomUUID();
   log.error({ err, error_id: errorId }, 'unhandled error');
