@@ -91,6 +91,14 @@ export interface GrpcServerOptions {
   secret: string;
   /** receipts of keyed calls: answers kept for, and given to, retries (receipts.ts) */
   receipts?: Receipts;
+  /**
+   * After this long a client's connection is told to go (GOAWAY) and its calls
+   * finish within the grace: the client connects again, re-resolving its target,
+   * so pods added by a scale-out get their share of calls within minutes instead
+   * of never. 0 keeps connections for ever (the standalone process).
+   */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
 }
 
 /** HTTP/2 receive window of gRPC clients and servers (HTTP/2's default is 64 KiB). */
@@ -109,12 +117,43 @@ const CHANNEL_OPTIONS = {
 };
 
 /**
+ * Calls go to every ready address of the target, in turn. grpc-js's default
+ * (pick_first) sends all of a channel's calls down one connection, and gRPC keeps
+ * that connection for ever: behind a Kubernetes Service (which balances
+ * connections, not calls) every gateway pod then used one pod of each service.
+ */
+const SERVICE_CONFIG = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
+
+/** Options of a client channel: the shared ones, balancing, reconnects and keepalive. */
+const CLIENT_CHANNEL_OPTIONS = {
+  ...CHANNEL_OPTIONS,
+  'grpc.service_config': SERVICE_CONFIG,
+  // A replica that restarts is ready about 0.4 s after its start: retry its address
+  // soon and often (grpc-js's default, 1 s growing x1.6 to 120 s, left a restarted
+  // service without calls for seconds, and its one-replica callers answering 503).
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1_000,
+  // dns:/// targets are resolved again when a connection closes (a pod gone, a
+  // server's connection age reached); the default floor of 30 s between lookups
+  // delayed finding the pods of a scale-out
+  'grpc.dns_min_time_between_resolutions_ms': 5_000,
+  // idle connections keep pinging (every 30 s, under the idle timeouts of common
+  // load balancers and NATs) so a replica that vanished is noticed before a call
+  'grpc.keepalive_permit_without_calls': 1,
+};
+
+/** Default maximum age of a server's connection (10% jitter), and of calls left on it. */
+const DEFAULT_MAX_CONNECTION_AGE_MS = 120_000;
+/** The longest call (a raw upload's 15-minute deadline) finishes on an aged connection. */
+const DEFAULT_MAX_CONNECTION_AGE_GRACE_MS = 16 * 60_000;
+
+/**
  * A gRPC server whose every unary handler gets a verified caller context, runs
  * inside the caller's request scope (request id on every log line), is timed, and
  * has its errors mapped through the one status table.
  */
 export class GrpcServer {
-  readonly server = new Server(CHANNEL_OPTIONS);
+  readonly server: Server;
   readonly health = new HealthImplementation({ '': 'NOT_SERVING' });
   private readonly names: string[] = [];
   private readonly clientStreams = new Map<string, (req: unknown, c: CallerContext) => Promise<unknown>>();
@@ -123,6 +162,13 @@ export class GrpcServer {
   private readonly codecs = new Map<string, AnswerCodec>();
 
   constructor(private readonly opts: GrpcServerOptions) {
+    const age = opts.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS;
+    this.server = new Server({
+      ...CHANNEL_OPTIONS,
+      ...(age > 0
+        ? { 'grpc.max_connection_age_ms': age, 'grpc.max_connection_age_grace_ms': opts.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS }
+        : {}),
+    });
     this.health.addToServer(this.server);
   }
 
@@ -363,7 +409,8 @@ export interface RpcClientOptions {
 /**
  * A typed client for one service definition: `call(method, request, caller)`
  * signs the caller context into metadata, applies a deadline, and turns gRPC
- * errors back into DomainErrors. One channel per client, reused for every call.
+ * errors back into DomainErrors. One channel per client, reused for every call,
+ * spread over every address of its target (grpc-target.ts names the forms).
  */
 export class RpcClient<D extends Definition> {
   private readonly client: Client;
@@ -376,7 +423,7 @@ export class RpcClient<D extends Definition> {
     readonly address: string,
     private readonly opts: RpcClientOptions,
   ) {
-    this.client = new ctor(address, ChannelCredentials.createInsecure(), CHANNEL_OPTIONS);
+    this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.deadlineMs = opts.deadlineMs ?? 10_000;

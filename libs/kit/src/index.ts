@@ -5,6 +5,7 @@ export * from './errors.js';
 export * from './ids.js';
 export * from './caller-signing.js';
 export * from './grpc.js';
+export * from './grpc-target.js';
 export * from './metrics.js';
 export * from './db.js';
 export * from './bus.js';

@@ -7,6 +7,7 @@ import { createLogger, errText, type Logger } from './logger.js';
 import { migrate, openDatabase } from './db.js';
 import { DEFAULT_METRICS_PORT, serveMetrics, type Readiness } from './metrics.js';
 import { runService, type ServiceDefinition } from './service.js';
+import { addressVariablesAreTargets } from './grpc-target.js';
 
 /**
  * Ends the process with a fatal line when its start fails (the database or the
@@ -65,9 +66,14 @@ export async function openBus(
 const serviceEnv = commonEnv.extend({
   GRPC_PORT: z.coerce.number().int().min(0).max(65535).default(50051),
   GRPC_HOST: z.string().default('0.0.0.0'),
+  /** clients' connections are closed after this long (0: never), so they re-resolve and reach new pods */
+  GRPC_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(120_000),
   LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters'),
   AMQP_URL: z.string().min(1, 'a service process of the cluster needs RabbitMQ'),
-});
+})
+  // the addresses of the services it calls (<NAME>_ADDR), read when first needed
+  .catchall(z.string().optional())
+  .superRefine(addressVariablesAreTargets);
 
 /**
  * Entry point of one service in its own process (cluster shape): validated env,
@@ -95,6 +101,7 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
     dataDir: cfg.LAB_DATA_DIR,
     poolSize: cfg.DATABASE_POOL_SIZE,
     grpcAddress: `${cfg.GRPC_HOST}:${cfg.GRPC_PORT}`,
+    grpcMaxConnectionAgeMs: cfg.GRPC_MAX_CONNECTION_AGE_MS,
   });
   const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log);
   log.info({ port: svc.port }, `${def.name} ready`);

@@ -21,8 +21,10 @@ export interface ServiceEnv {
   poolSize?: number;
   /** gRPC listen address, e.g. 0.0.0.0:50051 or 127.0.0.1:0 */
   grpcAddress: string;
+  /** age after which a client's connection is closed, so it re-resolves (GrpcServerOptions) */
+  grpcMaxConnectionAgeMs?: number;
   /**
-   * Where the other services listen (host:port by service name), asked at call
+   * Where the other services listen (a gRPC target by service name), asked at call
    * time: in one process a peer may start after this service. Defaults to the
    * cluster's `<NAME>_ADDR` environment variables.
    */
@@ -31,7 +33,7 @@ export interface ServiceEnv {
   housekeepingMs?: number;
 }
 
-/** host:port of a service by name, or undefined when it is not deployed. */
+/** The gRPC target of a service by name (grpc-target.ts), or undefined when it is not deployed. */
 export type PeerAddresses = (service: string) => string | undefined;
 
 /** The cluster's address book: `NOTEBOOK_ADDR` and so on. */
@@ -104,7 +106,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const receipts = new Receipts(db, def.schema, log);
   const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts });
   const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
-  const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts });
+  const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts, maxConnectionAgeMs: env.grpcMaxConnectionAgeMs });
   const stopOwn = await def.register(server, deps);
   const port = await server.listen(env.grpcAddress);
   outbox.start();

@@ -1,11 +1,9 @@
 import { z } from 'zod';
-import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
+import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, grpcTarget, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
 import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway } from './index.js';
 
-/** Services the gateway may call, each at `<NAME>_ADDR` (host:port). */
+/** Services the gateway may call, each at `<NAME>_ADDR` (a gRPC target: host:port, dns:///host:port, ipv4:a:p,b:p). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
-
-const addr = z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional();
 
 const gatewayEnv = commonEnv.extend({
   PORT: envInt(8080, 0, 65535),
@@ -16,7 +14,7 @@ const gatewayEnv = commonEnv.extend({
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
   LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
-  ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, addr])),
+  ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, grpcTarget])),
 });
 
 /** The gateway alone in its own process (cluster shape), stopped gracefully on SIGTERM. */

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { loadConfig, type ServiceDefinition } from '@lab/kit';
+import { grpcTarget, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { NotebookSamples } from './notebook-client.js';
 import { DEFAULT_CAPS } from './results.js';
 import { registerHandlers } from './server.js';
@@ -12,8 +12,8 @@ const ordersEnv = z.object({
   ORDERS_RESULTS_MAX_ROWS: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_CAPS.rows),
   /** most samples an order filter of GET /v1/lab-results resolves to */
   ORDERS_RESULTS_MAX_SAMPLES: z.coerce.number().int().min(1).max(100_000).default(DEFAULT_CAPS.samples),
-  /** gRPC address (host:port) of the notebook service, which owns samples */
-  NOTEBOOK_ADDR: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
+  /** gRPC target of the notebook service, which owns samples */
+  NOTEBOOK_ADDR: grpcTarget,
 });
 
 export interface OrdersOptions {
