@@ -1,4 +1,4 @@
-import { connect, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options, type RecoveringChannelModel } from 'amqplib';
+import { connect, type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage, type Options, type RecoveringChannelModel } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -115,9 +115,121 @@ const WAITS_HEADER = 'x-lab-waits';
  */
 export const MAX_TRANSIENT_WAITS = 2_880;
 
+/**
+ * The RabbitMQ queue type of the durable queues and their `.retry` and `.dlq`:
+ * quorum (replicated over the cluster's nodes, survives the loss of a minority of
+ * them) or classic (on one node: lost with it). Private transient queues are
+ * always classic.
+ */
+export const BUS_QUEUE_TYPES = ['quorum', 'classic'] as const;
+export type BusQueueType = (typeof BUS_QUEUE_TYPES)[number];
+
+/**
+ * Deliveries of one message from a quorum queue after which the broker moves it
+ * to `.dlq` (x-delivery-limit, dead-lettered). The bus never requeues a message
+ * (a failure goes through `.retry`, confirmed before the ack), so only a message
+ * returned unacked counts: its consumer's channel or connection lost mid-handling,
+ * a process that crashes on it. Explicit, with the dead-letter route: RabbitMQ 4
+ * has a default limit of 20 after which a message without one is dropped, and
+ * 3.x has none (a crashing message would loop forever); -1 ("none" on 4.x) drops
+ * a message at its first return on 3.x.
+ */
+export const QUORUM_DELIVERY_LIMIT = 20;
+
+/**
+ * Headers the broker sets on a delivery or a dead-lettering, removed from the
+ * copy sent to `.retry`: RabbitMQ (3.x) drops a message dead-lettered into a
+ * queue its `x-death` already names, unless a rejection is on the way, so a
+ * message once parked by the delivery limit, moved back by an operator and
+ * failing again would be silently lost between `.retry` and the queue.
+ */
+const BROKER_HEADERS = ['x-death', 'x-first-death-reason', 'x-first-death-queue', 'x-first-death-exchange', 'x-delivery-count'];
+
+/**
+ * The arguments of a durable queue Q (`main`), `Q.retry` and `Q.dlq`: the same in
+ * every process, or RabbitMQ refuses the declaration. Classic ones are those of
+ * the queues declared before the type was configurable (plus the explicit type,
+ * which RabbitMQ finds equivalent), so an existing classic deployment declares
+ * exactly what it has.
+ */
+export function durableQueueArguments(
+  type: BusQueueType,
+  queue: string,
+  role: 'main' | 'retry' | 'dlq',
+  expiresMs?: number,
+): Record<string, unknown> {
+  const args: Record<string, unknown> = { 'x-queue-type': type };
+  // at-least-once dead-lettering: the broker keeps the message in the source queue
+  // until the target confirmed it (the default, at-most-once, may lose it on the
+  // way); it needs reject-publish overflow, inert here since no length is limited
+  const safeDeadLetters = type === 'quorum' ? { 'x-dead-letter-strategy': 'at-least-once', 'x-overflow': 'reject-publish' } : {};
+  if (role === 'main') {
+    // only the main queue may expire: nothing consumes .retry and .dlq, and
+    // publishing is no use, so an expiry would delete them with messages in them
+    if (expiresMs) args['x-expires'] = expiresMs;
+    if (type === 'quorum') {
+      Object.assign(args, {
+        'x-delivery-limit': QUORUM_DELIVERY_LIMIT,
+        'x-dead-letter-exchange': '',
+        'x-dead-letter-routing-key': `${queue}.dlq`,
+        ...safeDeadLetters,
+      });
+    }
+  } else if (role === 'retry') {
+    // per-message TTL (the retry delay), then back to the queue
+    Object.assign(args, { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue, ...safeDeadLetters });
+  }
+  return args;
+}
+
+/** Whether an error is the broker refusing a declaration that differs from the existing entity (406). */
+function isPreconditionFailed(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === 406;
+}
+
+/**
+ * A channel for declarations, replaced when a refused one (PRECONDITION_FAILED)
+ * has made the broker close it.
+ */
+class DeclareChannel {
+  private ch?: Channel;
+
+  constructor(private readonly model: ChannelModel) {}
+
+  async get(): Promise<Channel> {
+    if (!this.ch) {
+      const ch = await this.model.createChannel();
+      // a refused declaration closes the channel with an error event: without a
+      // listener it would be thrown; the declaration's own promise reports it
+      ch.on('error', () => undefined);
+      ch.on('close', () => {
+        if (this.ch === ch) this.ch = undefined;
+      });
+      this.ch = ch;
+    }
+    return this.ch;
+  }
+
+  /** The channel, unless a failed operation closed it (its close event may come later). */
+  discard(): void {
+    this.ch = undefined;
+  }
+
+  async close(): Promise<void> {
+    const ch = this.ch;
+    this.ch = undefined;
+    await ch?.close().catch(() => undefined);
+  }
+}
+
 export interface AmqpBusOptions {
   /** delete this process's durable queues after this long unused (test stacks) */
   queueExpiresMs?: number;
+  /**
+   * Type of the durable queues (default quorum; classic for a single-node broker).
+   * A queue that already exists as the other type is used as it is, with a warning.
+   */
+  queueType?: BusQueueType;
   /**
    * Durable queues to declare (with their retry and dead-letter queues and their
    * bindings) on every connect, whether or not this process consumes them: the
@@ -176,8 +288,10 @@ function onOpenChannel(op: () => unknown): boolean {
 /**
  * RabbitMQ bus: topic exchange, publisher confirms, manual acks, and for every
  * durable queue Q a retry queue `Q.retry` (per-message TTL, dead-letters back to
- * Q) and a dead-letter queue `Q.dlq` for messages that keep failing. Reconnects
- * with backoff and re-creates channels and consumers after each reconnect.
+ * Q) and a dead-letter queue `Q.dlq` for messages that keep failing, quorum
+ * queues by default (replicated: a broker node lost takes no queue and no message
+ * with it), with at-least-once dead-lettering between them. Reconnects with
+ * backoff and re-creates channels and consumers after each reconnect.
  */
 export class AmqpBus implements Bus {
   private model?: RecoveringChannelModel;
@@ -185,6 +299,8 @@ export class AmqpBus implements Bus {
   private current?: ChannelModel;
   private channel?: ConfirmChannel;
   private readonly subscriptions: SubscribeOptions[] = [];
+  /** queues found to exist with other arguments, each warned about once */
+  private readonly otherTypeWarned = new Set<string>();
   private closing = false;
   readonly deliversInProcess = false;
 
@@ -221,7 +337,12 @@ export class AmqpBus implements Bus {
     this.current = model;
     coalesceFrameWrites(model);
     const ch = await this.publishChannel(model);
-    for (const route of this.opts.declare ?? []) await this.declareDurable(ch, route.queue, route.bindings);
+    const declaring = new DeclareChannel(model);
+    try {
+      for (const route of this.opts.declare ?? []) await this.declareDurable(declaring, route.queue, route.bindings);
+    } finally {
+      await declaring.close();
+    }
     for (const sub of this.subscriptions) await this.consume(model, sub);
     this.channel = ch;
     this.log.info({ exchange: this.exchange }, 'bus connected');
@@ -286,17 +407,36 @@ export class AmqpBus implements Bus {
   }
 
   private async consume(model: ChannelModel, sub: SubscribeOptions): Promise<void> {
+    // a durable queue is declared on a channel of its own, which a refused
+    // declaration may close (a queue of the other type, see declareQueue)
+    let durable: string | undefined;
+    if (!sub.transient) {
+      const declaring = new DeclareChannel(model);
+      try {
+        durable = await this.declareDurable(declaring, sub.queue, sub.bindings);
+      } finally {
+        await declaring.close();
+      }
+    }
     const ch = await model.createConfirmChannel();
     ch.on('error', (err: Error) => this.log.warn({ err: err.message, queue: sub.queue }, 'consumer channel error'));
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     await ch.prefetch(sub.prefetch ?? 20);
     let queue: string;
-    if (sub.transient) {
-      const q = await ch.assertQueue(`${sub.queue}.${randomUUID()}`, { exclusive: true, autoDelete: true, durable: false });
+    if (durable) {
+      queue = durable;
+    } else {
+      // private to this process: classic whatever the setting (a quorum queue can
+      // be neither exclusive nor auto-deleted), and explicitly so, should the vhost's
+      // default queue type be another
+      const q = await ch.assertQueue(`${sub.queue}.${randomUUID()}`, {
+        exclusive: true,
+        autoDelete: true,
+        durable: false,
+        arguments: { 'x-queue-type': 'classic' },
+      });
       queue = q.queue;
       for (const b of sub.bindings) await ch.bindQueue(queue, this.exchange, b);
-    } else {
-      queue = await this.declareDurable(ch, sub.queue, sub.bindings);
     }
     const maxAttempts = sub.maxAttempts ?? 8;
     await ch.consume(queue, (raw: ConsumeMessage | null) => {
@@ -322,24 +462,79 @@ export class AmqpBus implements Bus {
   /**
    * A durable queue with its retry queue (per-message TTL, dead-letters back) and
    * dead-letter queue, bound to its event types; returns its full name. The same
-   * arguments wherever it is declared: RabbitMQ refuses a second declaration
-   * that differs.
+   * arguments wherever it is declared (durableQueueArguments): RabbitMQ refuses a
+   * second declaration that differs.
    */
-  private async declareDurable(ch: ConfirmChannel, name: string, bindings: readonly string[]): Promise<string> {
+  private async declareDurable(declaring: DeclareChannel, name: string, bindings: readonly string[]): Promise<string> {
     // Queues are named after the exchange they serve, so two deployments (or two
     // test stacks) on one broker never share a queue.
     const queue = `${this.exchange}.${name}`;
-    const expires = this.opts.queueExpiresMs ? { 'x-expires': this.opts.queueExpiresMs } : {};
-    await ch.assertQueue(queue, { durable: true, arguments: { ...expires } });
-    // never expiring: nothing consumes them, and publishing does not count as use,
-    // so an expiry would delete them with messages in them
-    await ch.assertQueue(`${queue}.retry`, {
-      durable: true,
-      arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': queue },
-    });
-    await ch.assertQueue(`${queue}.dlq`, { durable: true });
+    for (const role of ['main', 'retry', 'dlq'] as const) {
+      await this.declareQueue(declaring, queue, role);
+    }
+    const ch = await declaring.get();
     for (const b of bindings) await ch.bindQueue(queue, this.exchange, b);
     return queue;
+  }
+
+  /**
+   * Declares one queue of a durable queue's three with the configured type. One
+   * that exists with other arguments (a classic queue from before quorum queues
+   * were the default, or the reverse) makes RabbitMQ refuse the declaration and
+   * close the channel; every process declares every queue, so failing there would
+   * keep the whole deployment down. Instead the existing queue is used as it is,
+   * with one warning per queue and process naming the queue, what it is and the
+   * setting, until an operator migrates it (operations.md).
+   */
+  private async declareQueue(declaring: DeclareChannel, queue: string, role: 'main' | 'retry' | 'dlq'): Promise<void> {
+    const name = role === 'main' ? queue : `${queue}.${role}`;
+    const type = this.opts.queueType ?? 'quorum';
+    const expires = this.opts.queueExpiresMs;
+    let refused: unknown;
+    try {
+      await (await declaring.get()).assertQueue(name, { durable: true, arguments: durableQueueArguments(type, queue, role, expires) });
+      return;
+    } catch (err) {
+      if (!isPreconditionFailed(err)) throw err;
+      declaring.discard();
+      refused = err;
+    }
+    // On a fresh channel: the queue is there (a passive check, which fails if it
+    // was deleted since: then the declaration above is worth another try) ...
+    try {
+      await (await declaring.get()).checkQueue(name);
+    } catch (err) {
+      declaring.discard();
+      if ((err as { code?: unknown })?.code !== 404) throw err;
+      await (await declaring.get()).assertQueue(name, { durable: true, arguments: durableQueueArguments(type, queue, role, expires) });
+      return;
+    }
+    // ... and, as the broker names only the first argument that differs, whether
+    // it is exactly what the other type would declare: the queue exists, so this
+    // declaration changes nothing, it succeeds or is refused
+    const other: BusQueueType = type === 'quorum' ? 'classic' : 'quorum';
+    let existing: string;
+    try {
+      await (await declaring.get()).assertQueue(name, { durable: true, arguments: durableQueueArguments(other, queue, role, expires) });
+      existing = other;
+    } catch (err) {
+      if (!isPreconditionFailed(err)) throw err;
+      declaring.discard();
+      existing = 'other arguments';
+    }
+    if (this.otherTypeWarned.has(name)) return;
+    this.otherTypeWarned.add(name);
+    this.log.warn(
+      {
+        queue: name,
+        existing,
+        setting: `LAB_BUS_QUEUE_TYPE=${type}`,
+        refused: ((refused as Error)?.message ?? '').replace(/^.*?(PRECONDITION_FAILED)/, '$1').replace(/"$/, ''),
+      },
+      existing === other
+        ? `queue ${name} exists as a ${other} queue, not the ${type} queue LAB_BUS_QUEUE_TYPE=${type} asks for: used as it is until it is migrated (docs/operations.md)`
+        : `queue ${name} exists with other arguments than this process declares (${type}): used as it is; the broker said why`,
+    );
   }
 
   private async handle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, maxAttempts: number) {
@@ -379,12 +574,14 @@ export class AmqpBus implements Bus {
     metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
     // Re-queue through the retry queue with a delay, confirmed before the ack,
     // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
+    const headers: Record<string, unknown> = { ...raw.properties.headers };
+    for (const h of BROKER_HEADERS) delete headers[h];
     this.forwardThenAck(ch, raw, `${queue}.retry`, {
       ...raw.properties,
       persistent: true,
       expiration: String(retryDelayMs(attempt + waits)),
       headers: {
-        ...raw.properties.headers,
+        ...headers,
         ...(transientFailure ? { [WAITS_HEADER]: waits + 1 } : { [ATTEMPT_HEADER]: attempt + 1 }),
       },
     });

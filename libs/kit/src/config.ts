@@ -42,6 +42,12 @@ export const commonEnv = z.object({
    * production a queue keeps its events until its consumer comes.
    */
   LAB_BUS_QUEUE_EXPIRES_MS: envInt(0, 0, 2_147_483_647),
+  /**
+   * RabbitMQ type of the durable queues: quorum (replicated across the cluster's
+   * nodes) or classic (one node; for a single-node broker). The same in every
+   * process; a queue that exists as the other type is used as it is, with a warning.
+   */
+  LAB_BUS_QUEUE_TYPE: z.enum(['quorum', 'classic']).default('quorum'),
   /** HMAC secret that signs the caller context the gateway passes to services. */
   LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   LAB_DATA_DIR: z.string().default('./data'),

@@ -1,7 +1,7 @@
 import { DURABLE_QUEUES } from '@lab/contracts';
 import type { Server } from 'node:http';
 import { z } from 'zod';
-import { AmqpBus, MemoryBus, type Bus } from './bus.js';
+import { AmqpBus, MemoryBus, type Bus, type BusQueueType } from './bus.js';
 import { commonEnv, loadConfig } from './config.js';
 import { createLogger, errText, type Logger } from './logger.js';
 import { migrate, openDatabase } from './db.js';
@@ -52,15 +52,20 @@ export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMe
 
 /**
  * Opens the bus of a process: RabbitMQ when AMQP_URL is set (declaring every
- * durable queue of the deployment, consumed here or not), else in-process.
+ * durable queue of the deployment, consumed here or not, as LAB_BUS_QUEUE_TYPE
+ * says: quorum unless set), else in-process.
  */
 export async function openBus(
-  cfg: { AMQP_URL?: string; LAB_EVENTS_EXCHANGE: string; LAB_BUS_QUEUE_EXPIRES_MS: number },
+  cfg: { AMQP_URL?: string; LAB_EVENTS_EXCHANGE: string; LAB_BUS_QUEUE_EXPIRES_MS: number; LAB_BUS_QUEUE_TYPE?: BusQueueType },
   log: Logger,
 ): Promise<Bus> {
   if (!cfg.AMQP_URL) return new MemoryBus(log);
   const expires = cfg.LAB_BUS_QUEUE_EXPIRES_MS ? { queueExpiresMs: cfg.LAB_BUS_QUEUE_EXPIRES_MS } : {};
-  return AmqpBus.connect(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log, { declare: DURABLE_QUEUES, ...expires });
+  return AmqpBus.connect(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log, {
+    declare: DURABLE_QUEUES,
+    queueType: cfg.LAB_BUS_QUEUE_TYPE ?? 'quorum',
+    ...expires,
+  });
 }
 
 const serviceEnv = commonEnv.extend({
