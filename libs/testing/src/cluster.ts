@@ -26,7 +26,13 @@ export function freePort(): Promise<number> {
 export interface ClusterOptions {
   /** service packages, started in this order (each may call the ones before it) */
   services?: string[];
-  /** extra environment per service name (or 'gateway') */
+  /**
+   * processes per service name (or 'gateway'), 1 unless named. The replicas of a
+   * service are `<name>`, `<name>-2`, ...; its callers get them all as one
+   * `ipv4:` target, as a headless Service's addresses in Kubernetes.
+   */
+  replicas?: Record<string, number>;
+  /** extra environment per service name (or 'gateway'), the same for each of its replicas */
   serviceEnv?: Record<string, Record<string, string>>;
   databaseUrl?: string;
   amqpUrl?: string;
@@ -36,7 +42,9 @@ export interface ClusterOptions {
 }
 
 interface Proc {
+  /** process name: the service, or `<service>-<n>` for its nth replica */
   name: string;
+  service: string;
   entry: string;
   env: Record<string, string>;
   metricsPort: number;
@@ -46,8 +54,12 @@ interface Proc {
 }
 
 export interface Cluster {
-  /** base URL of the gateway */
+  /** base URL of the (first) gateway */
   url: string;
+  /** base URLs of every gateway replica, the first being `url` */
+  urls: string[];
+  /** process names of a service's replicas (`notebook`, `notebook-2`, ...) */
+  replicasOf(service: string): string[];
   databaseUrl: string;
   exchange: string;
   operatorToken: string;
@@ -101,7 +113,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 
   const procs = new Map<string, Proc>();
   const addrs: Record<string, string> = {};
-  let gatewayPort = 0;
+  const gatewayPorts: number[] = [];
+  const count = (service: string) => opts.replicas?.[service] ?? 1;
+  const procName = (service: string, n: number) => (n === 1 ? service : `${service}-${n}`);
 
   const launch = (p: Proc) =>
     new Promise<void>((resolve, reject) => {
@@ -111,7 +125,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       });
       p.child = child;
       let ready = false;
-      const readyText = `${p.name} ready`;
+      const readyText = `${p.service} ready`;
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         reject(new Error(`${p.name} did not start within ${startTimeoutMs} ms:\n${p.tail}`));
@@ -152,39 +166,56 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 
   try {
     for (const name of services) {
-      const grpcPort = await freePort();
+      const ports: number[] = [];
+      const replicas: Proc[] = [];
+      for (let n = 1; n <= count(name); n++) {
+        const grpcPort = await freePort();
+        const metricsPort = await freePort();
+        ports.push(grpcPort);
+        const p: Proc = {
+          name: procName(name, n),
+          service: name,
+          entry: `services/${name}/dist/main.js`,
+          env: { ...common, ...addrs, GRPC_PORT: String(grpcPort), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[name] },
+          metricsPort,
+          tail: '',
+        };
+        procs.set(p.name, p);
+        replicas.push(p);
+      }
+      // the first replica migrates the schema; the others then start side by side
+      await launch(replicas[0]!);
+      await Promise.all(replicas.slice(1).map(launch));
+      const targets = ports.map((port) => `127.0.0.1:${port}`);
+      addrs[`${name.toUpperCase()}_ADDR`] = targets.length === 1 ? targets[0]! : `ipv4:${targets.join(',')}`;
+    }
+    const gateways: Proc[] = [];
+    for (let n = 1; n <= count('gateway'); n++) {
+      const port = await freePort();
       const metricsPort = await freePort();
-      const p: Proc = {
-        name,
-        entry: `services/${name}/dist/main.js`,
-        env: { ...common, ...addrs, GRPC_PORT: String(grpcPort), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[name] },
+      gatewayPorts.push(port);
+      const gw: Proc = {
+        name: procName('gateway', n),
+        service: 'gateway',
+        entry: 'services/gateway/dist/main.js',
+        env: {
+          ...common,
+          ...addrs,
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          METRICS_PORT: String(metricsPort),
+          LAB_OPERATOR_TOKEN: operatorToken,
+          ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+          ...opts.serviceEnv?.gateway,
+        },
         metricsPort,
         tail: '',
       };
-      procs.set(name, p);
-      await launch(p);
-      addrs[`${name.toUpperCase()}_ADDR`] = `127.0.0.1:${grpcPort}`;
+      procs.set(gw.name, gw);
+      gateways.push(gw);
     }
-    gatewayPort = await freePort();
-    const metricsPort = await freePort();
-    const gw: Proc = {
-      name: 'gateway',
-      entry: 'services/gateway/dist/main.js',
-      env: {
-        ...common,
-        ...addrs,
-        PORT: String(gatewayPort),
-        HOST: '127.0.0.1',
-        METRICS_PORT: String(metricsPort),
-        LAB_OPERATOR_TOKEN: operatorToken,
-        ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
-        ...opts.serviceEnv?.gateway,
-      },
-      metricsPort,
-      tail: '',
-    };
-    procs.set('gateway', gw);
-    await launch(gw);
+    await launch(gateways[0]!);
+    await Promise.all(gateways.slice(1).map(launch));
   } catch (err) {
     await cleanup();
     throw err;
@@ -195,8 +226,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     if (!p) throw new Error(`no process named ${name} in this cluster`);
     return p;
   };
+  const urls = gatewayPorts.map((port) => `http://127.0.0.1:${port}`);
   return {
-    url: `http://127.0.0.1:${gatewayPort}`,
+    url: urls[0]!,
+    urls,
+    replicasOf: (service) => [...procs.values()].filter((p) => p.service === service).map((p) => p.name),
     databaseUrl,
     exchange,
     operatorToken,
