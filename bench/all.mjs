@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const SCENARIOS = {
   'read-write': 'run.mjs',
+  'scale-out': 'scale-out.mjs',
   ingest: 'ingest.mjs',
   webhooks: 'webhooks.mjs',
   'audit-paging': 'audit-paging.mjs',

@@ -93,28 +93,44 @@ export function spawnNode(entry, vars, readyText, label) {
   });
 }
 
-/** serviceEnv: extra environment per service name, e.g. { webhooks: { ... } } */
-export async function startCluster(services = ['identity', 'notebook', 'audit'], serviceEnv = {}) {
+/**
+ * serviceEnv: extra environment per service name, e.g. { webhooks: { ... } };
+ * replicas: processes per service (1 unless named). The replicas of a service are
+ * given to its callers as one `ipv4:` target, and each serves its metrics on a
+ * port of its own (`metricsUrls[service]`), so a run can read its share of calls.
+ */
+export async function startCluster(services = ['identity', 'notebook', 'audit'], serviceEnv = {}, { replicas = {} } = {}) {
   const db = await freshDatabase();
   const secret = randomBytes(24).toString('hex');
   const exchange = `lab.bench.${randomBytes(4).toString('hex')}`;
   const operatorToken = `op_${randomBytes(24).toString('hex')}`;
   const children = [];
   const addrs = {};
+  /** host:port of each replica, by service */
+  const replicaAddrs = {};
+  const metricsUrls = {};
   // every process declares every queue, consumed in this cluster or not: they expire after the run
   const common = { AMQP_URL: env.AMQP_URL, LAB_INTERNAL_SECRET: secret, LAB_EVENTS_EXCHANGE: exchange, LAB_BUS_QUEUE_EXPIRES_MS: '600000', LOG_LEVEL: 'warn' };
   try {
     for (const s of services) {
-      const port = await freePort();
-      children.push(
-        await spawnNode(
-          `services/${s}/dist/main.js`,
-          { ...common, ...addrs, LOG_LEVEL: 'info', DATABASE_URL: db.url, GRPC_PORT: String(port), GRPC_HOST: '127.0.0.1', METRICS_PORT: '0', ...serviceEnv[s] },
-          `${s} ready`,
-          s,
-        ),
-      );
-      addrs[`${s.toUpperCase()}_ADDR`] = `127.0.0.1:${port}`;
+      const count = replicas[s] ?? 1;
+      const targets = [];
+      for (let i = 1; i <= count; i++) {
+        const port = await freePort();
+        const metricsPort = count > 1 ? await freePort() : 0;
+        children.push(
+          await spawnNode(
+            `services/${s}/dist/main.js`,
+            { ...common, ...addrs, LOG_LEVEL: 'info', DATABASE_URL: db.url, GRPC_PORT: String(port), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...serviceEnv[s] },
+            `${s} ready`,
+            count > 1 ? `${s}-${i}` : s,
+          ),
+        );
+        targets.push(`127.0.0.1:${port}`);
+        if (metricsPort) (metricsUrls[s] ??= []).push(`http://127.0.0.1:${metricsPort}`);
+      }
+      replicaAddrs[s] = targets;
+      addrs[`${s.toUpperCase()}_ADDR`] = targets.length === 1 ? targets[0] : `ipv4:${targets.join(',')}`;
     }
     /** A gateway process over the services; `vars` override its environment. */
     const gateway = async (vars = {}) => {
@@ -128,6 +144,8 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
     return {
       url,
       gateway,
+      replicaAddrs,
+      metricsUrls,
       db,
       operatorToken,
       stop: async () => {
