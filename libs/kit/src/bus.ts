@@ -125,14 +125,14 @@ export const BUS_QUEUE_TYPES = ['quorum', 'classic'] as const;
 export type BusQueueType = (typeof BUS_QUEUE_TYPES)[number];
 
 /**
- * Deliveries of one message from a quorum queue after which the broker moves it
- * to `.dlq` (x-delivery-limit, dead-lettered). The bus never requeues a message
+ * Times a message may come back to its quorum queue unsettled before the broker
+ * moves it to `.dlq` (x-delivery-limit, dead-lettered). The bus never requeues a message
  * (a failure goes through `.retry`, confirmed before the ack), so only a message
  * returned unacked counts: its consumer's channel or connection lost mid-handling,
- * a process that crashes on it. Explicit, with the dead-letter route: RabbitMQ 4
- * has a default limit of 20 after which a message without one is dropped, and
- * 3.x has none (a crashing message would loop forever); -1 ("none" on 4.x) drops
- * a message at its first return on 3.x.
+ * a process that crashes on it. Explicit, with a dead-letter route: RabbitMQ 4
+ * applies 20 by default and drops a message past it when the queue has no such
+ * route; 3.x has no limit (a message that crashes its consumer would loop
+ * forever); and -1, "no limit" on 4.x, drops a message at its first return on 3.x.
  */
 export const QUORUM_DELIVERY_LIMIT = 20;
 
