@@ -1,5 +1,6 @@
 import {
   ChannelCredentials,
+  connectivityState,
   Metadata,
   Server,
   ServerCredentials,
@@ -141,6 +142,17 @@ const CLIENT_CHANNEL_OPTIONS = {
   // load balancers and NATs) so a replica that vanished is noticed before a call
   'grpc.keepalive_permit_without_calls': 1,
 };
+
+/**
+ * How long after its channel was last seen ready a call waits for a connection
+ * instead of failing at once. A rolling restart leaves a moment with no replica
+ * connected: the one just restarted is still waiting out its reconnect backoff
+ * (up to 1 s), or, on Kubernetes, the new pod's address is not resolved yet (DNS
+ * at most every 5 s), when the next replica stops. Calls in that moment would fail
+ * UNAVAILABLE (a 503) although a replica is up; past it (a service really down)
+ * they fail at once again.
+ */
+const RECONNECT_GRACE_MS = 5_000;
 
 /** Default maximum age of a server's connection (10% jitter), and of calls left on it. */
 const DEFAULT_MAX_CONNECTION_AGE_MS = 120_000;
@@ -415,6 +427,8 @@ export interface RpcClientOptions {
 export class RpcClient<D extends Definition> {
   private readonly client: Client;
   private readonly deadlineMs: number;
+  /** when the channel was last seen ready (Date.now()) */
+  private readyAt = 0;
 
   private readonly paths: Record<string, string>;
 
@@ -435,12 +449,36 @@ export class RpcClient<D extends Definition> {
     caller: CallerContext,
     deadlineMs = this.deadlineMs,
   ): Promise<ResOf<D[K]>> {
+    // the deadline counts from here: a wait for a connection is part of the call's time
+    const deadline = Date.now() + deadlineMs;
+    const reconnecting = this.reconnecting(deadline);
+    return reconnecting ? reconnecting.then(() => this.unary(method, request, caller, deadline)) : this.unary(method, request, caller, deadline);
+  }
+
+  /**
+   * While the channel was ready a moment ago (RECONNECT_GRACE_MS) but is not now,
+   * a promise that settles once it is ready again or the moment is over; undefined
+   * otherwise (the usual case: no wait at all). The call is sent only after it:
+   * one that still finds no replica then fails at once, as before, unsent.
+   */
+  private reconnecting(deadline: number): Promise<void> | undefined {
+    const state = this.client.getChannel().getConnectivityState(true);
+    if (state === connectivityState.READY) {
+      this.readyAt = Date.now();
+      return undefined;
+    }
+    const until = Math.min(this.readyAt + RECONNECT_GRACE_MS, deadline);
+    if (Date.now() >= until) return undefined;
+    return new Promise((resolve) => this.client.waitForReady(until, () => resolve()));
+  }
+
+  private unary<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadline: number): Promise<ResOf<D[K]>> {
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
     const fn = (this.client as unknown as Record<string, Function>)[method];
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
-      fn.call(this.client, request, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
+      fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
         err ? reject(fromServiceError(err)) : resolve(res),
       );
     });

@@ -152,6 +152,31 @@ describe('round-robin calls over replicas', () => {
     }
   });
 
+  it('loses no call in a rolling restart: the next replica stops the moment the previous one is back', async () => {
+    let a = await up('a', { delayMs: 5 });
+    let b = await up('b', { delayMs: 5 });
+    const client = clientOf(`ipv4:127.0.0.1:${a.port},127.0.0.1:${b.port}`);
+    try {
+      const load = calls(client, 1_500, 8);
+      // each replica in turn stops gracefully and a new one starts on its address;
+      // the other stops as soon as it is up, before the client has reconnected to it
+      for (const name of ['a', 'b', 'a'] as const) {
+        await sleep(150);
+        const old = name === 'a' ? a : b;
+        await old.server.shutdown(5_000);
+        started.splice(started.indexOf(old), 1);
+        const fresh = await up(name, { port: old.port, delayMs: 5 });
+        if (name === 'a') a = fresh;
+        else b = fresh;
+      }
+      const { failed, answered } = await load;
+      expect(failed).toEqual([]);
+      expect(answered.length).toBe(1_500);
+    } finally {
+      client.close();
+    }
+  });
+
   it('moves calls off a replica killed outright and back to it within a second of its return', async () => {
     const a = await up('a');
     let b = await up('b');

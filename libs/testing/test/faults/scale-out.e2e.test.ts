@@ -50,7 +50,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
         // a short send timeout keeps the delivery lease of a killed process short
         webhooks: { LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: 'true', LAB_WEBHOOKS_TIMEOUT_MS: '2000' },
         // slow steps so that jobs are running when a worker dies; a quick takeover after it
-        jobs: { JOBS_STEP_DELAY_MS: '300', JOBS_HEARTBEAT_MS: '300', JOBS_VISIBILITY_MS: '2000', JOBS_CONCURRENCY: '2', JOBS_POLL_MS: '200' },
+        jobs: { JOBS_STEP_DELAY_MS: '300', JOBS_HEARTBEAT_MS: '500', JOBS_VISIBILITY_MS: '5000', JOBS_CONCURRENCY: '2', JOBS_POLL_MS: '200' },
       },
       startTimeoutMs: 60_000,
     });
@@ -147,6 +147,31 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     for (const [replica, share] of Object.entries(shares)) expect([replica, share >= 0.25]).toEqual([replica, true]);
   });
 
+  it('answers every request of a mixed load while each doubled service is restarted replica by replica (SIGTERM)', async () => {
+    const load = mixedLoad(cluster.urls);
+    await sleep(1_000);
+    // a rolling update: each replica stops gracefully and comes back, one at a time
+    for (const service of DOUBLED) {
+      for (const replica of cluster.replicasOf(service)) {
+        await cluster.kill(replica, 'SIGTERM');
+        await cluster.restart(replica);
+      }
+    }
+    await sleep(1_000);
+    const result = await load.stop();
+    console.info(`rolling restart under load: ${JSON.stringify(result.statuses)}`);
+    expect(result.failures).toEqual([]);
+    // Calls wait for a reconnect rather than fail while the replica just restarted
+    // is not connected yet (grpc.ts, RECONNECT_GRACE_MS): without that, 33 to 53
+    // requests of this load answered 503. What may remain is a call that meets a
+    // stopping server's GOAWAY on its way (seen: 0 to 4 in 10 restarts), which
+    // the client's retry with its key absorbs.
+    const unanswered = result.answers.filter((a) => a.status >= 500 || a.status === 0).map((a) => a.what);
+    expect(unanswered.length).toBeLessThanOrEqual(DOUBLED.length);
+    const samples = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notebook.samples where id = any($1::uuid[])', [result.samples]);
+    expect(samples.length).toBe(result.samples.length);
+  });
+
   it('loses nothing acknowledged when one replica of each is killed with kill -9 mid-load', async () => {
     // jobs in the hands of both workers when one of them dies
     const jobIds: string[] = [];
@@ -163,10 +188,13 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     await sleep(1_000);
 
     // the second of each: its callers must notice, and the first must carry on alone
-    const running = await query<{ id: string }>(cluster.databaseUrl, `select id::text from jobs.jobs where status = 'running'`);
+    const running = () => query<{ id: string }>(cluster.databaseUrl, `select id::text from jobs.jobs where status = 'running'`);
+    const heldBefore = await running();
     const killedAt = Date.now();
     load.dropGateway(cluster.urls[1]!);
     await Promise.all([...DOUBLED, 'gateway'].map((s) => cluster.kill(`${s}-2`)));
+    // with those the dead worker claimed in the moment before it died
+    const heldAtKill = new Set([...heldBefore, ...(await running())].map((r) => r.id));
     await sleep(6_000);
     const result = await load.stop();
 
@@ -195,7 +223,6 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
       return list.every((j) => j.status === 'succeeded' || j.status === 'failed' || j.status === 'dead') ? list : undefined;
     }, 90_000);
     expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
-    const heldAtKill = new Set(running.map((r) => r.id));
     expect(jobs.filter((j) => j.attempts > 1 && !heldAtKill.has(j.id))).toEqual([]);
 
     // every stored sample reaches the subscriber, each under one delivery id
@@ -254,7 +281,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
       reagents: [] as string[],
       notifications: [] as string[],
       statuses: {} as Record<number, number>,
-      answers: [] as { at: number; status: number }[],
+      answers: [] as { at: number; status: number; what: string }[],
       /** answers no retry could explain: a 4xx, or no 2xx within the retry window */
       failures: [] as string[],
     };
@@ -269,7 +296,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
           headers: method === 'POST' ? { 'Idempotency-Key': key, ...headers } : headers,
         });
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
-        result.answers.push({ at: Date.now(), status: r.status });
+        result.answers.push({ at: Date.now(), status: r.status, what: `${method} ${path} ${r.status >= 500 ? r.text.slice(0, 160) : ''}` });
         if (r.status >= 200 && r.status < 300) return r;
         if (!(r.status === 0 || r.status >= 500 || r.status === 409) || Date.now() > deadline) {
           result.failures.push(`${method} ${path} -> ${r.status} ${r.text.slice(0, 200)}`);
@@ -308,7 +335,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
           headers: { 'x-service-signature': sig },
         });
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
-        result.answers.push({ at: Date.now(), status: r.status });
+        result.answers.push({ at: Date.now(), status: r.status, what: `POST inbound ${r.status >= 500 ? r.text.slice(0, 160) : ''}` });
         await sleep(100);
       },
     ];
