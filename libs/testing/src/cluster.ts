@@ -1,11 +1,11 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'amqplib';
 import pg from 'pg';
+import { deleteRunQueues } from './queues.js';
 
 /** Repository root: this file is libs/testing/src (ts-jest) or libs/testing/dist (built). */
 const root = join(__dirname, '..', '..', '..');
@@ -161,7 +161,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     for (const p of [...procs.values()].reverse()) await stopProc(p, 'SIGTERM');
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`).catch(() => undefined);
     await rm(dataDir, { recursive: true, force: true });
-    await deleteQueues(amqpUrl, exchange);
+    await deleteRunQueues(amqpUrl, exchange);
   };
 
   try {
@@ -254,26 +254,5 @@ async function adminQuery(url: string, text: string): Promise<void> {
     await c.query(text);
   } finally {
     await c.end();
-  }
-}
-
-/**
- * Deletes the run's durable queues and exchange (the service processes do not set
- * x-expires on them), best effort: rabbitmqctl names them when this host has it.
- */
-async function deleteQueues(amqpUrl: string, exchange: string): Promise<void> {
-  const list = spawnSync('rabbitmqctl', ['-q', 'list_queues', 'name', '--no-table-headers'], { encoding: 'utf8', timeout: 15_000 });
-  const names = (list.status === 0 ? list.stdout : '').split('\n').map((l) => l.trim()).filter((q) => q.startsWith(`${exchange}.`));
-  const conn = await connect(amqpUrl).catch(() => undefined);
-  if (!conn) return;
-  try {
-    const ch = await conn.createChannel();
-    for (const q of names) await ch.deleteQueue(q);
-    await ch.deleteExchange(exchange);
-    await ch.close();
-  } catch {
-    // best effort: leftovers only cost broker memory
-  } finally {
-    await conn.close().catch(() => undefined);
   }
 }

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { connect } from 'amqplib';
 import { startContainersIfDockerAnswers } from './containers';
+import { deleteStaleTestQueues } from './queues';
 
 /**
  * Backing servers for the integration run, in this order of preference:
@@ -24,5 +25,8 @@ export default async function globalSetup(): Promise<void> {
       throw new Error(`RabbitMQ at AMQP_URL does not answer: ${e.message}`);
     });
     await conn.close();
+    // queues of earlier, interrupted runs (see queues.ts)
+    const stale = await deleteStaleTestQueues(process.env.AMQP_URL);
+    if (stale) console.info(`deleted ${stale} idle queues left by earlier test runs`);
   }
 }

@@ -13,6 +13,7 @@ import {
   type ServiceDefinition,
 } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from './backing.js';
+import { deleteRunQueues } from './queues.js';
 
 export const TEST_SECRET = 'test-secret-0123456789';
 
@@ -97,6 +98,7 @@ export async function startTestService(
       await svc.stop();
       await events.close();
       await bus.close();
+      if (process.env.AMQP_URL) await deleteRunQueues(process.env.AMQP_URL, exchange);
       await dropFreshDatabases();
       await rm(dataDir, { recursive: true, force: true });
     },

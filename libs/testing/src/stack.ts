@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { AmqpBus, createLogger, MemoryBus, randomToken, runService, type Bus, type RunningService, type ServiceDefinition } from '@lab/kit';
 import { startGateway } from '@lab/gateway';
 import { backing, dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from './backing.js';
+import { deleteRunQueues } from './queues.js';
 
 export interface StackOptions {
   /** services to start (default identity, notebook, audit); unavailable packages are skipped */
@@ -102,6 +103,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const stopAll = async () => {
     for (const s of running.reverse()) await s.stop().catch(() => undefined);
     await bus.close();
+    if (backing.amqpUrl) await deleteRunQueues(backing.amqpUrl, exchange);
     await dropFreshDatabases().catch(() => undefined);
     await rm(dataDir, { recursive: true, force: true });
   };
