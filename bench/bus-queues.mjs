@@ -21,6 +21,9 @@
 //
 // Everything it declares is named bench.busq.<random> and deleted at the end.
 // AMQP_URL (default amqp://guest:guest@127.0.0.1:5672). Prints one JSON object.
+// Bounded: a confirm that does not come within 15 s fails the run (a broker out
+// of file handles stops confirming to classic queues without an error), and the
+// whole run ends after BENCH_LIMIT_S (default 180) s whatever it is waiting for.
 import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import amqp from 'amqplib';
@@ -31,6 +34,21 @@ const CONSUME = Number(process.env.BENCH_CONSUME ?? 20_000);
 const DEAD_LETTER = Number(process.env.BENCH_DEAD_LETTER ?? 2_000);
 const STACKS = Number(process.env.BENCH_STACKS ?? 5);
 const TYPES = (process.env.BENCH_QUEUE_TYPES ?? 'classic,quorum').split(',');
+const LIMIT_S = Number(process.env.BENCH_LIMIT_S ?? 180);
+
+setTimeout(() => {
+  console.error(`bus-queues: still running after ${LIMIT_S} s, giving up (queues ${prefix}.* may be left)`);
+  process.exit(2);
+}, LIMIT_S * 1000).unref();
+
+/** The channel's outstanding publishes confirmed, or an error after 15 s. */
+function confirmed(ch) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error('no publisher confirm within 15 s (a blocked broker?)')), 15_000);
+  });
+  return Promise.race([ch.waitForConfirms(), late]).finally(() => clearTimeout(timer));
+}
 
 // the routes of libs/contracts/src/event-routes.ts (EVENT_ROUTES)
 const ROUTES = [
@@ -88,7 +106,7 @@ async function publishRate(ch, exchange, batch) {
   const end = Date.now() + SECONDS * 1000;
   while (Date.now() < end) {
     for (let i = 0; i < batch; i++) ch.publish(exchange, 'sample.created', body, publishOptions(sent + i));
-    await ch.waitForConfirms();
+    await confirmed(ch);
     sent += batch;
   }
   const s = Number(process.hrtime.bigint() - start) / 1e9;
@@ -98,7 +116,7 @@ async function publishRate(ch, exchange, batch) {
 async function fill(ch, queue, n) {
   for (let sent = 0; sent < n; sent += 500) {
     for (let i = 0; i < Math.min(500, n - sent); i++) ch.sendToQueue(queue, body, publishOptions(i));
-    await ch.waitForConfirms();
+    await confirmed(ch);
   }
 }
 
@@ -128,7 +146,7 @@ async function deadLetterRate(ch, queue, n) {
   const start = process.hrtime.bigint();
   for (let sent = 0; sent < n; sent += 500) {
     for (let i = 0; i < Math.min(500, n - sent); i++) ch.sendToQueue(`${queue}.retry`, body, { ...publishOptions(i), expiration: '1' });
-    await ch.waitForConfirms();
+    await confirmed(ch);
   }
   const end = Date.now() + SECONDS * 5000;
   let count = 0;
