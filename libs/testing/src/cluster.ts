@@ -164,58 +164,48 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     await deleteRunQueues(amqpUrl, exchange);
   };
 
-  try {
-    for (const name of services) {
-      const ports: number[] = [];
-      const replicas: Proc[] = [];
-      for (let n = 1; n <= count(name); n++) {
-        const grpcPort = await freePort();
-        const metricsPort = await freePort();
-        ports.push(grpcPort);
-        const p: Proc = {
-          name: procName(name, n),
-          service: name,
-          entry: `services/${name}/dist/main.js`,
-          env: { ...common, ...addrs, GRPC_PORT: String(grpcPort), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[name] },
-          metricsPort,
-          tail: '',
-        };
-        procs.set(p.name, p);
-        replicas.push(p);
-      }
-      // the first replica migrates the schema; the others then start side by side
-      await launch(replicas[0]!);
-      await Promise.all(replicas.slice(1).map(launch));
-      const targets = ports.map((port) => `127.0.0.1:${port}`);
-      addrs[`${name.toUpperCase()}_ADDR`] = targets.length === 1 ? targets[0]! : `ipv4:${targets.join(',')}`;
-    }
-    const gateways: Proc[] = [];
-    for (let n = 1; n <= count('gateway'); n++) {
+  /**
+   * Starts the replicas of one service (each on ports of its own, `listen` giving
+   * its API port's variables) and resolves with their API ports: the first replica
+   * alone, as it migrates the schema, then the others side by side.
+   */
+  const startReplicas = async (service: string, listen: (port: number) => Record<string, string>): Promise<number[]> => {
+    const ports: number[] = [];
+    const replicas: Proc[] = [];
+    for (let n = 1; n <= count(service); n++) {
       const port = await freePort();
       const metricsPort = await freePort();
-      gatewayPorts.push(port);
-      const gw: Proc = {
-        name: procName('gateway', n),
-        service: 'gateway',
-        entry: 'services/gateway/dist/main.js',
-        env: {
-          ...common,
-          ...addrs,
-          PORT: String(port),
-          HOST: '127.0.0.1',
-          METRICS_PORT: String(metricsPort),
-          LAB_OPERATOR_TOKEN: operatorToken,
-          ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
-          ...opts.serviceEnv?.gateway,
-        },
+      ports.push(port);
+      const p: Proc = {
+        name: procName(service, n),
+        service,
+        entry: `services/${service}/dist/main.js`,
+        env: { ...common, ...addrs, ...listen(port), METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[service] },
         metricsPort,
         tail: '',
       };
-      procs.set(gw.name, gw);
-      gateways.push(gw);
+      procs.set(p.name, p);
+      replicas.push(p);
     }
-    await launch(gateways[0]!);
-    await Promise.all(gateways.slice(1).map(launch));
+    await launch(replicas[0]!);
+    await Promise.all(replicas.slice(1).map(launch));
+    return ports;
+  };
+
+  try {
+    for (const name of services) {
+      const ports = await startReplicas(name, (port) => ({ GRPC_PORT: String(port), GRPC_HOST: '127.0.0.1' }));
+      const targets = ports.map((port) => `127.0.0.1:${port}`);
+      addrs[`${name.toUpperCase()}_ADDR`] = targets.length === 1 ? targets[0]! : `ipv4:${targets.join(',')}`;
+    }
+    gatewayPorts.push(
+      ...(await startReplicas('gateway', (port) => ({
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        LAB_OPERATOR_TOKEN: operatorToken,
+        ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+      }))),
+    );
   } catch (err) {
     await cleanup();
     throw err;

@@ -163,11 +163,12 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     expect(result.failures).toEqual([]);
     // Calls wait for a reconnect rather than fail while the replica just restarted
     // is not connected yet (grpc.ts, RECONNECT_GRACE_MS): without that, 33 to 53
-    // requests of this load answered 503. What may remain is a call that meets a
-    // stopping server's GOAWAY on its way (seen: 0 to 4 in 10 restarts), which
-    // the client's retry with its key absorbs.
+    // requests of this load answered 503. A few still do, in the moment the second
+    // replica stops right after the first came back (seen: 0 to 4 in the 10
+    // restarts); the client's retry, with its key for writes, absorbs them.
+    const restarts = DOUBLED.length * 2;
     const unanswered = result.answers.filter((a) => a.status >= 500 || a.status === 0).map((a) => a.what);
-    expect(unanswered.length).toBeLessThanOrEqual(DOUBLED.length);
+    expect(unanswered.length).toBeLessThanOrEqual(restarts);
     const samples = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notebook.samples where id = any($1::uuid[])', [result.samples]);
     expect(samples.length).toBe(result.samples.length);
   });
