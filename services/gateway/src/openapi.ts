@@ -247,7 +247,7 @@ const LIST_QUERY: Json[] = [
     name: 'since_created_at',
     in: 'query',
     description:
-      'keyset paging (an addition): the records created at or after this time, oldest first, without a total; with since_id, those after that record (pagination.next_cursor of the page before; its times end in Z, so they need no URL encoding). Not with offset, order or order_by. Reading a whole large list this way costs each page what it holds.',
+      'keyset paging (an addition): the records created at or after this time, oldest first, without a total; with since_id, those after that record (pagination.next_cursor of the page before; its times end in Z, so they need no URL encoding). Not with offset (other than its default, 0), order or order_by. Reading a whole large list this way costs each page what it holds.',
     schema: { type: 'string', format: 'date-time' },
   },
   { name: 'since_id', in: 'query', description: 'with since_created_at: go on after this record', schema: UUID },

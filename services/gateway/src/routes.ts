@@ -478,11 +478,12 @@ export class Router {
       bestParams = params;
     }
     if (best) return { kind: 'found', route: best.route, params: bestParams! };
-    // only a miss pays for the other methods' list
-    const allowed = new Set<HttpMethod>();
-    for (const c of candidates) {
-      if (literalsMatch(c.segments, parts) && decodeParams(c.segments, parts)) allowed.add(c.route.method);
-    }
+    // Only a miss pays for the other methods' list: those of the most specific
+    // templates the path matches (the document's path for it), so Allow on
+    // /v1/results/upload names its POST, not also the GET of /v1/results/{id}.
+    const matching = candidates.filter((c) => literalsMatch(c.segments, parts) && decodeParams(c.segments, parts));
+    const most = Math.max(...matching.map((c) => c.literals));
+    const allowed = new Set<HttpMethod>(matching.filter((c) => c.literals === most).map((c) => c.route.method));
     if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed] };
     return { kind: 'not_found' };
   }

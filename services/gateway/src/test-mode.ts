@@ -5,8 +5,19 @@ import { json, type Reply } from './replies.js';
 import type { RecordOp } from './routes.js';
 import { hasScope } from './scopes.js';
 
-export const isTestMode = (header: string | string[] | undefined): boolean =>
-  typeof header === 'string' && header.trim().toLowerCase() === 'true';
+/**
+ * Whether a request asks for test mode: `X-Test-Mode: true` (any case) does,
+ * `false` or no header does not. Any other value is refused (400): a client that
+ * meant test mode and wrote `yes` or `1` must not have its write or delete made
+ * for real.
+ */
+export function isTestMode(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  const value = (Array.isArray(header) ? header.join(',') : header).trim().toLowerCase();
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw DomainError.invalid('X-Test-Mode must be true or false', { fields: [{ path: 'X-Test-Mode', message: 'must be true or false' }] });
+}
 
 /**
  * The preliminary write permission of X-Test-Mode (the route's write scope is

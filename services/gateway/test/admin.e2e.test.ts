@@ -16,6 +16,21 @@ afterAll(async () => {
   await stack?.stop();
 });
 
+describe('an organisation’s modules list', () => {
+  it('is limited to what the document says: the most items it states are taken, one more is 400', async () => {
+    const doc = (await call(stack.url, 'GET', '/v1/openapi.json')).body;
+    const text = JSON.stringify(doc.paths['/admin/v1/orgs'].post.requestBody);
+    const schema = text.includes('"$ref"') ? doc.components.schemas[JSON.parse(text).content['application/json'].schema.$ref.split('/').pop()] : JSON.parse(text).content['application/json'].schema;
+    const max: number = schema.properties.modules.maxItems;
+    expect(max).toBe(12);
+    const many = (n: number) => Array.from({ length: n }, (_, i) => ['lab_equipment', 'analytics_qc', 'sample_intake'][i % 3]);
+    const ok = await op('POST', '/orgs', { name: 'modules at the limit', modules: many(max) });
+    expect([ok.status, ok.body.data.modules]).toEqual([201, ['lab_equipment', 'analytics_qc', 'sample_intake']]);
+    const over = await op('POST', '/orgs', { name: 'modules past the limit', modules: many(max + 1) });
+    expect([over.status, over.body.error.code]).toEqual([400, 'validation_failed']);
+  });
+});
+
 describe('management API', () => {
   it('answers 401 without the operator token', async () => {
     for (const token of [undefined, 'wrong-operator-token']) {

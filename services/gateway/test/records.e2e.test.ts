@@ -129,6 +129,13 @@ describe('generic CRUD of samples', () => {
     expect(r.body.error.details.fields.map((f: { path: string }) => f.path)).toContain(field);
   });
 
+  it('takes offset=0, the default generated clients send, with keyset paging', async () => {
+    const all = await api('GET', '/v1/samples?since_created_at=2000-01-01T00:00:00Z&limit=5', writeKey);
+    const zero = await api('GET', '/v1/samples?since_created_at=2000-01-01T00:00:00Z&limit=5&offset=0', writeKey);
+    expect(zero.status).toBe(200);
+    expect(zero.body).toEqual(all.body);
+  });
+
   it('cuts a keyset page of heavy records by size, says so, and goes on from next_cursor', async () => {
     const org = (await stack.admin.createOrg()).id;
     const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
@@ -241,6 +248,28 @@ describe('X-Test-Mode', () => {
     expect((await api('POST', '/v1/samples', viewerPat, {}, testMode)).status).toBe(403);
     const id = '0190a0c8-0000-7000-8000-000000000002';
     expect((await api('DELETE', `/v1/samples/${id}`, writeKey, undefined, testMode)).status).toBe(403);
+  });
+
+  it.each(['yes', '1', 'TRUE ', 'on', ''])('refuses the value %j with 400 and writes or deletes nothing', async (value) => {
+    const before = (await api('GET', '/v1/samples?limit=1', writeKey)).body.pagination.total;
+    const r = await api('POST', '/v1/samples', writeKey, { name: 'would be real', type: 'blood' }, { 'x-test-mode': value });
+    if (value.trim().toLowerCase() === 'true') {
+      // case and spaces around the documented value are forgiven: still test mode
+      expect(r.body.data.test_mode).toBe(true);
+    } else {
+      expect([r.status, r.body.error.code, r.body.error.details.fields[0].path]).toEqual([400, 'validation_failed', 'X-Test-Mode']);
+    }
+    expect((await api('GET', '/v1/samples?limit=1', writeKey)).body.pagination.total).toBe(before);
+
+    const kept = await api('POST', '/v1/samples', writeKey, { name: 'kept', type: 'blood' });
+    const d = await api('DELETE', `/v1/samples/${kept.body.data.id}`, adminKey, undefined, { 'x-test-mode': value });
+    expect(d.status).toBe(value.trim().toLowerCase() === 'true' ? 200 : 400);
+    expect((await api('GET', `/v1/samples/${kept.body.data.id}`, writeKey)).status).toBe(200);
+  });
+
+  it('takes false as a real write', async () => {
+    const r = await api('POST', '/v1/samples', writeKey, { name: 'real', type: 'blood' }, { 'x-test-mode': 'false' });
+    expect(r.status).toBe(201);
   });
 
   it('is ignored on reads', async () => {

@@ -20,6 +20,11 @@ describe('route table', () => {
     expect(router.match('PATCH', '/v1/stock-movements/x')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'DELETE'] });
   });
 
+  it('names in Allow the methods of the path the document has, not of a template with a parameter there', () => {
+    expect(router.match('OPTIONS' as never, '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+    expect(router.match('PUT', '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+  });
+
   it('answers 405 with the allowed methods and 404 for unknown paths', () => {
     expect(router.match('DELETE', '/v1/samples')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'POST'] });
     expect(router.match('GET', '/v1/unknown')).toEqual({ kind: 'not_found' });
@@ -47,7 +52,8 @@ describe('route table', () => {
 function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
   const parts = path.split('/').filter((s) => s.length > 0);
   let best: { route: (typeof ROUTES)[number]; params: Record<string, string>; literals: number } | undefined;
-  const allowed = new Set<string>();
+  // the other methods of the path, by how specific their template is (the most specific answer Allow)
+  const allowed = new Map<string, number>();
   for (const route of table) {
     const pattern = route.path.split('/').filter((s) => s.length > 0);
     if (pattern.length !== parts.length) continue;
@@ -63,15 +69,16 @@ function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
       } else if (pattern[i] !== parts[i]) ok = false;
     }
     if (!ok) continue;
+    const literals = pattern.filter((s) => !s.startsWith(':')).length;
     if (route.method !== method) {
-      allowed.add(route.method);
+      allowed.set(route.method, Math.max(literals, allowed.get(route.method) ?? 0));
       continue;
     }
-    const literals = pattern.filter((s) => !s.startsWith(':')).length;
     if (!best || literals > best.literals) best = { route, params, literals };
   }
   if (best) return { kind: 'found', route: best.route, params: best.params };
-  if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed] };
+  const most = Math.max(...allowed.values());
+  if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed].filter(([, n]) => n === most).map(([m]) => m) };
   return { kind: 'not_found' };
 }
 

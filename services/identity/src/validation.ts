@@ -20,10 +20,13 @@ const email = z.string().trim().pipe(z.email().max(320));
 const password = z.string().min(8).max(1024);
 const unique = <T>(xs: T[]) => [...new Set(xs)];
 
+/** Most items a modules list may have (repeats are folded away); the gateway documents the same. */
+export const MODULES_MAX_ITEMS = MODULES.length * 4;
+
 // Canonical order and no duplicates, so equal sets compare equal in audit diffs.
 const modules = z
   .array(z.enum(MODULES))
-  .max(MODULES.length * 4)
+  .max(MODULES_MAX_ITEMS)
   .transform((xs) => MODULES.filter((m) => xs.includes(m)));
 const rateLimit = z.object({
   per_minute: z.number().int().positive(),

@@ -192,3 +192,37 @@ describe('receiving', () => {
     expect(limited?.headers.get('retry-after')).toMatch(/^\d+$/);
   });
 });
+
+describe('management bodies that are not objects', () => {
+  const raw = (path: string, body: string) =>
+    fetch(`${stack.url}/admin/v1/orgs/${org}/${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.operatorToken}`, 'content-type': 'application/json' },
+      body,
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as { error?: { code: string } } }));
+
+  it.each(['null', '[]', '[{}]', '7', '"x"', 'true'])('refuses the body %s with 400 and makes no endpoint or subscription', async (body) => {
+    // endpoints of the organisation, on PostgreSQL (the embedded database is not reachable from here)
+    const endpoints = async () => {
+      if (!stack.databaseUrl) return 0;
+      const c = new pg.Client({ connectionString: stack.databaseUrl });
+      await c.connect();
+      try {
+        return (await c.query<{ n: number }>('select count(*)::int as n from webhooks.inbound_endpoints where org_id = $1', [org])).rows[0]!.n;
+      } finally {
+        await c.end();
+      }
+    };
+    const before = await endpoints();
+    for (const path of ['inbound-endpoints', 'webhook-subscriptions']) {
+      const r = await raw(path, body);
+      expect([path, r.status, r.body.error?.code]).toEqual([path, 400, 'validation_failed']);
+    }
+    expect(await endpoints()).toBe(before);
+  });
+
+  it('still takes no body at all as an endpoint with every default', async () => {
+    const r = await fetch(`${stack.url}/admin/v1/orgs/${org}/inbound-endpoints`, { method: 'POST', headers: { authorization: `Bearer ${stack.operatorToken}` } });
+    expect(r.status).toBe(201);
+  });
+});

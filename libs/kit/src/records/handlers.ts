@@ -30,14 +30,19 @@ function parentOf(r: Resource, parentId: string): string | undefined {
   return parentId;
 }
 
-/** Query keys a keyset read cannot honour: its order is its own, and it skips nothing. */
+/**
+ * Query keys a keyset read cannot honour: its order is its own, and it skips
+ * nothing. `offset=0` skips nothing either, and is the document's default, which
+ * generated clients send with every request: it is taken.
+ */
 const NOT_KEYSET = ['offset', 'order', 'order_by'];
+const harmless = (key: string, value: string) => key === 'offset' && /^0+$/.test(value);
 
 const KEYSET_TIME = isoTimestamp();
 
 /** Where a keyset read starts, once its request is checked. */
 function keysetOf(req: records.ListRecordsRequest): KeysetAfter | undefined {
-  const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined);
+  const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined && !harmless(k, req.query[k]!));
   if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset paging (since_created_at)` })));
   const { after_created_at: time, after_id: id } = req;
   if (!time) {

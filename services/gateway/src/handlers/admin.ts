@@ -1,21 +1,19 @@
 import { z } from 'zod';
 import type { identity } from '@lab/contracts';
-import { isAllowedRedirectUri } from '@lab/identity';
+import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
 import { isUuid } from '@lab/kit';
 import { json, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import type { AdminAction } from '../routes.js';
 import { SCOPES } from '../scopes.js';
-import { parseWith } from '../validation.js';
-
-const MODULES = ['lab_equipment', 'analytics_qc', 'sample_intake'] as const;
-const ROLES = ['admin', 'dept_admin', 'researcher', 'qm', 'viewer'] as const;
+import { parseBody, parseWith } from '../validation.js';
 
 // format only documents the check in the OpenAPI document (z.toJSONSchema)
 const uuid = z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' });
 const name = z.string().trim().min(1).max(200);
 const rateLimit = z.object({ per_minute: z.number().int().min(1).max(1_000_000), per_hour: z.number().int().min(1).max(100_000_000) }).strict();
-const modules = z.array(z.enum(MODULES)).max(16);
+// the identity service's own limit, so the document says what it enforces
+const modules = z.array(z.enum(MODULES)).max(MODULES_MAX_ITEMS);
 const scopes = z.array(z.enum(SCOPES)).min(1).max(16);
 
 /** Bodies of the management API (MANAGEMENT_API.md); unknown fields are refused. */
@@ -46,7 +44,7 @@ export const adminBodies = {
     .strict(),
 };
 
-const body = <S extends z.ZodType>(schema: S, ctx: Ctx): z.infer<S> => parseWith(schema, ctx.body ?? {}, 'invalid request body');
+const body = <S extends z.ZodType>(schema: S, ctx: Ctx): z.infer<S> => parseBody(schema, ctx.body, 'invalid request body');
 
 function param(ctx: Ctx, key: string): string {
   const v = ctx.params[key] ?? '';

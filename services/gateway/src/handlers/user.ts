@@ -3,7 +3,7 @@ import { DomainError, systemContext } from '@lab/kit';
 import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
-import { parseWith } from '../validation.js';
+import { parseBody } from '../validation.js';
 import { countedSignIn } from '../rate-limit.js';
 
 export const grantBody = z.discriminatedUnion('grant_type', [
@@ -13,7 +13,7 @@ export const grantBody = z.discriminatedUnion('grant_type', [
 
 /** POST /auth/v1/token: user sign-in with a password or a refresh token. */
 export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const b = parseWith(grantBody, ctx.body ?? {}, 'invalid token request');
+  const b = parseBody(grantBody, ctx.body, 'invalid token request');
   const idc = deps.clients.identity();
   const caller = systemContext(ctx.requestId);
   let t;
@@ -41,7 +41,7 @@ export const signBody = z.object({ password: z.string().min(1).max(1024) });
  */
 export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
-  const b = parseWith(signBody, ctx.body ?? {}, 'invalid request body');
+  const b = parseBody(signBody, ctx.body, 'invalid request body');
   const p = principalIn(ctx);
   const caller = callerIn(ctx);
   const idc = deps.clients.identity();

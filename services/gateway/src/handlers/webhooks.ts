@@ -4,7 +4,7 @@ import { isInboundAddress } from '@lab/webhooks';
 import { json, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import { parseWith } from '../validation.js';
+import { parseBody, parseWith } from '../validation.js';
 import { requireKnownOrg } from './known-org.js';
 
 /** Bodies of the webhook management routes; the webhooks service checks their content. */
@@ -40,7 +40,7 @@ export async function webhooksAdminHandler(
   await requireKnownOrg(org_id, ctx, deps);
   switch (action) {
     case 'createSubscription': {
-      const b = parseWith(webhooksAdminBodies.createSubscription, ctx.body ?? {}, 'invalid request body');
+      const b = parseBody(webhooksAdminBodies.createSubscription, ctx.body, 'invalid request body');
       const s = await client.call('createSubscription', { org_id, ...b }, caller);
       return json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } });
     }
@@ -61,7 +61,7 @@ export async function webhooksAdminHandler(
       return json(200, { data, pagination: { limit: q.limit, offset: 0, total: null } });
     }
     case 'createInboundEndpoint': {
-      const b = parseWith(webhooksAdminBodies.createInboundEndpoint, ctx.body ?? {}, 'invalid request body');
+      const b = parseBody(webhooksAdminBodies.createInboundEndpoint, ctx.body, 'invalid request body');
       const e = await client.call('createInboundEndpoint', { org_id, ...b, allowed_event_types: b.allowed_event_types ?? [] }, caller);
       // the receiver's address as this request reached the gateway
       const url = `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}/functions/v1/inbound-webhook/${org_id}/${e.slug}`;
