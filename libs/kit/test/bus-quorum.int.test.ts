@@ -28,6 +28,16 @@ function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {
   return { log, lines };
 }
 
+/** Subscribes to the route, publishes one message and sees it delivered, once. */
+async function deliversOne(bus: AmqpBus, route: { queue: string; bindings: string[] }): Promise<void> {
+  const seen: string[] = [];
+  await bus.subscribe({ ...route, handler: async (m) => void seen.push(m.id) });
+  const msg = message();
+  await bus.publish([msg]);
+  await until(() => seen.length > 0, 'the delivery');
+  expect(seen).toEqual([msg.id]);
+}
+
 describeBroker('durable queues on RabbitMQ: quorum by default, classic by setting', () => {
   let admin: ChannelModel;
   const cleanup: string[] = [];
@@ -219,13 +229,8 @@ describeBroker('durable queues on RabbitMQ: quorum by default, classic by settin
       const bus = await AmqpBus.connect(amqpUrl!, exchange, log, { declare: [route], queueExpiresMs: 60_000 });
       try {
         expect(bus.connected).toBe(true);
-        const seen: string[] = [];
         // subscribing declares the queues again: no second warning
-        await bus.subscribe({ ...route, handler: async (m) => void seen.push(m.id) });
-        const msg = message();
-        await bus.publish([msg]);
-        await until(() => seen.length > 0, 'the delivery');
-        expect(seen).toEqual([msg.id]);
+        await deliversOne(bus, route);
 
         const warnings = lines.filter((l) => l.level === 40);
         expect(warnings.map((w) => [w.queue, w.existing, w.setting])).toEqual([
@@ -280,12 +285,7 @@ describeBroker('durable queues on RabbitMQ: quorum by default, classic by settin
       const { log, lines } = capturingLogger();
       const bus = await AmqpBus.connect(amqpUrl!, exchange, log, { declare: [route], queueType: 'classic', queueExpiresMs: 120_000 });
       try {
-        const seen: string[] = [];
-        await bus.subscribe({ ...route, handler: async (m) => void seen.push(m.id) });
-        const msg = message();
-        await bus.publish([msg]);
-        await until(() => seen.length > 0, 'the delivery');
-        expect(seen).toEqual([msg.id]);
+        await deliversOne(bus, route);
         expect(lines.map((w) => [w.queue, w.existing, w.setting])).toEqual([
           // the expiry differs too: not what a classic declaration would be either
           [queue, 'other arguments', 'LAB_BUS_QUEUE_TYPE=classic'],
