@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BUS_QUEUE_TYPES } from './bus.js';
 
 /**
  * Reads the environment once through a zod schema and fails fast, naming every
@@ -47,7 +48,7 @@ export const commonEnv = z.object({
    * nodes) or classic (one node; for a single-node broker). The same in every
    * process; a queue that exists as the other type is used as it is, with a warning.
    */
-  LAB_BUS_QUEUE_TYPE: z.enum(['quorum', 'classic']).default('quorum'),
+  LAB_BUS_QUEUE_TYPE: z.enum(BUS_QUEUE_TYPES).default('quorum'),
   /** HMAC secret that signs the caller context the gateway passes to services. */
   LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   LAB_DATA_DIR: z.string().default('./data'),

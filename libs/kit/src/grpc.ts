@@ -14,7 +14,7 @@ import {
   type Client,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
-import { constants as http2Constants, type Http2Session } from 'node:http2';
+import type { Http2Session } from 'node:http2';
 import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
@@ -173,8 +173,6 @@ export class GrpcServer {
   private readonly clientStreams = new Map<string, (req: unknown, c: CallerContext) => Promise<unknown>>();
   private readonly inProcessKeys: string[] = [];
   private readonly windowed = new WeakSet<object>();
-  /** the server side of every client connection open now */
-  private readonly sessions = new Set<Http2Session>();
   private readonly codecs = new Map<string, AnswerCodec>();
 
   constructor(private readonly opts: GrpcServerOptions) {
@@ -354,12 +352,11 @@ export class GrpcServer {
    * Internals of grpc-js 1.x (`http2Servers`): if they are not there, the default stays.
    */
   private openReceiveWindows(): void {
-    for (const srv of this.http2Servers()) {
+    const servers = (this.server as unknown as { http2Servers?: Map<{ on(e: 'session', fn: (s: Http2Session) => void): void }, unknown> }).http2Servers;
+    for (const srv of servers?.keys() ?? []) {
       if (this.windowed.has(srv)) continue;
       this.windowed.add(srv);
       srv.on('session', (session) => {
-        this.sessions.add(session);
-        session.once('close', () => this.sessions.delete(session));
         try {
           session.settings({ initialWindowSize: RECEIVE_WINDOW });
           session.setLocalWindowSize(RECEIVE_WINDOW);
@@ -368,45 +365,6 @@ export class GrpcServer {
         }
       });
     }
-  }
-
-  /** grpc-js's HTTP/2 servers (internals of grpc-js 1.x; none if they are not there). */
-  private http2Servers(): { on(e: 'session', fn: (s: Http2Session) => void): void; close(): void }[] {
-    const servers = (this.server as unknown as { http2Servers?: Map<{ on(e: 'session', fn: (s: Http2Session) => void): void; close(): void }, unknown> })
-      .http2Servers;
-    return [...(servers?.keys() ?? [])];
-  }
-
-  /**
-   * The first step of HTTP/2's graceful close, as gRPC's other implementations
-   * take it: no more connections, then a GOAWAY that names no last stream, so
-   * clients open no new streams here but every stream already on its way is
-   * still served, then a PING whose answer proves each client has read it.
-   * tryShutdown's own GOAWAY, which names the last stream received, comes after:
-   * alone, it refused the calls a client sent in the moment before it arrived,
-   * and they answered UNAVAILABLE (a few in every rolling restart under load).
-   */
-  private async announceShutdown(waitMs: number): Promise<void> {
-    for (const srv of this.http2Servers()) srv.close();
-    const open = [...this.sessions].filter((s) => !s.closed && !s.destroyed);
-    await Promise.all(
-      open.map(
-        (session) =>
-          new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, waitMs);
-            try {
-              session.goaway(http2Constants.NGHTTP2_NO_ERROR, 2 ** 31 - 1);
-              session.ping(() => {
-                clearTimeout(timer);
-                resolve();
-              });
-            } catch {
-              clearTimeout(timer);
-              resolve();
-            }
-          }),
-      ),
-    );
   }
 
   setServing(serving: boolean): void {
@@ -419,7 +377,6 @@ export class GrpcServer {
   async shutdown(graceMs = 10_000): Promise<void> {
     this.setServing(false);
     for (const key of this.inProcessKeys.splice(0)) inProcessStreams.delete(key);
-    await this.announceShutdown(Math.min(1_000, graceMs));
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();

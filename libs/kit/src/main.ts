@@ -63,7 +63,7 @@ export async function openBus(
   const expires = cfg.LAB_BUS_QUEUE_EXPIRES_MS ? { queueExpiresMs: cfg.LAB_BUS_QUEUE_EXPIRES_MS } : {};
   return AmqpBus.connect(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log, {
     declare: DURABLE_QUEUES,
-    queueType: cfg.LAB_BUS_QUEUE_TYPE ?? 'quorum',
+    queueType: cfg.LAB_BUS_QUEUE_TYPE,
     ...expires,
   });
 }

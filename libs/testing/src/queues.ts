@@ -13,7 +13,7 @@ import { connect } from 'amqplib';
  */
 
 /** The durable queues a deployment on `exchange` declares. */
-export function deploymentQueues(exchange: string): string[] {
+function deploymentQueues(exchange: string): string[] {
   return DURABLE_QUEUES.flatMap(({ queue }) => [`${exchange}.${queue}`, `${exchange}.${queue}.retry`, `${exchange}.${queue}.dlq`]);
 }
 
@@ -32,7 +32,7 @@ function listQueues(): { name: string; consumers: number }[] {
  * Deletes queues and, if given, an exchange, best effort: leftovers only cost the
  * broker, and expire on their own (x-expires) when they were declared with it.
  */
-export async function deleteQueues(amqpUrl: string, names: string[], exchange?: string): Promise<void> {
+async function deleteQueues(amqpUrl: string, names: string[], exchange?: string): Promise<void> {
   const conn = await connect(amqpUrl).catch(() => undefined);
   if (!conn) return;
   try {
@@ -52,9 +52,9 @@ export async function deleteQueues(amqpUrl: string, names: string[], exchange?: 
  * Every queue under a test exchange (the deployment's, and those a test declared
  * itself, as the broker lists them), then the exchange.
  */
-export async function deleteRunQueues(amqpUrl: string, exchange: string, { listed = true } = {}): Promise<void> {
+export async function deleteRunQueues(amqpUrl: string, exchange: string): Promise<void> {
   const names = new Set(deploymentQueues(exchange));
-  if (listed) for (const q of listQueues()) if (q.name.startsWith(`${exchange}.`)) names.add(q.name);
+  for (const q of listQueues()) if (q.name.startsWith(`${exchange}.`)) names.add(q.name);
   await deleteQueues(amqpUrl, [...names], exchange);
 }
 
