@@ -8,6 +8,7 @@ import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js'
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
 import { webhooksAdminBodies, webhooksDeliveriesQuery } from './handlers/webhooks.js';
+import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
@@ -485,7 +486,10 @@ function describe(route: Route): Op {
       }[h.op];
     case 'webhooks_admin':
       return {
-        createSubscription: created('the subscription {id, url, events, secret, active}; the secret is shown only here', webhooksAdminBodies.createSubscription),
+        createSubscription: created(
+          `the subscription {id, url, events, secret, active}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
+          webhooksAdminBodies.createSubscription,
+        ),
         createInboundEndpoint: {
           ...created('the endpoint {id, slug, url, secret, ...}; the secret is shown only here', webhooksAdminBodies.createInboundEndpoint),
           bodyRequired: false,
@@ -635,6 +639,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     servers: opts.servers ?? [{ url: '/', description: 'this gateway' }],
     security: [{ bearer: [] }],
     paths,
+    webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
       schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS },

@@ -164,3 +164,26 @@ describe('OpenAPI document', () => {
     expect(limit).toMatchObject({ in: 'query', schema: { maximum: 1000, default: 100 } });
   });
 });
+
+describe('OpenAPI webhooks', () => {
+  const delivery = (doc as unknown as { webhooks: Record<string, Record<string, Operation>> }).webhooks.event!.post!;
+
+  it('documents the delivery a subscriber receives, with its signature headers', () => {
+    expect(paramNames(delivery, 'header')).toEqual(['X-Service-Event', 'X-Service-Delivery', 'X-Service-Signature']);
+    expect(delivery.requestBody.content['application/json'].schema.required).toEqual(['id', 'event', 'org_id', 'delivered_at', 'data']);
+  });
+
+  it('states the signing input, the tolerance and the rotation rule, as docs/webhooks.md does', () => {
+    const { readFileSync } = require('node:fs') as typeof import('node:fs');
+    const guide = readFileSync(`${__dirname}/../../../docs/webhooks.md`, 'utf8');
+    const formula = 'v1 = hex(HMAC-SHA256(secret, "<t>.<raw body>"))';
+    expect(guide).toContain(formula);
+    expect(delivery.description).toContain(formula.replace(/^v1 = /, '`v1 = ').replace(/\)$/, ')`'));
+    for (const rule of ['300 seconds', 'two `v1` values', 'constant time']) {
+      expect(delivery.description).toContain(rule);
+      expect(guide).toContain(rule);
+    }
+    const create = doc.paths['/admin/v1/orgs/{org_id}/webhook-subscriptions']!.post!;
+    expect(create.responses['201'].description).toContain(delivery.description);
+  });
+});
