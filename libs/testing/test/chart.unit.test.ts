@@ -154,3 +154,21 @@ describe('helm chart charts/lab', () => {
     for (const k of ['Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'Job', 'ConfigMap', 'Ingress', 'Pod']) expect(kinds).toContain(k);
   });
 });
+
+describe('docs/operations.md', () => {
+  const ops = readFileSync(join(root, 'docs', 'operations.md'), 'utf8');
+  const withDatabase = Object.entries(values.services as Record<string, { database?: boolean }>)
+    .filter(([, s]) => s.database)
+    .map(([name]) => name);
+
+  it('its Secret example has the database URL of every component with a database', () => {
+    const secret = /kubectl create secret generic lab-secrets([\s\S]*?)```/.exec(ops)![1]!;
+    const keys = [...secret.matchAll(/--from-literal=(DATABASE_URL_[A-Z_]+)=/g)].map((m) => m[1]);
+    expect(keys).toEqual(withDatabase.map((n) => `DATABASE_URL_${n.toUpperCase().replace(/-/g, '_')}`));
+  });
+
+  it('its backup list names every schema', () => {
+    const list = /\(schemas: ([^)]*)\)/.exec(ops)![1]!.split(/,\s*/).map((s) => s.trim());
+    expect(list).toEqual(withDatabase);
+  });
+});
