@@ -9,6 +9,8 @@ const shared = {
   },
   moduleNameMapper: {
     '^@lab/([a-z-]+)$': ['<rootDir>/libs/$1/src/index.ts', '<rootDir>/services/$1/src/index.ts'],
+    // a package's light subpath export (package.json "exports"), e.g. @lab/jobs/job-types
+    '^@lab/([a-z-]+)/([a-z-]+)$': ['<rootDir>/libs/$1/src/$2.ts', '<rootDir>/services/$1/src/$2.ts'],
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { JOB_TYPES } from '@lab/contracts';
+import { INPUTS as JOB_INPUTS } from '@lab/jobs/job-types';
 import { notificationSchemas } from '@lab/notifications';
 import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
 import { adminBodies } from './handlers/admin.js';
@@ -309,11 +310,26 @@ interface Op {
   extraStatuses?: { status: string; description: string; schema: Json }[];
 }
 
+const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
+/** One create body per job type, its input typed as the jobs service validates it. */
+const JOB_CREATE_SCHEMAS: Record<string, Json> = Object.fromEntries(
+  JOB_TYPES.map((t) => {
+    const input = jsonSchemaOf(JOB_INPUTS[t]);
+    const inputRequired = Array.isArray(input.required) && input.required.length > 0;
+    return [
+      jobCreateName(t),
+      {
+        type: 'object',
+        required: inputRequired ? ['job_type', 'input'] : ['job_type'],
+        properties: { job_type: { type: 'string', const: t }, input: inputRequired ? input : { ...input, description: 'may be left out ({})' } },
+        additionalProperties: false,
+      },
+    ];
+  }),
+);
 const JOB_CREATE: Json = {
-  type: 'object',
-  required: ['job_type'],
-  properties: { job_type: { type: 'string', enum: [...JOB_TYPES] }, input: { type: 'object' } },
-  additionalProperties: false,
+  oneOf: JOB_TYPES.map((t) => ref('schemas', jobCreateName(t))),
+  discriminator: { propertyName: 'job_type', mapping: Object.fromEntries(JOB_TYPES.map((t) => [t, `#/components/schemas/${jobCreateName(t)}`])) },
 };
 const JOB_LIST_QUERY: Json[] = [
   { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
@@ -642,7 +658,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },

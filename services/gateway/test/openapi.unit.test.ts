@@ -187,3 +187,41 @@ describe('OpenAPI webhooks', () => {
     expect(create.responses['201'].description).toContain(delivery.description);
   });
 });
+
+describe('OpenAPI job creation', () => {
+  const { JOB_TYPES } = require('@lab/contracts') as typeof import('@lab/contracts');
+  const { INPUTS } = require('@lab/jobs/job-types') as typeof import('@lab/jobs/job-types');
+  const create = doc.paths['/v1/jobs']!.post!.requestBody.content['application/json'].schema;
+  const check = (() => {
+    const Ajv2020 = require('ajv/dist/2020').default as typeof import('ajv/dist/2020').default;
+    const addFormats = require('ajv-formats') as typeof import('ajv-formats').default;
+    // ajv's discriminator keyword does not take a mapping; oneOf over the job_type consts decides alone
+    const ajv = new Ajv2020({ strict: false });
+    addFormats(ajv);
+    ajv.addSchema({ components: doc.components }, 'doc');
+    return ajv.compile({ ...JSON.parse(JSON.stringify(create).replace(/"#\/components/g, '"doc#/components')) });
+  })();
+  const id = '0b7e5a8c-1f2d-4c3b-9a8e-7d6c5b4a3f21';
+
+  it('has one body per job type, chosen by job_type', () => {
+    expect(create.discriminator.propertyName).toBe('job_type');
+    expect(Object.keys(create.discriminator.mapping).sort()).toEqual([...JOB_TYPES].sort());
+  });
+
+  it.each([
+    [{ job_type: 'experiment_entry_pdf', input: { entry_id: id } }, true],
+    [{ job_type: 'experiment_entry_pdf' }, false], // its input is required
+    [{ job_type: 'experiment_entry_pdf', input: { entry_id: 'E-1' } }, false],
+    [{ job_type: 'experiment_entry_pdf', input: { entry_id: id, extra: 1 } }, false],
+    [{ job_type: 'box_layout_pdf' }, true],
+    [{ job_type: 'box_layout_pdf', input: { rows: 27 } }, false],
+    [{ job_type: 'audit_export', input: { from: '2026-01-01T00:00:00Z' } }, true],
+    [{ job_type: 'audit_export', input: { from: 'yesterday' } }, false],
+    [{ job_type: 'no_such_job' }, false],
+  ])('%j: the document says valid=%s, as the jobs service does', (body, valid) => {
+    expect(check(body)).toBe(valid);
+    const known = (JOB_TYPES as readonly string[]).includes(body.job_type);
+    const served = known && INPUTS[body.job_type as keyof typeof INPUTS].safeParse((body as { input?: unknown }).input ?? {}).success;
+    expect(served).toBe(valid);
+  });
+});
