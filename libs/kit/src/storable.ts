@@ -45,10 +45,18 @@ export const storableText = (value: string): boolean => !UNSTORABLE_TEXT.test(va
 /** How deep a request's JSON may nest: deeper documents are refused, never walked recursively. */
 export const MAX_JSON_DEPTH = 512;
 
-export type JsonProblem = { kind: 'unstorable'; path: string } | { kind: 'too_deep' };
+export type JsonProblem = { kind: 'unstorable'; path: string } | { kind: 'not_finite'; path: string } | { kind: 'too_deep' };
 
 /**
- * The first string or key PostgreSQL cannot store, or a nesting deeper than
+ * Whether JSON text may hold a number JSON.parse makes infinite (1e309, or more
+ * than 308 digits): stored, it would silently become null. A cheap look at the
+ * bytes, so that most bodies skip the walk of jsonProblem.
+ */
+export const mayHoldHugeNumber = (text: string): boolean => /[eE]\+?0*[1-9]\d{2}|\d{309}/.test(text);
+
+/**
+ * The first string or key PostgreSQL cannot store, the first number that is not
+ * finite (JSON text like 1e309 parses to Infinity), or a nesting deeper than
  * MAX_JSON_DEPTH, in a parsed JSON value; undefined when there is none. The walk
  * is iterative, so a deeply nested body cannot overflow the stack, and builds no
  * paths until it finds a problem (it runs over whole request bodies).
@@ -61,6 +69,10 @@ export function jsonProblem(value: unknown, maxDepth = MAX_JSON_DEPTH): JsonProb
     const depth = depths.pop()!;
     if (typeof v === 'string') {
       if (!storableText(v)) return { kind: 'unstorable', path: pathTo(value, v) };
+      continue;
+    }
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return { kind: 'not_finite', path: pathTo(value, v) };
       continue;
     }
     if (v === null || typeof v !== 'object') continue;
@@ -82,8 +94,8 @@ export function jsonProblem(value: unknown, maxDepth = MAX_JSON_DEPTH): JsonProb
   return undefined;
 }
 
-/** The dotted path of a bad string value (or key) found by jsonProblem, looked for within its depth bound. */
-function pathTo(root: unknown, target: string, isKey = false): string {
+/** The dotted path of a bad string or number value (or key) found by jsonProblem, looked for within its depth bound. */
+function pathTo(root: unknown, target: string | number, isKey = false): string {
   const stack: { v: unknown; path: string; depth: number }[] = [{ v: root, path: '', depth: 0 }];
   while (stack.length) {
     const { v, path, depth } = stack.pop()!;

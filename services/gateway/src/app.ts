@@ -4,6 +4,7 @@ import {
   assertStorableJson,
   DomainError,
   isSaneRequestId,
+  mayHoldHugeNumber,
   MAX_JSON_DEPTH,
   metrics,
   newId,
@@ -174,11 +175,12 @@ type Walk = { [MUST_WALK]?: true };
 /**
  * Whether a JSON body's bytes could hold what PostgreSQL cannot store or nest
  * too deep to walk safely: NUL and unpaired surrogates can only arrive as \u
- * escapes, and a nesting of MAX_JSON_DEPTH needs as many brackets. Most bodies
+ * escapes, an infinite number as a long exponent or digit run, and a nesting of
+ * MAX_JSON_DEPTH needs as many brackets. Most bodies
  * have neither, and skip the walk.
  */
 function mayHideUnstorable(buf: Buffer): boolean {
-  if (buf.includes('\\u')) return true;
+  if (buf.includes('\\u') || mayHoldHugeNumber(buf.toString('latin1'))) return true;
   let brackets = 0;
   for (const b of [0x5b, 0x7b]) {
     for (let i = buf.indexOf(b); i !== -1; i = buf.indexOf(b, i + 1)) if (++brackets >= MAX_JSON_DEPTH) return true;

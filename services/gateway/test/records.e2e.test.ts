@@ -286,12 +286,21 @@ describe('input PostgreSQL cannot take is a 400 that changes nothing', () => {
     ['a lone surrogate in a field', '{"name":"S-\\ud800"}', 'name'],
     ['a NUL inside free-form metadata', '{"name":"S","metadata":{"notes":["ok","a\\u0000b"]}}', 'metadata.notes.1'],
     ['JSON nested far deeper than any record', `{"name":"S","metadata":{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`, ''],
+    // JSON.parse makes these Infinity, which would be stored as null
+    ['a number past the double range', '{"name":"S","metadata":{"mw":1e309}}', 'metadata.mw'],
+    ['a negative one written out in 309 digits', `{"name":"S","metadata":{"w":[1,-${'9'.repeat(309)}]}}`, 'metadata.w.1'],
   ])('%s', async (_what, raw, field) => {
     const before = await countSamples();
     const r = await api('POST', '/v1/samples', writeKey, raw, { 'idempotency-key': `bad-input-${field}-${raw.length}` });
     expect(r.status).toBe(400);
     expect(r.body.error).toMatchObject({ code: 'validation_failed', details: { field } });
     expect(await countSamples()).toBe(before);
+  });
+
+  it('1e308 and a long exponent that stays finite are taken as they are', async () => {
+    const r = await api('POST', '/v1/samples', writeKey, '{"name":"S-big","metadata":{"a":1e308,"b":1.5e-400,"c":"e999"}}');
+    expect(r.status).toBe(201);
+    expect(r.body.data.metadata).toEqual({ a: 1e308, b: 0, c: 'e999' });
   });
 
   it('a body that is JSON but not an object is validation_failed', async () => {

@@ -66,6 +66,18 @@ describe('inventory through the gateway', () => {
     expect((await api('GET', `/v1/stock-items/${item.id}`, writeKey)).body.data.quantity).toBe(1);
   });
 
+  it('refuses a number past the double range (1e309) instead of storing null, and writes nothing', async () => {
+    const count = async () => (await api('GET', '/v1/reagents?limit=1', writeKey)).body.pagination.total as number;
+    const before = await count();
+    const r = await api('POST', '/v1/reagents', writeKey, '{"name":"Huge","molecular_weight":1e309}');
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'validation_failed', details: { field: 'molecular_weight' } });
+    const q = await api('POST', '/v1/stock-movements', writeKey, `{"stock_item_id":"${randomUUID()}","movement_type":"restock","quantity_delta":-1e400}`);
+    expect(q.status).toBe(400);
+    expect(q.body.error.details.field).toBe('quantity_delta');
+    expect(await count()).toBe(before);
+  });
+
   it('has no update route for stock movements', async () => {
     const item = await stockItem(10);
     const moved = await api('POST', '/v1/stock-movements', writeKey, { stock_item_id: item.id, movement_type: 'restock', quantity_delta: 5 });

@@ -42,12 +42,16 @@ export function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.inf
 
 /**
  * 400 validation_failed for a parsed JSON value PostgreSQL could not store (NUL
- * or an unpaired surrogate, naming the field) or nested too deep to walk safely.
+ * or an unpaired surrogate, or a number JSON.parse made infinite, naming the
+ * field) or nested too deep to walk safely.
  */
 export function assertStorableJson(value: unknown): void {
   const problem = jsonProblem(value);
   if (problem?.kind === 'unstorable') {
     throw validationFailed([{ path: problem.path, message: 'text must not contain NUL characters or unpaired surrogates' }]);
+  }
+  if (problem?.kind === 'not_finite') {
+    throw validationFailed([{ path: problem.path, message: 'number is out of range (it must be finite)' }]);
   }
   if (problem?.kind === 'too_deep') {
     throw validationFailed([{ path: '', message: `JSON must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
