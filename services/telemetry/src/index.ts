@@ -3,7 +3,7 @@ import type { ServiceDefinition } from '@lab/kit';
 import { registerHandlers } from './server.js';
 import { DirectoryStorage } from './storage.js';
 
-export { rawFileLimit, isMzml, RAW_FILE_MAX_BYTES, MZML_MAX_BYTES } from './raw-file-limits.js';
+export { rawFileLimit, isMzml, RawFileAllowance, RAW_FILE_MAX_BYTES, MZML_MAX_BYTES } from './raw-file-limits.js';
 
 export interface TelemetryOptions {
   /** directory of raw result files; default TELEMETRY_STORAGE_DIR, else <data dir>/raw-files */

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
 import { assertNotViewer, DomainError, newId, parseWith, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { createdAnswer, orgOf, text, uuid } from './common.js';
-import { rawFileLimit } from './raw-file-limits.js';
+import { RawFileAllowance } from './raw-file-limits.js';
 import { deviceById, insertResult } from './results.js';
 import type { FileStorage } from './storage.js';
 
@@ -39,7 +39,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
       const first = await messages.next();
       if (first.done || !first.value.meta) throw DomainError.invalid('the first message must carry the upload metadata');
       const meta = parseWith(metaSchema, first.value.meta);
-      const limit = rawFileLimit(meta.filename, meta.content_type);
+      const allowance = new RawFileAllowance(meta.filename, meta.content_type);
       // the device is checked before a byte is stored, when it is known before the file
       const named = meta.device_id ? await deviceById(deps.db.orm, org, caller, meta.device_id) : undefined;
       let trailer: string | undefined;
@@ -51,6 +51,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
           if (trailer !== undefined) throw DomainError.invalid('the message naming the device must be the last');
           const data = next.value.data;
           size += data.length;
+          const limit = allowance.limitAfter(data);
           if (size > limit) throw tooLarge(limit);
           if (data.length) yield data;
           if (next.value.device_id !== undefined) {

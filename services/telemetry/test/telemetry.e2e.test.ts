@@ -53,6 +53,11 @@ const settledRss = async () => {
   return process.memoryUsage().rss;
 };
 
+/** How an mzML document starts: what earns a file the 50 MiB allowance. */
+const MZML_HEAD = Buffer.from(
+  '\uFEFF<?xml version="1.0" encoding="utf-8"?>\n<!-- converted -->\n<indexedmzML xmlns="http://psi.hupo.org/ms/mzml">\n  <mzML version="1.1.0">',
+);
+
 /**
  * A multipart upload written piece by piece from one reused 64 KiB buffer, so the
  * test process itself never holds the file; returns the answer and the sha256.
@@ -66,6 +71,8 @@ function upload(opts: {
   via?: { url: string; token: string };
   /** where the device_id part goes: before the file (default), after it, or nowhere */
   devicePart?: 'first' | 'last' | 'none';
+  /** the file's first bytes (counted in size), e.g. an mzML document's start */
+  fileHead?: Buffer;
 }) {
   const boundary = `----lab${randomUUID()}`;
   const devicePart = `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n`;
@@ -95,7 +102,10 @@ function upload(opts: {
     void (async () => {
       const write = (b: Buffer) => (req.write(b) ? Promise.resolve() : new Promise<void>((r) => req.once('drain', () => r())));
       await write(head);
-      for (let sent = 0; sent < opts.size; sent += piece.length) {
+      const fileHead = opts.fileHead ?? Buffer.alloc(0);
+      hash.update(fileHead);
+      await write(fileHead);
+      for (let sent = fileHead.length; sent < opts.size; sent += piece.length) {
         const b = piece.subarray(0, Math.min(piece.length, opts.size - sent));
         hash.update(b);
         await write(b);
@@ -329,11 +339,39 @@ describe('raw file upload', () => {
 
   it('accepts a 50 MiB mzML file with its size and sha256', async () => {
     const size = 50 * MiB;
-    const r = await upload({ deviceId, filename: 'run.mzML', contentType: 'application/octet-stream', size });
+    const r = await upload({ deviceId, filename: 'run.mzML', contentType: 'application/octet-stream', size, fileHead: MZML_HEAD });
     expect(r.status).toBe(201);
     expect(r.body.data.raw_file).toMatchObject({ filename: 'run.mzML', size, sha256: r.sha256 });
     const got = await api('GET', `/v1/results/${r.body.data.id}`, key);
     expect(got.body.data.raw_file.sha256).toBe(r.sha256);
+  });
+
+  it('gives the mzML allowance by content, not by name: a .mzML file that is not mzML gets 25 MiB', async () => {
+    const r = await upload({ deviceId, filename: 'fake.mzML', contentType: 'application/mzML+xml', size: 26 * MiB, fileHead: Buffer.from('<?xml version="1.0"?>\n<html>') });
+    expect([r.status, r.body.error.code, r.body.error.details.limit_bytes]).toEqual([413, 'payload_too_large', 25 * MiB]);
+  });
+
+  it('refuses a second file part, or a second device_id, with 400 and stores nothing', async () => {
+    const results = async () => (await api('GET', '/v1/results?limit=1', key)).body.pagination.total as number;
+    const before = await results();
+    const send = async (parts: [string, string | Blob, string?][]) => {
+      const form = new FormData();
+      for (const [name, value, filename] of parts) (filename ? form.append(name, value as Blob, filename) : form.append(name, value as string));
+      const res = await fetch(`${stack.url}/v1/results/upload`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const file = () => new Blob([Buffer.alloc(1000, 7)], { type: 'text/csv' });
+    const twoFiles = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['file', file(), 'b.csv']]);
+    expect([twoFiles.status, twoFiles.body.error.code, twoFiles.body.error.details.field]).toEqual([400, 'validation_failed', 'file']);
+    const otherName = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['attachment', file(), 'b.csv']]);
+    expect([otherName.status, otherName.body.error.details.field]).toEqual([400, 'file']);
+    const wrongName = await send([['device_id', deviceId], ['attachment', file(), 'a.csv']]);
+    expect([wrongName.status, wrongName.body.error.details.field]).toEqual([400, 'attachment']);
+    const twoDevices = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['device_id', randomUUID()]]);
+    expect([twoDevices.status, twoDevices.body.error.details.field]).toEqual([400, 'device_id']);
+    expect(await results()).toBe(before);
+    // the same, sound, is stored
+    expect((await send([['device_id', deviceId], ['file', file(), 'a.csv']])).status).toBe(201);
   });
 
   it('takes the device_id part after the file as well (the spec gives no order)', async () => {
@@ -390,7 +428,7 @@ describe('raw file upload in process (standalone)', () => {
 
   it('stores a 50 MiB mzML file with its size and sha256', async () => {
     const size = 50 * MiB;
-    const r = await upload({ deviceId, filename: 'run.mzML', contentType: 'application/octet-stream', size, via });
+    const r = await upload({ deviceId, filename: 'run.mzML', contentType: 'application/octet-stream', size, via, fileHead: MZML_HEAD });
     expect(r.status).toBe(201);
     expect(r.body.data.raw_file).toMatchObject({ filename: 'run.mzML', size, sha256: r.sha256 });
   });

@@ -1,6 +1,6 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
-import { MZML_MAX_BYTES, rawFileLimit } from '@lab/telemetry';
+import { MZML_MAX_BYTES, RawFileAllowance, rawFileLimit } from '@lab/telemetry';
 import { DomainError } from '@lab/kit';
 import type { Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -35,7 +35,9 @@ const invalid = (path: string, message: string) => DomainError.invalid(message, 
  * cancelled and the rest of the body is read and dropped, then 413 is answered;
  * a declared Content-Length already over the limit is refused before forwarding.
  * When the device_id part comes after the file, the file goes on naming no device
- * and the call's last message names it once the body has been read.
+ * and the call's last message names it once the body has been read. The call
+ * ends only after the whole body is read and found sound (one file part, one
+ * device_id), so a refused body stores nothing.
  */
 export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
   const { req } = ctx;
@@ -68,28 +70,42 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     const deviceAfterBody = new Promise<string | undefined>((resolve) => (bodyRead = resolve));
 
     bb.on('field', (name, value) => {
-      if (name === 'device_id' && deviceId === undefined) deviceId = value.trim();
+      if (name !== 'device_id') return;
+      if (deviceId !== undefined && deviceId !== value.trim()) failure ??= invalid('device_id', 'the device_id part is given twice');
+      deviceId ??= value.trim();
     });
     bb.on('file', (name, file, info) => {
       // A body that ends inside a file part makes busboy destroy the part's stream with
       // an error ("Unexpected end of form"); without a listener that error is uncaught
       // and ends the process. busboy reports the same error on bb, which answers 400.
       file.on('error', () => undefined);
-      if (name !== 'file' || upload || failure) {
+      if (name !== 'file') {
+        failure ??= invalid(name, `unknown file part ${JSON.stringify(name).slice(0, 80)}: the file goes in the part named file`);
+        cancelUpload?.();
+      }
+      if (upload || failure) {
         file.resume();
         return;
       }
-      const limit = rawFileLimit(info.filename ?? '', info.mimeType ?? '');
-      if (declared > limit + ENVELOPE_BYTES) {
-        failure = tooLarge(limit);
+      const meta = { device_id: deviceId ?? '', filename: info.filename ?? 'upload', content_type: info.mimeType ?? '' };
+      // the most the name and type could earn: the content decides on the way (RawFileAllowance)
+      const most = rawFileLimit(meta.filename, meta.content_type);
+      if (declared > most + ENVELOPE_BYTES) {
+        failure = tooLarge(most);
         file.resume();
         return;
       }
-      upload = forward(file, limit, { device_id: deviceId ?? '', filename: info.filename ?? 'upload', content_type: info.mimeType ?? '' });
+      upload = forward(file, new RawFileAllowance(meta.filename, meta.content_type), meta);
       upload.catch(() => undefined);
     });
 
-    const forward = (file: Readable, limit: number, meta: { device_id: string; filename: string; content_type: string }) => {
+    // a second file part would otherwise be dropped unseen (limits.files)
+    bb.on('filesLimit', () => {
+      failure ??= invalid('file', 'one file per upload: the body has more than one file part');
+      cancelUpload?.();
+    });
+
+    const forward = (file: Readable, allowance: RawFileAllowance, meta: { device_id: string; filename: string; content_type: string }) => {
       const { stream, response } = client.clientStream('uploadRawFile', caller, UPLOAD_DEADLINE_MS);
       stream.on('error', () => undefined);
       stream.write({ meta, data: Buffer.alloc(0) });
@@ -122,6 +138,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
       file.on('data', (chunk: Buffer) => {
         if (stopped) return;
         size += chunk.length;
+        const limit = allowance.limitAfter(chunk);
         if (size > limit) {
           failure = tooLarge(limit);
           cancel();
@@ -139,20 +156,19 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
           file.pause();
         }
       });
+      // The call ends once the whole body is read, never before: a part after the
+      // file (a second file, a second device_id) can still make the upload a 400,
+      // which must leave nothing stored. When the device_id part follows the file,
+      // the last message names it.
       file.on('end', () => {
         if (stopped) return;
-        if (meta.device_id) {
-          stream.end();
-          return;
-        }
-        // the device_id part follows the file: the call ends with it once busboy has read it
         void deviceAfterBody.then((id) => {
           if (stopped) return;
           if (id === undefined) {
             cancel();
             return;
           }
-          stream.write({ data: Buffer.alloc(0), device_id: id });
+          if (!meta.device_id) stream.write({ data: Buffer.alloc(0), device_id: id });
           stream.end();
         });
       });
