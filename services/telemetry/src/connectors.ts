@@ -79,6 +79,9 @@ async function upsertConnector(tx: Tx, org: string, caller: CallerContext, b: Bo
     const [made] = await rows<{ id: string }>(tx, sql`${insert} on conflict do nothing returning id`);
     if (made) return { id, created: true };
     if (await touch(id)) return { id, created: false };
+    // a key bound (before that was refused at creation) to another organisation's connector
+    const [foreign] = await rows<{ id: string }>(tx, sql`select id from telemetry.connectors where id = ${id} and org_id <> ${org}`);
+    if (foreign) throw DomainError.forbidden('the connector this API key is bound to belongs to another organisation', 'connector_not_allowed');
     // not this connector: a name taken by another connector is a conflict (409
     // connector_name_taken), not a takeover; the plain insert answers it (or, if
     // that connector has gone since, makes this one)

@@ -3,6 +3,7 @@ import { withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/ki
 import { connectorHandlers } from './connectors.js';
 import { RULES } from './constraints.js';
 import { deviceHandlers } from './devices.js';
+import { keyBindingHandlers } from './key-bindings.js';
 import { pointHandlers } from './points.js';
 import { rawFileHandlers } from './raw-files.js';
 import { readingHandlers } from './readings.js';
@@ -20,6 +21,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps, storage:
         ...resultHandlers(deps),
         ...rawFileHandlers(deps, storage),
         ...connectorHandlers(deps),
+        ...keyBindingHandlers(deps),
       },
       RULES,
     ),

@@ -182,3 +182,37 @@ describe('device sync of connectors', () => {
     ]);
   });
 });
+
+describe('API keys bound to connectors and devices', () => {
+  it("refuses to bind a key to another organisation's connector or devices, and such a key gets a 4xx, not a 500", async () => {
+    const ownConnector = randomUUID();
+    const theirs = (await api('POST', '/v1/connectors', await connectorKey(ownConnector), { name: `theirs-${ownConnector}`, devices: [{ identifier: `d-${ownConnector}`, name: 'Balance' }] }))
+      .body.data;
+    expect(theirs.id).toBe(ownConnector);
+    const [theirDevice] = await devicesWith(`d-${ownConnector}`);
+
+    const other = (await stack.admin.createOrg({ modules: ['analytics_qc'] })).id;
+    const bind = (body: Record<string, unknown>) =>
+      call(stack.url, 'POST', `/admin/v1/orgs/${other}/api-keys`, { token: stack.operatorToken, body: { name: 'instrument', scopes: ['write', 'devices:register'], ...body } });
+    const connector = await bind({ connector_id: theirs.id });
+    expect([connector.status, connector.body.error.code, connector.body.error.details.field]).toEqual([400, 'validation_failed', 'connector_id']);
+    const devices = await bind({ device_ids: [randomUUID(), theirDevice.id] });
+    expect(devices.status).toBe(400);
+    expect(devices.body.error.details.fields.map((f: { path: string }) => f.path)).toEqual(['device_ids.0', 'device_ids.1']);
+    // a connector that does not exist yet is still fine: it comes into being with the first heartbeat
+    expect((await bind({ connector_id: randomUUID() })).status).toBe(201);
+
+    // a key bound before this check existed: its heartbeat was a 500 (primary key of the other org's row)
+    if (!stack.databaseUrl) return;
+    const legacy = await bind({ connector_id: randomUUID() });
+    const db = new (await import('pg')).default.Client({ connectionString: stack.databaseUrl });
+    await db.connect();
+    try {
+      await db.query('update identity.tokens set connector_id = $1 where id = $2', [theirs.id, legacy.body.data.id]);
+    } finally {
+      await db.end();
+    }
+    const beat = await api('POST', '/v1/connectors', legacy.body.data.token, { name: 'stolen' });
+    expect([beat.status, beat.body.error.code]).toEqual([403, 'connector_not_allowed']);
+  });
+});

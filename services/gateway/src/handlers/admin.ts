@@ -110,6 +110,10 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'createApiKey': {
       const org_id = param(ctx, 'org_id');
       const b = body(adminBodies.createApiKey, ctx);
+      // identity keeps the binding; telemetry knows whether its records are this organisation's
+      if (b.connector_id || b.device_ids?.length) {
+        await deps.clients.telemetry().call('checkKeyBindings', { org_id, connector_id: b.connector_id ?? '', device_ids: b.device_ids ?? [] }, caller);
+      }
       const t = await idc.call('createApiKey', { org_id, ...b, device_ids: b.device_ids ?? [] }, caller);
       return json(201, { data: { id: t.id, token: t.token, scopes: t.scopes, user_id: t.user_id ?? null } });
     }

@@ -44,6 +44,13 @@ export interface IdRequest {
   id: string;
 }
 
+export interface KeyBindingsRequest {
+  org_id: string;
+  /** empty: the key names no connector */
+  connector_id: string;
+  device_ids: string[];
+}
+
 export interface PointWriteRequest {
   org_id: string;
   /** empty on create */
@@ -268,6 +275,74 @@ export const IdRequest: MessageFns<IdRequest> = {
             }
 
             message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseKeyBindingsRequest(): KeyBindingsRequest {
+  return { org_id: "", connector_id: "", device_ids: [] };
+}
+
+export const KeyBindingsRequest: MessageFns<KeyBindingsRequest> = {
+  encode(message: KeyBindingsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.connector_id !== "") {
+      writer.uint32(18).string(message.connector_id);
+    }
+    for (const v of message.device_ids) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): KeyBindingsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseKeyBindingsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.connector_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.device_ids.push(reader.string());
             continue;
           }
         }
@@ -694,6 +769,20 @@ export const TelemetryServiceService = {
     responseSerialize: (value: ListResponse): Buffer => Buffer.from(ListResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListResponse => ListResponse.decode(value),
   },
+  /**
+   * Before an API key is bound to a connector or devices: INVALID_ARGUMENT naming
+   * the field when the connector belongs to another organisation or a device is
+   * not one of this organisation's.
+   */
+  checkKeyBindings: {
+    path: "/lab.telemetry.v1.TelemetryService/CheckKeyBindings" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: KeyBindingsRequest): Buffer => Buffer.from(KeyBindingsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): KeyBindingsRequest => KeyBindingsRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings: {
     path: "/lab.telemetry.v1.TelemetryService/IngestReadings" as const,
@@ -833,6 +922,12 @@ export interface TelemetryServiceServer extends UntypedServiceImplementation {
   createPoint: handleUnaryCall<PointWriteRequest, JsonResponse>;
   updatePoint: handleUnaryCall<PointWriteRequest, JsonResponse>;
   listPoints: handleUnaryCall<QueryRequest, ListResponse>;
+  /**
+   * Before an API key is bound to a connector or devices: INVALID_ARGUMENT naming
+   * the field when the connector belongs to another organisation or a device is
+   * not one of this organisation's.
+   */
+  checkKeyBindings: handleUnaryCall<KeyBindingsRequest, Empty>;
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings: handleUnaryCall<BodyRequest, JsonResponse>;
   listReadings: handleUnaryCall<QueryRequest, ListResponse>;
@@ -901,6 +996,26 @@ export interface TelemetryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Before an API key is bound to a connector or devices: INVALID_ARGUMENT naming
+   * the field when the connector belongs to another organisation or a device is
+   * not one of this organisation's.
+   */
+  checkKeyBindings(
+    request: KeyBindingsRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  checkKeyBindings(
+    request: KeyBindingsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  checkKeyBindings(
+    request: KeyBindingsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
   ): ClientUnaryCall;
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings(
