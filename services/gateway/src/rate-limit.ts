@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { DomainError, metrics, type Logger } from '@lab/kit';
 
 export const DEFAULT_LIMITS = { per_minute: 120, per_hour: 5000 };
@@ -36,6 +36,8 @@ const MAX_REMEMBERED = 10_000;
  * reconnect settings apply. A healthy Redis answers in about a millisecond.
  */
 const COMMAND_TIMEOUT_MS = 250;
+/** A window store's own bound, never reached (consume compares the request's limit). */
+const UNBOUNDED = 2 ** 31 - 1;
 
 /**
  * Password attempts per account, counted alike at every door that takes an email
@@ -80,18 +82,18 @@ export async function countedSignIn<T>(limiter: RateLimiter, email: string, chec
   await limiter.consume(key, SIGN_IN_LIMITS, 'other');
   try {
     const passed = await check();
-    if (opts.freeWhenRight) await limiter.refund(key, SIGN_IN_LIMITS);
+    if (opts.freeWhenRight) await limiter.refund(key);
     return passed;
   } catch (err) {
-    if (err instanceof DomainError && err.kind === 'unavailable') await limiter.refund(key, SIGN_IN_LIMITS);
+    if (err instanceof DomainError && err.kind === 'unavailable') await limiter.refund(key);
     throw err;
   }
 }
 
 /**
- * Per-token request limits over two windows (minute and hour). Organisations may
- * override the defaults, so there is one limiter per (window, points) pair,
- * created on first use. Counters live in Redis when configured (shared across
+ * Per-token request limits over two windows (minute and hour): one count per
+ * token and window, compared with the limits of the request's organisation
+ * (organisations may override the defaults). Counters live in Redis when configured (shared across
  * replicas), else in memory. If Redis fails, requests pass (fail open) and a
  * line is logged: a broken counter store must not take the API down.
  */
@@ -123,38 +125,45 @@ export class RateLimiter {
     }
   }
 
-  private limiter(window: 'm' | 'h', points: number): RateLimiterAbstract {
-    const id = `${window}${points}`;
-    let l = this.limiters.get(id);
+  /**
+   * The counter store of one window. Its own bound is never reached: the limit is
+   * compared here, because a token has one count per window whatever limit applies
+   * to a request (a personal access token acts in organisations with different
+   * limits; a store per limit would give it a budget in each).
+   */
+  private limiter(window: 'm' | 'h'): RateLimiterAbstract {
+    let l = this.limiters.get(window);
     if (!l) {
-      const opts = { points, duration: window === 'm' ? 60 : 3600, keyPrefix: `${KEY_PREFIX}:${id}` };
+      const opts = { points: UNBOUNDED, duration: window === 'm' ? 60 : 3600, keyPrefix: `${KEY_PREFIX}:${window}` };
       l = this.redis ? new RateLimiterRedis({ ...opts, storeClient: this.redis }) : new RateLimiterMemory(opts);
-      this.limiters.set(id, l);
+      this.limiters.set(window, l);
     }
     return l;
   }
 
-  /** The minute and hour windows of these limits (an unset limit is the default). */
-  private windows(limits: Limits): { perMinute: number; minute: RateLimiterAbstract; hour: RateLimiterAbstract } {
-    const perMinute = limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute;
-    const perHour = limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour;
-    return { perMinute, minute: this.limiter('m', perMinute), hour: this.limiter('h', perHour) };
+  /** The per-minute and per-hour limits (an unset limit is the default). */
+  private bounds(limits: Limits): { perMinute: number; perHour: number } {
+    return {
+      perMinute: limits.per_minute > 0 ? limits.per_minute : DEFAULT_LIMITS.per_minute,
+      perHour: limits.per_hour > 0 ? limits.per_hour : DEFAULT_LIMITS.per_hour,
+    };
   }
 
   /**
-   * Counts one request under `key` (a token id, or a sign-in or inbound key);
-   * throws 429 rate_limited when over either window. Only a token's count is
+   * Counts one request under `key` (a token id, or a sign-in or inbound key)
+   * against the limits of this request (for a token, its organisation's); throws
+   * 429 rate_limited when the key's count is over either. Only a token's count is
    * remembered for mayOverlap(): other keys would only crowd the tokens out.
    */
   async consume(key: string, limits: Limits, kind: 'token' | 'other' = 'token'): Promise<RateState> {
-    const { perMinute, minute: m, hour: h } = this.windows(limits);
-    const results = await Promise.allSettled([m.consume(key, 1), h.consume(key, 1)]);
-    const [minute, hour] = results;
-    const rejected = results.some((r) => r.status === 'rejected' && r.reason instanceof RateLimiterRes);
-    const minuteRes = minute.status === 'fulfilled' ? minute.value : minute.reason instanceof RateLimiterRes ? minute.reason : undefined;
+    const { perMinute, perHour } = this.bounds(limits);
+    const [minute, hour] = await Promise.allSettled([this.limiter('m').consume(key, 1), this.limiter('h').consume(key, 1)]);
+    const rejected =
+      (minute.status === 'fulfilled' && minute.value.consumedPoints > perMinute) ||
+      (hour.status === 'fulfilled' && hour.value.consumedPoints > perHour);
     const state: RateState = {
       limit: perMinute,
-      remaining: rejected ? 0 : Math.max(0, minuteRes?.remainingPoints ?? perMinute),
+      remaining: rejected ? 0 : Math.max(0, perMinute - (minute.status === 'fulfilled' ? minute.value.consumedPoints : 0)),
     };
     if (kind === 'token') {
       if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
@@ -169,9 +178,8 @@ export class RateLimiter {
   }
 
   /** Gives back one counted request (a store error only logs: the count then stands). */
-  async refund(key: string, limits: Limits): Promise<void> {
-    const { minute, hour } = this.windows(limits);
-    const results = await Promise.allSettled([minute, hour].map((l) => giveBack(l, key)));
+  async refund(key: string): Promise<void> {
+    const results = await Promise.allSettled([this.limiter('m'), this.limiter('h')].map((l) => giveBack(l, key)));
     for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
   }
 
@@ -182,6 +190,11 @@ export class RateLimiter {
    */
   mayOverlap(tokenId: string): boolean {
     return (this.lastRemaining.get(tokenId) ?? 0) >= OVERLAP_HEADROOM;
+  }
+
+  /** Resolves once the counter store takes commands (at once in memory); until then counts fail open. */
+  async ready(): Promise<void> {
+    if (this.redis && this.redis.status !== 'ready') await new Promise((resolve) => this.redis!.once('ready', resolve));
   }
 
   private failOpen(err: unknown): void {

@@ -120,9 +120,48 @@ describe('countedSignIn', () => {
     const limiter = new RateLimiter(log);
     try {
       // as if the window ended between the count and the refund: nothing to give back
-      await limiter.refund(signInKey('late@example.org'), { per_minute: 10, per_hour: 100 });
+      await limiter.refund(signInKey('late@example.org'));
       const wrong = await attempts(limiter, 'late@example.org', 11, () => Promise.reject(DomainError.invalid('invalid_grant')));
       expect(wrong).toEqual([...Array(10).fill('invalid'), 'rate_limited']);
+    } finally {
+      await limiter.close();
+    }
+  });
+});
+
+describe('one budget per token', () => {
+  const outcomes = async (limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number) => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) out.push(await limiter.consume(key, limits).then(() => 'ok', (e: DomainError) => e.code));
+    return out;
+  };
+
+  // a personal access token acting in two organisations whose limits differ had a budget in each
+  it.each([
+    ['in memory', undefined],
+    ['in Redis', process.env.REDIS_URL],
+  ])('is counted once whatever limit a request is under (%s)', async (_where, redisUrl) => {
+    if (_where === 'in Redis' && !redisUrl) return;
+    const limiter = new RateLimiter(log, redisUrl);
+    const token = `pat-${Math.random()}`;
+    try {
+      await limiter.ready();
+      const inA = await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 5);
+      const inB = await outcomes(limiter, token, { per_minute: 6, per_hour: 100 }, 5);
+      expect([...inA, ...inB]).toEqual([...Array(6).fill('ok'), ...Array(4).fill('rate_limited')]);
+      // and back in A, whose limit is the lower one
+      expect(await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 1)).toEqual(['rate_limited']);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it('reports what is left of the limit of the request', async () => {
+    const limiter = new RateLimiter(log);
+    try {
+      expect(await limiter.consume('t', { per_minute: 5, per_hour: 100 })).toEqual({ limit: 5, remaining: 4 });
+      expect(await limiter.consume('t', { per_minute: 50, per_hour: 100 })).toEqual({ limit: 50, remaining: 48 });
+      expect(await limiter.consume('other', { per_minute: 0, per_hour: 0 })).toEqual({ limit: 120, remaining: 119 });
     } finally {
       await limiter.close();
     }
