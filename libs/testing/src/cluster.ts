@@ -204,6 +204,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         HOST: '127.0.0.1',
         LAB_OPERATOR_TOKEN: operatorToken,
         ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+        // every gateway of this cluster shares its counters, and no other test's
+        LAB_RATE_LIMIT_PREFIX: `lab:test:rl:${exchange}`,
       }))),
     );
   } catch (err) {

@@ -14,6 +14,8 @@ export interface StackOptions {
   tokenCacheTtlMs?: number;
   /** client-streaming calls in process, as the standalone mode makes them (default: over gRPC) */
   inProcessCalls?: boolean;
+  /** proxies the gateway trusts to name the client (X-Forwarded-For), e.g. ['loopback'] */
+  trustProxy?: boolean | number | string[];
 }
 
 /** Shorthand calls of the management API, as an operator would script them. */
@@ -138,6 +140,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       tokenCacheTtlMs: opts.tokenCacheTtlMs,
       shutdownGraceMs: 2_000,
       inProcessCalls: opts.inProcessCalls,
+      trustProxy: opts.trustProxy,
+      // counters of their own: stacks share the test Redis, and its client address (127.0.0.1)
+      rateLimitPrefix: `lab:test:rl:${exchange}`,
     });
     return {
       url: gateway.url,

@@ -11,9 +11,11 @@ import { JobEventsHub } from './job-events.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
+import type { TrustProxy } from './client-address.js';
 
 export { abandonedMsSetting } from './idempotency.js';
 export { realtimeStreamsPerOrgSetting } from './job-events.js';
+export { trustProxySetting } from './client-address.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */
@@ -48,6 +50,10 @@ export interface GatewayOptions {
   idempotencyAbandonedMs?: number;
   /** realtime streams of one organisation on this gateway (default MAX_STREAMS_PER_ORG) */
   realtimeMaxStreamsPerOrg?: number;
+  /** proxies trusted to name the client (LAB_TRUST_PROXY; default none) */
+  trustProxy?: TrustProxy;
+  /** prefix of the rate-limit counters in Redis (LAB_RATE_LIMIT_PREFIX): one per deployment sharing a Redis */
+  rateLimitPrefix?: string;
 }
 
 export interface RunningGateway {
@@ -72,7 +78,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const clients = new Clients(opts.services, opts.secret, opts.inProcessCalls);
   const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
   const auth = new Authenticator(clients, cache, opts.operatorToken);
-  const limiter = new RateLimiter(log, opts.redisUrl);
+  const limiter = new RateLimiter(log, opts.redisUrl, opts.rateLimitPrefix);
   const idempotency = new IdempotencyStore(db, opts.idempotencyAbandonedMs);
 
   await opts.bus.subscribe({
@@ -89,6 +95,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   purge.start();
 
   const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });
+  app.set('trust proxy', opts.trustProxy ?? false);
   const server: Server = createServer(app);
   answerClientErrorsWithEnvelope(server);
   await listenLogged(server, opts.port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'http server error'));

@@ -1,6 +1,7 @@
 import type { Request } from 'express';
 import { DomainError, metrics } from '@lab/kit';
 import { callerOf, operatorCaller } from './auth.js';
+import { clientAddress } from './client-address.js';
 import { authorizationServerMetadata, protectedResourceMetadata } from './functions/metadata.js';
 import { mcpHandler } from './functions/mcp.js';
 import { oauthAuthorize, oauthToken } from './functions/oauth.js';
@@ -16,7 +17,7 @@ import { telemetryAdminHandler, telemetryHandler } from './handlers/telemetry.js
 import { signExperiment, tokenGrant } from './handlers/user.js';
 import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
 import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
-import { DEFAULT_LIMITS } from './rate-limit.js';
+import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
 import { honoursTestMode, type RouteHandler } from './routes.js';
@@ -75,7 +76,7 @@ export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
     case 'none':
       return;
     case 'operator':
-      deps.auth.operator(req);
+      await countedOperator(deps.limiter, clientAddress(req), () => deps.auth.operator(req));
       ctx.caller = operatorCaller(requestId, ctx.params.org_id?.toLowerCase() ?? null);
       return;
     case 'bearer':

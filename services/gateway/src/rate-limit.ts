@@ -17,7 +17,7 @@ export interface RateState {
 }
 
 /** Redis keys are shared by every gateway replica; the prefix must not vary per process. */
-const KEY_PREFIX = 'lab:gateway:rl';
+export const KEY_PREFIX = 'lab:gateway:rl';
 /** At most one "failing open" line per this interval. */
 const FAIL_OPEN_LOG_MS = 30_000;
 /**
@@ -40,26 +40,39 @@ const COMMAND_TIMEOUT_MS = 250;
 const UNBOUNDED = 2 ** 31 - 1;
 
 /**
- * Password attempts per account, counted alike at every door that takes an email
- * and a password (the token endpoint's password grant, the OAuth sign-in form): a
- * lockout that heals, and one budget for an account however it is guessed at.
+ * Password attempts, counted alike at every door that takes an email and a
+ * password (the token endpoint's password grant, the OAuth sign-in form, the
+ * re-entered password of a signature), in three budgets that heal with time
+ * rather than lock an account:
+ * - per account and client address: guesses from one place at one account. This
+ *   is the one a user meets; an attacker elsewhere does not spend it.
+ * - per client address, over every account: one place spraying many accounts.
+ * - per account, over every address: many places at one account; six times the
+ *   first, so locking a user out takes many addresses, not a script.
  */
-const SIGN_IN_LIMITS = { per_minute: 10, per_hour: 100 };
+export const SIGN_IN_LIMITS = {
+  pair: { per_minute: 10, per_hour: 100 },
+  address: { per_minute: 30, per_hour: 300 },
+  account: { per_minute: 60, per_hour: 600 },
+};
 /**
- * Password attempts are counted per bucket of the normalised e-mail address, not
- * per address: the doors are anonymous, and a counter per address would let
- * anyone add one (kept up to an hour, in memory or Redis) with each made-up
- * address. 2^18 buckets bound the counters (two windows each) to some tens of MB
- * at worst, whatever is sent. The price: two addresses may share a bucket and so
- * a budget (with 10,000 accounts, a given one shares with another about one time
- * in 26); guesses at one then also count against the other. And a flood of random
- * addresses could spend every bucket's budget, but only at 10 x 2^18 (2.6 million)
- * attempts a minute, far past what a gateway answers. The hash need not be secret:
- * whoever can compute an account's bucket knows its address, and could spend its
- * budget directly.
+ * Password attempts are counted per bucket of the normalised e-mail address (and
+ * client address), not per value: the doors are anonymous, and a counter per
+ * value would let anyone add one (kept up to an hour, in memory or Redis) with
+ * each made-up address. 2^18 buckets bound the counters (two windows each) to some
+ * tens of MB at worst, whatever is sent. The price: two accounts may share a
+ * bucket and so a budget (with 10,000 accounts, a given one shares with another
+ * about one time in 26). The hash need not be secret: whoever can compute an
+ * account's bucket knows its address, and could spend its budget directly.
  */
 export const SIGN_IN_BUCKETS = 2 ** 18;
-export const signInKey = (email: string): string => bucketKey('sign-in', email.trim().toLowerCase(), SIGN_IN_BUCKETS);
+const normalised = (email: string) => email.trim().toLowerCase();
+export const signInKey = (email: string): string => bucketKey('sign-in', normalised(email), SIGN_IN_BUCKETS);
+const signInKeys = (email: string, address: string): [string, Limits][] => [
+  [bucketKey('sign-in-pair', `${normalised(email)}\n${address}`, SIGN_IN_BUCKETS), SIGN_IN_LIMITS.pair],
+  [bucketKey('sign-in-address', address, SIGN_IN_BUCKETS), SIGN_IN_LIMITS.address],
+  [signInKey(email), SIGN_IN_LIMITS.account],
+];
 
 /**
  * The counter of an anonymous door's key: one of `buckets` by the key's SHA-256,
@@ -72,22 +85,55 @@ export function bucketKey(prefix: string, value: string, buckets: number): strin
 }
 
 /**
- * A password check counted against its account before it runs (429 past the
- * limit). A check identity refused for lack of capacity (503: too many checks
- * pending, nothing was checked) gives its count back: in someone else's flood a
- * user retrying the busy answer must not lock their own account out.
+ * A password check counted against its budgets before it runs (429 past any). A
+ * check identity refused for lack of capacity (503: too many checks pending,
+ * nothing was checked) gives its counts back: in someone else's flood a user
+ * retrying the busy answer must not spend their own budget.
  */
-export async function countedSignIn<T>(limiter: RateLimiter, email: string, check: () => Promise<T>, opts: { freeWhenRight?: boolean } = {}): Promise<T> {
-  const key = signInKey(email);
-  await limiter.consume(key, SIGN_IN_LIMITS, 'other');
+export async function countedSignIn<T>(
+  limiter: RateLimiter,
+  who: { email: string; address: string },
+  check: () => Promise<T>,
+  opts: { freeWhenRight?: boolean } = {},
+): Promise<T> {
+  const keys = signInKeys(who.email, who.address);
+  const counted = await Promise.allSettled(keys.map(([key, limits]) => limiter.consume(key, limits, 'other')));
+  const refused = counted.find((r) => r.status === 'rejected');
+  if (refused) throw (refused as PromiseRejectedResult).reason;
+  const giveBack = () => Promise.all(keys.map(([key]) => limiter.refund(key)));
   try {
     const passed = await check();
-    if (opts.freeWhenRight) await limiter.refund(key);
+    if (opts.freeWhenRight) await giveBack();
     return passed;
   } catch (err) {
-    if (err instanceof DomainError && err.kind === 'unavailable') await limiter.refund(key);
+    if (err instanceof DomainError && err.kind === 'unavailable') await giveBack();
     throw err;
   }
+}
+
+/** Wrong operator tokens one client address may send (then 429 for a while, right token or not). */
+export const OPERATOR_FAILURE_LIMITS = { per_minute: 10, per_hour: 100 };
+/** Requests of the operator token, over every address: generous, but not without end. */
+export const OPERATOR_LIMITS = { per_minute: 3_000, per_hour: 100_000 };
+
+/**
+ * The management API's door. An address that sent too many wrong operator tokens
+ * is refused before its next token is even compared, so guessing stalls however
+ * the guesses are answered; the operator token itself has a (generous) budget.
+ */
+export async function countedOperator(limiter: RateLimiter, address: string, verify: () => void): Promise<void> {
+  const failures = bucketKey('operator-failures', address, 2 ** 16);
+  if (await limiter.exhausted(failures, OPERATOR_FAILURE_LIMITS)) {
+    metrics().rateLimited.inc();
+    throw new RateLimitedError({ limit: OPERATOR_FAILURE_LIMITS.per_minute, remaining: 0 });
+  }
+  try {
+    verify();
+  } catch (err) {
+    await limiter.consume(failures, OPERATOR_FAILURE_LIMITS, 'other').catch(() => undefined);
+    throw err;
+  }
+  await limiter.consume('operator', OPERATOR_LIMITS, 'other');
 }
 
 /**
@@ -107,6 +153,8 @@ export class RateLimiter {
   constructor(
     private readonly log: Logger,
     redisUrl?: string,
+    /** of the Redis keys: one per deployment, the same in every gateway replica */
+    private readonly keyPrefix = KEY_PREFIX,
   ) {
     if (redisUrl) {
       this.redis = new Redis(redisUrl, {
@@ -134,7 +182,7 @@ export class RateLimiter {
   private limiter(window: 'm' | 'h'): RateLimiterAbstract {
     let l = this.limiters.get(window);
     if (!l) {
-      const opts = { points: UNBOUNDED, duration: window === 'm' ? 60 : 3600, keyPrefix: `${KEY_PREFIX}:${window}` };
+      const opts = { points: UNBOUNDED, duration: window === 'm' ? 60 : 3600, keyPrefix: `${this.keyPrefix}:${window}` };
       l = this.redis ? new RateLimiterRedis({ ...opts, storeClient: this.redis }) : new RateLimiterMemory(opts);
       this.limiters.set(window, l);
     }
@@ -190,6 +238,14 @@ export class RateLimiter {
    */
   mayOverlap(tokenId: string): boolean {
     return (this.lastRemaining.get(tokenId) ?? 0) >= OVERLAP_HEADROOM;
+  }
+
+  /** Whether `key` has used up either window of `limits`, without counting (a store error: no). */
+  async exhausted(key: string, limits: Limits): Promise<boolean> {
+    const { perMinute, perHour } = this.bounds(limits);
+    const [minute, hour] = await Promise.allSettled([this.limiter('m').get(key), this.limiter('h').get(key)]);
+    const used = (r: PromiseSettledResult<{ consumedPoints: number } | null>) => (r.status === 'fulfilled' ? (r.value?.consumedPoints ?? 0) : 0);
+    return used(minute) >= perMinute || used(hour) >= perHour;
   }
 
   /** Resolves once the counter store takes commands (at once in memory); until then counts fail open. */

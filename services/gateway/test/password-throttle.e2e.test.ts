@@ -8,7 +8,8 @@ let orgId: string;
 const password = 'a long enough password';
 
 beforeAll(async () => {
-  stack = await startStack({ services: ['identity', 'notebook', 'audit', 'webhooks'] });
+  // the gateway trusts X-Forwarded-For from this machine, so a test can speak from several addresses
+  stack = await startStack({ services: ['identity', 'notebook', 'audit', 'webhooks'], trustProxy: ['loopback'] });
   orgId = (await stack.admin.createOrg()).id;
 });
 
@@ -16,7 +17,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const grant = (email: string, pw: string) => call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password: pw } });
+const grant = (email: string, pw: string, from?: string) =>
+  call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password: pw }, headers: from ? { 'x-forwarded-for': from } : {} });
 
 /** Keys of the shared Redis that contain `mark` (none to look at with counters in memory). */
 async function redisKeysWith(mark: string): Promise<string[] | undefined> {
@@ -90,5 +92,48 @@ describe('counters of anonymous requests', () => {
     }
     const keys = await redisKeysWith(mark);
     if (keys) expect(keys).toEqual([]);
+  });
+});
+
+// Ten wrong passwords from anywhere locked the account for everyone (429 for the
+// right password too): the budget a user meets is their own address's.
+describe('sign-in budgets', () => {
+  it("one address guessing at an account does not lock out the user at another address", async () => {
+    const email = `lockout-${randomUUID()}@example.test`;
+    await stack.admin.createUser({ email, password, name: 'Target' });
+    const attacker = '203.0.113.7';
+    for (let i = 0; i < 10; i++) expect((await grant(email, `guess ${i}`, attacker)).status).toBe(400);
+    expect((await grant(email, password, attacker)).status).toBe(429); // the guessing address waits
+    expect((await grant(email, password, '198.51.100.20')).status).toBe(200); // the user does not
+  });
+
+  it('one address spraying many accounts is stopped across them', async () => {
+    const sprayer = '203.0.113.99';
+    const answers: number[] = [];
+    for (let i = 0; i < 31; i++) answers.push((await grant(`spray-${i}-${randomUUID()}@example.test`, 'Summer2026!', sprayer)).status);
+    expect(answers.slice(0, 30).every((s) => s === 400)).toBe(true);
+    expect(answers[30]).toBe(429);
+  });
+
+  it('many addresses at one account are stopped too, well past what one user mistypes', async () => {
+    const email = `distributed-${randomUUID()}@example.test`;
+    await stack.admin.createUser({ email, password, name: 'Target' });
+    const answers: number[] = [];
+    for (let i = 0; i < 61; i++) answers.push((await grant(email, `guess ${i}`, `192.0.2.${i + 1}`)).status);
+    expect(answers.filter((s) => s === 429)).toEqual([429]);
+    expect(answers[60]).toBe(429);
+  });
+});
+
+describe('the operator door', () => {
+  const asOperator = (token: string, from: string) =>
+    call(stack.url, 'PATCH', `/admin/v1/orgs/${orgId}`, { token, body: { name: 'renamed' }, headers: { 'x-forwarded-for': from } }).then((r) => r.status);
+
+  it('stalls an address guessing the operator token, even at the right token, and no other address', async () => {
+    const guesser = '203.0.113.50';
+    for (let i = 0; i < 10; i++) expect(await asOperator(`op_guess_${i}_${'x'.repeat(20)}`, guesser)).toBe(401);
+    expect(await asOperator(`op_guess_last_${'x'.repeat(20)}`, guesser)).toBe(429);
+    expect(await asOperator(stack.operatorToken, guesser)).toBe(429);
+    expect(await asOperator(stack.operatorToken, '198.51.100.51')).toBe(200);
   });
 });

@@ -11,7 +11,7 @@ import {
   type Logger,
   type RunningService,
 } from '@lab/kit';
-import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway } from '@lab/gateway';
+import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from '@lab/gateway';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
 
@@ -23,6 +23,8 @@ export const standaloneEnv = commonEnv.extend({
   LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
   LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
+  LAB_TRUST_PROXY: trustProxySetting,
+  LAB_RATE_LIMIT_PREFIX: z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only').default('lab:gateway:rl'),
 });
 export type StandaloneConfig = z.infer<typeof standaloneEnv>;
 
@@ -78,6 +80,8 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       inProcessCalls: true,
       idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
       realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
+      trustProxy: cfg.LAB_TRUST_PROXY,
+      rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,
     });
     // every consumer has subscribed: events (a backlog from before a restart first) may flow
     bus.open();

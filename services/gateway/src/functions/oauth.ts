@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
 import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
+import { clientAddress } from '../client-address.js';
 import { countedSignIn, RateLimitedError } from '../rate-limit.js';
 import type { Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
@@ -155,10 +156,10 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
   if (typeof email !== 'string' || typeof password !== 'string') {
     return loginPage(client.name, formFor(deps, ctx.req, r), 'Enter your email and password.');
   }
-  // Password guessing through the form is throttled per account, like a lockout that heals.
+  // Password guessing through the form is throttled per account and address, like a lockout that heals.
   let user: identity.User;
   try {
-    user = await countedSignIn(deps.limiter, email, () =>
+    user = await countedSignIn(deps.limiter, { email, address: clientAddress(ctx.req) }, () =>
       deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId)),
     );
   } catch (err) {

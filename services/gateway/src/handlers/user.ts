@@ -4,6 +4,7 @@ import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseBody } from '../validation.js';
+import { clientAddress } from '../client-address.js';
 import { countedSignIn } from '../rate-limit.js';
 
 export const grantBody = z.discriminatedUnion('grant_type', [
@@ -18,7 +19,7 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   const caller = systemContext(ctx.requestId);
   let t;
   if (b.grant_type === 'password') {
-    t = await countedSignIn(deps.limiter, b.email, () => idc.call('passwordGrant', { email: b.email, password: b.password }, caller));
+    t = await countedSignIn(deps.limiter, { email: b.email, address: clientAddress(ctx.req) }, () => idc.call('passwordGrant', { email: b.email, password: b.password }, caller));
   } else {
     t = await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
   }
@@ -33,8 +34,8 @@ export const signBody = z.object({ password: z.string().min(1).max(1024) });
  * wrongly tell the client to sign in again).
  *
  * The check is a password attempt like a sign-in: counted against the account's
- * sign-in budget (by its e-mail, the budget the token endpoint and the OAuth form
- * count on), 429 rate_limited past it. Unthrottled, a stolen session token would
+ * sign-in budgets (those the token endpoint and the OAuth form count on), 429
+ * rate_limited past them. Unthrottled, a stolen session token would
  * let its holder guess the password at the token's request rate. A right password
  * gives its count back: signing is routine work, and a researcher signing a dozen
  * entries in a minute must not lock their own sign-in.
@@ -47,7 +48,7 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const idc = deps.clients.identity();
   try {
     const user = await idc.call('getUser', { user_id: p.user_id! }, caller);
-    await countedSignIn(deps.limiter, user.email, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller), {
+    await countedSignIn(deps.limiter, { email: user.email, address: clientAddress(ctx.req) }, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller), {
       freeWhenRight: true,
     });
   } catch (err) {
