@@ -121,13 +121,9 @@ export class Authenticator {
     const token = bearerOf(req.headers.authorization);
     const kind = tokenKindOf(token);
     if (kind !== 'session' && kind !== 'oauth') throw DomainError.unauthenticated('a signed-in user\'s access token is required (API keys and PATs are not accepted)');
-    const org = await this.selected(token, requestId, () => {
-      const selected = orgSelection(undefined, req.headers['x-org-id']);
-      if (kind === 'session' && !selected) {
-        throw DomainError.invalid('X-Org-Id is required with a sign-in token', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
-      }
-      return selected;
-    });
+    const selected = await this.selected(token, requestId, () => orgSelection(undefined, req.headers['x-org-id']));
+    // AI clients send the bearer token alone: a user of one organisation acts in it
+    const org = kind === 'session' && !selected ? await this.soleOrg(token, requestId) : selected;
     const principal = await this.resolve(token, org, requestId);
     if (principal.token_kind !== kind || !principal.user_id) throw DomainError.unauthenticated();
     return principal;
@@ -153,6 +149,26 @@ export class Authenticator {
       });
       throw refused;
     }
+  }
+
+  /**
+   * The organisation of a sign-in token sent without X-Org-Id: the user's only
+   * one. With several (or none) the request is 400 org_required, naming the user's
+   * organisations and how to choose (the header, or an OAuth token, bound to one).
+   */
+  private async soleOrg(token: string, requestId: string): Promise<string> {
+    const identity = this.clients.identity();
+    const user = await identity.call('resolveSessionUser', { token_hash: hashToken(token) }, systemContext(requestId));
+    const { orgs } = await identity.call('listUserOrgs', { user_id: user.id }, systemContext(requestId));
+    if (orgs.length === 1) return orgs[0]!.org_id;
+    const message = orgs.length
+      ? `you are a member of ${orgs.length} organisations: send X-Org-Id with the id of one (or use an OAuth access token, which is bound to one)`
+      : 'you are a member of no organisation';
+    throw DomainError.invalid(
+      message,
+      { field: 'X-Org-Id', fields: [{ path: 'X-Org-Id', message: 'is required' }], organisations: orgs.map((o) => ({ id: o.org_id, name: o.name })) },
+      'org_required',
+    );
   }
 
   private resolve(token: string, org: string | undefined, requestId: string): Promise<Principal> {

@@ -125,6 +125,33 @@ describe('MCP function with a sign-in access token', () => {
     }
   });
 
+  it("acts in the user's only organisation when the client sends the bearer token alone", async () => {
+    const email = `solo-${Date.now()}@example.test`;
+    const solo = await stack.admin.createUser({ email, password, name: 'Solo' });
+    await stack.admin.putMember(orgB, solo.id, 'researcher');
+    const soloToken = (await call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password } })).body.access_token;
+    const client = await connect({ authorization: `Bearer ${soloToken}` });
+    try {
+      expect((await tool(client, 'whoami')).value).toMatchObject({ user_id: solo.id, org_id: orgB, token_kind: 'session' });
+      expect(names((await tool(client, 'list_samples')).value)).toEqual([`${mark.b} sample`]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('with several organisations and no X-Org-Id, says how to choose and which there are', async () => {
+    const res = await fetch(`${stack.url}${FN}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${sessionToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { error: { code: string; message: string; details: { organisations: { id: string }[] } } };
+    expect(body.error.code).toBe('org_required');
+    expect(body.error.message).toContain('X-Org-Id');
+    expect(body.error.details.organisations.map((o) => o.id).sort()).toEqual([orgA, orgB, plainOrg].sort());
+  });
+
   it('answers a tool error for list_equipment without the lab_equipment module', async () => {
     const client = await connect({ authorization: `Bearer ${sessionToken}`, 'x-org-id': plainOrg });
     try {
