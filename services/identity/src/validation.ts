@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DomainError, isUuid, storableText } from '@lab/kit';
+import { isUuid, parseWith, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
 import { SCOPES, unknownScopes } from './scopes.js';
 
@@ -139,9 +139,5 @@ export const schemas = {
 
 /** Parses a request or throws 400 validation_failed naming each bad field. */
 export function parse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
-  const r = schema.safeParse(input);
-  if (r.success) return r.data;
-  throw DomainError.invalid('invalid request', {
-    fields: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
-  });
+  return parseWith(schema, input, 'invalid request');
 }

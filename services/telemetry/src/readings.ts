@@ -281,7 +281,7 @@ export function readingHandlers(deps: ServiceDeps) {
           valid.push({ index, item: storedStrings(fast) });
           continue;
         }
-        const parsed = item.safeParse(r);
+        const parsed = item.safeParse(r, { reportInput: true });
         if (parsed.success) valid.push({ index, item: storedStrings(parsed.data) });
         else {
           const issues = fieldIssues(parsed.error);
