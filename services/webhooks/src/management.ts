@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import { DomainError, isUuid, lockKey, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { isValidFilter } from './event-filters.js';
+import { FILTER_MESSAGE, isValidFilter } from './event-filters.js';
 
 /** Management RPCs are reached only through the operator token (checked by the gateway). */
 export function assertOperator(caller: CallerContext): void {
@@ -30,7 +30,7 @@ export const createSubscriptionBody = z.object({
       message: 'must be an http(s) URL without credentials',
     }),
   events: z
-    .array(z.string().max(200).refine(isValidFilter, 'must be a public event name or one of experiment.*, sample.*, stock_movement.*, equipment.*, *'))
+    .array(z.string().max(200).refine(isValidFilter, FILTER_MESSAGE))
     .min(1)
     .max(50),
   secret: secret.optional(),

@@ -80,7 +80,7 @@ describe('event filters', () => {
   });
 
   test('valid filters', () => {
-    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started']) expect(isValidFilter(f)).toBe(true);
+    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started', 'stock_item.*', 'environmental.*']) expect(isValidFilter(f)).toBe(true);
     for (const f of ['audit.record', 'identity.*', 'experiment', 'experiment.**', '', 'sample.*.x']) expect(isValidFilter(f)).toBe(false);
   });
 });

@@ -1,16 +1,26 @@
 import { z } from 'zod';
 import { DomainError, isUuid, systemContext } from '@lab/kit';
-import { isInboundAddress } from '@lab/webhooks';
+import { FILTER_MESSAGE, isInboundAddress, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
 import { json, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseBody, parseWith } from '../validation.js';
 import { requireKnownOrg } from './known-org.js';
 
+/**
+ * What a subscription's events may hold: the webhooks service's one list, so the
+ * document's enum and the 400's message say what that service accepts.
+ */
+const subscriptionEvents = z
+  .array(z.enum(SUBSCRIBABLE_FILTERS as [string, ...string[]], { error: FILTER_MESSAGE }))
+  .min(1)
+  .max(50)
+  .meta({ description: `exact event names or filters: ${SUBSCRIBABLE_FILTERS.join(', ')}` });
+
 /** Bodies of the webhook management routes; the webhooks service checks their content. */
 export const webhooksAdminBodies = {
   createSubscription: z
-    .object({ url: z.string().max(2000), events: z.array(z.string().max(200)).min(1).max(50), secret: z.string().max(200).optional() })
+    .object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional() })
     .strict(),
   createInboundEndpoint: z
     .object({
