@@ -73,7 +73,25 @@ const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine
   if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')}` });
 });
 
+/** A page of a management list: limit 1 to 200 (0, proto's unset, is the default 50), offset from 0. */
+export const DEFAULT_PAGE_LIMIT = 50;
+export const MAX_PAGE_LIMIT = 200;
+const page = z
+  .object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) })
+  .optional()
+  .transform((p) => ({ limit: p?.limit || DEFAULT_PAGE_LIMIT, offset: p?.offset ?? 0 }));
+
 export const schemas = {
+  page: z.object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) }).transform((p) => ({
+    limit: p.limit || DEFAULT_PAGE_LIMIT,
+    offset: p.offset,
+  })),
+  orgPage: z.object({ org_id: uuid, page }),
+  deleteDepartment: z.object({ org_id: uuid, department_id: uuid }),
+  listUsers: z.object({ email: z.string().trim().min(1).max(320).refine(storableText, NUL).optional(), page }),
+  listTokens: z
+    .object({ kind: z.enum(['api_key', 'pat']), org_id: uuid.optional(), user_id: uuid.optional(), page })
+    .refine((r) => (r.kind === 'api_key' ? r.org_id !== undefined : r.user_id !== undefined), 'api keys are listed by org_id, PATs by user_id'),
   resolveToken: z.object({
     token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256'),
     org_id: uuid.optional(),
