@@ -4606,7 +4606,7 @@ export const IdentityServiceService = {
       Buffer.from(ListDepartmentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDepartmentsResponse => ListDepartmentsResponse.decode(value),
   },
-  /** FAILED_PRECONDITION department_in_use while members belong to it. */
+  /** 409 department_in_use while members belong to it. */
   deleteDepartment: {
     path: "/lab.identity.v1.IdentityService/DeleteDepartment" as const,
     requestStream: false as const,
@@ -4738,7 +4738,7 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
    */
   listOrgs: handleUnaryCall<PageRequest, ListOrgsResponse>;
   listDepartments: handleUnaryCall<ListDepartmentsRequest, ListDepartmentsResponse>;
-  /** FAILED_PRECONDITION department_in_use while members belong to it. */
+  /** 409 department_in_use while members belong to it. */
   deleteDepartment: handleUnaryCall<DeleteDepartmentRequest, Empty>;
   /** Users, optionally only the one of an email (case-insensitive), with their memberships. */
   listUsers: handleUnaryCall<ListUsersRequest, ListUsersResponse>;
@@ -5161,7 +5161,7 @@ export interface IdentityServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDepartmentsResponse) => void,
   ): ClientUnaryCall;
-  /** FAILED_PRECONDITION department_in_use while members belong to it. */
+  /** 409 department_in_use while members belong to it. */
   deleteDepartment(
     request: DeleteDepartmentRequest,
     callback: (error: ServiceError | null, response: Empty) => void,
