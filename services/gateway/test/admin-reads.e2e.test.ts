@@ -1,4 +1,6 @@
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { startStack, type Stack } from '@lab/testing';
 import { eventually, Receiver, type Received } from '../../webhooks/test/receiver';
@@ -353,6 +355,56 @@ describe('webhook subscriptions', () => {
 
     expect((await op('POST', `${deliveries}/${randomUUID()}/redeliver`)).status).toBe(404);
     expect((await op('POST', `/orgs/${otherOrg}/webhook-subscriptions/${sub.id}/deliveries/${delivered.id}/redeliver`)).status).toBe(404);
+  });
+});
+
+describe('redelivery of a failed delivery, and of one still scheduled', () => {
+  it('gives a failed delivery a fresh set of attempts under the same id; one in flight is 409 delivery_pending', async () => {
+    let up = false;
+    const r = await new Receiver(() => (up ? 200 : 500)).start();
+    receivers.push(r);
+    const sub = (await op('POST', `/orgs/${org}/webhook-subscriptions`, { url: r.url, events: ['sample.created'] })).body.data;
+    const sample = (await api('POST', '/v1/samples', { name: 'fails first' })).body.data;
+    const deliveries = `/orgs/${org}/webhook-subscriptions/${sub.id}/deliveries`;
+    const failed = await eventually(async () => {
+      const d = (await op('GET', deliveries)).body.data[0];
+      return d?.status === 'failed' ? d : undefined;
+    });
+    expect(failed).toMatchObject({ attempts: 5, last_status_code: 500 });
+    up = true;
+    expect((await op('POST', `${deliveries}/${failed.id}/redeliver`)).status).toBe(202);
+    const delivered = await eventually(async () => {
+      const d = (await op('GET', deliveries)).body.data[0];
+      return d?.status === 'delivered' ? d : undefined;
+    });
+    expect(delivered).toMatchObject({ id: failed.id, attempts: 1, last_status_code: 200 });
+    const seen = r.requests.filter((x) => x.body.data.id === sample.id);
+    expect(seen).toHaveLength(6);
+    expect(new Set(seen.map((x) => x.body.id))).toEqual(new Set([failed.id]));
+
+    // a receiver that holds the request: the delivery stays pending (leased) meanwhile
+    const held: ServerResponse[] = [];
+    const hold = createServer((_req, res) => held.push(res));
+    await new Promise<void>((resolve) => hold.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(hold.address() as AddressInfo).port}/hook`;
+      const slow = (await op('POST', `/orgs/${org}/webhook-subscriptions`, { url, events: ['sample.created'] })).body.data;
+      await api('POST', '/v1/samples', { name: 'held' });
+      await eventually(() => (held.length ? true : undefined));
+      const slowDeliveries = `/orgs/${org}/webhook-subscriptions/${slow.id}/deliveries`;
+      const pending = (await op('GET', slowDeliveries)).body.data[0];
+      expect(pending.status).toBe('pending');
+      const busy = await op('POST', `${slowDeliveries}/${pending.id}/redeliver`);
+      expect([busy.status, busy.body.error.code]).toEqual([409, 'delivery_pending']);
+      for (const res of held) res.end('ok');
+      await eventually(async () => ((await op('GET', slowDeliveries)).body.data[0]?.status === 'delivered' ? true : undefined));
+      expect(held).toHaveLength(1);
+      await op('DELETE', `/orgs/${org}/webhook-subscriptions/${slow.id}`);
+    } finally {
+      hold.closeAllConnections();
+      await new Promise<void>((resolve) => hold.close(() => resolve()));
+    }
+    await op('DELETE', `/orgs/${org}/webhook-subscriptions/${sub.id}`);
   });
 });
 

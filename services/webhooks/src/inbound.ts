@@ -144,7 +144,7 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   if (!eventType || eventType.length > 200) {
     throw DomainError.invalid('event_type is required (body event_type or event, or header X-Service-Event)', {
       field: 'event_type',
-      fields: [{ path: 'event_type', message: 'required' }],
+      fields: [{ path: 'event_type', message: 'is required' }],
     });
   }
   const payloadJson = b.payload === undefined ? null : JSON.stringify(b.payload);

@@ -121,7 +121,7 @@ export async function redeliver(deps: ServiceDeps, caller: CallerContext, req: w
     if (d.status === 'pending') throw DomainError.conflict('the delivery is already scheduled; it is sent without being asked', 'delivery_pending');
     await tx.execute(sql`update webhooks.deliveries
         set status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = null, failed_at = null
-        where id = ${deliveryId}::uuid`);
+        where org_id = ${org_id}::uuid and subscription_id = ${subscriptionId}::uuid and id = ${deliveryId}::uuid`);
     emit.audit(org_id, {
       action: 'redeliver',
       resource: 'webhook_delivery',

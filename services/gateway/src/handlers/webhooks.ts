@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, systemContext } from '@lab/kit';
+import { DomainError, isUuid, systemContext, validationFailed } from '@lab/kit';
 import { FILTER_MESSAGE, isInboundAddress, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
 import { json, noContent, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
@@ -70,7 +70,7 @@ export const webhooksDeliveriesQuery = z.object({ limit: z.coerce.number().int()
 
 function orgParam(ctx: Ctx): string {
   const v = ctx.params.org_id ?? '';
-  if (!isUuid(v)) throw DomainError.invalid('org_id must be a UUID', { field: 'org_id', fields: [{ path: 'org_id', message: 'must be a UUID' }] });
+  if (!isUuid(v)) throw validationFailed([{ path: 'org_id', message: 'must be a UUID' }], 'org_id must be a UUID');
   return v.toLowerCase();
 }
 
