@@ -174,7 +174,11 @@ describe('users, members and tokens', () => {
     const key = await stack.admin.createApiKey(org, { name: 'lims', scopes: ['read'], user_id: user.id });
     const pat = await stack.admin.createPat(user.id, { name: 'laptop', scopes: ['read'], org_id: org });
     expect((await api('GET', '/v1/samples', undefined, key.token)).status).toBe(200);
-    const keys = await op('GET', `/orgs/${org}/api-keys?limit=200`);
+    // last_used_at is written beside the request, not before its answer
+    const keys = await eventually(async () => {
+      const l = await op('GET', `/orgs/${org}/api-keys?limit=200`);
+      return l.body.data.find((k: { id: string; last_used_at: string | null }) => k.id === key.id)?.last_used_at ? l : undefined;
+    });
     expect(keys.status).toBe(200);
     const shown = keys.body.data.find((k: { id: string }) => k.id === key.id);
     expect(shown).toEqual({
