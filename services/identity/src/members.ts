@@ -58,8 +58,10 @@ export async function putMember(
     const [user] = await deps.db.rows<{ id: string }>(sql`select id from identity.users where id = ${input.user_id}`, tx);
     if (!user) throw DomainError.notFound('user not found');
     if (input.department_id) {
+      // key share: a department being deleted is waited for and then not found
+      // (400), rather than found here and gone at the insert (a foreign key error)
       const [dept] = await deps.db.rows<{ id: string }>(
-        sql`select id from identity.departments where id = ${input.department_id} and org_id = ${input.org_id}`,
+        sql`select id from identity.departments where id = ${input.department_id} and org_id = ${input.org_id} for key share`,
         tx,
       );
       if (!dept) throw DomainError.invalid('department not found in this organisation', { department_id: input.department_id });

@@ -76,16 +76,13 @@ const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine
 /** A page of a management list: limit 1 to 200 (0, proto's unset, is the default 50), offset from 0. */
 export const DEFAULT_PAGE_LIMIT = 50;
 export const MAX_PAGE_LIMIT = 200;
-const page = z
-  .object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) })
-  .optional()
-  .transform((p) => ({ limit: p?.limit || DEFAULT_PAGE_LIMIT, offset: p?.offset ?? 0 }));
+const pageFields = z.object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) });
+const withDefaults = (p: { limit: number; offset: number } | undefined) => ({ limit: p?.limit || DEFAULT_PAGE_LIMIT, offset: p?.offset ?? 0 });
+/** A page nested in a request (proto leaves an unset message undefined). */
+const page = pageFields.optional().transform(withDefaults);
 
 export const schemas = {
-  page: z.object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) }).transform((p) => ({
-    limit: p.limit || DEFAULT_PAGE_LIMIT,
-    offset: p.offset,
-  })),
+  page: pageFields.transform(withDefaults),
   orgPage: z.object({ org_id: uuid, page }),
   deleteDepartment: z.object({ org_id: uuid, department_id: uuid }),
   listUsers: z.object({ email: z.string().trim().min(1).max(320).refine(storableText, NUL).optional(), page }),
