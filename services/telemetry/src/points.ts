@@ -124,8 +124,11 @@ export function pointHandlers(deps: ServiceDeps) {
      * Deletes a point that has no readings. One with readings is deactivated
      * instead: its readings keep their point (the spec's listed fields, the
      * breach history), and ingest rejects new ones for it (point_inactive).
-     * The point's row is locked first, so a reading stored meanwhile is either
-     * seen here or waits and then fails on the foreign key.
+     * The point's row is locked first (an ingest holds a key-share lock on the
+     * points it stores readings for until it commits), and the readings are
+     * counted after the lock, in a statement of their own: counted in the
+     * locking statement's snapshot, a reading committed while it waited would
+     * be missed and deleted with the point (on delete cascade).
      */
     deletePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.DeletePointResponse> => {
       assertOperator(caller);
@@ -133,15 +136,18 @@ export function pointHandlers(deps: ServiceDeps) {
       if (!org.success) throw DomainError.notFound('point not found');
       const id = idOf(req.point_id, 'point');
       return deps.outbox.write(caller, async (tx, emit) => {
-        const [before] = await rows<{ json: string; has_readings: boolean }>(
+        const [before] = await rows<{ json: string }>(
           tx,
-          sql`select ${pointJson(P)}::text as json,
-                     exists (select 1 from telemetry.environmental_readings r where r.org_id = p.org_id and r.point_id = p.id) as has_readings
-              from telemetry.environmental_points p where p.org_id = ${org.data} and p.id = ${id} for update`,
+          sql`select ${pointJson(P)}::text as json from telemetry.environmental_points p where p.org_id = ${org.data} and p.id = ${id} for update`,
         );
         if (!before) throw DomainError.notFound('point not found');
-        if (!before.has_readings) {
-          await tx.execute(sql`delete from telemetry.environmental_points where org_id = ${org.data} and id = ${id}`);
+        const [deleted] = await rows<{ id: string }>(
+          tx,
+          sql`delete from telemetry.environmental_points p where p.org_id = ${org.data} and p.id = ${id}
+                and not exists (select 1 from telemetry.environmental_readings r where r.org_id = p.org_id and r.point_id = p.id)
+              returning p.id`,
+        );
+        if (deleted) {
           emit.audit(org.data, { action: 'delete', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json) });
           return { deleted: true };
         }
