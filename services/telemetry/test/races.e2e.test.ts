@@ -189,14 +189,12 @@ describe('a point deleted while readings for it arrive', () => {
   // reading committed first and the delete, counting readings in a snapshot taken
   // before, removed the point and with it the reading (on delete cascade).
   it('either keeps the reading (the point deactivated) or refuses it (the point gone), never a 500, never a reading lost', async () => {
-    const outcomes = new Set<string>();
     for (let round = 0; round < ROUNDS; round++) {
       const point = await stack.admin.call<{ id: string }>('POST', `/orgs/${orgId}/environmental-points`, { parameter: 'temperature', unit: 'C' }, 201);
       const [ingest, del] = await Promise.all([
         api('POST', '/v1/environmental-readings', key, { point_id: point.id, value: 4 }),
         call(stack.url, 'DELETE', `/admin/v1/orgs/${orgId}/environmental-points/${point.id}`, { token: stack.operatorToken }),
       ]);
-      outcomes.add(`${ingest.status} ${del.status}`);
       const stored = (await api('GET', `/v1/environmental-readings?point_id=${point.id}`, key)).body.data as unknown[];
       if (ingest.status === 201) {
         // the reading is there and its point too, deactivated
@@ -205,6 +203,5 @@ describe('a point deleted while readings for it arrive', () => {
         expect([round, ingest.status, ingest.body.error.details.rejected[0].code, del.status, stored.length]).toEqual([round, 422, 'point_not_found', 204, 0]);
       }
     }
-    expect(outcomes.size).toBeGreaterThan(0);
   });
 });
