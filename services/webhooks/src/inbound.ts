@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { JOB_TYPES, type webhooks } from '@lab/contracts';
-import { assertStorableJson, DomainError, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertStorableJson, DomainError, isForeignKeyViolation, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { verifySignature } from './signature.js';
@@ -162,45 +162,51 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   }
 
   const id = newId();
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const inserted = await rows<{ id: string }>(
-      tx,
-      sql`insert into webhooks.inbound_events
-            (id, org_id, endpoint_id, event_type, occurred_at, external_id, idempotency_key, payload, job_type, job_status)
-          values (${id}::uuid, ${ep.org_id}::uuid, ${ep.id}::uuid, ${eventType}, ${b.occurred_at ?? null}::timestamptz,
-                  ${b.external_id ?? null}, ${key ?? null}, ${payloadJson}::jsonb, ${ep.job_type},
-                  ${ep.job_type ? 'pending' : null})
-          on conflict do nothing returning id::text`,
-    );
-    if (!inserted.length) {
-      const [orig] = await rows<{ id: string }>(
+  try {
+    return await deps.outbox.write(caller, async (tx, emit) => {
+      const inserted = await rows<{ id: string }>(
         tx,
-        sql`select id::text from webhooks.inbound_events
-            where org_id = ${ep.org_id}::uuid and endpoint_id = ${ep.id}::uuid
-              and (external_id = ${b.external_id ?? null} or idempotency_key = ${key ?? null})
-            order by received_at limit 1`,
+        sql`insert into webhooks.inbound_events
+              (id, org_id, endpoint_id, event_type, occurred_at, external_id, idempotency_key, payload, job_type, job_status)
+            values (${id}::uuid, ${ep.org_id}::uuid, ${ep.id}::uuid, ${eventType}, ${b.occurred_at ?? null}::timestamptz,
+                    ${b.external_id ?? null}, ${key ?? null}, ${payloadJson}::jsonb, ${ep.job_type},
+                    ${ep.job_type ? 'pending' : null})
+            on conflict do nothing returning id::text`,
       );
-      if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
-      return { event_id: orig.id, duplicate: true };
-    }
-    // The jobs service makes the job from this event, the payload being its
-    // input: carried along (at most 256 KiB) so that the jobs service needs no
-    // call back here, and only with a job type, so other events stay small.
-    emit.event('inbound_webhook.received', ep.org_id, {
-      event_id: id,
-      endpoint_id: ep.id,
-      event_type: eventType,
-      external_id: b.external_id ?? null,
-      occurred_at: b.occurred_at ?? null,
-      job_type: ep.job_type,
-      ...(ep.job_type ? { payload: b.payload ?? null } : {}),
+      if (!inserted.length) {
+        const [orig] = await rows<{ id: string }>(
+          tx,
+          sql`select id::text from webhooks.inbound_events
+              where org_id = ${ep.org_id}::uuid and endpoint_id = ${ep.id}::uuid
+                and (external_id = ${b.external_id ?? null} or idempotency_key = ${key ?? null})
+              order by received_at limit 1`,
+        );
+        if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
+        return { event_id: orig.id, duplicate: true };
+      }
+      // The jobs service makes the job from this event, the payload being its
+      // input: carried along (at most 256 KiB) so that the jobs service needs no
+      // call back here, and only with a job type, so other events stay small.
+      emit.event('inbound_webhook.received', ep.org_id, {
+        event_id: id,
+        endpoint_id: ep.id,
+        event_type: eventType,
+        external_id: b.external_id ?? null,
+        occurred_at: b.occurred_at ?? null,
+        job_type: ep.job_type,
+        ...(ep.job_type ? { payload: b.payload ?? null } : {}),
+      });
+      emit.audit(ep.org_id, {
+        action: 'create',
+        resource: 'inbound_event',
+        record_id: id,
+        after: { id, endpoint_id: ep.id, event_type: eventType, external_id: b.external_id ?? null, job_type: ep.job_type },
+      });
+      return { event_id: id, duplicate: false };
     });
-    emit.audit(ep.org_id, {
-      action: 'create',
-      resource: 'inbound_event',
-      record_id: id,
-      after: { id, endpoint_id: ep.id, event_type: eventType, external_id: b.external_id ?? null, job_type: ep.job_type },
-    });
-    return { event_id: id, duplicate: false };
-  });
+  } catch (err) {
+    // the endpoint deleted after it was found: its events' foreign key fails, and
+    // the request is answered as for any endpoint that is not there
+    throw isForeignKeyViolation(err) ? notFound() : err;
+  }
 }
