@@ -507,6 +507,28 @@ describe('OAuth clients', () => {
   });
 });
 
+describe('an OAuth client deleted while a code of it is exchanged', () => {
+  it('leaves no working token behind, whichever comes first', async () => {
+    const REDIRECT = 'https://client.example.test/callback';
+    const password = 'a long enough password';
+    const user = await stack.admin.createUser({ password });
+    await stack.admin.putMember(org, user.id, 'researcher');
+    for (let round = 0; round < 5; round++) {
+      const client = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: `race ${round}`, redirect_uris: [REDIRECT], scopes: ['read'] }, 201);
+      const loc = await authorize(stack.url, { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read', state: 's' }, { email: user.email, password }, org);
+      const [exchanged, deleted] = await Promise.all([
+        token(stack.url, client, { grant_type: 'authorization_code', code: loc.searchParams.get('code')!, redirect_uri: REDIRECT }),
+        op('DELETE', `/oauth-clients/${client.client_id}`),
+      ]);
+      expect([round, deleted.status]).toEqual([round, 204]);
+      if (exchanged.status !== 200) continue;
+      // the exchange won: its tokens were revoked with the client's grants
+      await eventually(async () => ((await call(stack.url, 'GET', '/v1/ping', { token: exchanged.body.access_token })).status === 401 ? true : undefined), 5_000);
+      expect([round, (await token(stack.url, client, { grant_type: 'refresh_token', refresh_token: exchanged.body.refresh_token })).status]).not.toEqual([round, 200]);
+    }
+  });
+});
+
 describe('the operator token', () => {
   it.each([
     ['GET', '/orgs'],

@@ -66,6 +66,11 @@ export async function deleteOAuthClient(deps: ServiceDeps, caller: CallerContext
       tx,
     );
     if (!c) throw DomainError.notFound('no such OAuth client');
+    // Its codes are spent first. An exchange under way holds its code's row, so this
+    // waits for it and the tokens it issued are revoked below; an exchange coming
+    // after finds the code used. Without it, an exchange that had read the grant
+    // before the revocation could issue live tokens for a deleted client.
+    await tx.execute(sql`update identity.oauth_codes set used_at = coalesce(used_at, now()) where client_id = ${c.id}`);
     // each grant locked before its tokens, as a refresh takes them (see lockGrant)
     const grants = await deps.db.rows<{ id: string }>(sql`select id from identity.oauth_grants where client_id = ${c.id} order by id`, tx);
     for (const g of grants) {
