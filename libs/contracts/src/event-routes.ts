@@ -11,8 +11,13 @@ export interface QueueRoute {
   bindings: readonly string[];
 }
 
-/** Event types webhook subscribers may receive: the public prefixes (spec, Events). */
-export const PUBLIC_EVENT_PREFIXES = ['experiment', 'sample', 'stock_movement', 'stock_item', 'equipment', 'environmental'] as const;
+/**
+ * Event types webhook subscribers may receive: the public prefixes (spec, Events,
+ * and the additions stock_item, environmental, lab_order, lab_result). The events
+ * themselves are listed by the webhooks service (SUBSCRIBABLE_EVENTS), which checks
+ * that each one has a prefix from here.
+ */
+export const PUBLIC_EVENT_PREFIXES = ['experiment', 'sample', 'stock_movement', 'stock_item', 'equipment', 'environmental', 'lab_order', 'lab_result'] as const;
 
 export const EVENT_ROUTES = {
   auditRecords: { queue: 'audit.records', bindings: ['audit.record'] },

@@ -25,6 +25,19 @@ export function violatedConstraint(err: unknown, known: string[] = []): string |
 }
 
 /**
+ * Whether a write failed on a foreign key (pg and PGlite errors, possibly
+ * wrapped): the row it points at was deleted by a transaction that committed
+ * while this one waited on it. The caller answers what the missing row means
+ * (usually 404), not a 500.
+ */
+export function isForeignKeyViolation(err: unknown): boolean {
+  for (let e = err as PgLikeError | undefined, depth = 0; e && depth < 5; e = e.cause as PgLikeError | undefined, depth++) {
+    if (e.code === '23503') return true;
+  }
+  return false;
+}
+
+/**
  * Wraps every handler of a gRPC service so that a write running into a rule's
  * constraint (the database has the last word under concurrency) answers the
  * rule's DomainError instead of a 500.

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { cutByBytes, DomainError, isUuid, keysetPage, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
+import { cutByBytes, isUuid, keysetPage, parseWith, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
@@ -92,12 +92,6 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
 }
 
 export function parseListRequest(req: { limit: number; since_created_at?: string; since_id?: string; from?: string; to?: string }): ListQuery {
-  const parsed = listQuery.safeParse({ ...req, limit: req.limit || undefined });
-  if (!parsed.success) {
-    throw DomainError.invalid('invalid audit query', {
-      fields: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
-    });
-  }
-  return parsed.data;
+  return parseWith(listQuery, { ...req, limit: req.limit || undefined }, 'invalid audit query');
 }
 

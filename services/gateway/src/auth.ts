@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
 import { hashToken, parseApiKeyOrg, tokenKindOf } from '@lab/identity';
-import { DomainError, isUuid, systemContext, type CallerContext } from '@lab/kit';
+import { DomainError, isUuid, systemContext, validationFailed, type CallerContext } from '@lab/kit';
 import type { Clients } from './clients.js';
 import { PrincipalCache } from './principal-cache.js';
 
@@ -24,7 +24,7 @@ export function bearerOf(header: string | undefined): string {
 const one = (v: unknown): string | undefined => {
   if (v === undefined) return undefined;
   if (typeof v === 'string') return v;
-  throw DomainError.invalid('org_id given more than once', { fields: [{ path: 'org_id', message: 'must be given once' }] });
+  throw validationFailed([{ path: 'org_id', message: 'must be given once' }], 'org_id given more than once');
 };
 
 /**
@@ -35,7 +35,7 @@ export function orgSelection(query: unknown, header: string | string[] | undefin
   const fromQuery = one(query);
   const fromHeader = one(header);
   for (const [path, v] of [['org_id', fromQuery], ['X-Org-Id', fromHeader]] as const) {
-    if (v !== undefined && !isUuid(v)) throw DomainError.invalid(`${path} must be a UUID`, { fields: [{ path, message: 'must be a UUID' }] });
+    if (v !== undefined && !isUuid(v)) throw validationFailed([{ path, message: 'must be a UUID' }], `${path} must be a UUID`);
   }
   if (fromQuery && fromHeader && fromQuery.toLowerCase() !== fromHeader.toLowerCase()) {
     throw DomainError.invalid('org_id and X-Org-Id name different organisations', {
@@ -104,7 +104,7 @@ export class Authenticator {
     if (!isSessionToken(token)) throw DomainError.unauthenticated('a user access token is required');
     const org = await this.selected(token, requestId, () => {
       const selected = orgSelection(undefined, req.headers['x-org-id']);
-      if (!selected) throw DomainError.invalid('X-Org-Id is required', { fields: [{ path: 'X-Org-Id', message: 'required' }] }, 'org_required');
+      if (!selected) throw DomainError.invalid('X-Org-Id is required', { field: 'X-Org-Id', fields: [{ path: 'X-Org-Id', message: 'is required' }] }, 'org_required');
       return selected;
     });
     const principal = await this.resolve(token, org, requestId);

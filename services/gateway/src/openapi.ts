@@ -3,12 +3,13 @@ import { JOB_TYPES } from '@lab/contracts';
 import { INPUTS as JOB_INPUTS } from '@lab/jobs/job-types';
 import { notificationSchemas } from '@lab/notifications';
 import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
-import { adminBodies } from './handlers/admin.js';
+import { adminBodies, adminQueries } from './handlers/admin.js';
 import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
-import { webhooksAdminBodies, webhooksDeliveriesQuery } from './handlers/webhooks.js';
+import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
+import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
@@ -276,6 +277,18 @@ const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }
   createPat: { status: '201', description: 'personal access token {id, token, scopes, org_id}; the token is shown only here' },
   revokeToken: { status: '204', description: 'token revoked; it stops working at once' },
   createOAuthClient: { status: '201', description: 'OAuth client {client_id, client_secret}; the secret is shown only here' },
+  listOrgs: { status: '200', description: 'organisations {id, name, modules, rate_limit, created_at}, oldest first' },
+  getOrg: { status: '200', description: 'organisation {id, name, modules, rate_limit, created_at}' },
+  listDepartments: { status: '200', description: 'departments {id, org_id, name, created_at}, oldest first' },
+  deleteDepartment: { status: '204', description: 'department deleted; 409 department_in_use while members belong to it or records name it' },
+  listUsers: { status: '200', description: 'users {id, email, name, created_at, memberships: [{org_id, org_name, role, department_id}]}; email= finds one (case-insensitive)' },
+  getUser: { status: '200', description: 'user {id, email, name, created_at, memberships}' },
+  listMembers: { status: '200', description: 'members {org_id, user_id, email, name, role, department_id, created_at}' },
+  listApiKeys: { status: '200', description: 'live API keys {id, name, prefix, scopes, user_id, connector_id, device_ids, created_at, last_used_at}; never the token' },
+  listPats: { status: '200', description: 'live personal access tokens {id, name, prefix, scopes, org_id, created_at, last_used_at}; never the token' },
+  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at}; never the secret' },
+  getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at}' },
+  deleteOAuthClient: { status: '204', description: 'client deleted; every grant made to it is revoked and its tokens stop working' },
 };
 
 const RECORD_SUCCESS: Record<RecordOp, { status: string; schema?: string }> = {
@@ -376,6 +389,12 @@ const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
   listPoints: list('environmental points (at most 500)', pointSchemas.list),
   createPoint: created('the point', pointSchemas.create),
   updatePoint: { ...created('the point', pointSchemas.update), successStatus: '200' },
+  adminListPoints: list('every point of the organisation, active or not, oldest first', adminPageQuery),
+  deletePoint: {
+    successStatus: '204',
+    successDescription: 'point deleted; a point with readings is deactivated instead and answered 200 with the point (active: false)',
+    extraStatuses: [{ status: '200', description: 'the point had readings: deactivated, not deleted', schema: okSchema('Item') }],
+  },
   listReadings: list('readings, newest first', readingSchemas.list),
   ingestReadings: {
     ...created(
@@ -401,6 +420,40 @@ const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
   deleteConnector: deleted('connector deleted (needs an administrator role)'),
 };
 
+
+const rotation = (what: string): Op => ({
+  successStatus: '200',
+  successDescription: `{secret, previous_secret_expires_at}: the new secret is shown only here; ${what}`,
+  successSchema: okSchema('Item'),
+});
+
+/** The webhooks service's management operations, from the schemas the gateway validates with. */
+const WEBHOOKS_ADMIN_OPS: Record<WebhooksAdminAction, Op> = {
+  createSubscription: created(
+    `the subscription {id, url, events, secret, active}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
+    webhooksAdminBodies.createSubscription,
+  ),
+  listSubscriptions: list('subscriptions {id, url, events, active, disabled_reason, created_at, updated_at, previous_secret_expires_at}, oldest first; never the secret', adminPageQuery),
+  getSubscription: read('the subscription, without its secret'),
+  updateSubscription: { ...created('the subscription; active: true also clears an automatic disabling', webhooksAdminBodies.updateSubscription), successStatus: '200' },
+  deleteSubscription: deleted('subscription and its delivery log deleted'),
+  rotateSubscriptionSecret: rotation('it signs from now on, and the replaced one keeps signing for 24 hours (two v1 values in X-Service-Signature)'),
+  listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
+  redeliver: {
+    successStatus: '202',
+    successDescription: 'the delivery is sent again with the same id (envelope id, X-Service-Delivery) and event; 409 delivery_pending while it is still scheduled',
+    successSchema: okSchema('Item'),
+  },
+  createInboundEndpoint: {
+    ...created('the endpoint {id, slug, url, secret, ...}; the secret is shown only here', webhooksAdminBodies.createInboundEndpoint),
+    bodyRequired: false,
+  },
+  listInboundEndpoints: list('inbound endpoints {id, slug, url, allowed_event_types, job_type, active, created_at, updated_at, previous_secret_expires_at}; never the secret', adminPageQuery),
+  getInboundEndpoint: read('the endpoint, without its secret'),
+  updateInboundEndpoint: { ...created('the endpoint; job_type null removes it; active false makes its URL answer 404', webhooksAdminBodies.updateInboundEndpoint), successStatus: '200' },
+  deleteInboundEndpoint: deleted('endpoint and the events it received deleted; its URL answers 404'),
+  rotateInboundSecret: rotation('requests signed with it or with the replaced one are accepted for 24 hours'),
+};
 
 /** What each handler kind takes and answers; a kind not listed here gets a generic description. */
 function describe(route: Route): Op {
@@ -440,10 +493,12 @@ function describe(route: Route): Op {
     case 'admin': {
       const s = ADMIN_SUCCESS[h.action];
       const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];
+      const query = adminQueries[h.action];
       return {
         successStatus: s.status,
         successDescription: s.description,
-        successSchema: s.status === '204' ? undefined : okSchema('Item'),
+        successSchema: s.status === '204' ? undefined : okSchema(query ? 'List' : 'Item'),
+        query: query ? queryParams(query) : undefined,
         body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
         bodyRequired: schema !== undefined,
       };
@@ -501,17 +556,7 @@ function describe(route: Route): Op {
         update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200' },
       }[h.op];
     case 'webhooks_admin':
-      return {
-        createSubscription: created(
-          `the subscription {id, url, events, secret, active}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
-          webhooksAdminBodies.createSubscription,
-        ),
-        createInboundEndpoint: {
-          ...created('the endpoint {id, slug, url, secret, ...}; the secret is shown only here', webhooksAdminBodies.createInboundEndpoint),
-          bodyRequired: false,
-        },
-        listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
-      }[h.action];
+      return WEBHOOKS_ADMIN_OPS[h.action];
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -548,7 +593,11 @@ function errorStatuses(route: Route, op: Op): string[] {
   if (route.auth !== 'none') out.add('401');
   if (publicAuth) out.add('403');
   if (params) out.add('404');
-  if (route.idempotent || route.handler.kind === 'sign_experiment' || (route.handler.kind === 'admin' && route.method !== 'DELETE')) out.add('409');
+  const h = route.handler;
+  const conflicts =
+    (h.kind === 'admin' && (route.method !== 'DELETE' || h.action === 'deleteDepartment')) ||
+    (h.kind === 'webhooks_admin' && (h.action === 'createSubscription' || h.action === 'createInboundEndpoint' || h.action === 'redeliver'));
+  if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
   if (publicAuth) out.add('429');
   if (route.service || route.handler.kind === 'pending') out.add('503');
   return [...out];

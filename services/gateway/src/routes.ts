@@ -1,4 +1,5 @@
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
+import type { WebhooksAdminAction } from './handlers/webhooks.js';
 import type { LabOrderOp } from './handlers/lab-orders.js';
 import type { RouteScope } from './scopes.js';
 
@@ -27,7 +28,19 @@ export type AdminAction =
   | 'createApiKey'
   | 'createPat'
   | 'revokeToken'
-  | 'createOAuthClient';
+  | 'createOAuthClient'
+  | 'listOrgs'
+  | 'getOrg'
+  | 'listDepartments'
+  | 'deleteDepartment'
+  | 'listUsers'
+  | 'getUser'
+  | 'listMembers'
+  | 'listApiKeys'
+  | 'listPats'
+  | 'listOAuthClients'
+  | 'getOAuthClient'
+  | 'deleteOAuthClient';
 
 export type RouteHandler =
   | { kind: 'health' }
@@ -52,7 +65,7 @@ export type RouteHandler =
   | { kind: 'oauth_metadata'; document: 'authorization_server' | 'protected_resource' }
   | { kind: 'mcp' }
   /** management of outbound subscriptions and inbound endpoints (webhooks service) */
-  | { kind: 'webhooks_admin'; action: 'createSubscription' | 'listDeliveries' | 'createInboundEndpoint' }
+  | { kind: 'webhooks_admin'; action: WebhooksAdminAction }
   /** the inbound receiver: raw body, signature checked by the webhooks service */
   | { kind: 'inbound_webhook' }
   /** devices, results, connectors, environmental points and readings (telemetry service) */
@@ -250,11 +263,7 @@ function oauthFunctionRoutes(): Route[] {
   ];
 }
 
-const webhooksAdmin = (
-  method: HttpMethod,
-  path: string,
-  action: 'createSubscription' | 'listDeliveries' | 'createInboundEndpoint',
-): Route => ({
+const webhooksAdmin = (method: HttpMethod, path: string, action: WebhooksAdminAction): Route => ({
   method,
   path: `/admin/v1${path}`,
   auth: 'operator',
@@ -380,22 +389,47 @@ export const ROUTES: Route[] = [
   ...notificationRoutes(),
   ...jobRoutes(),
 
+  admin('GET', '/orgs', 'listOrgs'),
   admin('POST', '/orgs', 'createOrg'),
+  admin('GET', '/orgs/:org_id', 'getOrg'),
   admin('PATCH', '/orgs/:org_id', 'updateOrg'),
+  admin('GET', '/orgs/:org_id/departments', 'listDepartments'),
   admin('POST', '/orgs/:org_id/departments', 'createDepartment'),
+  admin('DELETE', '/orgs/:org_id/departments/:id', 'deleteDepartment'),
+  admin('GET', '/users', 'listUsers'),
   admin('POST', '/users', 'createUser'),
+  admin('GET', '/users/:user_id', 'getUser'),
+  admin('GET', '/orgs/:org_id/members', 'listMembers'),
   admin('PUT', '/orgs/:org_id/members/:user_id', 'putMember'),
   admin('DELETE', '/orgs/:org_id/members/:user_id', 'deleteMember'),
+  admin('GET', '/orgs/:org_id/api-keys', 'listApiKeys'),
   admin('POST', '/orgs/:org_id/api-keys', 'createApiKey'),
+  admin('GET', '/users/:user_id/pats', 'listPats'),
   admin('POST', '/users/:user_id/pats', 'createPat'),
   admin('DELETE', '/tokens/:token_id', 'revokeToken'),
+  telemetryAdmin('GET', '/orgs/:org_id/environmental-points', 'adminListPoints'),
   telemetryAdmin('POST', '/orgs/:org_id/environmental-points', 'createPoint'),
   telemetryAdmin('PATCH', '/orgs/:org_id/environmental-points/:point_id', 'updatePoint'),
+  telemetryAdmin('DELETE', '/orgs/:org_id/environmental-points/:point_id', 'deletePoint'),
+  webhooksAdmin('GET', '/orgs/:org_id/webhook-subscriptions', 'listSubscriptions'),
   webhooksAdmin('POST', '/orgs/:org_id/webhook-subscriptions', 'createSubscription'),
+  webhooksAdmin('GET', '/orgs/:org_id/webhook-subscriptions/:id', 'getSubscription'),
+  webhooksAdmin('PATCH', '/orgs/:org_id/webhook-subscriptions/:id', 'updateSubscription'),
+  webhooksAdmin('DELETE', '/orgs/:org_id/webhook-subscriptions/:id', 'deleteSubscription'),
+  webhooksAdmin('POST', '/orgs/:org_id/webhook-subscriptions/:id/rotate-secret', 'rotateSubscriptionSecret'),
   webhooksAdmin('GET', '/orgs/:org_id/webhook-subscriptions/:id/deliveries', 'listDeliveries'),
+  webhooksAdmin('POST', '/orgs/:org_id/webhook-subscriptions/:id/deliveries/:delivery_id/redeliver', 'redeliver'),
+  webhooksAdmin('GET', '/orgs/:org_id/inbound-endpoints', 'listInboundEndpoints'),
   webhooksAdmin('POST', '/orgs/:org_id/inbound-endpoints', 'createInboundEndpoint'),
+  webhooksAdmin('GET', '/orgs/:org_id/inbound-endpoints/:id', 'getInboundEndpoint'),
+  webhooksAdmin('PATCH', '/orgs/:org_id/inbound-endpoints/:id', 'updateInboundEndpoint'),
+  webhooksAdmin('DELETE', '/orgs/:org_id/inbound-endpoints/:id', 'deleteInboundEndpoint'),
+  webhooksAdmin('POST', '/orgs/:org_id/inbound-endpoints/:id/rotate-secret', 'rotateInboundSecret'),
   ...inboundWebhookRoutes(),
+  admin('GET', '/oauth-clients', 'listOAuthClients'),
   admin('POST', '/oauth-clients', 'createOAuthClient'),
+  admin('GET', '/oauth-clients/:client_id', 'getOAuthClient'),
+  admin('DELETE', '/oauth-clients/:client_id', 'deleteOAuthClient'),
   ...oauthFunctionRoutes(),
 
   {

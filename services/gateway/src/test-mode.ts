@@ -1,4 +1,4 @@
-import { DomainError } from '@lab/kit';
+import { DomainError, validationFailed } from '@lab/kit';
 import type { Principal } from './auth.js';
 import { objectBody } from './handlers/records.js';
 import { json, type Reply } from './replies.js';
@@ -16,7 +16,7 @@ export function isTestMode(header: string | string[] | undefined): boolean {
   const value = (Array.isArray(header) ? header.join(',') : header).trim().toLowerCase();
   if (value === 'true') return true;
   if (value === 'false') return false;
-  throw DomainError.invalid('X-Test-Mode must be true or false', { fields: [{ path: 'X-Test-Mode', message: 'must be true or false' }] });
+  throw validationFailed([{ path: 'X-Test-Mode', message: 'must be true or false' }], 'X-Test-Mode must be true or false');
 }
 
 /**

@@ -1,13 +1,12 @@
 import type { z } from 'zod';
-import { DomainError } from '@lab/kit';
+import { parseWith as kitParseWith } from '@lab/kit';
 
-/** Parses input or throws 400 validation_failed naming each bad field. */
+/**
+ * Parses input or throws 400 validation_failed naming each bad field, in the
+ * same words as every service (kit's one formatter of validation problems).
+ */
 export function parseWith<S extends z.ZodType>(schema: S, input: unknown, message = 'invalid request'): z.infer<S> {
-  const r = schema.safeParse(input);
-  if (r.success) return r.data;
-  throw DomainError.invalid(message, {
-    fields: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
-  });
+  return kitParseWith(schema, input, message);
 }
 
 /**

@@ -22,20 +22,28 @@ function recordingLimiter(): { limiter: RateLimiter; keys: string[] } {
 // addresses would grow the counters (kept up to an hour) without bound.
 describe('counters of anonymous requests', () => {
   describe('sign-in attempts', () => {
-    it('are counted in at most SIGN_IN_BUCKETS buckets, whatever addresses are tried, and never under the address itself', async () => {
+    it('are counted in at most SIGN_IN_BUCKETS buckets per budget, whatever is tried, and never under the e-mail or address itself', async () => {
       const { limiter, keys } = recordingLimiter();
       const refused = () => Promise.reject(DomainError.invalid('invalid email or password', undefined, 'invalid_grant'));
+      const tried: string[] = [];
       for (let i = 0; i < 2000; i++) {
         const email = `made-up-${randomBytes(8).toString('hex')}@example.test`;
-        await countedSignIn(limiter, email, refused).catch(() => undefined);
+        const address = `10.${i >> 8}.${i & 255}.${(i * 7) & 255}`;
+        tried.push(email, address);
+        await countedSignIn(limiter, { email, address }, refused).catch(() => undefined);
       }
-      expect(keys).toHaveLength(2000);
+      // three budgets: account and address, address, account
+      expect(keys).toHaveLength(6000);
       for (const k of keys) {
-        expect(k).toMatch(/^sign-in:[0-9a-f]+$/);
-        expect(parseInt(k.slice('sign-in:'.length), 16)).toBeLessThan(SIGN_IN_BUCKETS);
+        const m = /^sign-in(?:-pair|-address)?:([0-9a-f]+)$/.exec(k);
+        expect(m).not.toBeNull();
+        expect(parseInt(m![1]!, 16)).toBeLessThan(SIGN_IN_BUCKETS);
       }
+      expect(keys.some((k) => tried.some((t) => k.includes(t)))).toBe(false);
       // spread over the buckets, not all in a few
-      expect(new Set(keys).size).toBeGreaterThan(1900);
+      for (const prefix of ['sign-in:', 'sign-in-pair:', 'sign-in-address:']) {
+        expect(new Set(keys.filter((k) => k.startsWith(prefix))).size).toBeGreaterThan(1900);
+      }
       await limiter.close();
     });
 
@@ -45,7 +53,7 @@ describe('counters of anonymous requests', () => {
       const email = `someone-${randomUUID()}@example.test`;
       for (const written of [email, email.toUpperCase(), ` ${email} `]) {
         for (let i = 0; i < 4; i++) {
-          outcomes.push(await countedSignIn(limiter, written, () => Promise.reject(DomainError.invalid('no'))).then(() => 'ok', (e: DomainError) => e.kind));
+          outcomes.push(await countedSignIn(limiter, { email: written, address: '192.0.2.10' }, () => Promise.reject(DomainError.invalid('no'))).then(() => 'ok', (e: DomainError) => e.kind));
         }
       }
       expect(outcomes).toEqual([...Array(10).fill('invalid'), 'rate_limited', 'rate_limited']);

@@ -84,6 +84,14 @@ beforeAll(async () => {
   await created('jobs', 'POST', '/v1/jobs', { job_type: 'experiment_entry_pdf', input: { entry_id: A.experiments } });
   const sub = await admin.call<any>('POST', `/orgs/${orgA}/webhook-subscriptions`, { url: 'https://hooks.example.org/a', events: ['*'] }, 201);
   A['webhook-subscriptions'] = sub.id;
+  // an event after the subscription, so that it has a delivery to name
+  await created('samples-delivered', 'POST', '/v1/samples', { name: 'A sample for the subscription' });
+  A.delivery = await eventually(async () => {
+    const d = await call(stack.url, 'GET', `/admin/v1/orgs/${orgA}/webhook-subscriptions/${sub.id}/deliveries`, { token: stack.operatorToken });
+    return d.body.data[0]?.id as string | undefined;
+  });
+  A['inbound-endpoints'] = (await admin.call<any>('POST', `/orgs/${orgA}/inbound-endpoints`, {}, 201)).id;
+  A.department = (await admin.call<any>('POST', `/orgs/${orgA}/departments`, { name: 'A chemistry' }, 201)).id;
   const keyInfo = await admin.createApiKey(orgA, { scopes: ['read'] });
   A.token = keyInfo.id;
   doc = (await call(stack.url, 'GET', '/v1/openapi.json')).body;
@@ -102,8 +110,11 @@ function idFor(template: string, param: string): string | undefined {
   if (param === 'point_id') return A.point;
   if (param === 'user_id') return A.user;
   if (param === 'token_id') return A.token;
+  if (param === 'delivery_id') return A.delivery;
   if (param === 'id') {
     if (template.includes('webhook-subscriptions')) return A['webhook-subscriptions'];
+    if (template.includes('inbound-endpoints')) return A['inbound-endpoints'];
+    if (template.includes('/departments/')) return A.department;
     return A[segs[0] === 'v1' ? segs[1] : segs[2]];
   }
   return undefined;
@@ -112,7 +123,8 @@ function idFor(template: string, param: string): string | undefined {
 function bodyFor(method: string, template: string): unknown {
   if (method === 'GET' || method === 'DELETE') return undefined;
   const segs = template.split('/').filter(Boolean);
-  if (template.endsWith('/release')) return undefined;
+  if (template.endsWith('/release') || template.endsWith('/rotate-secret') || template.endsWith('/redeliver')) return undefined;
+  if (template.includes('webhook-subscriptions/{id}') || template.includes('inbound-endpoints/{id}')) return { active: false };
   if (template.endsWith('/sign')) return { password: PASSWORD };
   if (template.startsWith('/v1/lab-orders/{id}/results')) return { sample_id: A.orderSample, analyte: 'Na', value: 140 };
   if (template.startsWith('/admin/')) return segs.includes('environmental-points') ? bodies.point : { role: 'viewer' };
@@ -131,7 +143,7 @@ const kinds = (op: any): string[] => (op.security ?? []).flatMap((s: any) => Obj
 
 describe('cross-organisation probing', () => {
   it('created one record of every kind in organisation A', () => {
-    const expected = ['projects', 'experiments', 'samples', 'reagents', 'inventories', 'stock-items', 'stock-movements', 'equipment', 'usage', 'maintenance', 'calibrations', 'qualifications', 'remote', 'devices', 'results', 'connectors', 'point', 'reading', 'lab-orders', 'lab-results', 'notifications', 'jobs', 'webhook-subscriptions'];
+    const expected = ['projects', 'experiments', 'samples', 'reagents', 'inventories', 'stock-items', 'stock-movements', 'equipment', 'usage', 'maintenance', 'calibrations', 'qualifications', 'remote', 'devices', 'results', 'connectors', 'point', 'reading', 'lab-orders', 'lab-results', 'notifications', 'jobs', 'webhook-subscriptions', 'delivery', 'inbound-endpoints', 'department'];
     expect(expected.filter((k) => !A[k])).toEqual([]);
   });
 
@@ -142,8 +154,8 @@ describe('cross-organisation probing', () => {
       const params = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       // a route whose only ids are B's own organisation (or a user) names nothing of A
       if (!params.some((p) => p !== 'org_id') || path.startsWith('/admin/v1/users/') || path.startsWith('/functions/') || path.startsWith('/.well-known/')) continue;
-      // the operator may revoke any token and may add any user to B: neither is org-scoped
-      if (path.startsWith('/admin/v1/tokens/') || (method === 'PUT' && path.endsWith('/members/{user_id}'))) continue;
+      // the operator may revoke any token, add any user to B and manage OAuth clients: none is org-scoped
+      if (path.startsWith('/admin/v1/tokens/') || path.startsWith('/admin/v1/oauth-clients/') || (method === 'PUT' && path.endsWith('/members/{user_id}'))) continue;
       const url = path.replace(/\{([^}]+)\}/g, (_, p: string) => idFor(path, p) ?? `missing-${p}`);
       expect(url).not.toContain('missing-');
       const k = kinds(op);

@@ -3,6 +3,7 @@ import { adminBodies } from '../src/handlers/admin';
 import { jsonSchemaOf, openApiDocument } from '../src/openapi';
 import { RECORD_FIELDS } from '../src/record-fields';
 import { ROUTES, type Route } from '../src/routes';
+import { SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
 
 type Operation = Record<string, any>;
 type Doc = {
@@ -147,6 +148,41 @@ describe('OpenAPI document', () => {
     const org = deref({ $ref: '#/components/schemas/AdminCreateOrgBody' });
     expect(org.properties.modules.items.enum).toEqual(['lab_equipment', 'analytics_qc', 'sample_intake']);
     expect(org.additionalProperties).toBe(false);
+  });
+
+  it('documents every management list with the contract’s page: limit 1 to 200 (default 50) and offset', () => {
+    const lists = ROUTES.filter((r) => r.path.startsWith('/admin/') && r.method === 'GET' && !r.path.endsWith('/deliveries') && !/:[a-z_]+$/.test(r.path));
+    expect(lists.length).toBeGreaterThanOrEqual(10);
+    for (const r of lists) {
+      const op = opOf(r);
+      const limit = op.parameters.find((p: any) => p.name === 'limit');
+      const offset = op.parameters.find((p: any) => p.name === 'offset');
+      expect([label(r), limit?.schema]).toEqual([label(r), expect.objectContaining({ minimum: 1, maximum: 200, default: 50 })]);
+      expect([label(r), offset?.schema]).toEqual([label(r), expect.objectContaining({ minimum: 0, default: 0 })]);
+      expect(deref(op.responses['200'].content['application/json'].schema).required).toEqual(['data', 'pagination']);
+    }
+    const users = opOf(ROUTES.find((r) => r.method === 'GET' && r.path === '/admin/v1/users')!);
+    expect(users.parameters.map((p: any) => p.name)).toContain('email');
+  });
+
+  it('lists the subscribable events of the webhooks service in the subscription body', () => {
+    const create = ROUTES.find((r) => r.method === 'POST' && r.path === '/admin/v1/orgs/:org_id/webhook-subscriptions')!;
+    const body = deref(opOf(create).requestBody.content['application/json'].schema);
+    expect(body.properties.events.items.enum).toEqual([...SUBSCRIBABLE_FILTERS]);
+    expect(body.properties.events.items.enum).toEqual(expect.arrayContaining(['lab_order.created', 'lab_result.released', 'stock_item.*', 'environmental.*', '*']));
+    const patch = ROUTES.find((r) => r.method === 'PATCH' && r.path === '/admin/v1/orgs/:org_id/webhook-subscriptions/:id')!;
+    expect(deref(opOf(patch).requestBody.content['application/json'].schema).properties.events.items.enum).toEqual([...SUBSCRIBABLE_FILTERS]);
+  });
+
+  it('answers the rotation 200, the redelivery 202 and a department in use 409', () => {
+    const find = (method: string, path: string) => opOf(ROUTES.find((r) => r.method === method && r.path === path)!);
+    expect(Object.keys(find('POST', '/admin/v1/orgs/:org_id/webhook-subscriptions/:id/rotate-secret').responses)).toContain('200');
+    expect(Object.keys(find('POST', '/admin/v1/orgs/:org_id/inbound-endpoints/:id/rotate-secret').responses)).toContain('200');
+    expect(Object.keys(find('POST', '/admin/v1/orgs/:org_id/webhook-subscriptions/:id/deliveries/:delivery_id/redeliver').responses)).toEqual(
+      expect.arrayContaining(['202', '404', '409']),
+    );
+    expect(Object.keys(find('DELETE', '/admin/v1/orgs/:org_id/departments/:id').responses)).toEqual(expect.arrayContaining(['204', '404', '409']));
+    expect(Object.keys(find('DELETE', '/admin/v1/orgs/:org_id/environmental-points/:point_id').responses)).toEqual(expect.arrayContaining(['204', '200']));
   });
 
   it('has the error, idempotency-conflict and envelope schemas', () => {

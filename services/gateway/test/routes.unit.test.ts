@@ -42,6 +42,46 @@ describe('route table', () => {
     expect(router.match('PUT', '/admin/v1/orgs/o/members/u')).toMatchObject({ params: { org_id: 'o', user_id: 'u' } });
   });
 
+  it('serves every route of the management contract for reading and undoing what was made', () => {
+    const contract = [
+      'GET /admin/v1/orgs',
+      'GET /admin/v1/orgs/o',
+      'GET /admin/v1/orgs/o/departments',
+      'DELETE /admin/v1/orgs/o/departments/d',
+      'GET /admin/v1/users',
+      'GET /admin/v1/users/u',
+      'GET /admin/v1/orgs/o/members',
+      'GET /admin/v1/orgs/o/api-keys',
+      'GET /admin/v1/users/u/pats',
+      'GET /admin/v1/orgs/o/environmental-points',
+      'DELETE /admin/v1/orgs/o/environmental-points/p',
+      'GET /admin/v1/orgs/o/webhook-subscriptions',
+      'GET /admin/v1/orgs/o/webhook-subscriptions/s',
+      'PATCH /admin/v1/orgs/o/webhook-subscriptions/s',
+      'DELETE /admin/v1/orgs/o/webhook-subscriptions/s',
+      'POST /admin/v1/orgs/o/webhook-subscriptions/s/rotate-secret',
+      'POST /admin/v1/orgs/o/webhook-subscriptions/s/deliveries/d/redeliver',
+      'GET /admin/v1/orgs/o/inbound-endpoints',
+      'GET /admin/v1/orgs/o/inbound-endpoints/e',
+      'PATCH /admin/v1/orgs/o/inbound-endpoints/e',
+      'DELETE /admin/v1/orgs/o/inbound-endpoints/e',
+      'POST /admin/v1/orgs/o/inbound-endpoints/e/rotate-secret',
+      'GET /admin/v1/oauth-clients',
+      'GET /admin/v1/oauth-clients/c',
+      'DELETE /admin/v1/oauth-clients/c',
+    ];
+    for (const line of contract) {
+      const [method, path] = line.split(' ') as [string, string];
+      expect([line, router.match(method, path)]).toEqual([line, expect.objectContaining({ kind: 'found', route: expect.objectContaining({ auth: 'operator' }) })]);
+    }
+    expect(router.match('POST', '/admin/v1/orgs/o/webhook-subscriptions/s/deliveries/d/redeliver')).toMatchObject({
+      params: { org_id: 'o', id: 's', delivery_id: 'd' },
+      route: { service: 'webhooks', handler: { kind: 'webhooks_admin', action: 'redeliver' } },
+    });
+    expect(router.match('DELETE', '/admin/v1/orgs/o/environmental-points/p')).toMatchObject({ route: { service: 'telemetry', handler: { op: 'deletePoint' } } });
+    expect(router.match('PUT', '/admin/v1/orgs/o/webhook-subscriptions/s')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'PATCH', 'DELETE'] });
+  });
+
   it('has one route per method and path', () => {
     const keys = ROUTES.map((r) => `${r.method} ${r.path}`);
     expect(new Set(keys).size).toBe(keys.length);

@@ -3,6 +3,7 @@ import { DomainError, type CallerContext, type Executor, type ServiceDeps, sqlAr
 import type { identity } from '@lab/contracts';
 import type { Role } from './model.js';
 import { requireOrg } from './orgs.js';
+import { iso } from './sql.js';
 
 type Member = identity.Member;
 
@@ -13,6 +14,7 @@ interface MemberRow {
   department_id: string | null;
   email: string;
   name: string | null;
+  created_at: string;
 }
 
 const toMember = (r: MemberRow): Member => ({
@@ -22,12 +24,13 @@ const toMember = (r: MemberRow): Member => ({
   ...(r.department_id !== null ? { department_id: r.department_id } : {}),
   email: r.email,
   ...(r.name !== null ? { name: r.name } : {}),
+  created_at: r.created_at,
 });
 
 /** Audit view: the membership itself, without the user's contact data. */
 const snapshot = (m: Member) => ({ org_id: m.org_id, user_id: m.user_id, role: m.role, department_id: m.department_id ?? null });
 
-const selectMembers = sql`select m.org_id, m.user_id, m.role, m.department_id, u.email, u.name
+const selectMembers = sql`select m.org_id, m.user_id, m.role, m.department_id, u.email, u.name, ${iso(sql`m.created_at`)} as created_at
   from identity.memberships m join identity.users u on u.id = m.user_id`;
 
 export async function findMember(deps: ServiceDeps, orgId: string, userId: string, exec?: Executor, lock = false): Promise<Member | null> {
@@ -55,8 +58,10 @@ export async function putMember(
     const [user] = await deps.db.rows<{ id: string }>(sql`select id from identity.users where id = ${input.user_id}`, tx);
     if (!user) throw DomainError.notFound('user not found');
     if (input.department_id) {
+      // key share: a department being deleted is waited for and then not found
+      // (400), rather than found here and gone at the insert (a foreign key error)
       const [dept] = await deps.db.rows<{ id: string }>(
-        sql`select id from identity.departments where id = ${input.department_id} and org_id = ${input.org_id}`,
+        sql`select id from identity.departments where id = ${input.department_id} and org_id = ${input.org_id} for key share`,
         tx,
       );
       if (!dept) throw DomainError.invalid('department not found in this organisation', { department_id: input.department_id });

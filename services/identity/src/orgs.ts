@@ -97,9 +97,39 @@ export async function createDepartment(
   const id = newId();
   return deps.outbox.write(caller, async (tx, emit) => {
     await requireOrg(deps, input.org_id, tx);
-    await tx.execute(sql`insert into identity.departments (id, org_id, name) values (${id}, ${input.org_id}, ${input.name})`);
+    const [row] = await deps.db.rows<{ created_at: string }>(
+      sql`insert into identity.departments (id, org_id, name) values (${id}, ${input.org_id}, ${input.name})
+          returning ${iso(sql`created_at`)} as created_at`,
+      tx,
+    );
     const dept = { id, org_id: input.org_id, name: input.name };
     emit.audit(input.org_id, { action: 'create', resource: 'department', record_id: id, after: dept });
-    return dept;
+    return { ...dept, created_at: row!.created_at };
+  });
+}
+
+/**
+ * Deletes a department no member belongs to (409 department_in_use otherwise,
+ * with how many do). Records of other services that name it are checked by the
+ * caller before (the management API asks their owners), since identity reads no
+ * other service's data. The row is locked first, so a member put into it
+ * meanwhile waits and then fails on the foreign key rather than pointing nowhere.
+ */
+export async function deleteDepartment(deps: ServiceDeps, caller: CallerContext, input: { org_id: string; department_id: string }): Promise<void> {
+  await deps.outbox.write(caller, async (tx, emit) => {
+    const [dept] = await deps.db.rows<{ id: string; name: string }>(
+      sql`select id, name from identity.departments where org_id = ${input.org_id} and id = ${input.department_id} for update`,
+      tx,
+    );
+    if (!dept) throw DomainError.notFound('department not found');
+    const [{ n }] = (await deps.db.rows<{ n: number }>(
+      sql`select count(*)::int as n from identity.memberships where org_id = ${input.org_id} and department_id = ${input.department_id}`,
+      tx,
+    )) as [{ n: number }];
+    if (n > 0) {
+      throw DomainError.conflict(`the department has ${n} member${n === 1 ? '' : 's'}; move or remove them first`, 'department_in_use', { members: n });
+    }
+    await tx.execute(sql`delete from identity.departments where org_id = ${input.org_id} and id = ${input.department_id}`);
+    emit.audit(input.org_id, { action: 'delete', resource: 'department', record_id: dept.id, before: { id: dept.id, org_id: input.org_id, name: dept.name } });
   });
 }

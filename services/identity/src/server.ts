@@ -1,10 +1,11 @@
-import type { GrpcServer, ServiceDeps } from '@lab/kit';
+import { DomainError, isUuid, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { identity } from '@lab/contracts';
 import { deleteMember, listMembers, listUserOrgs, putMember } from './members.js';
 import { OAUTH_DEFAULT_CLIENT_SCOPES } from './model.js';
-import { createOAuthClient, getOAuthClient } from './oauth-clients.js';
+import { createOAuthClient, deleteOAuthClient, getOAuthClient } from './oauth-clients.js';
+import { getUserMemberships, listDepartments, listMembersPage, listOAuthClients, listOrgs, listTokens, listUsers } from './management-reads.js';
 import { createOAuthCode, exchangeOAuthCode, refreshOAuthToken } from './oauth-grants.js';
-import { createDepartment, createOrg, getOrg, updateOrg } from './orgs.js';
+import { createDepartment, createOrg, deleteDepartment, getOrg, updateOrg } from './orgs.js';
 import { resolveSessionUser, resolveToken } from './resolve.js';
 import { passwordGrant, refreshGrant } from './sessions.js';
 import { createApiKey, createPat, revokeToken } from './token-store.js';
@@ -69,5 +70,35 @@ export function registerIdentity(server: GrpcServer, deps: ServiceDeps, opts: Id
     createOAuthCode: async (req, caller) => createOAuthCode(deps, caller, parse(s.createOAuthCode, req), opts.oauthCodeTtlSeconds),
     exchangeOAuthCode: async (req, caller) => exchangeOAuthCode(deps, caller, parse(s.exchangeOAuthCode, req)),
     refreshOAuthToken: async (req, caller) => refreshOAuthToken(deps, caller, parse(s.refreshOAuthToken, req)),
+
+    listOrgs: async (req) => listOrgs(deps, parse(s.page, req)),
+    listDepartments: async (req) => {
+      const r = parse(s.orgPage, req);
+      return listDepartments(deps, r.org_id, r.page);
+    },
+    deleteDepartment: async (req, caller) => {
+      await deleteDepartment(deps, caller, parse(s.deleteDepartment, req));
+      return {};
+    },
+    listUsers: async (req) => {
+      const r = parse(s.listUsers, req);
+      return listUsers(deps, r.email, r.page);
+    },
+    getUserMemberships: async (req) => getUserMemberships(deps, parse(s.userId, req).user_id),
+    listMembersPage: async (req) => {
+      const r = parse(s.orgPage, req);
+      return listMembersPage(deps, r.org_id, r.page);
+    },
+    listTokens: async (req) => {
+      const r = parse(s.listTokens, req);
+      return listTokens(deps, r, r.page);
+    },
+    listOAuthClients: async (req) => listOAuthClients(deps, parse(s.page, req)),
+    deleteOAuthClient: async (req, caller) => {
+      const { client_id } = parse(s.oauthClientId, req);
+      if (!isUuid(client_id)) throw DomainError.notFound('no such OAuth client');
+      await deleteOAuthClient(deps, caller, client_id.toLowerCase());
+      return {};
+    },
   });
 }

@@ -3,7 +3,7 @@ import { DomainError, lockKey, newId, rows, type CallerContext, type Emitter, ty
 import type { identity } from '@lab/contracts';
 import { requireMember } from './members.js';
 import { requireOrg } from './orgs.js';
-import { hashToken, newApiKey, newPrefixedToken, type TokenKind } from './tokens.js';
+import { displayPrefix, hashToken, newApiKey, newPrefixedToken, type TokenKind } from './tokens.js';
 import { getUser } from './users.js';
 
 export interface NewToken {
@@ -25,8 +25,8 @@ export async function insertToken(tx: Tx, t: NewToken): Promise<{ id: string; to
   const id = newId();
   const token = t.kind === 'api_key' ? newApiKey(t.org_id!) : newPrefixedToken(t.kind);
   await tx.execute(sql`insert into identity.tokens
-      (id, kind, token_hash, name, org_id, user_id, scopes, connector_id, device_ids, session_id, grant_id, expires_at)
-    values (${id}, ${t.kind}, ${hashToken(token)}, ${t.name}, ${t.org_id}, ${t.user_id}, ${sqlArray(t.scopes)}::text[],
+      (id, kind, token_hash, display_prefix, name, org_id, user_id, scopes, connector_id, device_ids, session_id, grant_id, expires_at)
+    values (${id}, ${t.kind}, ${hashToken(token)}, ${displayPrefix(t.kind, token)}, ${t.name}, ${t.org_id}, ${t.user_id}, ${sqlArray(t.scopes)}::text[],
       ${t.connector_id ?? null}, ${sqlArray(t.device_ids ?? [])}::uuid[], ${t.session_id ?? null}, ${t.grant_id ?? null},
       ${t.ttl_seconds === undefined ? null : sql`now() + ${t.ttl_seconds} * interval '1 second'`})`);
   return { id, token };

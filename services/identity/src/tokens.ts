@@ -48,6 +48,20 @@ export function newPrefixedToken(kind: Exclude<TokenKind, 'api_key'>): string {
 export const newClientSecret = (): string => `ocs_${secret()}`;
 export const newAuthorizationCode = (): string => `oac_${secret()}`;
 
+/** Characters of the secret kept beside the hash so an operator can tell tokens apart: 36 of 256 bits. */
+const SHOWN_SECRET_CHARS = 6;
+
+/**
+ * What the management API shows of an API key or PAT in place of the token: the
+ * part before the secret (kind prefix, and an API key's organisation) and the
+ * secret's first characters. Short-lived sign-in and OAuth tokens keep none.
+ */
+export function displayPrefix(kind: TokenKind, token: string): string | null {
+  if (kind === 'api_key') return token.slice(0, 'lab_'.length + 32 + 1 + SHOWN_SECRET_CHARS);
+  if (kind === 'pat') return token.slice(0, 'pat_'.length + SHOWN_SECRET_CHARS);
+  return null;
+}
+
 /** The organisation embedded in a well-formed API key, as a dashed UUID; else null. */
 export function parseApiKeyOrg(token: string): string | null {
   const m = API_KEY_RE.exec(token);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DomainError, isUuid, storableText } from '@lab/kit';
+import { isUuid, parseWith, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
 import { SCOPES, unknownScopes } from './scopes.js';
 
@@ -73,7 +73,22 @@ const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine
   if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')}` });
 });
 
+/** A page of a management list: limit 1 to 200 (0, proto's unset, is the default 50), offset from 0. */
+export const DEFAULT_PAGE_LIMIT = 50;
+export const MAX_PAGE_LIMIT = 200;
+const pageFields = z.object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) });
+const withDefaults = (p: { limit: number; offset: number } | undefined) => ({ limit: p?.limit || DEFAULT_PAGE_LIMIT, offset: p?.offset ?? 0 });
+/** A page nested in a request (proto leaves an unset message undefined). */
+const page = pageFields.optional().transform(withDefaults);
+
 export const schemas = {
+  page: pageFields.transform(withDefaults),
+  orgPage: z.object({ org_id: uuid, page }),
+  deleteDepartment: z.object({ org_id: uuid, department_id: uuid }),
+  listUsers: z.object({ email: z.string().trim().min(1).max(320).refine(storableText, NUL).optional(), page }),
+  listTokens: z
+    .object({ kind: z.enum(['api_key', 'pat']), org_id: uuid.optional(), user_id: uuid.optional(), page })
+    .refine((r) => (r.kind === 'api_key' ? r.org_id !== undefined : r.user_id !== undefined), 'api keys are listed by org_id, PATs by user_id'),
   resolveToken: z.object({
     token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256'),
     org_id: uuid.optional(),
@@ -139,9 +154,5 @@ export const schemas = {
 
 /** Parses a request or throws 400 validation_failed naming each bad field. */
 export function parse<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
-  const r = schema.safeParse(input);
-  if (r.success) return r.data;
-  throw DomainError.invalid('invalid request', {
-    fields: r.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
-  });
+  return parseWith(schema, input, 'invalid request');
 }

@@ -335,4 +335,24 @@ describe('identity over gRPC', () => {
       'unauthenticated/invalid_password',
     );
   });
+
+  it('deletes a department and puts a member into it at the same moment: one wins, the other is refused, never a foreign key error', async () => {
+    const outcomes = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      const { org, user } = await orgWithMember();
+      const dept = await client.call('createDepartment', { org_id: org.id, name: `D${i}` }, ctx());
+      const [del, put] = await Promise.all([
+        rejection(client.call('deleteDepartment', { org_id: org.id, department_id: dept.id }, ctx())),
+        rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'researcher', department_id: dept.id }, ctx())),
+      ]);
+      outcomes.add(`${del} ${put}`);
+      // whichever came first, the other saw it: a department with a member is never deleted
+      expect([`${del} ${put}`]).toEqual([expect.stringMatching(/^(ok invalid\/validation_failed|conflict\/department_in_use ok)$/)]);
+      const members = await client.call('listMembersPage', { org_id: org.id, page: { limit: 10, offset: 0 } }, ctx());
+      const listed = await client.call('listDepartments', { org_id: org.id, page: { limit: 10, offset: 0 } }, ctx());
+      if (del === 'ok') expect([members.members[0]!.department_id, listed.departments]).toEqual([undefined, []]);
+      else expect(members.members[0]!.department_id).toBe(dept.id);
+    }
+  });
 });
+

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { hashToken, newApiKey, newPrefixedToken, parseApiKeyOrg, tokenKindOf } from '../src/tokens';
+import { displayPrefix, hashToken, newApiKey, newPrefixedToken, parseApiKeyOrg, tokenKindOf } from '../src/tokens';
 
 const ORG = '0190a4f0-1234-7abc-8def-0123456789ab';
 
@@ -40,5 +40,14 @@ describe('token formats', () => {
     expect(hashToken(t)).toBe(createHash('sha256').update(t).digest('hex'));
     expect(hashToken(t)).toMatch(/^[0-9a-f]{64}$/);
     expect(hashToken(`${t}x`)).not.toBe(hashToken(t));
+  });
+
+  it('keeps as display prefix the part before the secret and 6 of its 43 characters, and nothing of short-lived tokens', () => {
+    const key = newApiKey(ORG);
+    expect(displayPrefix('api_key', key)).toBe(key.slice(0, 'lab_'.length + 32 + 1 + 6));
+    const pat = newPrefixedToken('pat');
+    expect(displayPrefix('pat', pat)).toMatch(/^pat_[A-Za-z0-9_-]{6}$/);
+    expect(pat.startsWith(displayPrefix('pat', pat)!)).toBe(true);
+    for (const kind of ['session', 'refresh', 'oauth', 'oauth_refresh'] as const) expect(displayPrefix(kind, newPrefixedToken(kind))).toBeNull();
   });
 });

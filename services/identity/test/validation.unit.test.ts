@@ -39,7 +39,7 @@ describe('scope validation', () => {
 describe('request validation', () => {
   it('names the bad field of a non-UUID id', () => {
     const err = rejection(() => parse(schemas.orgId, { org_id: 'nope' }));
-    expect(err.details).toEqual({ fields: [{ path: 'org_id', message: 'must be a UUID' }] });
+    expect(err.details).toEqual({ field: 'org_id', fields: [{ path: 'org_id', message: 'must be a UUID' }] });
   });
 
   it('keeps modules to the known set, deduplicated in canonical order', () => {

@@ -52,7 +52,7 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
   if (ADMIN_JOB_TYPES.has(job_type) && !isJobAdmin(caller)) {
     throw DomainError.forbidden(`job_type ${job_type} needs an administrator`, 'admin_required');
   }
-  const parsed = INPUTS[job_type].safeParse(input ?? {});
+  const parsed = INPUTS[job_type].safeParse(input ?? {}, { reportInput: true });
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));
   }

@@ -45,7 +45,7 @@ const CALIBRATION = ['created_at', 'created_by'];
 
 async function experimentEntry(run: JobRun, input: InputOf<'experiment_entry_pdf'>): Promise<Artifact> {
   await run.step(10, 'loading the entry');
-  const e = await run.sources.get(run.caller, 'experiments', input.entry_id);
+  const e = await run.sources.named(run.caller, 'experiments', input.entry_id, 'entry_id');
   await run.step(50, 'rendering the PDF');
   const title = text(e.title ?? e.display_id);
   return writePdf(run.dir, `${run.base}.pdf`, title, (doc) => {
@@ -60,7 +60,7 @@ async function experimentEntry(run: JobRun, input: InputOf<'experiment_entry_pdf
 }
 
 async function equipmentRecords(run: JobRun, equipmentId: string, subs: string[]) {
-  const equipment = await run.sources.get(run.caller, 'equipment', equipmentId);
+  const equipment = await run.sources.named(run.caller, 'equipment', equipmentId, 'equipment_id');
   const out: Record<string, Rec[]> = {};
   let i = 0;
   for (const sub of subs) {
@@ -106,7 +106,7 @@ async function equipmentBook(run: JobRun, input: InputOf<'equipment_book_pdf'>):
 async function maintenanceReport(run: JobRun, input: InputOf<'maintenance_report_pdf'>): Promise<Artifact> {
   await run.step(10, 'loading equipment');
   const equipment = input.equipment_id
-    ? [await run.sources.get(run.caller, 'equipment', input.equipment_id)]
+    ? [await run.sources.named(run.caller, 'equipment', input.equipment_id, 'equipment_id')]
     : await run.all('equipment');
   const logs: { equipment: Rec; maintenance: Rec[] }[] = [];
   for (const [i, e] of equipment.entries()) {
@@ -132,7 +132,7 @@ export const isHazardous = (r: Rec) =>
 async function riskAssessment(run: JobRun, input: InputOf<'risk_assessment_pdf'>): Promise<Artifact> {
   await run.step(10, 'loading reagents');
   const reagents = input.reagent_ids
-    ? await Promise.all(input.reagent_ids.map((id) => run.sources.get(run.caller, 'reagents', id)))
+    ? await Promise.all(input.reagent_ids.map((id, i) => run.sources.named(run.caller, 'reagents', id, `reagent_ids.${i}`)))
     : (await run.all('reagents')).filter(isHazardous);
   await run.step(40, 'loading stock');
   const stock = await run.all('stock-items');

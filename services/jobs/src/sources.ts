@@ -1,5 +1,5 @@
 import { audit, identity, records } from '@lab/contracts';
-import { DomainError, PeerClient, type CallerContext } from '@lab/kit';
+import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
 export type Rec = Record<string, unknown>;
@@ -93,6 +93,23 @@ export class Sources {
   async get(caller: CallerContext, resource: string, id: string, parent_id = ''): Promise<Rec> {
     const r = await this.records(resource).call('getRecord', { resource, id, parent_id }, caller);
     return JSON.parse(r.json) as Rec;
+  }
+
+  /**
+   * The record a job's input names in `field`. When its owner does not know it
+   * (an id of another kind of record, say a sample's as entry_id, or one deleted
+   * since), no retry can find it: the answer is an invalid input naming the
+   * field, which the worker fails at once instead of retrying until dead.
+   */
+  async named(caller: CallerContext, resource: string, id: string, field: string): Promise<Rec> {
+    try {
+      return await this.get(caller, resource, id);
+    } catch (err) {
+      if (err instanceof DomainError && err.kind === 'not_found') {
+        throw validationFailed([{ path: `input.${field}`, message: `names no ${resource} record of this organisation visible to the job's creator` }], `input.${field} names no ${resource} record`);
+      }
+      throw err;
+    }
   }
 
   /**

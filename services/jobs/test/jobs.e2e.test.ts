@@ -73,7 +73,7 @@ beforeAll(async () => {
   await ok(`/v1/equipment/${data.equipment}/calibrations`, { standard: 'A', ok: true });
   data.reagent = await ok('/v1/reagents', { name: 'Acetone', signal_word: 'danger', h_phrases: ['H225', 'H319'] });
   await ok('/v1/stock-items', { catalog_id: data.reagent, quantity: 2.5, unit: 'L' });
-  await ok('/v1/samples', { name: 'S-1', storage_location: 'Box 7', metadata: { position: 'B2' } });
+  data.sample = await ok('/v1/samples', { name: 'S-1', storage_location: 'Box 7', metadata: { position: 'B2' } });
   await ok('/v1/samples', { name: 'S-2', storage_location: 'Box 7' });
   worker = await startWorker();
 });
@@ -447,13 +447,17 @@ describe('artifact retention', () => {
 });
 
 describe('failures and workers', () => {
-  it('a job that always fails goes failed -> dead after max_attempts', async () => {
-    const job = await submit(researcher, 'experiment_entry_pdf', { entry_id: randomUUID() });
+  it.each([
+    ['the id of a record of another kind (a sample as entry_id)', () => data.sample!],
+    ['an id no record has', () => randomUUID()],
+  ])('a job whose input names %s fails once, naming the field, without retries', async (_what, id) => {
+    const job = await submit(researcher, 'experiment_entry_pdf', { entry_id: id() });
     const done = await eventually(async () => {
       const j = (await api('GET', `/v1/jobs/${job.id}`, researcher)).body.data;
       return j.status === 'dead' ? j : undefined;
     }, 30_000);
-    expect(done).toMatchObject({ attempts: 3, max_attempts: 3, error_message: expect.stringContaining('not_found'), finished_at: expect.any(String) });
+    expect(done).toMatchObject({ attempts: 1, max_attempts: 3, finished_at: expect.any(String) });
+    expect(done.error_message).toMatch(/^validation_failed: input\.entry_id names no experiments record/);
     expect((await artifact(researcher, job.id)).status).toBe(404);
   });
 

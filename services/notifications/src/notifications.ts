@@ -43,7 +43,7 @@ export function isHttpLink(v: string): boolean {
 /** Validates a create body: bounds, exactly one target kind, then the link. */
 export function parseCreate(json: string): { content: NotificationContent; targets: Targets } {
   const raw = parseJsonObject(json);
-  const parsed = createBody.safeParse(raw);
+  const parsed = createBody.safeParse(raw, { reportInput: true });
   if (!parsed.success) throw validationFailed(fieldIssues(parsed.error));
   const b = parsed.data;
   const given = TARGET_KEYS.filter((k) => b[k] !== undefined);

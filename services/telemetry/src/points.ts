@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { DomainError, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { finite, idOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
 export const MAX_POINTS = 500;
@@ -35,6 +35,10 @@ const updateBody = z
   .refine((b) => Object.keys(b).length > 0, 'nothing to change');
 
 const listQuery = z.object({ active: z.enum(['true', 'false']).optional() }).strict();
+
+/** A page of the management list (0, proto's unset, is the default). */
+const ADMIN_PAGE_DEFAULT = 50;
+const adminPage = z.object({ limit: z.number().int().min(0).max(200), offset: z.number().int().min(0).max(1_000_000_000) });
 
 /** What the point routes take (the gateway documents them from these). */
 export const pointSchemas = { create: createBody, update: updateBody, list: listQuery };
@@ -97,6 +101,64 @@ export function pointHandlers(deps: ServiceDeps) {
         if (!row) throw DomainError.notFound('point not found');
         emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(row.before), after: JSON.parse(row.json) });
         return { json: row.json, created: false };
+      });
+    },
+
+    /** The management list: every point of the organisation, active or not, a page at a time. */
+    adminListPoints: async (req: telemetry.PointPageRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
+      assertOperator(caller);
+      const org = uuid.safeParse(req.org_id);
+      if (!org.success) throw DomainError.notFound('organisation not found');
+      const p = parseWith(adminPage, { limit: req.limit, offset: req.offset });
+      const limit = p.limit || ADMIN_PAGE_DEFAULT;
+      const [r] = await deps.db.rows<{ json: string; total: string }>(
+        sql`select coalesce(json_agg(${pointJson(P)} order by p.created_at, p.id), '[]')::text as json,
+                   (select count(*) from telemetry.environmental_points c where c.org_id = ${org.data})::text as total
+            from (select * from telemetry.environmental_points where org_id = ${org.data}
+                  order by created_at, id limit ${limit} offset ${p.offset}) p`,
+      );
+      return { json: r!.json, limit, offset: p.offset, total: Number(r!.total) };
+    },
+
+    /**
+     * Deletes a point that has no readings. One with readings is deactivated
+     * instead: its readings keep their point (the spec's listed fields, the
+     * breach history), and ingest rejects new ones for it (point_inactive).
+     * The point's row is locked first (an ingest holds a key-share lock on the
+     * points it stores readings for until it commits), and the readings are
+     * counted after the lock, in a statement of their own: counted in the
+     * locking statement's snapshot, a reading committed while it waited would
+     * be missed and deleted with the point (on delete cascade).
+     */
+    deletePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.DeletePointResponse> => {
+      assertOperator(caller);
+      const org = uuid.safeParse(req.org_id);
+      if (!org.success) throw DomainError.notFound('point not found');
+      const id = idOf(req.point_id, 'point');
+      return deps.outbox.write(caller, async (tx, emit) => {
+        const [before] = await rows<{ json: string }>(
+          tx,
+          sql`select ${pointJson(P)}::text as json from telemetry.environmental_points p where p.org_id = ${org.data} and p.id = ${id} for update`,
+        );
+        if (!before) throw DomainError.notFound('point not found');
+        const [deleted] = await rows<{ id: string }>(
+          tx,
+          sql`delete from telemetry.environmental_points p where p.org_id = ${org.data} and p.id = ${id}
+                and not exists (select 1 from telemetry.environmental_readings r where r.org_id = p.org_id and r.point_id = p.id)
+              returning p.id`,
+        );
+        if (deleted) {
+          emit.audit(org.data, { action: 'delete', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json) });
+          return { deleted: true };
+        }
+        const [after] = await rows<{ json: string }>(
+          tx,
+          sql`with p as (update telemetry.environmental_points set active = false, updated_at = now()
+                         where org_id = ${org.data} and id = ${id} returning *)
+              select ${pointJson(P)}::text as json from p`,
+        );
+        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json), after: JSON.parse(after!.json) });
+        return { deleted: false, json: after!.json };
       });
     },
 

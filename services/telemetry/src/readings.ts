@@ -281,7 +281,7 @@ export function readingHandlers(deps: ServiceDeps) {
           valid.push({ index, item: storedStrings(fast) });
           continue;
         }
-        const parsed = item.safeParse(r);
+        const parsed = item.safeParse(r, { reportInput: true });
         if (parsed.success) valid.push({ index, item: storedStrings(parsed.data) });
         else {
           const issues = fieldIssues(parsed.error);
@@ -302,21 +302,30 @@ export function readingHandlers(deps: ServiceDeps) {
             }
             // now() is the transaction's time, so it is the stored default measured_at and
             // created_at; PostgreSQL renders it and the given times, as lists show them.
-            // No row lock on the points: the limits stored are the ones read here (passed
-            // to the insert), and the foreign key keeps the point from disappearing.
+            // The points are read under a key-share lock (the one the readings' foreign
+            // key takes at the insert anyway, taken before instead): a point being
+            // deleted is waited for and then not found (point_not_found), rather than
+            // found here and gone at the insert (a foreign key error); and a delete
+            // that comes after waits for these readings and sees them. The limits
+            // stored are the ones read here (passed to the insert).
             // one row for the clock (id null), then one per point
             const found = await rows<PointRow>(
               tx,
-              sql`select to_json(now()) #>> '{}' as now,
+              sql`with p as materialized (
+                    select p.id, p.external_code, p.parameter, p.unit, p.limit_min, p.limit_max, p.active
+                    from telemetry.environmental_points p
+                    where p.org_id = ${org}
+                      and (p.id = any(${pgArray([...ids], bare)}::uuid[]) or p.external_code = any(${pgArray([...codes], quoted)}::text[]))
+                    for key share of p
+                  )
+                  select to_json(now()) #>> '{}' as now,
                          (select string_agg(to_json(s.t::timestamptz) #>> '{}', ',' order by s.n)
                           from unnest(${pgArray([...stamps.keys()], quoted)}::text[]) with ordinality as s(t, n)) as stamps,
                          null::uuid as id, null as external_code, null as parameter, null as unit,
                          null::float8 as limit_min, null::float8 as limit_max, null::boolean as active
                   union all
                   select null, null, p.id, p.external_code, p.parameter, p.unit, p.limit_min, p.limit_max, p.active
-                  from telemetry.environmental_points p
-                  where p.org_id = ${org}
-                    and (p.id = any(${pgArray([...ids], bare)}::uuid[]) or p.external_code = any(${pgArray([...codes], quoted)}::text[]))`,
+                  from p`,
             );
             const clock = found.find((r) => r.id === null)!;
             const now = clock.now!;

@@ -214,5 +214,26 @@ describe('API keys bound to connectors and devices', () => {
     }
     const beat = await api('POST', '/v1/connectors', legacy.body.data.token, { name: 'stolen' });
     expect([beat.status, beat.body.error.code]).toEqual([403, 'connector_not_allowed']);
+
+describe('a point deleted while readings for it arrive', () => {
+  // The point had no readings when the delete looked, the reading's insert then
+  // waited on the delete's lock and failed on the foreign key (a 500); or the
+  // reading committed first and the delete, counting readings in a snapshot taken
+  // before, removed the point and with it the reading (on delete cascade).
+  it('either keeps the reading (the point deactivated) or refuses it (the point gone), never a 500, never a reading lost', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const point = await stack.admin.call<{ id: string }>('POST', `/orgs/${orgId}/environmental-points`, { parameter: 'temperature', unit: 'C' }, 201);
+      const [ingest, del] = await Promise.all([
+        api('POST', '/v1/environmental-readings', key, { point_id: point.id, value: 4 }),
+        call(stack.url, 'DELETE', `/admin/v1/orgs/${orgId}/environmental-points/${point.id}`, { token: stack.operatorToken }),
+      ]);
+      const stored = (await api('GET', `/v1/environmental-readings?point_id=${point.id}`, key)).body.data as unknown[];
+      if (ingest.status === 201) {
+        // the reading is there and its point too, deactivated
+        expect([round, del.status, del.body?.data?.active, stored.length]).toEqual([round, 200, false, 1]);
+      } else {
+        expect([round, ingest.status, ingest.body.error.details.rejected[0].code, del.status, stored.length]).toEqual([round, 422, 'point_not_found', 204, 0]);
+      }
+    }
   });
 });

@@ -76,6 +76,8 @@ interface Claimed {
   attempts: number;
   url: string;
   secret: string;
+  /** the secret a rotation replaced, while it still signs (24 hours) */
+  previous_secret: string | null;
 }
 
 /** How long a claimed delivery stays invisible to other workers: the request timeout plus margin. */
@@ -168,7 +170,8 @@ export class DeliveryWorker {
           from locked, webhooks.subscriptions s
           where d.id = locked.id and s.org_id = d.org_id and s.id = d.subscription_id
           returning d.id::text, d.org_id::text, d.subscription_id::text, d.event, d.data::text as data, d.host, d.attempts,
-                    s.url, s.secret`,
+                    s.url, s.secret,
+                    case when s.previous_secret_expires_at > now() then s.previous_secret end as previous_secret`,
     );
     // a host may still exceed its share (rows of one host claimed in one batch
     // while others are in flight): those go back at once, due again
@@ -224,7 +227,7 @@ export class DeliveryWorker {
         'User-Agent': USER_AGENT,
         'X-Service-Event': d.event,
         'X-Service-Delivery': d.id,
-        'X-Service-Signature': signatureHeader(d.secret, body),
+        'X-Service-Signature': signatureHeader(d.previous_secret ? [d.secret, d.previous_secret] : [d.secret], body),
       },
     });
     await this.record(d, outcome);

@@ -2,20 +2,25 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { JOB_TYPES, type webhooks } from '@lab/contracts';
-import { assertStorableJson, DomainError, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertStorableJson, DomainError, isForeignKeyViolation, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
+import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { verifySignature } from './signature.js';
 
 export const SLUG = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 /** The largest accepted `payload`, serialised (description B: 256 KB). */
 export const MAX_PAYLOAD_BYTES = 256 * 1024;
 
+/** What an endpoint's allowed_event_types and job_type may hold (creation and change alike). */
+export const allowedEventTypes = z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'letters, digits and _ . : - only')).max(100);
+// administrators' export types included: the operator creates endpoints
+export const endpointJobType = z.enum(JOB_TYPES, { error: `must be one of the allowlisted job types: ${JOB_TYPES.join(', ')}` });
+
 const createEndpoint = z.object({
   org_id: z.string().refine(isUuid, 'must be a UUID'),
   slug: z.string().regex(SLUG, 'lower-case letters, digits, - and _, at most 64, starting with a letter or digit').optional(),
-  allowed_event_types: z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'letters, digits and _ . : - only')).max(100),
-  // administrators' export types included: the operator creates endpoints
-  job_type: z.enum(JOB_TYPES, { error: `must be one of the allowlisted job types: ${JOB_TYPES.join(', ')}` }).optional(),
+  allowed_event_types: allowedEventTypes,
+  job_type: endpointJobType.optional(),
 });
 
 /** Random slugs: 24 hex characters, unique across organisations (partial unique index). */
@@ -35,23 +40,24 @@ export async function createInboundEndpoint(
     const id = newId();
     const slug = b.slug ?? generateSlug();
     const created = await deps.outbox.write(caller, async (tx, emit) => {
-      const r = await rows<{ id: string }>(
+      const r = await rows<EndpointViewRow>(
         tx,
         sql`insert into webhooks.inbound_endpoints (id, org_id, slug, slug_generated, secret, allowed_event_types, job_type)
             values (${id}::uuid, ${b.org_id}::uuid, ${slug}, ${b.slug === undefined}, ${secret},
                     string_to_array(${allowed.join(',')}, ','), ${b.job_type ?? null})
-            on conflict do nothing returning id::text`,
+            on conflict do nothing returning ${ENDPOINT_COLUMNS}`,
       );
-      if (!r.length) return false;
+      if (!r.length) return undefined;
       emit.audit(b.org_id, {
         action: 'create',
         resource: 'inbound_endpoint',
         record_id: id,
         after: { id, slug, allowed_event_types: allowed, job_type: b.job_type ?? null },
       });
-      return true;
+      return r[0];
     });
-    if (created) return { id, org_id: b.org_id, slug, secret, allowed_event_types: allowed, job_type: b.job_type };
+    // the creation answer is the one place the secret is shown
+    if (created) return { ...toEndpoint(created), secret };
     if (b.slug !== undefined) throw DomainError.conflict(`the slug ${b.slug} is already used in this organisation`, 'slug_taken');
   }
   throw DomainError.unavailable('could not allocate a unique slug, try again');
@@ -61,6 +67,8 @@ interface EndpointRow {
   id: string;
   org_id: string;
   secret: string;
+  /** the secret a rotation replaced, while it is still accepted (24 hours) */
+  previous_secret: string | null;
   allowed_event_types: string[];
   job_type: string | null;
 }
@@ -82,7 +90,8 @@ export const isInboundAddress = (orgId: string | undefined, slug: string): boole
  */
 async function findEndpoint(deps: ServiceDeps, orgId: string | undefined, slug: string): Promise<EndpointRow> {
   if (!isInboundAddress(orgId, slug)) throw notFound();
-  const cols = sql`id::text, org_id::text, secret, allowed_event_types, job_type`;
+  const cols = sql`id::text, org_id::text, secret, allowed_event_types, job_type,
+                   case when previous_secret_expires_at > now() then previous_secret end as previous_secret`;
   if (orgId !== undefined) {
     const [e] = await deps.db.rows<EndpointRow>(
       sql`select ${cols} from webhooks.inbound_endpoints where org_id = ${orgId}::uuid and slug = ${slug} and active`,
@@ -116,7 +125,7 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
  */
 export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, req: webhooks.ReceiveInboundRequest): Promise<webhooks.ReceiveInboundResponse> {
   const ep = await findEndpoint(deps, req.org_id, req.slug);
-  verifySignature({ secret: ep.secret, body: req.body, signature: req.signature, timestamp: req.timestamp });
+  verifySignature({ secret: ep.previous_secret ? [ep.secret, ep.previous_secret] : ep.secret, body: req.body, signature: req.signature, timestamp: req.timestamp });
 
   let parsed: unknown;
   try {
@@ -135,7 +144,7 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   if (!eventType || eventType.length > 200) {
     throw DomainError.invalid('event_type is required (body event_type or event, or header X-Service-Event)', {
       field: 'event_type',
-      fields: [{ path: 'event_type', message: 'required' }],
+      fields: [{ path: 'event_type', message: 'is required' }],
     });
   }
   const payloadJson = b.payload === undefined ? null : JSON.stringify(b.payload);
@@ -153,45 +162,51 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
   }
 
   const id = newId();
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const inserted = await rows<{ id: string }>(
-      tx,
-      sql`insert into webhooks.inbound_events
-            (id, org_id, endpoint_id, event_type, occurred_at, external_id, idempotency_key, payload, job_type, job_status)
-          values (${id}::uuid, ${ep.org_id}::uuid, ${ep.id}::uuid, ${eventType}, ${b.occurred_at ?? null}::timestamptz,
-                  ${b.external_id ?? null}, ${key ?? null}, ${payloadJson}::jsonb, ${ep.job_type},
-                  ${ep.job_type ? 'pending' : null})
-          on conflict do nothing returning id::text`,
-    );
-    if (!inserted.length) {
-      const [orig] = await rows<{ id: string }>(
+  try {
+    return await deps.outbox.write(caller, async (tx, emit) => {
+      const inserted = await rows<{ id: string }>(
         tx,
-        sql`select id::text from webhooks.inbound_events
-            where org_id = ${ep.org_id}::uuid and endpoint_id = ${ep.id}::uuid
-              and (external_id = ${b.external_id ?? null} or idempotency_key = ${key ?? null})
-            order by received_at limit 1`,
+        sql`insert into webhooks.inbound_events
+              (id, org_id, endpoint_id, event_type, occurred_at, external_id, idempotency_key, payload, job_type, job_status)
+            values (${id}::uuid, ${ep.org_id}::uuid, ${ep.id}::uuid, ${eventType}, ${b.occurred_at ?? null}::timestamptz,
+                    ${b.external_id ?? null}, ${key ?? null}, ${payloadJson}::jsonb, ${ep.job_type},
+                    ${ep.job_type ? 'pending' : null})
+            on conflict do nothing returning id::text`,
       );
-      if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
-      return { event_id: orig.id, duplicate: true };
-    }
-    // The jobs service makes the job from this event, the payload being its
-    // input: carried along (at most 256 KiB) so that the jobs service needs no
-    // call back here, and only with a job type, so other events stay small.
-    emit.event('inbound_webhook.received', ep.org_id, {
-      event_id: id,
-      endpoint_id: ep.id,
-      event_type: eventType,
-      external_id: b.external_id ?? null,
-      occurred_at: b.occurred_at ?? null,
-      job_type: ep.job_type,
-      ...(ep.job_type ? { payload: b.payload ?? null } : {}),
+      if (!inserted.length) {
+        const [orig] = await rows<{ id: string }>(
+          tx,
+          sql`select id::text from webhooks.inbound_events
+              where org_id = ${ep.org_id}::uuid and endpoint_id = ${ep.id}::uuid
+                and (external_id = ${b.external_id ?? null} or idempotency_key = ${key ?? null})
+              order by received_at limit 1`,
+        );
+        if (!orig) throw DomainError.conflict('a concurrent duplicate is being stored, retry', 'inbound_conflict');
+        return { event_id: orig.id, duplicate: true };
+      }
+      // The jobs service makes the job from this event, the payload being its
+      // input: carried along (at most 256 KiB) so that the jobs service needs no
+      // call back here, and only with a job type, so other events stay small.
+      emit.event('inbound_webhook.received', ep.org_id, {
+        event_id: id,
+        endpoint_id: ep.id,
+        event_type: eventType,
+        external_id: b.external_id ?? null,
+        occurred_at: b.occurred_at ?? null,
+        job_type: ep.job_type,
+        ...(ep.job_type ? { payload: b.payload ?? null } : {}),
+      });
+      emit.audit(ep.org_id, {
+        action: 'create',
+        resource: 'inbound_event',
+        record_id: id,
+        after: { id, endpoint_id: ep.id, event_type: eventType, external_id: b.external_id ?? null, job_type: ep.job_type },
+      });
+      return { event_id: id, duplicate: false };
     });
-    emit.audit(ep.org_id, {
-      action: 'create',
-      resource: 'inbound_event',
-      record_id: id,
-      after: { id, endpoint_id: ep.id, event_type: eventType, external_id: b.external_id ?? null, job_type: ep.job_type },
-    });
-    return { event_id: id, duplicate: false };
-  });
+  } catch (err) {
+    // the endpoint deleted after it was found: its events' foreign key fails, and
+    // the request is answered as for any endpoint that is not there
+    throw isForeignKeyViolation(err) ? notFound() : err;
+  }
 }

@@ -7,6 +7,7 @@ import { registerWebhooks } from './server.js';
 export type { WebhooksConfig } from './config.js';
 export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
 export { isInboundAddress } from './inbound.js';
+export { eventsMarkdown, FILTER_MESSAGE, SUBSCRIBABLE_EVENTS, SUBSCRIBABLE_FILTERS, SUBSCRIBABLE_WILDCARDS } from './event-filters.js';
 
 /**
  * Outbound webhook subscriptions and signed deliveries with retries; inbound

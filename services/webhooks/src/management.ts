@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import { DomainError, isUuid, lockKey, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { isValidFilter } from './event-filters.js';
+import { iso } from './admin-common.js';
+import { FILTER_MESSAGE, isValidFilter } from './event-filters.js';
+import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
 /** Management RPCs are reached only through the operator token (checked by the gateway). */
 export function assertOperator(caller: CallerContext): void {
@@ -20,41 +22,35 @@ export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
  */
 const CONTROL = /[\0-\x1f\x7f]/;
 
+/** A receiver's URL as stored: http(s), no credentials, nothing the parser would rewrite. */
+export const subscriptionUrl = z
+  .string()
+  .max(2000)
+  .refine((u) => !CONTROL.test(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
+  .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
+    message: 'must be an http(s) URL without credentials',
+  });
+
+/** A subscription's events: names and filters of the one list (event-filters.ts). */
+export const subscriptionEvents = z.array(z.string().max(200).refine(isValidFilter, FILTER_MESSAGE)).min(1).max(50);
+
 export const createSubscriptionBody = z.object({
   org_id: orgId,
-  url: z
-    .string()
-    .max(2000)
-    .refine((u) => !CONTROL.test(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
-    .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
-      message: 'must be an http(s) URL without credentials',
-    }),
-  events: z
-    .array(z.string().max(200).refine(isValidFilter, 'must be a public event name or one of experiment.*, sample.*, stock_movement.*, equipment.*, *'))
-    .min(1)
-    .max(50),
+  url: subscriptionUrl,
+  events: subscriptionEvents,
   secret: secret.optional(),
 });
 
 /** Generated signing secrets: prefixed so they are recognisable in a leak scan. */
 export const generateSecret = () => `whsec_${randomToken(32)}`;
 
-interface SubscriptionRow {
-  id: string;
-  org_id: string;
-  url: string;
-  events: string[];
-  secret: string;
-  active: boolean;
-  disabled_reason: string | null;
-  created_at: string;
-}
 
 export async function createSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.CreateSubscriptionRequest): Promise<webhooks.Subscription> {
   assertOperator(caller);
   const b = parseWith(createSubscriptionBody, req);
   const events = [...new Set(b.events)];
   const id = newId();
+  const secretOf = b.secret ?? generateSecret();
   const row = await deps.outbox.write(caller, async (tx, emit) => {
     // creates for one organisation take turns: two at the limit cannot both count below it
     await lockKey(tx, `webhooks.subscriptions.${b.org_id.toLowerCase()}`);
@@ -67,15 +63,15 @@ export async function createSubscription(deps: ServiceDeps, caller: CallerContex
     const [r] = await rows<SubscriptionRow>(
       tx,
       sql`insert into webhooks.subscriptions (id, org_id, url, events, secret)
-          values (${id}::uuid, ${b.org_id}::uuid, ${b.url}, string_to_array(${events.join(',')}, ','), ${b.secret ?? generateSecret()})
-          returning id::text, org_id::text, url, events, secret, active, disabled_reason,
-                    to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at`,
+          values (${id}::uuid, ${b.org_id}::uuid, ${b.url}, string_to_array(${events.join(',')}, ','), ${secretOf})
+          returning ${SUBSCRIPTION_COLUMNS}`,
     );
     // the secret never goes into the audit log
     emit.audit(b.org_id, { action: 'create', resource: 'webhook_subscription', record_id: id, after: { id, url: b.url, events, active: true } });
     return r!;
   });
-  return { ...row, disabled_reason: row.disabled_reason ?? undefined };
+  // the creation answer is the one place the secret is shown
+  return { ...toSubscription(row), secret: secretOf };
 }
 
 const listDeliveriesBody = z.object({
@@ -96,7 +92,6 @@ interface DeliveryRow {
   created_at: string;
 }
 
-const iso = (col: string) => sql.raw(`to_char(${col} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
 
 /** The newest deliveries of a subscription (default 100, at most 1000). */
 export async function listSubscriptionDeliveries(

@@ -5,7 +5,9 @@ import { DeliveryWorker } from './delivery-worker.js';
 import { consumeEvents } from './fanout.js';
 import { createInboundEndpoint, receiveInbound } from './inbound.js';
 import { consumeJobOutcomes } from './job-outcomes.js';
+import { deleteInboundEndpoint, getInboundEndpoint, listInboundEndpoints, rotateInboundSecret, updateInboundEndpoint } from './inbound-endpoints.js';
 import { createSubscription, listSubscriptionDeliveries } from './management.js';
+import { deleteSubscription, getSubscription, listSubscriptions, redeliver, rotateSubscriptionSecret, updateSubscription } from './subscriptions.js';
 
 /** gRPC handlers, the event fan-out, the inbound job outcomes and the delivery worker; returns the stop hook. */
 export async function registerWebhooks(server: GrpcServer, deps: ServiceDeps, cfg: WebhooksConfig): Promise<() => Promise<void>> {
@@ -14,6 +16,22 @@ export async function registerWebhooks(server: GrpcServer, deps: ServiceDeps, cf
     listDeliveries: (req, caller) => listSubscriptionDeliveries(deps, caller, req),
     createInboundEndpoint: (req, caller) => createInboundEndpoint(deps, caller, req),
     receiveInbound: (req, caller) => receiveInbound(deps, caller, req),
+    listSubscriptions: (req, caller) => listSubscriptions(deps, caller, req),
+    getSubscription: (req, caller) => getSubscription(deps, caller, req),
+    updateSubscription: (req, caller) => updateSubscription(deps, caller, req),
+    deleteSubscription: (req, caller) => deleteSubscription(deps, caller, req),
+    rotateSubscriptionSecret: (req, caller) => rotateSubscriptionSecret(deps, caller, req),
+    redeliver: async (req, caller) => {
+      const r = await redeliver(deps, caller, req);
+      // due now: the worker need not wait for its poll
+      worker.kick();
+      return r;
+    },
+    listInboundEndpoints: (req, caller) => listInboundEndpoints(deps, caller, req),
+    getInboundEndpoint: (req, caller) => getInboundEndpoint(deps, caller, req),
+    updateInboundEndpoint: (req, caller) => updateInboundEndpoint(deps, caller, req),
+    deleteInboundEndpoint: (req, caller) => deleteInboundEndpoint(deps, caller, req),
+    rotateInboundSecret: (req, caller) => rotateInboundSecret(deps, caller, req),
   });
   const worker = new DeliveryWorker(deps.db, deps.outbox, cfg, deps.log.child({ component: 'webhook-delivery' }));
   await consumeEvents(deps, () => worker.kick());

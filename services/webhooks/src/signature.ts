@@ -7,10 +7,15 @@ export const SIGNATURE_TOLERANCE_S = 300;
 const hmacHex = (secret: string, t: string, body: Buffer) =>
   createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
 
-/** `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` over exactly the bytes sent. */
-export function signatureHeader(secret: string, body: Buffer, nowSeconds = Math.floor(Date.now() / 1000)): string {
+/**
+ * `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` over exactly the
+ * bytes sent, one v1 per secret: during a rotation's overlap the new secret's
+ * first, then the replaced one's (the spec's rotation rule: one match suffices).
+ */
+export function signatureHeader(secrets: string | readonly string[], body: Buffer, nowSeconds = Math.floor(Date.now() / 1000)): string {
   const t = String(nowSeconds);
-  return `t=${t},v1=${hmacHex(secret, t, body)}`;
+  const all = typeof secrets === 'string' ? [secrets] : secrets;
+  return [`t=${t}`, ...all.map((s) => `v1=${hmacHex(s, t, body)}`)].join(',');
 }
 
 export interface ParsedSignature {
@@ -46,7 +51,8 @@ export function parseSignatureHeader(header: string): ParsedSignature {
 }
 
 export interface VerifyInput {
-  secret: string;
+  /** the endpoint's secret, or its secrets during a rotation's overlap (any may match) */
+  secret: string | readonly string[];
   body: Buffer;
   signature: string | undefined;
   /** X-Service-Timestamp, when sent */
@@ -73,11 +79,14 @@ export function verifySignature(input: VerifyInput): void {
     if (ts !== parsed.t) throw invalid('X-Service-Timestamp does not match the signature timestamp');
   }
   if (Math.abs(now - Number(parsed.t)) > SIGNATURE_TOLERANCE_S) throw invalid('signature timestamp outside the 300 second tolerance');
-  const expected = Buffer.from(hmacHex(input.secret, parsed.t, input.body), 'hex');
+  const secrets = typeof input.secret === 'string' ? [input.secret] : input.secret;
   let ok = false;
-  for (const v of parsed.v1) {
-    // no early exit: every candidate is compared
-    if (timingSafeEqual(expected, Buffer.from(v, 'hex'))) ok = true;
+  for (const secret of secrets) {
+    const expected = Buffer.from(hmacHex(secret, parsed.t, input.body), 'hex');
+    for (const v of parsed.v1) {
+      // no early exit: every candidate is compared with every secret
+      if (timingSafeEqual(expected, Buffer.from(v, 'hex'))) ok = true;
+    }
   }
   if (!ok) throw invalid('signature does not match');
 }

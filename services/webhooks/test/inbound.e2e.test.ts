@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Redis } from 'ioredis';
-import { startStack, type Stack } from '@lab/testing';
+import { holdTransaction, startStack, type Stack } from '@lab/testing';
 import { call } from '../../gateway/test/http';
 
 let stack: Stack;
@@ -224,5 +224,24 @@ describe('management bodies that are not objects', () => {
   it('still takes no body at all as an endpoint with every default', async () => {
     const r = await fetch(`${stack.url}/admin/v1/orgs/${org}/inbound-endpoints`, { method: 'POST', headers: { authorization: `Bearer ${stack.operatorToken}` } });
     expect(r.status).toBe(201);
+  });
+});
+
+describe('an endpoint deleted while a request for it is stored', () => {
+  // The request found the endpoint, its event's insert then waited on the
+  // delete's lock and failed on the foreign key: a 500, which the sender retries.
+  (process.env.DATABASE_URL ? test : test.skip)('answers 404 as for any endpoint that is not there, never a 500', async () => {
+    const e = await stack.admin.call<typeof ep>('POST', `/orgs/${org}/inbound-endpoints`, {}, 201);
+    const held = await holdTransaction(stack.databaseUrl!, (db) => db.query('delete from webhooks.inbound_endpoints where id = $1', [e.id]));
+    try {
+      const pending = send(event(), {}, e);
+      await held.waiters(1);
+      await held.commit();
+      const r = await pending;
+      expect([r.status, r.body.error.code]).toEqual([404, 'not_found']);
+    } finally {
+      await held.close();
+    }
+    expect((await send(event(), {}, e)).status).toBe(404);
   });
 });

@@ -50,6 +50,23 @@ describe('signature scheme', () => {
     expect(verdict(`t=${now},v1=${hex(now, 'a')},v1=${hex(now, 'b')}`)).toBe('unauthenticated:invalid_signature');
   });
 
+  test('during a rotation: one v1 per secret, the new one first; either secret verifies, a third does not', () => {
+    const old = 'whsec_the_replaced_secret_000';
+    const h = signatureHeader([secret, old], body, now);
+    expect(h).toBe(`t=${now},v1=${hex(now)},v1=${hex(now, old)}`);
+    // a receiver that knows only one of the two accepts the delivery
+    expect(verdict(h)).toBe('ok');
+    expect(() => verifySignature({ secret: old, body, signature: h, timestamp: undefined, nowSeconds: now })).not.toThrow();
+    expect(() => verifySignature({ secret: 'whsec_a_third_secret_00000000', body, signature: h, timestamp: undefined, nowSeconds: now })).toThrow('signature does not match');
+    // the inbound side: an endpoint in its overlap accepts a request signed by either secret
+    for (const signer of [secret, old]) {
+      expect(() => verifySignature({ secret: [secret, old], body, signature: signatureHeader(signer, body, now), timestamp: undefined, nowSeconds: now })).not.toThrow();
+    }
+    expect(() => verifySignature({ secret: [secret, old], body, signature: signatureHeader('whsec_a_third_secret_00000000', body, now), timestamp: undefined, nowSeconds: now })).toThrow(
+      'signature does not match',
+    );
+  });
+
   test('300 second tolerance both ways', () => {
     expect(verdict(`t=${now - 300},v1=${hex(now - 300)}`)).toBe('ok');
     expect(verdict(`t=${now - 301},v1=${hex(now - 301)}`)).toBe('unauthenticated:invalid_signature');
@@ -80,7 +97,7 @@ describe('event filters', () => {
   });
 
   test('valid filters', () => {
-    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started']) expect(isValidFilter(f)).toBe(true);
+    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started', 'stock_item.*', 'environmental.*']) expect(isValidFilter(f)).toBe(true);
     for (const f of ['audit.record', 'identity.*', 'experiment', 'experiment.**', '', 'sample.*.x']) expect(isValidFilter(f)).toBe(false);
   });
 });

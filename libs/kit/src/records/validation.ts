@@ -1,42 +1,24 @@
 import type { z } from 'zod';
 import { DomainError } from '../errors.js';
 import { jsonProblem, MAX_JSON_DEPTH } from '../storable.js';
+import { fieldIssues, type FieldIssue } from '../field-issues.js';
 
-/** One problem with one field of a request; `path` is dotted, '' for the body itself. */
-export interface FieldIssue {
-  path: string;
-  message: string;
-}
+export { fieldIssues, type FieldIssue } from '../field-issues.js';
 
 /**
- * The 400 of every record request, in the project's shape: `details.fields`
- * lists every offending field ({path, message}); `details.field` repeats the
- * first path for clients that show one.
+ * The 400 of every request, in the project's shape: `details.fields` lists every
+ * offending field ({path, message}); `details.field` repeats the first path for
+ * clients that show one.
  */
 export function validationFailed(issues: FieldIssue[], message = 'validation failed'): DomainError {
   return DomainError.invalid(message, { field: issues[0]?.path ?? '', fields: issues });
 }
 
-/** zod issues as field issues; an unknown key becomes one issue per key. */
-export function fieldIssues(error: z.ZodError): FieldIssue[] {
-  const out: FieldIssue[] = [];
-  for (const issue of error.issues) {
-    const base = issue.path.map(String).join('.');
-    if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) {
-        out.push({ path: base ? `${base}.${key}` : key, message: 'unknown or read-only field' });
-      }
-    } else {
-      out.push({ path: base, message: issue.message });
-    }
-  }
-  return out;
-}
-
 /** Parses input with a zod schema or throws 400 validation_failed naming every bad field. */
-export function parseWith<S extends z.ZodType>(schema: S, input: unknown): z.infer<S> {
-  const parsed = schema.safeParse(input);
-  if (!parsed.success) throw validationFailed(fieldIssues(parsed.error));
+export function parseWith<S extends z.ZodType>(schema: S, input: unknown, message?: string): z.infer<S> {
+  // reportInput: the formatter tells a missing field ("is required") from a wrong one
+  const parsed = schema.safeParse(input, { reportInput: true });
+  if (!parsed.success) throw validationFailed(fieldIssues(parsed.error), message);
   return parsed.data;
 }
 

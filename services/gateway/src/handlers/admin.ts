@@ -1,10 +1,13 @@
 import { z } from 'zod';
 import type { identity } from '@lab/contracts';
 import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
-import { isUuid } from '@lab/kit';
+import { DomainError, isUuid } from '@lab/kit';
 import { json, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import type { AdminAction } from '../routes.js';
+import { RECORD_FIELDS } from '../record-fields.js';
+import { RECORD_RESOURCES, type AdminAction } from '../routes.js';
+import { adminPage, adminPageFields, adminPageQuery, listEnvelope } from './admin-page.js';
+import { requireKnownOrg } from './known-org.js';
 import { SCOPES } from '../scopes.js';
 import { parseBody, parseWith } from '../validation.js';
 
@@ -44,12 +47,82 @@ export const adminBodies = {
     .strict(),
 };
 
+/** GET /admin/v1/users: a page, optionally only the user of one email. */
+export const adminUsersQuery = z.object({ ...adminPageFields, email: z.string().trim().min(1).max(320).optional() }).strict();
+
 const body = <S extends z.ZodType>(schema: S, ctx: Ctx): z.infer<S> => parseBody(schema, ctx.body, 'invalid request body');
+
+/** An id of the path that names one thing: one that is not a UUID names nothing (404), like an unknown one. */
+function itemParam(ctx: Ctx, key: string, what: string): string {
+  const v = ctx.params[key] ?? '';
+  if (!isUuid(v)) throw DomainError.notFound(`${what} not found`);
+  return v.toLowerCase();
+}
 
 function param(ctx: Ctx, key: string): string {
   const v = ctx.params[key] ?? '';
   parseWith(z.object({ [key]: uuid }), { [key]: v }, `${key} must be a UUID`);
   return v.toLowerCase();
+}
+
+const departmentView = (d: identity.Department) => ({ id: d.id, org_id: d.org_id, name: d.name, created_at: d.created_at || undefined });
+
+const userView = (u: identity.UserWithMemberships) => ({
+  id: u.id,
+  email: u.email,
+  name: u.name ?? null,
+  created_at: u.created_at,
+  memberships: u.memberships.map((m) => ({ org_id: m.org_id, org_name: m.org_name, role: m.role, department_id: m.department_id ?? null })),
+});
+
+const memberView = (m: identity.Member) => ({
+  org_id: m.org_id,
+  user_id: m.user_id,
+  email: m.email ?? null,
+  name: m.name ?? null,
+  role: m.role,
+  department_id: m.department_id ?? null,
+  created_at: m.created_at,
+});
+
+/** A token without its secret: what identifies it, what it may do, when it was made and last used. */
+const tokenView = (t: identity.TokenInfo) => ({
+  id: t.id,
+  name: t.name ?? null,
+  prefix: t.prefix ?? null,
+  scopes: t.scopes,
+  org_id: t.org_id ?? null,
+  user_id: t.user_id ?? null,
+  ...(t.kind === 'api_key' ? { connector_id: t.connector_id ?? null, device_ids: t.device_ids } : {}),
+  created_at: t.created_at,
+  last_used_at: t.last_used_at ?? null,
+  expires_at: t.expires_at ?? null,
+});
+
+const oauthClientView = (c: identity.OAuthClient) => ({
+  client_id: c.client_id,
+  name: c.name,
+  redirect_uris: c.redirect_uris,
+  scopes: c.scopes,
+  created_at: c.created_at,
+});
+
+/**
+ * The records of other services that name a department (the resources whose
+ * fields include department_id), counted by asking each owner with the operator's
+ * caller: identity reads no other service's data. A service not deployed here
+ * holds no records to count.
+ */
+async function recordsInDepartment(ctx: Ctx, deps: Deps, departmentId: string): Promise<Record<string, number>> {
+  const inUse: Record<string, number> = {};
+  const resources = RECORD_RESOURCES.filter((r) => RECORD_FIELDS[r.resource]?.fields.department_id !== undefined && deps.clients.has(r.service));
+  await Promise.all(
+    resources.map(async (r) => {
+      const page = await deps.clients.records(r.service).call('listRecords', { resource: r.resource, query: { department_id: departmentId, limit: '1' }, parent_id: '' }, callerIn(ctx));
+      if (page.total > 0) inUse[r.resource] = page.total;
+    }),
+  );
+  return inUse;
 }
 
 const orgView = (o: identity.Org) => ({
@@ -59,6 +132,17 @@ const orgView = (o: identity.Org) => ({
   rate_limit: o.rate_limit ?? null,
   created_at: o.created_at || undefined,
 });
+
+/** Query of each management list of identity's (the document describes them from these). */
+export const adminQueries: Partial<Record<AdminAction, z.ZodType>> = {
+  listOrgs: adminPageQuery,
+  listDepartments: adminPageQuery,
+  listUsers: adminUsersQuery,
+  listMembers: adminPageQuery,
+  listApiKeys: adminPageQuery,
+  listPats: adminPageQuery,
+  listOAuthClients: adminPageQuery,
+};
 
 /** The management API, mapped onto identity's RPCs. */
 export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): Promise<Reply> {
@@ -127,6 +211,73 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
       const b = body(adminBodies.createOAuthClient, ctx);
       const c = await idc.call('createOAuthClient', { name: b.name, redirect_uris: b.redirect_uris, scopes: b.scopes ?? [] }, caller);
       return json(201, { data: { client_id: c.client_id, client_secret: c.client_secret } });
+    }
+    case 'listOrgs': {
+      const p = adminPage(ctx);
+      const r = await idc.call('listOrgs', p, caller);
+      return json(200, listEnvelope(r.orgs.map(orgView), r.page, p));
+    }
+    case 'getOrg': {
+      const org = await idc.call('getOrg', { org_id: param(ctx, 'org_id') }, caller);
+      return json(200, { data: orgView(org) });
+    }
+    case 'listDepartments': {
+      const org_id = param(ctx, 'org_id');
+      const p = adminPage(ctx);
+      const r = await idc.call('listDepartments', { org_id, page: p }, caller);
+      return json(200, listEnvelope(r.departments.map(departmentView), r.page, p));
+    }
+    case 'deleteDepartment': {
+      const org_id = param(ctx, 'org_id');
+      const department_id = itemParam(ctx, 'id', 'department');
+      await requireKnownOrg(org_id, ctx, deps);
+      const records = await recordsInDepartment(ctx, deps, department_id);
+      if (Object.keys(records).length) {
+        const named = Object.entries(records).map(([k, n]) => `${n} ${k}`).join(', ');
+        throw DomainError.conflict(`the department is named by records (${named}); change them first`, 'department_in_use', { records });
+      }
+      await idc.call('deleteDepartment', { org_id, department_id }, caller);
+      return noContent();
+    }
+    case 'listUsers': {
+      const q = parseWith(adminUsersQuery, ctx.req.query, 'invalid query');
+      const r = await idc.call('listUsers', { email: q.email, page: { limit: q.limit, offset: q.offset } }, caller);
+      return json(200, listEnvelope(r.users.map(userView), r.page, q));
+    }
+    case 'getUser': {
+      const u = await idc.call('getUserMemberships', { user_id: param(ctx, 'user_id') }, caller);
+      return json(200, { data: userView(u) });
+    }
+    case 'listMembers': {
+      const org_id = param(ctx, 'org_id');
+      const p = adminPage(ctx);
+      const r = await idc.call('listMembersPage', { org_id, page: p }, caller);
+      return json(200, listEnvelope(r.members.map(memberView), r.page, p));
+    }
+    case 'listApiKeys': {
+      const org_id = param(ctx, 'org_id');
+      const p = adminPage(ctx);
+      const r = await idc.call('listTokens', { kind: 'api_key', org_id, page: p }, caller);
+      return json(200, listEnvelope(r.tokens.map(tokenView), r.page, p));
+    }
+    case 'listPats': {
+      const user_id = param(ctx, 'user_id');
+      const p = adminPage(ctx);
+      const r = await idc.call('listTokens', { kind: 'pat', user_id, page: p }, caller);
+      return json(200, listEnvelope(r.tokens.map(tokenView), r.page, p));
+    }
+    case 'listOAuthClients': {
+      const p = adminPage(ctx);
+      const r = await idc.call('listOAuthClients', p, caller);
+      return json(200, listEnvelope(r.clients.map(oauthClientView), r.page, p));
+    }
+    case 'getOAuthClient': {
+      const c = await idc.call('getOAuthClient', { client_id: itemParam(ctx, 'client_id', 'OAuth client') }, caller);
+      return json(200, { data: oauthClientView(c) });
+    }
+    case 'deleteOAuthClient': {
+      await idc.call('deleteOAuthClient', { client_id: itemParam(ctx, 'client_id', 'OAuth client') }, caller);
+      return noContent();
     }
     case 'revokeToken': {
       const token_id = param(ctx, 'token_id');

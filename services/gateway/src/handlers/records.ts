@@ -1,4 +1,4 @@
-import { DomainError, isUuid } from '@lab/kit';
+import { DomainError, isUuid, validationFailed } from '@lab/kit';
 import { itemFromJson, listFromJson, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import type { RecordOp } from '../routes.js';
@@ -12,7 +12,7 @@ export function queryMap(query: Record<string, unknown>): Record<string, string>
   for (const [k, v] of Object.entries(query)) {
     if (NOT_FILTERS.has(k)) continue;
     if (typeof v !== 'string') {
-      throw DomainError.invalid(`query parameter ${k} must be given once`, { fields: [{ path: k, message: 'must be given once' }] });
+      throw validationFailed([{ path: k, message: 'must be given once' }], `query parameter ${k} must be given once`);
     }
     out[k] = v;
   }
@@ -38,7 +38,7 @@ function keysetStart(query: Record<string, string>): { after_created_at?: string
 export function objectBody(body: unknown): Record<string, unknown> {
   if (body === undefined) return {};
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw DomainError.invalid('request body must be a JSON object', { fields: [{ path: '', message: 'must be a JSON object' }] });
+    throw validationFailed([{ path: '', message: 'must be a JSON object' }], 'request body must be a JSON object');
   }
   return body as Record<string, unknown>;
 }

@@ -3,6 +3,7 @@ import { json, listFromJson, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 import { requireKnownOrg } from './known-org.js';
+import { adminPage } from './admin-page.js';
 
 /** Operations of the telemetry service behind /v1 (module analytics_qc). */
 export type TelemetryOp =
@@ -22,7 +23,7 @@ export type TelemetryOp =
   | 'deleteConnector';
 
 /** Management of environmental points (operator token). */
-export type TelemetryAdminOp = 'createPoint' | 'updatePoint';
+export type TelemetryAdminOp = 'createPoint' | 'updatePoint' | 'adminListPoints' | 'deletePoint';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const item = (status: number, objectJson: string): Reply => ({ status, body: `{"data":${objectJson}}`, contentType: JSON_TYPE });
@@ -62,12 +63,29 @@ export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): P
   }
 }
 
-/** POST/PATCH /admin/v1/orgs/{org_id}/environmental-points[/{point_id}]. */
+/** /admin/v1/orgs/{org_id}/environmental-points[/{point_id}]. */
 export async function telemetryAdminHandler(ctx: Ctx, deps: Deps, op: TelemetryAdminOp): Promise<Reply> {
-  const org_id = ctx.params.org_id ?? '';
-  const point_id = op === 'updatePoint' ? recordId(ctx.params, 'point_id') : '';
-  if (!isUuid(org_id)) return json(404, { error: { code: 'not_found', message: 'organisation not found' } });
-  await requireKnownOrg(org_id.toLowerCase(), ctx, deps);
-  const r = await deps.clients.telemetry().call(op, { org_id: org_id.toLowerCase(), point_id, json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
-  return item(op === 'createPoint' ? 201 : 200, r.json);
+  const raw = ctx.params.org_id ?? '';
+  if (!isUuid(raw)) return json(404, { error: { code: 'not_found', message: 'organisation not found' } });
+  const org_id = raw.toLowerCase();
+  const point_id = op === 'updatePoint' || op === 'deletePoint' ? recordId(ctx.params, 'point_id') : '';
+  await requireKnownOrg(org_id, ctx, deps);
+  const c = deps.clients.telemetry();
+  switch (op) {
+    case 'adminListPoints': {
+      const p = adminPage(ctx);
+      const r = await c.call('adminListPoints', { org_id, ...p }, callerIn(ctx));
+      return listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total ?? null });
+    }
+    case 'deletePoint': {
+      const r = await c.call('deletePoint', { org_id, point_id, json: '' }, callerIn(ctx));
+      // a point with readings stays, deactivated: the answer shows it
+      return r.deleted ? noContent() : item(200, r.json!);
+    }
+    case 'createPoint':
+    case 'updatePoint': {
+      const r = await c.call(op, { org_id, point_id, json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
+      return item(op === 'createPoint' ? 201 : 200, r.json);
+    }
+  }
 }

@@ -1,48 +1,140 @@
 import { z } from 'zod';
-import { DomainError, isUuid, systemContext } from '@lab/kit';
-import { isInboundAddress } from '@lab/webhooks';
-import { json, type Reply } from '../replies.js';
+import type { webhooks } from '@lab/contracts';
+import { DomainError, isUuid, systemContext, validationFailed } from '@lab/kit';
+import { FILTER_MESSAGE, isInboundAddress, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
+import { json, noContent, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseBody, parseWith } from '../validation.js';
 import { requireKnownOrg } from './known-org.js';
+import { adminPage, listEnvelope } from './admin-page.js';
+
+/**
+ * What a subscription's events may hold: the webhooks service's one list, so the
+ * document's enum and the 400's message say what that service accepts.
+ */
+const subscriptionEvents = z
+  .array(z.enum(SUBSCRIBABLE_FILTERS as [string, ...string[]], { error: FILTER_MESSAGE }))
+  .min(1)
+  .max(50)
+  .meta({ description: `exact event names or filters: ${SUBSCRIBABLE_FILTERS.join(', ')}` });
+
+/** Management operations of the webhooks service. */
+export type WebhooksAdminAction =
+  | 'createSubscription'
+  | 'listSubscriptions'
+  | 'getSubscription'
+  | 'updateSubscription'
+  | 'deleteSubscription'
+  | 'rotateSubscriptionSecret'
+  | 'listDeliveries'
+  | 'redeliver'
+  | 'createInboundEndpoint'
+  | 'listInboundEndpoints'
+  | 'getInboundEndpoint'
+  | 'updateInboundEndpoint'
+  | 'deleteInboundEndpoint'
+  | 'rotateInboundSecret';
+
+const allowedEventTypes = z.array(z.string().max(200)).max(100);
+const jobType = z.string().max(100);
 
 /** Bodies of the webhook management routes; the webhooks service checks their content. */
 export const webhooksAdminBodies = {
   createSubscription: z
-    .object({ url: z.string().max(2000), events: z.array(z.string().max(200)).min(1).max(50), secret: z.string().max(200).optional() })
+    .object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional() })
     .strict(),
+  updateSubscription: z
+    .object({ url: z.string().max(2000).optional(), events: subscriptionEvents.optional(), active: z.boolean().optional() })
+    .strict()
+    .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined, {
+      message: 'nothing to change: give url, events or active',
+      // an unknown key is the problem to name, not also an empty change
+      when: (p) => p.issues.length === 0,
+    }),
   createInboundEndpoint: z
-    .object({
-      slug: z.string().max(64).optional(),
-      allowed_event_types: z.array(z.string().max(200)).max(100).optional(),
-      job_type: z.string().max(100).optional(),
-    })
+    .object({ slug: z.string().max(64).optional(), allowed_event_types: allowedEventTypes.optional(), job_type: jobType.optional() })
     .strict(),
+  updateInboundEndpoint: z
+    .object({ allowed_event_types: allowedEventTypes.optional(), job_type: jobType.nullable().optional(), active: z.boolean().optional() })
+    .strict()
+    .refine((b) => b.allowed_event_types !== undefined || b.job_type !== undefined || b.active !== undefined, {
+      message: 'nothing to change: give allowed_event_types, job_type or active',
+      when: (p) => p.issues.length === 0,
+    }),
+  // the rotation takes no body: the service draws the new secret
+  rotateSecret: z.object({}).strict(),
 };
 
 export const webhooksDeliveriesQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
 
 function orgParam(ctx: Ctx): string {
   const v = ctx.params.org_id ?? '';
-  if (!isUuid(v)) throw DomainError.invalid('org_id must be a UUID', { fields: [{ path: 'org_id', message: 'must be a UUID' }] });
+  if (!isUuid(v)) throw validationFailed([{ path: 'org_id', message: 'must be a UUID' }], 'org_id must be a UUID');
   return v.toLowerCase();
 }
 
-export async function webhooksAdminHandler(
-  ctx: Ctx,
-  deps: Deps,
-  action: 'createSubscription' | 'listDeliveries' | 'createInboundEndpoint',
-): Promise<Reply> {
+/** A subscription without its secret (reads never show it). */
+const subscriptionView = (s: webhooks.Subscription) => ({
+  id: s.id,
+  url: s.url,
+  events: s.events,
+  active: s.active,
+  disabled_reason: s.disabled_reason ?? null,
+  created_at: s.created_at,
+  updated_at: s.updated_at || s.created_at,
+  previous_secret_expires_at: s.previous_secret_expires_at ?? null,
+});
+
+/** The receiver's address as this request reached the gateway. */
+const receiverUrl = (ctx: Ctx, orgId: string, slug: string) =>
+  `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}/functions/v1/inbound-webhook/${orgId}/${slug}`;
+
+/** An inbound endpoint without its secret (reads never show it). */
+const endpointView = (ctx: Ctx, e: webhooks.InboundEndpoint) => ({
+  id: e.id,
+  slug: e.slug,
+  url: receiverUrl(ctx, e.org_id, e.slug),
+  allowed_event_types: e.allowed_event_types,
+  job_type: e.job_type ?? null,
+  active: e.active,
+  created_at: e.created_at,
+  updated_at: e.updated_at || e.created_at,
+  previous_secret_expires_at: e.previous_secret_expires_at ?? null,
+});
+
+export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: WebhooksAdminAction): Promise<Reply> {
   const client = deps.clients.webhooks();
   const caller = callerIn(ctx);
   const org_id = orgParam(ctx);
   await requireKnownOrg(org_id, ctx, deps);
+  const item = { org_id, id: ctx.params.id ?? '' };
   switch (action) {
     case 'createSubscription': {
       const b = parseBody(webhooksAdminBodies.createSubscription, ctx.body, 'invalid request body');
       const s = await client.call('createSubscription', { org_id, ...b }, caller);
       return json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } });
+    }
+    case 'listSubscriptions': {
+      const p = adminPage(ctx);
+      const r = await client.call('listSubscriptions', { org_id, ...p }, caller);
+      return json(200, listEnvelope(r.subscriptions.map(subscriptionView), r.page, p));
+    }
+    case 'getSubscription':
+      return json(200, { data: subscriptionView(await client.call('getSubscription', item, caller)) });
+    case 'updateSubscription': {
+      const b = parseBody(webhooksAdminBodies.updateSubscription, ctx.body, 'invalid request body');
+      const s = await client.call('updateSubscription', { ...item, url: b.url, events: b.events ? { values: b.events } : undefined, active: b.active }, caller);
+      return json(200, { data: subscriptionView(s) });
+    }
+    case 'deleteSubscription':
+      await client.call('deleteSubscription', item, caller);
+      return noContent();
+    case 'rotateSubscriptionSecret':
+    case 'rotateInboundSecret': {
+      parseBody(webhooksAdminBodies.rotateSecret, ctx.body, 'invalid request body');
+      const r = await client.call(action, item, caller);
+      return json(200, { data: { secret: r.secret, previous_secret_expires_at: r.previous_secret_expires_at } });
     }
     case 'listDeliveries': {
       const q = parseWith(webhooksDeliveriesQuery, ctx.req.query, 'invalid query');
@@ -60,15 +152,43 @@ export async function webhooksAdminHandler(
       }));
       return json(200, { data, pagination: { limit: q.limit, offset: 0, total: null } });
     }
+    case 'redeliver': {
+      const delivery_id = ctx.params.delivery_id ?? '';
+      await client.call('redeliver', { org_id, subscription_id: item.id, delivery_id }, caller);
+      return json(202, { data: { id: delivery_id.toLowerCase(), status: 'pending' } });
+    }
     case 'createInboundEndpoint': {
       const b = parseBody(webhooksAdminBodies.createInboundEndpoint, ctx.body, 'invalid request body');
       const e = await client.call('createInboundEndpoint', { org_id, ...b, allowed_event_types: b.allowed_event_types ?? [] }, caller);
-      // the receiver's address as this request reached the gateway
-      const url = `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}/functions/v1/inbound-webhook/${org_id}/${e.slug}`;
       return json(201, {
-        data: { id: e.id, slug: e.slug, secret: e.secret, url, allowed_event_types: e.allowed_event_types, job_type: e.job_type ?? null },
+        data: { id: e.id, slug: e.slug, secret: e.secret, url: receiverUrl(ctx, org_id, e.slug), allowed_event_types: e.allowed_event_types, job_type: e.job_type ?? null },
       });
     }
+    case 'listInboundEndpoints': {
+      const p = adminPage(ctx);
+      const r = await client.call('listInboundEndpoints', { org_id, ...p }, caller);
+      return json(200, listEnvelope(r.endpoints.map((e) => endpointView(ctx, e)), r.page, p));
+    }
+    case 'getInboundEndpoint':
+      return json(200, { data: endpointView(ctx, await client.call('getInboundEndpoint', item, caller)) });
+    case 'updateInboundEndpoint': {
+      const b = parseBody(webhooksAdminBodies.updateInboundEndpoint, ctx.body, 'invalid request body');
+      const e = await client.call(
+        'updateInboundEndpoint',
+        {
+          ...item,
+          allowed_event_types: b.allowed_event_types ? { values: b.allowed_event_types } : undefined,
+          job_type: b.job_type ?? undefined,
+          clear_job_type: b.job_type === null,
+          active: b.active,
+        },
+        caller,
+      );
+      return json(200, { data: endpointView(ctx, e) });
+    }
+    case 'deleteInboundEndpoint':
+      await client.call('deleteInboundEndpoint', item, caller);
+      return noContent();
   }
 }
 

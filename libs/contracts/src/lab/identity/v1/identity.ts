@@ -23,6 +23,109 @@ export const protobufPackage = "lab.identity.v1";
 
 export const protobufFileName = "lab/identity/v1/identity.proto";
 
+export interface PageRequest {
+  limit: number;
+  offset: number;
+}
+
+export interface Page {
+  limit: number;
+  offset: number;
+  total: number;
+}
+
+export interface ListOrgsResponse {
+  orgs: Org[];
+  page?: Page | undefined;
+}
+
+export interface ListDepartmentsRequest {
+  org_id: string;
+  page?: PageRequest | undefined;
+}
+
+export interface ListDepartmentsResponse {
+  departments: Department[];
+  page?: Page | undefined;
+}
+
+export interface DeleteDepartmentRequest {
+  org_id: string;
+  department_id: string;
+}
+
+export interface ListUsersRequest {
+  email?: string | undefined;
+  page?: PageRequest | undefined;
+}
+
+export interface Membership {
+  org_id: string;
+  org_name: string;
+  role: string;
+  department_id?: string | undefined;
+}
+
+export interface UserWithMemberships {
+  id: string;
+  email: string;
+  name?: string | undefined;
+  created_at: string;
+  memberships: Membership[];
+}
+
+export interface ListUsersResponse {
+  users: UserWithMemberships[];
+  page?: Page | undefined;
+}
+
+export interface ListMembersPageRequest {
+  org_id: string;
+  page?: PageRequest | undefined;
+}
+
+export interface ListMembersPageResponse {
+  members: Member[];
+  page?: Page | undefined;
+}
+
+export interface ListTokensRequest {
+  /** api_key (by org_id) or pat (by user_id) */
+  kind: string;
+  org_id?: string | undefined;
+  user_id?: string | undefined;
+  page?: PageRequest | undefined;
+}
+
+/** A token as the management API shows it: never its secret or hash. */
+export interface TokenInfo {
+  id: string;
+  kind: string;
+  name?:
+    | string
+    | undefined;
+  /** the token's first characters, to recognise it; absent for tokens made before prefixes were kept */
+  prefix?: string | undefined;
+  scopes: string[];
+  org_id?: string | undefined;
+  user_id?: string | undefined;
+  connector_id?: string | undefined;
+  device_ids: string[];
+  created_at: string;
+  last_used_at?: string | undefined;
+  expires_at?: string | undefined;
+}
+
+export interface ListTokensResponse {
+  tokens: TokenInfo[];
+  page?: Page | undefined;
+}
+
+export interface ListOAuthClientsResponse {
+  clients: OAuthClient[];
+  page?: Page | undefined;
+}
+
 export interface CreateOAuthClientRequest {
   name: string;
   redirect_uris: string[];
@@ -44,6 +147,7 @@ export interface OAuthClient {
   name: string;
   redirect_uris: string[];
   scopes: string[];
+  created_at: string;
 }
 
 export interface ResolveSessionUserRequest {
@@ -174,6 +278,7 @@ export interface Department {
   id: string;
   org_id: string;
   name: string;
+  created_at: string;
 }
 
 export interface CreateDepartmentRequest {
@@ -204,6 +309,7 @@ export interface Member {
   department_id?: string | undefined;
   email?: string | undefined;
   name?: string | undefined;
+  created_at: string;
 }
 
 export interface PutMemberRequest {
@@ -277,6 +383,1129 @@ export interface VerifyPasswordRequest {
   user_id: string;
   password: string;
 }
+
+function createBasePageRequest(): PageRequest {
+  return { limit: 0, offset: 0 };
+}
+
+export const PageRequest: MessageFns<PageRequest> = {
+  encode(message: PageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).int32(message.offset);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePage(): Page {
+  return { limit: 0, offset: 0, total: 0 };
+}
+
+export const Page: MessageFns<Page> = {
+  encode(message: Page, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).int32(message.offset);
+    }
+    if (message.total !== 0) {
+      writer.uint32(24).int64(message.total);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Page {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListOrgsResponse(): ListOrgsResponse {
+  return { orgs: [], page: undefined };
+}
+
+export const ListOrgsResponse: MessageFns<ListOrgsResponse> = {
+  encode(message: ListOrgsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.orgs) {
+      Org.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListOrgsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListOrgsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orgs.push(Org.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListDepartmentsRequest(): ListDepartmentsRequest {
+  return { org_id: "", page: undefined };
+}
+
+export const ListDepartmentsRequest: MessageFns<ListDepartmentsRequest> = {
+  encode(message: ListDepartmentsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.page !== undefined) {
+      PageRequest.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDepartmentsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDepartmentsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = PageRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListDepartmentsResponse(): ListDepartmentsResponse {
+  return { departments: [], page: undefined };
+}
+
+export const ListDepartmentsResponse: MessageFns<ListDepartmentsResponse> = {
+  encode(message: ListDepartmentsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.departments) {
+      Department.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDepartmentsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDepartmentsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.departments.push(Department.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDeleteDepartmentRequest(): DeleteDepartmentRequest {
+  return { org_id: "", department_id: "" };
+}
+
+export const DeleteDepartmentRequest: MessageFns<DeleteDepartmentRequest> = {
+  encode(message: DeleteDepartmentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.department_id !== "") {
+      writer.uint32(18).string(message.department_id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteDepartmentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteDepartmentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.department_id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListUsersRequest(): ListUsersRequest {
+  return { email: undefined, page: undefined };
+}
+
+export const ListUsersRequest: MessageFns<ListUsersRequest> = {
+  encode(message: ListUsersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.email !== undefined) {
+      writer.uint32(10).string(message.email);
+    }
+    if (message.page !== undefined) {
+      PageRequest.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = PageRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseMembership(): Membership {
+  return { org_id: "", org_name: "", role: "", department_id: undefined };
+}
+
+export const Membership: MessageFns<Membership> = {
+  encode(message: Membership, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.org_name !== "") {
+      writer.uint32(18).string(message.org_name);
+    }
+    if (message.role !== "") {
+      writer.uint32(26).string(message.role);
+    }
+    if (message.department_id !== undefined) {
+      writer.uint32(34).string(message.department_id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Membership {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMembership();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.org_name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.department_id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseUserWithMemberships(): UserWithMemberships {
+  return { id: "", email: "", name: undefined, created_at: "", memberships: [] };
+}
+
+export const UserWithMemberships: MessageFns<UserWithMemberships> = {
+  encode(message: UserWithMemberships, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.email !== "") {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(34).string(message.created_at);
+    }
+    for (const v of message.memberships) {
+      Membership.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UserWithMemberships {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUserWithMemberships();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.created_at = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.memberships.push(Membership.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListUsersResponse(): ListUsersResponse {
+  return { users: [], page: undefined };
+}
+
+export const ListUsersResponse: MessageFns<ListUsersResponse> = {
+  encode(message: ListUsersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.users) {
+      UserWithMemberships.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListUsersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListUsersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.users.push(UserWithMemberships.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListMembersPageRequest(): ListMembersPageRequest {
+  return { org_id: "", page: undefined };
+}
+
+export const ListMembersPageRequest: MessageFns<ListMembersPageRequest> = {
+  encode(message: ListMembersPageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.page !== undefined) {
+      PageRequest.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMembersPageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMembersPageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = PageRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListMembersPageResponse(): ListMembersPageResponse {
+  return { members: [], page: undefined };
+}
+
+export const ListMembersPageResponse: MessageFns<ListMembersPageResponse> = {
+  encode(message: ListMembersPageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.members) {
+      Member.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListMembersPageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListMembersPageResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.members.push(Member.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListTokensRequest(): ListTokensRequest {
+  return { kind: "", org_id: undefined, user_id: undefined, page: undefined };
+}
+
+export const ListTokensRequest: MessageFns<ListTokensRequest> = {
+  encode(message: ListTokensRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== "") {
+      writer.uint32(10).string(message.kind);
+    }
+    if (message.org_id !== undefined) {
+      writer.uint32(18).string(message.org_id);
+    }
+    if (message.user_id !== undefined) {
+      writer.uint32(26).string(message.user_id);
+    }
+    if (message.page !== undefined) {
+      PageRequest.encode(message.page, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTokensRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTokensRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.user_id = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.page = PageRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseTokenInfo(): TokenInfo {
+  return {
+    id: "",
+    kind: "",
+    name: undefined,
+    prefix: undefined,
+    scopes: [],
+    org_id: undefined,
+    user_id: undefined,
+    connector_id: undefined,
+    device_ids: [],
+    created_at: "",
+    last_used_at: undefined,
+    expires_at: undefined,
+  };
+}
+
+export const TokenInfo: MessageFns<TokenInfo> = {
+  encode(message: TokenInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.kind !== "") {
+      writer.uint32(18).string(message.kind);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.prefix !== undefined) {
+      writer.uint32(34).string(message.prefix);
+    }
+    for (const v of message.scopes) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.org_id !== undefined) {
+      writer.uint32(50).string(message.org_id);
+    }
+    if (message.user_id !== undefined) {
+      writer.uint32(58).string(message.user_id);
+    }
+    if (message.connector_id !== undefined) {
+      writer.uint32(66).string(message.connector_id);
+    }
+    for (const v of message.device_ids) {
+      writer.uint32(74).string(v!);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(82).string(message.created_at);
+    }
+    if (message.last_used_at !== undefined) {
+      writer.uint32(90).string(message.last_used_at);
+    }
+    if (message.expires_at !== undefined) {
+      writer.uint32(98).string(message.expires_at);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.prefix = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.scopes.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.user_id = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.connector_id = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.device_ids.push(reader.string());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.created_at = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.last_used_at = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.expires_at = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListTokensResponse(): ListTokensResponse {
+  return { tokens: [], page: undefined };
+}
+
+export const ListTokensResponse: MessageFns<ListTokensResponse> = {
+  encode(message: ListTokensResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tokens) {
+      TokenInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTokensResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListTokensResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tokens.push(TokenInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListOAuthClientsResponse(): ListOAuthClientsResponse {
+  return { clients: [], page: undefined };
+}
+
+export const ListOAuthClientsResponse: MessageFns<ListOAuthClientsResponse> = {
+  encode(message: ListOAuthClientsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.clients) {
+      OAuthClient.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListOAuthClientsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListOAuthClientsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.clients.push(OAuthClient.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 function createBaseCreateOAuthClientRequest(): CreateOAuthClientRequest {
   return { name: "", redirect_uris: [], scopes: [] };
@@ -450,7 +1679,7 @@ export const GetOAuthClientRequest: MessageFns<GetOAuthClientRequest> = {
 };
 
 function createBaseOAuthClient(): OAuthClient {
-  return { client_id: "", name: "", redirect_uris: [], scopes: [] };
+  return { client_id: "", name: "", redirect_uris: [], scopes: [], created_at: "" };
 }
 
 export const OAuthClient: MessageFns<OAuthClient> = {
@@ -466,6 +1695,9 @@ export const OAuthClient: MessageFns<OAuthClient> = {
     }
     for (const v of message.scopes) {
       writer.uint32(34).string(v!);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(42).string(message.created_at);
     }
     return writer;
   },
@@ -513,6 +1745,14 @@ export const OAuthClient: MessageFns<OAuthClient> = {
             }
 
             message.scopes.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.created_at = reader.string();
             continue;
           }
         }
@@ -1840,7 +3080,7 @@ export const GetOrgRequest: MessageFns<GetOrgRequest> = {
 };
 
 function createBaseDepartment(): Department {
-  return { id: "", org_id: "", name: "" };
+  return { id: "", org_id: "", name: "", created_at: "" };
 }
 
 export const Department: MessageFns<Department> = {
@@ -1853,6 +3093,9 @@ export const Department: MessageFns<Department> = {
     }
     if (message.name !== "") {
       writer.uint32(26).string(message.name);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(34).string(message.created_at);
     }
     return writer;
   },
@@ -1892,6 +3135,14 @@ export const Department: MessageFns<Department> = {
             }
 
             message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.created_at = reader.string();
             continue;
           }
         }
@@ -2147,7 +3398,15 @@ export const GetUserRequest: MessageFns<GetUserRequest> = {
 };
 
 function createBaseMember(): Member {
-  return { org_id: "", user_id: "", role: "", department_id: undefined, email: undefined, name: undefined };
+  return {
+    org_id: "",
+    user_id: "",
+    role: "",
+    department_id: undefined,
+    email: undefined,
+    name: undefined,
+    created_at: "",
+  };
 }
 
 export const Member: MessageFns<Member> = {
@@ -2169,6 +3428,9 @@ export const Member: MessageFns<Member> = {
     }
     if (message.name !== undefined) {
       writer.uint32(50).string(message.name);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(58).string(message.created_at);
     }
     return writer;
   },
@@ -2232,6 +3494,14 @@ export const Member: MessageFns<Member> = {
             }
 
             message.name = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.created_at = reader.string();
             continue;
           }
         }
@@ -3312,6 +4582,102 @@ export const IdentityServiceService = {
     responseSerialize: (value: OAuthTokens): Buffer => Buffer.from(OAuthTokens.encode(value).finish()),
     responseDeserialize: (value: Buffer): OAuthTokens => OAuthTokens.decode(value),
   },
+  /**
+   * Reading and undoing what the management API made (operator token). Lists
+   * are pages (limit, offset) with their total; tokens and secrets never appear.
+   */
+  listOrgs: {
+    path: "/lab.identity.v1.IdentityService/ListOrgs" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PageRequest): Buffer => Buffer.from(PageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PageRequest => PageRequest.decode(value),
+    responseSerialize: (value: ListOrgsResponse): Buffer => Buffer.from(ListOrgsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListOrgsResponse => ListOrgsResponse.decode(value),
+  },
+  listDepartments: {
+    path: "/lab.identity.v1.IdentityService/ListDepartments" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDepartmentsRequest): Buffer =>
+      Buffer.from(ListDepartmentsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDepartmentsRequest => ListDepartmentsRequest.decode(value),
+    responseSerialize: (value: ListDepartmentsResponse): Buffer =>
+      Buffer.from(ListDepartmentsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDepartmentsResponse => ListDepartmentsResponse.decode(value),
+  },
+  /** 409 department_in_use while members belong to it. */
+  deleteDepartment: {
+    path: "/lab.identity.v1.IdentityService/DeleteDepartment" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteDepartmentRequest): Buffer =>
+      Buffer.from(DeleteDepartmentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteDepartmentRequest => DeleteDepartmentRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
+  /** Users, optionally only the one of an email (case-insensitive), with their memberships. */
+  listUsers: {
+    path: "/lab.identity.v1.IdentityService/ListUsers" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListUsersRequest): Buffer => Buffer.from(ListUsersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListUsersRequest => ListUsersRequest.decode(value),
+    responseSerialize: (value: ListUsersResponse): Buffer => Buffer.from(ListUsersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListUsersResponse => ListUsersResponse.decode(value),
+  },
+  getUserMemberships: {
+    path: "/lab.identity.v1.IdentityService/GetUserMemberships" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetUserRequest): Buffer => Buffer.from(GetUserRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetUserRequest => GetUserRequest.decode(value),
+    responseSerialize: (value: UserWithMemberships): Buffer => Buffer.from(UserWithMemberships.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UserWithMemberships => UserWithMemberships.decode(value),
+  },
+  listMembersPage: {
+    path: "/lab.identity.v1.IdentityService/ListMembersPage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListMembersPageRequest): Buffer =>
+      Buffer.from(ListMembersPageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListMembersPageRequest => ListMembersPageRequest.decode(value),
+    responseSerialize: (value: ListMembersPageResponse): Buffer =>
+      Buffer.from(ListMembersPageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListMembersPageResponse => ListMembersPageResponse.decode(value),
+  },
+  /** Live API keys of an organisation, or live personal access tokens of a user. */
+  listTokens: {
+    path: "/lab.identity.v1.IdentityService/ListTokens" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListTokensRequest): Buffer => Buffer.from(ListTokensRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListTokensRequest => ListTokensRequest.decode(value),
+    responseSerialize: (value: ListTokensResponse): Buffer => Buffer.from(ListTokensResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListTokensResponse => ListTokensResponse.decode(value),
+  },
+  listOAuthClients: {
+    path: "/lab.identity.v1.IdentityService/ListOAuthClients" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PageRequest): Buffer => Buffer.from(PageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PageRequest => PageRequest.decode(value),
+    responseSerialize: (value: ListOAuthClientsResponse): Buffer =>
+      Buffer.from(ListOAuthClientsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListOAuthClientsResponse => ListOAuthClientsResponse.decode(value),
+  },
+  /** Removes the client and revokes every grant made to it: their tokens stop working. */
+  deleteOAuthClient: {
+    path: "/lab.identity.v1.IdentityService/DeleteOAuthClient" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetOAuthClientRequest): Buffer =>
+      Buffer.from(GetOAuthClientRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetOAuthClientRequest => GetOAuthClientRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
 } as const;
 
 export interface IdentityServiceServer extends UntypedServiceImplementation {
@@ -3366,6 +4732,23 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
    */
   exchangeOAuthCode: handleUnaryCall<ExchangeOAuthCodeRequest, OAuthTokens>;
   refreshOAuthToken: handleUnaryCall<RefreshOAuthTokenRequest, OAuthTokens>;
+  /**
+   * Reading and undoing what the management API made (operator token). Lists
+   * are pages (limit, offset) with their total; tokens and secrets never appear.
+   */
+  listOrgs: handleUnaryCall<PageRequest, ListOrgsResponse>;
+  listDepartments: handleUnaryCall<ListDepartmentsRequest, ListDepartmentsResponse>;
+  /** 409 department_in_use while members belong to it. */
+  deleteDepartment: handleUnaryCall<DeleteDepartmentRequest, Empty>;
+  /** Users, optionally only the one of an email (case-insensitive), with their memberships. */
+  listUsers: handleUnaryCall<ListUsersRequest, ListUsersResponse>;
+  getUserMemberships: handleUnaryCall<GetUserRequest, UserWithMemberships>;
+  listMembersPage: handleUnaryCall<ListMembersPageRequest, ListMembersPageResponse>;
+  /** Live API keys of an organisation, or live personal access tokens of a user. */
+  listTokens: handleUnaryCall<ListTokensRequest, ListTokensResponse>;
+  listOAuthClients: handleUnaryCall<PageRequest, ListOAuthClientsResponse>;
+  /** Removes the client and revokes every grant made to it: their tokens stop working. */
+  deleteOAuthClient: handleUnaryCall<GetOAuthClientRequest, Empty>;
 }
 
 export interface IdentityServiceClient extends Client {
@@ -3744,6 +5127,149 @@ export interface IdentityServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: OAuthTokens) => void,
   ): ClientUnaryCall;
+  /**
+   * Reading and undoing what the management API made (operator token). Lists
+   * are pages (limit, offset) with their total; tokens and secrets never appear.
+   */
+  listOrgs(
+    request: PageRequest,
+    callback: (error: ServiceError | null, response: ListOrgsResponse) => void,
+  ): ClientUnaryCall;
+  listOrgs(
+    request: PageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListOrgsResponse) => void,
+  ): ClientUnaryCall;
+  listOrgs(
+    request: PageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListOrgsResponse) => void,
+  ): ClientUnaryCall;
+  listDepartments(
+    request: ListDepartmentsRequest,
+    callback: (error: ServiceError | null, response: ListDepartmentsResponse) => void,
+  ): ClientUnaryCall;
+  listDepartments(
+    request: ListDepartmentsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDepartmentsResponse) => void,
+  ): ClientUnaryCall;
+  listDepartments(
+    request: ListDepartmentsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDepartmentsResponse) => void,
+  ): ClientUnaryCall;
+  /** 409 department_in_use while members belong to it. */
+  deleteDepartment(
+    request: DeleteDepartmentRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteDepartment(
+    request: DeleteDepartmentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteDepartment(
+    request: DeleteDepartmentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  /** Users, optionally only the one of an email (case-insensitive), with their memberships. */
+  listUsers(
+    request: ListUsersRequest,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
+  ): ClientUnaryCall;
+  listUsers(
+    request: ListUsersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListUsersResponse) => void,
+  ): ClientUnaryCall;
+  getUserMemberships(
+    request: GetUserRequest,
+    callback: (error: ServiceError | null, response: UserWithMemberships) => void,
+  ): ClientUnaryCall;
+  getUserMemberships(
+    request: GetUserRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UserWithMemberships) => void,
+  ): ClientUnaryCall;
+  getUserMemberships(
+    request: GetUserRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UserWithMemberships) => void,
+  ): ClientUnaryCall;
+  listMembersPage(
+    request: ListMembersPageRequest,
+    callback: (error: ServiceError | null, response: ListMembersPageResponse) => void,
+  ): ClientUnaryCall;
+  listMembersPage(
+    request: ListMembersPageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListMembersPageResponse) => void,
+  ): ClientUnaryCall;
+  listMembersPage(
+    request: ListMembersPageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListMembersPageResponse) => void,
+  ): ClientUnaryCall;
+  /** Live API keys of an organisation, or live personal access tokens of a user. */
+  listTokens(
+    request: ListTokensRequest,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  listTokens(
+    request: ListTokensRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  listTokens(
+    request: ListTokensRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  listOAuthClients(
+    request: PageRequest,
+    callback: (error: ServiceError | null, response: ListOAuthClientsResponse) => void,
+  ): ClientUnaryCall;
+  listOAuthClients(
+    request: PageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListOAuthClientsResponse) => void,
+  ): ClientUnaryCall;
+  listOAuthClients(
+    request: PageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListOAuthClientsResponse) => void,
+  ): ClientUnaryCall;
+  /** Removes the client and revokes every grant made to it: their tokens stop working. */
+  deleteOAuthClient(
+    request: GetOAuthClientRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteOAuthClient(
+    request: GetOAuthClientRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteOAuthClient(
+    request: GetOAuthClientRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
 }
 
 export const IdentityServiceClient = makeGenericClientConstructor(
@@ -3754,6 +5280,17 @@ export const IdentityServiceClient = makeGenericClientConstructor(
   service: typeof IdentityServiceService;
   serviceName: string;
 };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

@@ -58,6 +58,18 @@ export interface PointWriteRequest {
   json: string;
 }
 
+export interface PointPageRequest {
+  org_id: string;
+  limit: number;
+  offset: number;
+}
+
+export interface DeletePointResponse {
+  /** true: the point is gone; false: it had readings and was deactivated (json is the point) */
+  deleted: boolean;
+  json?: string | undefined;
+}
+
 export interface JsonResponse {
   /** JSON object */
   json: string;
@@ -407,6 +419,131 @@ export const PointWriteRequest: MessageFns<PointWriteRequest> = {
           }
           case 3: {
             if (tag !== 26) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePointPageRequest(): PointPageRequest {
+  return { org_id: "", limit: 0, offset: 0 };
+}
+
+export const PointPageRequest: MessageFns<PointPageRequest> = {
+  encode(message: PointPageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(24).int32(message.offset);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PointPageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePointPageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDeletePointResponse(): DeletePointResponse {
+  return { deleted: false, json: undefined };
+}
+
+export const DeletePointResponse: MessageFns<DeletePointResponse> = {
+  encode(message: DeletePointResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deleted !== false) {
+      writer.uint32(8).bool(message.deleted);
+    }
+    if (message.json !== undefined) {
+      writer.uint32(18).string(message.json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeletePointResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeletePointResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.deleted = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
@@ -783,6 +920,26 @@ export const TelemetryServiceService = {
     responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
     responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
   },
+  /** Every point of the organisation named in the request, a page at a time, with the total. */
+  adminListPoints: {
+    path: "/lab.telemetry.v1.TelemetryService/AdminListPoints" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PointPageRequest): Buffer => Buffer.from(PointPageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PointPageRequest => PointPageRequest.decode(value),
+    responseSerialize: (value: ListResponse): Buffer => Buffer.from(ListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListResponse => ListResponse.decode(value),
+  },
+  /** Deletes a point without readings; one with readings is deactivated instead (they stay readable). */
+  deletePoint: {
+    path: "/lab.telemetry.v1.TelemetryService/DeletePoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PointWriteRequest): Buffer => Buffer.from(PointWriteRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PointWriteRequest => PointWriteRequest.decode(value),
+    responseSerialize: (value: DeletePointResponse): Buffer => Buffer.from(DeletePointResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeletePointResponse => DeletePointResponse.decode(value),
+  },
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings: {
     path: "/lab.telemetry.v1.TelemetryService/IngestReadings" as const,
@@ -928,6 +1085,10 @@ export interface TelemetryServiceServer extends UntypedServiceImplementation {
    * not one of this organisation's.
    */
   checkKeyBindings: handleUnaryCall<KeyBindingsRequest, Empty>;
+  /** Every point of the organisation named in the request, a page at a time, with the total. */
+  adminListPoints: handleUnaryCall<PointPageRequest, ListResponse>;
+  /** Deletes a point without readings; one with readings is deactivated instead (they stay readable). */
+  deletePoint: handleUnaryCall<PointWriteRequest, DeletePointResponse>;
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings: handleUnaryCall<BodyRequest, JsonResponse>;
   listReadings: handleUnaryCall<QueryRequest, ListResponse>;
@@ -1016,6 +1177,38 @@ export interface TelemetryServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  /** Every point of the organisation named in the request, a page at a time, with the total. */
+  adminListPoints(
+    request: PointPageRequest,
+    callback: (error: ServiceError | null, response: ListResponse) => void,
+  ): ClientUnaryCall;
+  adminListPoints(
+    request: PointPageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListResponse) => void,
+  ): ClientUnaryCall;
+  adminListPoints(
+    request: PointPageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListResponse) => void,
+  ): ClientUnaryCall;
+  /** Deletes a point without readings; one with readings is deactivated instead (they stay readable). */
+  deletePoint(
+    request: PointWriteRequest,
+    callback: (error: ServiceError | null, response: DeletePointResponse) => void,
+  ): ClientUnaryCall;
+  deletePoint(
+    request: PointWriteRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeletePointResponse) => void,
+  ): ClientUnaryCall;
+  deletePoint(
+    request: PointWriteRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeletePointResponse) => void,
   ): ClientUnaryCall;
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings(

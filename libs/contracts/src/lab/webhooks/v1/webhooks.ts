@@ -23,6 +23,72 @@ export const protobufPackage = "lab.webhooks.v1";
 
 export const protobufFileName = "lab/webhooks/v1/webhooks.proto";
 
+export interface Empty {
+}
+
+export interface PageRequest {
+  org_id: string;
+  limit: number;
+  offset: number;
+}
+
+export interface Page {
+  limit: number;
+  offset: number;
+  total: number;
+}
+
+export interface ItemRequest {
+  org_id: string;
+  id: string;
+}
+
+export interface ListSubscriptionsResponse {
+  subscriptions: Subscription[];
+  page?: Page | undefined;
+}
+
+export interface StringList {
+  values: string[];
+}
+
+export interface UpdateSubscriptionRequest {
+  org_id: string;
+  id: string;
+  url?: string | undefined;
+  events?: StringList | undefined;
+  active?: boolean | undefined;
+}
+
+export interface RotatedSecret {
+  secret: string;
+  /** until when the replaced secret keeps working */
+  previous_secret_expires_at: string;
+}
+
+export interface RedeliverRequest {
+  org_id: string;
+  subscription_id: string;
+  delivery_id: string;
+}
+
+export interface ListInboundEndpointsResponse {
+  endpoints: InboundEndpoint[];
+  page?: Page | undefined;
+}
+
+export interface UpdateInboundEndpointRequest {
+  org_id: string;
+  id: string;
+  allowed_event_types?:
+    | StringList
+    | undefined;
+  /** set to change the job type; clear_job_type removes it */
+  job_type?: string | undefined;
+  clear_job_type: boolean;
+  active?: boolean | undefined;
+}
+
 export interface CreateSubscriptionRequest {
   org_id: string;
   url: string;
@@ -39,6 +105,9 @@ export interface Subscription {
   active: boolean;
   disabled_reason?: string | undefined;
   created_at: string;
+  /** set while a replaced secret still signs (24 hours after a rotation) */
+  previous_secret_expires_at?: string | undefined;
+  updated_at: string;
 }
 
 export interface ListDeliveriesRequest {
@@ -77,6 +146,11 @@ export interface InboundEndpoint {
   secret: string;
   allowed_event_types: string[];
   job_type?: string | undefined;
+  active: boolean;
+  created_at: string;
+  /** set while a replaced secret is still accepted (24 hours after a rotation) */
+  previous_secret_expires_at?: string | undefined;
+  updated_at: string;
 }
 
 export interface ReceiveInboundRequest {
@@ -95,6 +169,717 @@ export interface ReceiveInboundResponse {
   event_id: string;
   duplicate: boolean;
 }
+
+function createBaseEmpty(): Empty {
+  return {};
+}
+
+export const Empty: MessageFns<Empty> = {
+  encode(_: Empty, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Empty {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEmpty();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePageRequest(): PageRequest {
+  return { org_id: "", limit: 0, offset: 0 };
+}
+
+export const PageRequest: MessageFns<PageRequest> = {
+  encode(message: PageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(24).int32(message.offset);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePageRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePage(): Page {
+  return { limit: 0, offset: 0, total: 0 };
+}
+
+export const Page: MessageFns<Page> = {
+  encode(message: Page, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(8).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).int32(message.offset);
+    }
+    if (message.total !== 0) {
+      writer.uint32(24).int64(message.total);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Page {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseItemRequest(): ItemRequest {
+  return { org_id: "", id: "" };
+}
+
+export const ItemRequest: MessageFns<ItemRequest> = {
+  encode(message: ItemRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ItemRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseItemRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListSubscriptionsResponse(): ListSubscriptionsResponse {
+  return { subscriptions: [], page: undefined };
+}
+
+export const ListSubscriptionsResponse: MessageFns<ListSubscriptionsResponse> = {
+  encode(message: ListSubscriptionsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.subscriptions) {
+      Subscription.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListSubscriptionsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListSubscriptionsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.subscriptions.push(Subscription.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseStringList(): StringList {
+  return { values: [] };
+}
+
+export const StringList: MessageFns<StringList> = {
+  encode(message: StringList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.values) {
+      writer.uint32(10).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StringList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStringList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.values.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseUpdateSubscriptionRequest(): UpdateSubscriptionRequest {
+  return { org_id: "", id: "", url: undefined, events: undefined, active: undefined };
+}
+
+export const UpdateSubscriptionRequest: MessageFns<UpdateSubscriptionRequest> = {
+  encode(message: UpdateSubscriptionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.url !== undefined) {
+      writer.uint32(26).string(message.url);
+    }
+    if (message.events !== undefined) {
+      StringList.encode(message.events, writer.uint32(34).fork()).join();
+    }
+    if (message.active !== undefined) {
+      writer.uint32(40).bool(message.active);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateSubscriptionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateSubscriptionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.url = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.events = StringList.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRotatedSecret(): RotatedSecret {
+  return { secret: "", previous_secret_expires_at: "" };
+}
+
+export const RotatedSecret: MessageFns<RotatedSecret> = {
+  encode(message: RotatedSecret, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.secret !== "") {
+      writer.uint32(10).string(message.secret);
+    }
+    if (message.previous_secret_expires_at !== "") {
+      writer.uint32(18).string(message.previous_secret_expires_at);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotatedSecret {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotatedSecret();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.secret = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.previous_secret_expires_at = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRedeliverRequest(): RedeliverRequest {
+  return { org_id: "", subscription_id: "", delivery_id: "" };
+}
+
+export const RedeliverRequest: MessageFns<RedeliverRequest> = {
+  encode(message: RedeliverRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.subscription_id !== "") {
+      writer.uint32(18).string(message.subscription_id);
+    }
+    if (message.delivery_id !== "") {
+      writer.uint32(26).string(message.delivery_id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RedeliverRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRedeliverRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.subscription_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.delivery_id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListInboundEndpointsResponse(): ListInboundEndpointsResponse {
+  return { endpoints: [], page: undefined };
+}
+
+export const ListInboundEndpointsResponse: MessageFns<ListInboundEndpointsResponse> = {
+  encode(message: ListInboundEndpointsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.endpoints) {
+      InboundEndpoint.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.page !== undefined) {
+      Page.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListInboundEndpointsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListInboundEndpointsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.endpoints.push(InboundEndpoint.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.page = Page.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseUpdateInboundEndpointRequest(): UpdateInboundEndpointRequest {
+  return {
+    org_id: "",
+    id: "",
+    allowed_event_types: undefined,
+    job_type: undefined,
+    clear_job_type: false,
+    active: undefined,
+  };
+}
+
+export const UpdateInboundEndpointRequest: MessageFns<UpdateInboundEndpointRequest> = {
+  encode(message: UpdateInboundEndpointRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.allowed_event_types !== undefined) {
+      StringList.encode(message.allowed_event_types, writer.uint32(26).fork()).join();
+    }
+    if (message.job_type !== undefined) {
+      writer.uint32(34).string(message.job_type);
+    }
+    if (message.clear_job_type !== false) {
+      writer.uint32(40).bool(message.clear_job_type);
+    }
+    if (message.active !== undefined) {
+      writer.uint32(48).bool(message.active);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateInboundEndpointRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateInboundEndpointRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.allowed_event_types = StringList.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.job_type = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.clear_job_type = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 function createBaseCreateSubscriptionRequest(): CreateSubscriptionRequest {
   return { org_id: "", url: "", events: [], secret: undefined };
@@ -185,6 +970,8 @@ function createBaseSubscription(): Subscription {
     active: false,
     disabled_reason: undefined,
     created_at: "",
+    previous_secret_expires_at: undefined,
+    updated_at: "",
   };
 }
 
@@ -213,6 +1000,12 @@ export const Subscription: MessageFns<Subscription> = {
     }
     if (message.created_at !== "") {
       writer.uint32(66).string(message.created_at);
+    }
+    if (message.previous_secret_expires_at !== undefined) {
+      writer.uint32(74).string(message.previous_secret_expires_at);
+    }
+    if (message.updated_at !== "") {
+      writer.uint32(82).string(message.updated_at);
     }
     return writer;
   },
@@ -292,6 +1085,22 @@ export const Subscription: MessageFns<Subscription> = {
             }
 
             message.created_at = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.previous_secret_expires_at = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.updated_at = reader.string();
             continue;
           }
         }
@@ -645,7 +1454,18 @@ export const CreateInboundEndpointRequest: MessageFns<CreateInboundEndpointReque
 };
 
 function createBaseInboundEndpoint(): InboundEndpoint {
-  return { id: "", org_id: "", slug: "", secret: "", allowed_event_types: [], job_type: undefined };
+  return {
+    id: "",
+    org_id: "",
+    slug: "",
+    secret: "",
+    allowed_event_types: [],
+    job_type: undefined,
+    active: false,
+    created_at: "",
+    previous_secret_expires_at: undefined,
+    updated_at: "",
+  };
 }
 
 export const InboundEndpoint: MessageFns<InboundEndpoint> = {
@@ -667,6 +1487,18 @@ export const InboundEndpoint: MessageFns<InboundEndpoint> = {
     }
     if (message.job_type !== undefined) {
       writer.uint32(50).string(message.job_type);
+    }
+    if (message.active !== false) {
+      writer.uint32(56).bool(message.active);
+    }
+    if (message.created_at !== "") {
+      writer.uint32(66).string(message.created_at);
+    }
+    if (message.previous_secret_expires_at !== undefined) {
+      writer.uint32(74).string(message.previous_secret_expires_at);
+    }
+    if (message.updated_at !== "") {
+      writer.uint32(82).string(message.updated_at);
     }
     return writer;
   },
@@ -730,6 +1562,38 @@ export const InboundEndpoint: MessageFns<InboundEndpoint> = {
             }
 
             message.job_type = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.created_at = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.previous_secret_expires_at = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.updated_at = reader.string();
             continue;
           }
         }
@@ -981,6 +1845,116 @@ export const WebhooksServiceService = {
       Buffer.from(ReceiveInboundResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ReceiveInboundResponse => ReceiveInboundResponse.decode(value),
   },
+  /**
+   * Reading and undoing (operator token). Reads never carry a secret; a
+   * rotation answers the new one once. NOT_FOUND for ids not in the organisation.
+   */
+  listSubscriptions: {
+    path: "/lab.webhooks.v1.WebhooksService/ListSubscriptions" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PageRequest): Buffer => Buffer.from(PageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PageRequest => PageRequest.decode(value),
+    responseSerialize: (value: ListSubscriptionsResponse): Buffer =>
+      Buffer.from(ListSubscriptionsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListSubscriptionsResponse => ListSubscriptionsResponse.decode(value),
+  },
+  getSubscription: {
+    path: "/lab.webhooks.v1.WebhooksService/GetSubscription" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: Subscription): Buffer => Buffer.from(Subscription.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Subscription => Subscription.decode(value),
+  },
+  updateSubscription: {
+    path: "/lab.webhooks.v1.WebhooksService/UpdateSubscription" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdateSubscriptionRequest): Buffer =>
+      Buffer.from(UpdateSubscriptionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdateSubscriptionRequest => UpdateSubscriptionRequest.decode(value),
+    responseSerialize: (value: Subscription): Buffer => Buffer.from(Subscription.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Subscription => Subscription.decode(value),
+  },
+  deleteSubscription: {
+    path: "/lab.webhooks.v1.WebhooksService/DeleteSubscription" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
+  /** The new secret signs from now on; the replaced one signs too for 24 hours. */
+  rotateSubscriptionSecret: {
+    path: "/lab.webhooks.v1.WebhooksService/RotateSubscriptionSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: RotatedSecret): Buffer => Buffer.from(RotatedSecret.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotatedSecret => RotatedSecret.decode(value),
+  },
+  /** Sends a delivered or failed delivery again, with the same id (409 delivery_pending while it is scheduled). */
+  redeliver: {
+    path: "/lab.webhooks.v1.WebhooksService/Redeliver" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RedeliverRequest): Buffer => Buffer.from(RedeliverRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RedeliverRequest => RedeliverRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
+  listInboundEndpoints: {
+    path: "/lab.webhooks.v1.WebhooksService/ListInboundEndpoints" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PageRequest): Buffer => Buffer.from(PageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PageRequest => PageRequest.decode(value),
+    responseSerialize: (value: ListInboundEndpointsResponse): Buffer =>
+      Buffer.from(ListInboundEndpointsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListInboundEndpointsResponse => ListInboundEndpointsResponse.decode(value),
+  },
+  getInboundEndpoint: {
+    path: "/lab.webhooks.v1.WebhooksService/GetInboundEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: InboundEndpoint): Buffer => Buffer.from(InboundEndpoint.encode(value).finish()),
+    responseDeserialize: (value: Buffer): InboundEndpoint => InboundEndpoint.decode(value),
+  },
+  updateInboundEndpoint: {
+    path: "/lab.webhooks.v1.WebhooksService/UpdateInboundEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdateInboundEndpointRequest): Buffer =>
+      Buffer.from(UpdateInboundEndpointRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdateInboundEndpointRequest => UpdateInboundEndpointRequest.decode(value),
+    responseSerialize: (value: InboundEndpoint): Buffer => Buffer.from(InboundEndpoint.encode(value).finish()),
+    responseDeserialize: (value: Buffer): InboundEndpoint => InboundEndpoint.decode(value),
+  },
+  deleteInboundEndpoint: {
+    path: "/lab.webhooks.v1.WebhooksService/DeleteInboundEndpoint" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
+  /** The new secret verifies from now on; the replaced one too for 24 hours. */
+  rotateInboundSecret: {
+    path: "/lab.webhooks.v1.WebhooksService/RotateInboundSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ItemRequest): Buffer => Buffer.from(ItemRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ItemRequest => ItemRequest.decode(value),
+    responseSerialize: (value: RotatedSecret): Buffer => Buffer.from(RotatedSecret.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotatedSecret => RotatedSecret.decode(value),
+  },
 } as const;
 
 export interface WebhooksServiceServer extends UntypedServiceImplementation {
@@ -995,6 +1969,24 @@ export interface WebhooksServiceServer extends UntypedServiceImplementation {
   createInboundEndpoint: handleUnaryCall<CreateInboundEndpointRequest, InboundEndpoint>;
   /** Verifies and stores one inbound event. */
   receiveInbound: handleUnaryCall<ReceiveInboundRequest, ReceiveInboundResponse>;
+  /**
+   * Reading and undoing (operator token). Reads never carry a secret; a
+   * rotation answers the new one once. NOT_FOUND for ids not in the organisation.
+   */
+  listSubscriptions: handleUnaryCall<PageRequest, ListSubscriptionsResponse>;
+  getSubscription: handleUnaryCall<ItemRequest, Subscription>;
+  updateSubscription: handleUnaryCall<UpdateSubscriptionRequest, Subscription>;
+  deleteSubscription: handleUnaryCall<ItemRequest, Empty>;
+  /** The new secret signs from now on; the replaced one signs too for 24 hours. */
+  rotateSubscriptionSecret: handleUnaryCall<ItemRequest, RotatedSecret>;
+  /** Sends a delivered or failed delivery again, with the same id (409 delivery_pending while it is scheduled). */
+  redeliver: handleUnaryCall<RedeliverRequest, Empty>;
+  listInboundEndpoints: handleUnaryCall<PageRequest, ListInboundEndpointsResponse>;
+  getInboundEndpoint: handleUnaryCall<ItemRequest, InboundEndpoint>;
+  updateInboundEndpoint: handleUnaryCall<UpdateInboundEndpointRequest, InboundEndpoint>;
+  deleteInboundEndpoint: handleUnaryCall<ItemRequest, Empty>;
+  /** The new secret verifies from now on; the replaced one too for 24 hours. */
+  rotateInboundSecret: handleUnaryCall<ItemRequest, RotatedSecret>;
 }
 
 export interface WebhooksServiceClient extends Client {
@@ -1065,6 +2057,178 @@ export interface WebhooksServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ReceiveInboundResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Reading and undoing (operator token). Reads never carry a secret; a
+   * rotation answers the new one once. NOT_FOUND for ids not in the organisation.
+   */
+  listSubscriptions(
+    request: PageRequest,
+    callback: (error: ServiceError | null, response: ListSubscriptionsResponse) => void,
+  ): ClientUnaryCall;
+  listSubscriptions(
+    request: PageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListSubscriptionsResponse) => void,
+  ): ClientUnaryCall;
+  listSubscriptions(
+    request: PageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListSubscriptionsResponse) => void,
+  ): ClientUnaryCall;
+  getSubscription(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  getSubscription(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  getSubscription(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  updateSubscription(
+    request: UpdateSubscriptionRequest,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  updateSubscription(
+    request: UpdateSubscriptionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  updateSubscription(
+    request: UpdateSubscriptionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Subscription) => void,
+  ): ClientUnaryCall;
+  deleteSubscription(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteSubscription(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteSubscription(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  /** The new secret signs from now on; the replaced one signs too for 24 hours. */
+  rotateSubscriptionSecret(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
+  rotateSubscriptionSecret(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
+  rotateSubscriptionSecret(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
+  /** Sends a delivered or failed delivery again, with the same id (409 delivery_pending while it is scheduled). */
+  redeliver(
+    request: RedeliverRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  redeliver(
+    request: RedeliverRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  redeliver(
+    request: RedeliverRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  listInboundEndpoints(
+    request: PageRequest,
+    callback: (error: ServiceError | null, response: ListInboundEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  listInboundEndpoints(
+    request: PageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListInboundEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  listInboundEndpoints(
+    request: PageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListInboundEndpointsResponse) => void,
+  ): ClientUnaryCall;
+  getInboundEndpoint(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  getInboundEndpoint(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  getInboundEndpoint(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  updateInboundEndpoint(
+    request: UpdateInboundEndpointRequest,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  updateInboundEndpoint(
+    request: UpdateInboundEndpointRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  updateInboundEndpoint(
+    request: UpdateInboundEndpointRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: InboundEndpoint) => void,
+  ): ClientUnaryCall;
+  deleteInboundEndpoint(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteInboundEndpoint(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  deleteInboundEndpoint(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  /** The new secret verifies from now on; the replaced one too for 24 hours. */
+  rotateInboundSecret(
+    request: ItemRequest,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
+  rotateInboundSecret(
+    request: ItemRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
+  rotateInboundSecret(
+    request: ItemRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotatedSecret) => void,
+  ): ClientUnaryCall;
 }
 
 export const WebhooksServiceClient = makeGenericClientConstructor(
@@ -1075,6 +2239,17 @@ export const WebhooksServiceClient = makeGenericClientConstructor(
   service: typeof WebhooksServiceService;
   serviceName: string;
 };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

@@ -1,0 +1,60 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { z } from 'zod';
+import type { webhooks } from '@lab/contracts';
+import { DomainError, isUuid, parseWith, rows, type Executor } from '@lab/kit';
+
+/**
+ * What the management reads and undos of subscriptions and inbound endpoints
+ * share: the page of a list, an item's id, the secret rotation's overlap.
+ */
+
+/** A timestamp column rendered by PostgreSQL as UTC ISO 8601 (pg and PGlite alike). */
+export const iso = (col: string): SQL => sql.raw(`to_char(${col} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
+
+/** How long a replaced secret keeps working after a rotation (the management contract: 24 hours). */
+export const ROTATION_OVERLAP_HOURS = 24;
+
+/**
+ * The columns a rotation sets: the current secret becomes the previous one for
+ * the overlap, the given one becomes current. A second rotation within the
+ * overlap drops the oldest: at most two secrets work at once, as at most two v1
+ * signatures are sent.
+ */
+export const rotationSets = (secret: string): SQL =>
+  sql`previous_secret = secret, previous_secret_expires_at = now() + ${ROTATION_OVERLAP_HOURS} * interval '1 hour',
+      secret = ${secret}, updated_at = now()`;
+
+const orgId = z.string().refine(isUuid, 'must be a UUID');
+const pageBody = z.object({
+  org_id: orgId,
+  // 0 is proto's unset: the default
+  limit: z.number().int().min(0).max(200),
+  offset: z.number().int().min(0).max(1_000_000_000),
+});
+
+export interface Page {
+  org_id: string;
+  limit: number;
+  offset: number;
+}
+
+export function parsePage(req: webhooks.PageRequest): Page {
+  const p = parseWith(pageBody, req);
+  return { org_id: p.org_id.toLowerCase(), limit: p.limit || 50, offset: p.offset };
+}
+
+/** The organisation and id of an item request; an id that is not a UUID names nothing there (404). */
+export function parseItem(req: { org_id: string; id: string }, what: string): { org_id: string; id: string } {
+  const { org_id } = parseWith(z.object({ org_id: orgId }), { org_id: req.org_id });
+  if (!isUuid(req.id)) throw DomainError.notFound(`${what} not found`);
+  return { org_id: org_id.toLowerCase(), id: req.id.toLowerCase() };
+}
+
+/** One page of an organisation's rows of `table`, oldest first, and their total. */
+export async function pageOf<T>(exec: Executor, table: SQL, columns: SQL, p: Page): Promise<{ rows: T[]; page: webhooks.Page }> {
+  const [list, count] = await Promise.all([
+    rows<T>(exec, sql`select ${columns} from ${table} where org_id = ${p.org_id}::uuid order by created_at, id limit ${p.limit} offset ${p.offset}`),
+    rows<{ n: number }>(exec, sql`select count(*)::int as n from ${table} where org_id = ${p.org_id}::uuid`),
+  ]);
+  return { rows: list, page: { limit: p.limit, offset: p.offset, total: count[0]?.n ?? 0 } };
+}

@@ -1,0 +1,134 @@
+import { z } from 'zod';
+import { sql } from 'drizzle-orm';
+import type { webhooks } from '@lab/contracts';
+import { DomainError, isUuid, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { iso, pageOf, parseItem, parsePage, rotationSets } from './admin-common.js';
+import { assertOperator, generateSecret, subscriptionUrl, subscriptionEvents } from './management.js';
+import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
+
+/**
+ * Reading and undoing subscriptions (operator token). No read shows a secret:
+ * only the rotation's answer carries the new one, once.
+ */
+const notFound = () => DomainError.notFound('webhook subscription not found');
+const TABLE = sql`webhooks.subscriptions`;
+
+/** An audit view of a subscription: never a secret. */
+const snapshot = (r: SubscriptionRow) => ({ id: r.id, url: r.url, events: r.events, active: r.active, disabled_reason: r.disabled_reason });
+
+export async function listSubscriptions(deps: ServiceDeps, caller: CallerContext, req: webhooks.PageRequest): Promise<webhooks.ListSubscriptionsResponse> {
+  assertOperator(caller);
+  const r = await pageOf<SubscriptionRow>(deps.db.orm, TABLE, SUBSCRIPTION_COLUMNS, parsePage(req));
+  return { subscriptions: r.rows.map(toSubscription), page: r.page };
+}
+
+export async function getSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.Subscription> {
+  assertOperator(caller);
+  const { org_id, id } = parseItem(req, 'webhook subscription');
+  const [row] = await deps.db.rows<SubscriptionRow>(sql`select ${SUBSCRIPTION_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid`);
+  if (!row) throw notFound();
+  return toSubscription(row);
+}
+
+const updateBody = z
+  .object({
+    url: subscriptionUrl.optional(),
+    events: z.object({ values: subscriptionEvents }).optional(),
+    active: z.boolean().optional(),
+  })
+  .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined, 'nothing to change: give url, events or active');
+
+/**
+ * Changes url, events or active. Turning a subscription on clears what the
+ * auto-disable rule wrote; a new url moves its pending deliveries to the new
+ * receiver's host (the per-host limit counts by it).
+ */
+export async function updateSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.UpdateSubscriptionRequest): Promise<webhooks.Subscription> {
+  assertOperator(caller);
+  const { org_id, id } = parseItem(req, 'webhook subscription');
+  const b = parseWith(updateBody, { url: req.url, events: req.events, active: req.active });
+  const events = b.events ? [...new Set(b.events.values)] : undefined;
+  return deps.outbox.write(caller, async (tx, emit) => {
+    const [before] = await rows<SubscriptionRow>(tx, sql`select ${SUBSCRIPTION_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid for update`);
+    if (!before) throw notFound();
+    const sets = [sql`updated_at = now()`];
+    if (b.url !== undefined) sets.push(sql`url = ${b.url}`);
+    if (events) sets.push(sql`events = string_to_array(${events.join(',')}, ',')`);
+    if (b.active === true) sets.push(sql`active = true, disabled_reason = null, disabled_at = null`);
+    if (b.active === false) sets.push(sql`active = false, disabled_reason = null, disabled_at = now()`);
+    const [after] = await rows<SubscriptionRow>(
+      tx,
+      sql`update ${TABLE} set ${sql.join(sets, sql`, `)} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${SUBSCRIPTION_COLUMNS}`,
+    );
+    if (b.url !== undefined && b.url !== before.url) {
+      await tx.execute(sql`update webhooks.deliveries set host = ${new URL(b.url).host}
+                           where org_id = ${org_id}::uuid and subscription_id = ${id}::uuid and status = 'pending'`);
+    }
+    emit.audit(org_id, { action: 'update', resource: 'webhook_subscription', record_id: id, before: snapshot(before), after: snapshot(after!) });
+    return toSubscription(after!);
+  });
+}
+
+/** Deletes a subscription and its delivery log (foreign key cascade); nothing more is sent to it. */
+export async function deleteSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.Empty> {
+  assertOperator(caller);
+  const { org_id, id } = parseItem(req, 'webhook subscription');
+  await deps.outbox.write(caller, async (tx, emit) => {
+    const [gone] = await rows<SubscriptionRow>(tx, sql`delete from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${SUBSCRIPTION_COLUMNS}`);
+    if (!gone) throw notFound();
+    emit.audit(org_id, { action: 'delete', resource: 'webhook_subscription', record_id: id, before: snapshot(gone) });
+  });
+  return {};
+}
+
+/** A new generated secret signs from now on; the replaced one signs beside it for 24 hours. */
+export async function rotateSubscriptionSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
+  assertOperator(caller);
+  const { org_id, id } = parseItem(req, 'webhook subscription');
+  const secret = generateSecret();
+  return deps.outbox.write(caller, async (tx, emit) => {
+    const [r] = await rows<{ expires: string }>(
+      tx,
+      sql`update ${TABLE} set ${rotationSets(secret)} where org_id = ${org_id}::uuid and id = ${id}::uuid
+          returning ${iso('previous_secret_expires_at')} as expires`,
+    );
+    if (!r) throw notFound();
+    // the secrets never go into the audit log
+    emit.audit(org_id, { action: 'rotate_secret', resource: 'webhook_subscription', record_id: id, after: { previous_secret_expires_at: r.expires } });
+    return { secret, previous_secret_expires_at: r.expires };
+  });
+}
+
+/**
+ * Schedules a delivered or failed delivery again, at once and with a fresh
+ * attempt budget: the same row, so the receiver sees the same delivery id (the
+ * envelope's id and X-Service-Delivery) and the same event. A delivery still
+ * pending is already scheduled (or in flight): 409 delivery_pending, since
+ * moving it forward could send it twice at once.
+ */
+export async function redeliver(deps: ServiceDeps, caller: CallerContext, req: webhooks.RedeliverRequest): Promise<webhooks.Empty> {
+  assertOperator(caller);
+  const { org_id, id: subscriptionId } = parseItem({ org_id: req.org_id, id: req.subscription_id }, 'webhook subscription');
+  if (!isUuid(req.delivery_id)) throw DomainError.notFound('delivery not found');
+  const deliveryId = req.delivery_id.toLowerCase();
+  await deps.outbox.write(caller, async (tx, emit) => {
+    const [d] = await rows<{ status: string; event: string }>(
+      tx,
+      sql`select status, event from webhooks.deliveries
+          where org_id = ${org_id}::uuid and subscription_id = ${subscriptionId}::uuid and id = ${deliveryId}::uuid for update`,
+    );
+    if (!d) throw DomainError.notFound('delivery not found');
+    if (d.status === 'pending') throw DomainError.conflict('the delivery is already scheduled; it is sent without being asked', 'delivery_pending');
+    await tx.execute(sql`update webhooks.deliveries
+        set status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = null, failed_at = null
+        where org_id = ${org_id}::uuid and subscription_id = ${subscriptionId}::uuid and id = ${deliveryId}::uuid`);
+    emit.audit(org_id, {
+      action: 'redeliver',
+      resource: 'webhook_delivery',
+      record_id: deliveryId,
+      before: { status: d.status },
+      after: { status: 'pending', subscription_id: subscriptionId, event: d.event },
+    });
+  });
+  return {};
+}
