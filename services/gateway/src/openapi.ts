@@ -420,6 +420,12 @@ function describe(route: Route): Op {
     }
     case 'audit':
       return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
+    case 'audit_verify':
+      return {
+        successStatus: '200',
+        successDescription: "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
+        successSchema: okSchema('Item'),
+      };
     case 'admin': {
       const s = ADMIN_SUCCESS[h.action];
       const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];

@@ -39,6 +39,8 @@ export type RouteHandler =
    */
   | { kind: 'record'; op: RecordOp; resource: string; nested?: 'many' | 'one'; testMode?: boolean }
   | { kind: 'audit' }
+  /** an organisation's audit hash chain, walked and checked (operator) */
+  | { kind: 'audit_verify' }
   | { kind: 'admin'; action: AdminAction }
   | { kind: 'token_grant' }
   | { kind: 'sign_experiment' }
@@ -394,6 +396,15 @@ export const ROUTES: Route[] = [
   webhooksAdmin('POST', '/orgs/:org_id/webhook-subscriptions', 'createSubscription'),
   webhooksAdmin('GET', '/orgs/:org_id/webhook-subscriptions/:id/deliveries', 'listDeliveries'),
   webhooksAdmin('POST', '/orgs/:org_id/inbound-endpoints', 'createInboundEndpoint'),
+  {
+    method: 'GET',
+    path: '/admin/v1/orgs/:org_id/audit/verify',
+    auth: 'operator',
+    scope: 'none',
+    idempotent: false,
+    service: 'audit',
+    handler: { kind: 'audit_verify' },
+  },
   ...inboundWebhookRoutes(),
   admin('POST', '/oauth-clients', 'createOAuthClient'),
   ...oauthFunctionRoutes(),
