@@ -7,6 +7,7 @@ import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
+import { amendBody } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery } from './handlers/webhooks.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
@@ -440,7 +441,28 @@ function describe(route: Route): Op {
     case 'token_grant':
       return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
     case 'sign_experiment':
-      return { successStatus: '200', successDescription: 'the signed experiment', successSchema: okSchema('Item'), body: jsonSchemaOf(signBody), bodyRequired: true };
+      return {
+        successStatus: '200',
+        successDescription:
+          'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
+          '409 already_signed (that meaning is signed), authorship_required; 403 signer_is_author, signer_already_signed, invalid_password',
+        successSchema: okSchema('Item'),
+        body: jsonSchemaOf(signBody),
+        bodyRequired: true,
+      };
+    case 'experiment':
+      return {
+        amend: {
+          successStatus: '201',
+          successDescription:
+            'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(amendBody),
+          bodyRequired: true,
+        },
+        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('List') },
+        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('List') },
+      }[h.op];
     case 'lab_orders': {
       const d = describeLabOrderOp(h.op);
       return {

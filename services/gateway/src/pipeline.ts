@@ -6,6 +6,7 @@ import { mcpHandler } from './functions/mcp.js';
 import { oauthAuthorize, oauthToken } from './functions/oauth.js';
 import { adminHandler } from './handlers/admin.js';
 import { listAudit, verifyAuditChain } from './handlers/audit.js';
+import { experimentHandler } from './handlers/experiments.js';
 import { labOrderHandler } from './handlers/lab-orders.js';
 import { createJob, getJob, jobArtifact, listJobs, realtimeJobs } from './handlers/jobs.js';
 import { createNotifications, listNotifications, updateNotification } from './handlers/notifications.js';
@@ -144,6 +145,8 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
       return tokenGrant(ctx, deps);
     case 'sign_experiment':
       return signExperiment(ctx, deps);
+    case 'experiment':
+      return experimentHandler(ctx, deps, h.op);
     case 'notifications':
       return h.op === 'create' ? createNotifications(ctx, deps) : h.op === 'list' ? listNotifications(ctx, deps) : updateNotification(ctx, deps);
     case 'jobs':

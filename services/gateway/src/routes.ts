@@ -1,5 +1,6 @@
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import type { LabOrderOp } from './handlers/lab-orders.js';
+import type { ExperimentOp } from './handlers/experiments.js';
 import type { RouteScope } from './scopes.js';
 
 /**
@@ -44,6 +45,8 @@ export type RouteHandler =
   | { kind: 'admin'; action: AdminAction }
   | { kind: 'token_grant' }
   | { kind: 'sign_experiment' }
+  /** amendments of a signed experiment, its versions and its signature manifest */
+  | { kind: 'experiment'; op: ExperimentOp }
   | { kind: 'notifications'; op: 'create' | 'list' | 'update' }
   | { kind: 'jobs'; op: 'create' | 'list' | 'get' | 'artifact' }
   /** server-sent events of job.updated on the realtime channel background_jobs */
@@ -367,6 +370,10 @@ export const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/openapi.json', auth: 'none', scope: 'none', idempotent: false, handler: { kind: 'openapi' } },
   { method: 'GET', path: '/v1/ping', auth: 'bearer', scope: 'none', idempotent: false, handler: { kind: 'ping' } },
   ...RECORD_RESOURCES.flatMap(recordRoutes),
+  // additions to the spec: a signed experiment changes only through an amendment
+  bearer('POST', '/v1/experiments/:id/amendments', 'notebook', { kind: 'experiment', op: 'amend' }, true),
+  bearer('GET', '/v1/experiments/:id/versions', 'notebook', { kind: 'experiment', op: 'versions' }),
+  bearer('GET', '/v1/experiments/:id/signatures', 'notebook', { kind: 'experiment', op: 'signatures' }),
   ...equipmentSubRoutes(),
   ...labOrderRoutes(),
   ...telemetryRoutes(),
