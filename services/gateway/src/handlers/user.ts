@@ -63,6 +63,6 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
     throw err;
   }
   // the manifest keeps the signer's name as it is at signing
-  const r = await deps.clients.notebook().call('signExperiment', { id, meaning: b.meaning ?? '', signer_name: user.name ?? user.email }, caller);
+  const r = await deps.clients.notebook().call('signExperiment', { id, meaning: b.meaning, signer_name: user.name ?? user.email }, caller);
   return itemFromJson(200, r.json);
 }

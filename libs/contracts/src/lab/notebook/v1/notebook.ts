@@ -26,10 +26,12 @@ export const protobufFileName = "lab/notebook/v1/notebook.proto";
 
 export interface SignExperimentRequest {
   id: string;
-  /** authorship (when empty), review or approval */
-  meaning: string;
+  /** authorship (when absent), review or approval */
+  meaning?:
+    | string
+    | undefined;
   /** the signer's name as identity knows it at signing, kept in the manifest */
-  signer_name: string;
+  signer_name?: string | undefined;
 }
 
 export interface AmendExperimentRequest {
@@ -43,7 +45,7 @@ export interface ExperimentRequest {
 }
 
 function createBaseSignExperimentRequest(): SignExperimentRequest {
-  return { id: "", meaning: "", signer_name: "" };
+  return { id: "", meaning: undefined, signer_name: undefined };
 }
 
 export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
@@ -51,10 +53,10 @@ export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
     if (message.id !== "") {
       writer.uint32(10).string(message.id);
     }
-    if (message.meaning !== "") {
+    if (message.meaning !== undefined) {
       writer.uint32(18).string(message.meaning);
     }
-    if (message.signer_name !== "") {
+    if (message.signer_name !== undefined) {
       writer.uint32(26).string(message.signer_name);
     }
     return writer;
