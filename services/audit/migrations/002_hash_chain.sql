@@ -4,7 +4,7 @@
 -- content including that previous hash. An edited entry no longer matches its
 -- hash; a deleted or moved one breaks the sequence or the link to the next.
 --
--- The chain is extended by a trigger in the inserting transaction, under a row
+-- The chain is extended by triggers in the inserting transaction, under a row
 -- lock on the chain's head: concurrent inserts of one organisation take turns,
 -- those of different organisations do not wait for each other.
 
@@ -53,47 +53,94 @@ language sql stable as $$
   )::text, 'UTF8')), 'hex')
 $$;
 
+-- Extends the chain by one entry, before it is inserted. A chain's head row is
+-- locked (FOR UPDATE, to the end of the transaction) when a transaction first
+-- writes to it. The running head of the chain being written is kept in one
+-- transaction-local setting rather than written back per entry: a batch would
+-- otherwise leave one row version of the head per entry, each read of the head
+-- walking all of them (quadratic in the batch). When the next entry belongs to
+-- another chain, the running head is stored and the other chain's head read
+-- (storeRecords sends a batch ordered by organisation, so that is once per
+-- organisation); the statement trigger below stores the last one.
 create function audit.chain_entry() returns trigger
 language plpgsql as $$
 declare
   k uuid := coalesce(new.org_id, '00000000-0000-0000-0000-000000000000'::uuid);
-  head audit.chain_heads%rowtype;
+  -- '<chain>:<seq>:<hash>' of the chain this transaction wrote last
+  running text[] := string_to_array(nullif(current_setting('lab_audit.running_head', true), ''), ':');
+  head_seq bigint;
+  head_hash text;
 begin
-  insert into audit.chain_heads (chain_org, seq, hash) values (k, 0, repeat('0', 64))
-    on conflict (chain_org) do nothing;
-  select * into head from audit.chain_heads where chain_org = k for update;
+  if running is not null and running[1]::uuid = k then
+    head_seq := running[2]::bigint;
+    head_hash := running[3];
+  else
+    if running is not null then
+      update audit.chain_heads set seq = running[2]::bigint, hash = running[3] where chain_org = running[1]::uuid;
+    end if;
+    insert into audit.chain_heads (chain_org, seq, hash) values (k, 0, repeat('0', 64))
+      on conflict (chain_org) do nothing;
+    select h.seq, h.hash into head_seq, head_hash from audit.chain_heads h where h.chain_org = k for update;
+  end if;
   -- A redelivered message whose first copy was stored while this one waited for
   -- the head (or earlier in the same statement): skipped here, before it takes a
   -- sequence number, so the chain never counts an entry that is not stored.
   if exists (select 1 from audit.records where id = new.id) then
     return null;
   end if;
-  new.seq := head.seq + 1;
-  new.prev_hash := head.hash;
+  new.seq := head_seq + 1;
+  new.prev_hash := head_hash;
   new.hash := audit.entry_hash(new);
-  update audit.chain_heads set seq = new.seq, hash = new.hash where chain_org = k;
+  perform set_config('lab_audit.running_head', k || ':' || new.seq || ':' || new.hash, true);
   return new;
 end
 $$;
 
+-- Stores each chain's head after a statement that extended it.
+create function audit.store_chain_heads() returns trigger
+language plpgsql as $$
+begin
+  update audit.chain_heads h set seq = a.seq, hash = a.hash
+  from (
+    select distinct on (k) k, seq, hash
+    from (select coalesce(org_id, '00000000-0000-0000-0000-000000000000'::uuid) as k, seq, hash from added) x
+    order by k, seq desc
+  ) a
+  where h.chain_org = a.k;
+  return null;
+end
+$$;
+
 -- Entries stored before the chain existed are chained once, in the order the log
--- is read in (created_at, id).
+-- is read in (created_at, id); each head is written when its chain is done.
 do $$
 declare
   r audit.records%rowtype;
   k uuid;
-  head audit.chain_heads%rowtype;
+  cur uuid;
+  n bigint := 0;
+  prev text := repeat('0', 64);
 begin
   for r in select * from audit.records order by coalesce(org_id, '00000000-0000-0000-0000-000000000000'::uuid), created_at, id loop
     k := coalesce(r.org_id, '00000000-0000-0000-0000-000000000000'::uuid);
-    insert into audit.chain_heads (chain_org, seq, hash) values (k, 0, repeat('0', 64)) on conflict (chain_org) do nothing;
-    select * into head from audit.chain_heads where chain_org = k;
-    r.seq := head.seq + 1;
-    r.prev_hash := head.hash;
+    if cur is distinct from k then
+      if cur is not null then
+        insert into audit.chain_heads (chain_org, seq, hash) values (cur, n, prev);
+      end if;
+      cur := k;
+      n := 0;
+      prev := repeat('0', 64);
+    end if;
+    n := n + 1;
+    r.seq := n;
+    r.prev_hash := prev;
     r.hash := audit.entry_hash(r);
     update audit.records set seq = r.seq, prev_hash = r.prev_hash, hash = r.hash where id = r.id;
-    update audit.chain_heads set seq = r.seq, hash = r.hash where chain_org = k;
+    prev := r.hash;
   end loop;
+  if cur is not null then
+    insert into audit.chain_heads (chain_org, seq, hash) values (cur, n, prev);
+  end if;
 end
 $$;
 
@@ -103,6 +150,9 @@ alter table audit.records alter column hash set not null;
 
 create trigger records_chain before insert on audit.records
   for each row execute function audit.chain_entry();
+create trigger records_chain_heads after insert on audit.records
+  referencing new table as added
+  for each statement execute function audit.store_chain_heads();
 
 -- The chain's order, walked by verification in pages.
 create unique index records_org_seq_idx on audit.records (org_id, seq);

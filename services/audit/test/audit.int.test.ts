@@ -207,6 +207,15 @@ describe('hash chain', () => {
     }
   });
 
+  test('batches that mix organisations keep each chain whole', async () => {
+    const orgs = [newId(), newId(), newId()];
+    // interleaved, in several publishes: batches hold entries of every organisation
+    const msgs = Array.from({ length: 300 }, (_, i) => record(orgs[i % 3]!, i));
+    for (let i = 0; i < msgs.length; i += 70) await bus.publish(msgs.slice(i, i + 70));
+    for (const org of orgs) await waitForCount(org, 100);
+    for (const org of orgs) expect(await verify(org)).toMatchObject({ ok: true, entries: 100 });
+  });
+
   test('an organisation without entries verifies empty', async () => {
     expect(await verify(newId())).toEqual({ ok: true, entries: 0, head_hash: null });
   });
