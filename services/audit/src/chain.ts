@@ -1,6 +1,9 @@
 import { sql } from 'drizzle-orm';
 import type { Database } from '@lab/kit';
 
+/** The key of the chain of entries without an organisation (users, OAuth clients, sign-in sessions). */
+export const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+
 /** The hash an organisation's chain starts from (the head of an empty chain). */
 export const GENESIS_HASH = '0'.repeat(64);
 
@@ -66,7 +69,7 @@ export async function verifyChain(db: Database, orgId: string | null): Promise<C
     }
     if (page.length < PAGE) break;
   }
-  const chain = orgId ?? '00000000-0000-0000-0000-000000000000';
+  const chain = orgId ?? NIL_UUID;
   const [head] = await db.rows<{ seq: string; hash: string }>(
     sql`select seq::text as seq, hash from audit.chain_heads where chain_org = ${chain}::uuid`,
   );

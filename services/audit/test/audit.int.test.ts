@@ -39,6 +39,15 @@ function record(org: string, i: number): BusMessage {
 
 const ctx = (org: string) => ({ ...systemContext('t'), org_id: org, token_kind: 'api_key', scopes: ['audit:read'] });
 
+async function eventually<T>(check: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const v = await check();
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not met in time');
+}
+
 async function waitForCount(org: string, n: number) {
   for (let i = 0; i < 200; i++) {
     const res = await client.call('listAudit', { limit: 1000 }, ctx(org));
@@ -214,6 +223,17 @@ describe('hash chain', () => {
     for (let i = 0; i < msgs.length; i += 70) await bus.publish(msgs.slice(i, i + 70));
     for (const org of orgs) await waitForCount(org, 100);
     for (const org of orgs) expect(await verify(org)).toMatchObject({ ok: true, entries: 100 });
+  });
+
+  test('entries without an organisation form a chain of their own, verified under the nil UUID', async () => {
+    const msgs = Array.from({ length: 3 }, (_, i) => ({ ...record(orgA, i), org_id: null }));
+    await bus.publish(msgs);
+    const nil = '00000000-0000-0000-0000-000000000000';
+    const report = await eventually(async () => {
+      const r = await verify(nil);
+      return r.entries >= 3 ? r : undefined;
+    });
+    expect(report).toMatchObject({ ok: true, entries: 3 });
   });
 
   test('an organisation without entries verifies empty', async () => {
