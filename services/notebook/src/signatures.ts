@@ -51,17 +51,38 @@ export function manifest(signatures: Signature[], row: RecordJson): RecordJson[]
 }
 
 /**
+ * The authors of an entry: whoever is author or creator of any of its versions,
+ * or signed one of them for authorship. An amendment carries over the content of
+ * the version it amends, so the author of that content is an author of the
+ * amendment too, and cannot review what is largely their own work.
+ */
+export async function authorsOf(exec: Executor, caller: CallerContext, displayId: string): Promise<Set<string>> {
+  const found = await rows<{ id: string }>(
+    exec,
+    sql`select e.author_id as id from notebook.experiments e
+          where e.org_id = ${caller.org_id}::uuid and e.display_id = ${displayId} and e.author_id is not null
+        union
+        select e.created_by from notebook.experiments e
+          where e.org_id = ${caller.org_id}::uuid and e.display_id = ${displayId} and e.created_by is not null
+        union
+        select s.signer_id from notebook.experiment_signatures s
+          join notebook.experiments e on e.id = s.experiment_id and e.org_id = s.org_id
+          where e.org_id = ${caller.org_id}::uuid and e.display_id = ${displayId} and s.meaning = 'authorship'`,
+  );
+  return new Set(found.map((r) => r.id));
+}
+
+/**
  * Who may add a signature of this meaning. Each meaning is signed once per
  * version (the second is 409 already_signed, as the first signing always was);
  * review and approval come after authorship, and never from an author of the
- * version (its author, its creator, or an authorship signer) nor from someone who
- * signed it already: four eyes at least, six for review and approval.
+ * entry (see authorsOf) nor from someone who signed the version already: four
+ * eyes at least, six for review and approval.
  */
-export function assertMaySign(userId: string, meaning: Meaning, row: RecordJson, signatures: Signature[]): void {
+export function assertMaySign(userId: string, meaning: Meaning, signatures: Signature[], authors: Set<string>): void {
   const same = signatures.find((s) => s.meaning === meaning);
   if (same) throw DomainError.conflict(`the experiment already carries a ${meaning} signature`, 'already_signed', { signature_id: same.id });
   if (meaning === 'authorship') return;
-  const authors = new Set([row.author_id, row.created_by, ...signatures.filter((s) => s.meaning === 'authorship').map((s) => s.signer_id)]);
   if (authors.has(userId)) {
     throw DomainError.forbidden(`an author of the experiment cannot sign it for ${meaning}`, 'signer_is_author');
   }

@@ -4,7 +4,7 @@ import type { notebook } from '@lab/contracts';
 import { contentHash } from './content-hash.js';
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
-import { assertMaySign, manifest, parseMeaning, signaturesOf } from './signatures.js';
+import { assertMaySign, authorsOf, manifest, parseMeaning, signaturesOf } from './signatures.js';
 
 /**
  * Signs an experiment version as the calling user (the gateway has re-verified
@@ -29,7 +29,8 @@ export async function signExperiment(
   return deps.outbox.write(caller, async (tx, emit) => {
     const before = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
     const signed = await signaturesOf(tx, caller, id);
-    assertMaySign(userId, meaning, before.row, signed);
+    const authors = meaning === 'authorship' ? new Set<string>() : await authorsOf(tx, caller, String(before.row.display_id));
+    assertMaySign(userId, meaning, signed, authors);
     await tx.execute(
       sql`insert into notebook.experiment_signatures (id, org_id, experiment_id, meaning, signer_id, signer_name, content_hash)
           values (${newId()}::uuid, ${caller.org_id}::uuid, ${id}::uuid, ${meaning}, ${userId}::uuid, ${req.signer_name || null}, ${contentHash(before.row)})`,

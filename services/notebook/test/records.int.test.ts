@@ -516,6 +516,19 @@ describe('signed records', () => {
     ]);
   });
 
+  it('counts the authors of earlier versions as authors of an amendment: they cannot review it', async () => {
+    const w = org();
+    const first = session(w);
+    const amender = session(w);
+    const reviewer = session(w);
+    const record = await signedExperiment(w, first);
+    const v2 = await amend(record.id, { reason: 'typo in the title', title: 'assay 2' }, amender);
+    await sign(v2.id, amender);
+    expect(await failure(sign(v2.id, first, 'review'))).toMatchObject({ kind: 'forbidden', code: 'signer_is_author' });
+    expect(await failure(sign(record.id, amender, 'review'))).toMatchObject({ kind: 'forbidden', code: 'signer_is_author' });
+    expect((await sign(v2.id, reviewer, 'review')).signatures.map((s: Json) => s.meaning)).toEqual(['authorship', 'review']);
+  });
+
   it('adds review and approval signatures by other people, each meaning once, never by an author', async () => {
     const w = org();
     const author = session(w);
