@@ -1,11 +1,10 @@
 import { z } from 'zod';
 import { isUuid, isoTimestamp } from '@lab/kit';
-import type { Reply } from '../replies.js';
+import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 import { queryMap } from './records.js';
 import { requireKnownOrg } from './known-org.js';
-import { json } from '../replies.js';
 
 const dateTime = isoTimestamp();
 
@@ -39,8 +38,9 @@ export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
 }
 
 /**
- * How long a verification may run: it recomputes every entry's hash, about a
- * 30 s per million entries on a development machine, past the default deadline of a call.
+ * How long a verification may run: it recomputes every entry's hash (about 30 s
+ * per million entries on a development machine), far past the default deadline
+ * of a call.
  */
 const VERIFY_DEADLINE_MS = 15 * 60_000;
 
