@@ -516,6 +516,16 @@ describe('signed records', () => {
     ]);
   });
 
+  it('shows a signature no longer matching content changed behind the service', async () => {
+    const w = org();
+    const author = session(w);
+    const record = await signedExperiment(w, author);
+    const manifestOf = async () => JSON.parse((await nb.call('listExperimentSignatures', { id: record.id }, w.admin)).json) as Json[];
+    expect((await manifestOf()).map((s) => s.content_matches)).toEqual([true]);
+    await t.svc.deps.db.orm.execute(sql`update notebook.experiments set content = '{"steps": ["forged"]}' where id = ${record.id}::uuid`);
+    expect((await manifestOf()).map((s) => s.content_matches)).toEqual([false]);
+  });
+
   it('counts the authors of earlier versions as authors of an amendment: they cannot review it', async () => {
     const w = org();
     const first = session(w);
