@@ -17,6 +17,10 @@ export interface AuditEntry {
   record_id: string | null;
   before?: Record<string, unknown> | null;
   after?: Record<string, unknown> | null;
+  /** why the change was made, where the write asks for it (an amendment) */
+  reason?: string | null;
+  /** what a signature means (authorship, review, approval) */
+  meaning?: string | null;
 }
 
 /** The data of an `audit.record` message, as the audit service stores it. */
@@ -51,19 +55,49 @@ export class Emitter {
 
   /** The audit record of a write, on the same path as its events. */
   audit(org_id: string | null, entry: AuditEntry): void {
+    const before = redactSecrets(entry.before ?? null);
+    const after = redactSecrets(entry.after ?? null);
     const data: AuditRecordData = {
       ...entry,
-      before: entry.before ?? null,
-      after: entry.after ?? null,
+      before,
+      after,
+      reason: entry.reason ?? null,
+      meaning: entry.meaning ?? null,
       actor_user_id: this.caller?.user_id ?? null,
       actor_token_id: this.caller?.token_id ?? null,
       token_kind: this.caller?.token_kind ?? 'system',
       service: this.service,
+      // from the unredacted values: a rotated secret shows as changed, never its value
       changed_fields: changedFields(entry.before ?? null, entry.after ?? null),
       request_id: this.caller?.request_id ?? currentRequestId() ?? null,
     };
     this.event('audit.record', org_id, data);
   }
+}
+
+/**
+ * Field names whose text values are credentials: passwords, secrets, tokens and
+ * their hashes (password_hash, signing_secret, client_secret_hash, token_hash,
+ * refresh_token...). The audit log is read with a scope of its own and exported
+ * whole; a credential in it, even hashed, would outlive its rotation there.
+ */
+const SECRET_FIELD = /(^|_)(password|secret|token)(_hash)?$/i;
+export const REDACTED = '[redacted]';
+
+/**
+ * A copy of an audited value with every credential field's text replaced by
+ * REDACTED, at any depth (flags such as has_password are not text and stay).
+ * Services leave credentials out of what they audit already; this is the rule
+ * that holds when one forgets.
+ */
+export function redactSecrets<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => redactSecrets(v)) as T;
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    out[k] = typeof v === 'string' && SECRET_FIELD.test(k) ? REDACTED : redactSecrets(v);
+  }
+  return out as T;
 }
 
 export function changedFields(before: Record<string, unknown> | null, after: Record<string, unknown> | null): string[] {

@@ -2,6 +2,8 @@ import { Metadata, status } from '@grpc/grpc-js';
 import {
   DomainError,
   changedFields,
+  Emitter,
+  REDACTED,
   fromServiceError,
   httpStatusOf,
   retryDelayMs,
@@ -108,6 +110,21 @@ describe('caller context signing', () => {
     signCallerContext(md, systemContext('r1'), 'another-secret-entirely');
     expect(() => verifyCallerContext(md, secret)).toThrow(/forged/);
   });
+});
+
+test('an audit record never carries a credential in before or after, and still names it as changed', () => {
+  const emit = new Emitter('identity', null);
+  emit.audit('org', {
+    action: 'update',
+    resource: 'webhook_subscription',
+    record_id: 'x',
+    before: { url: 'https://a', secret: 'whsec_old', has_password: true, nested: [{ client_secret_hash: 'abc' }] },
+    after: { url: 'https://a', secret: 'whsec_new', password_hash: '$argon2id$v=19$...', token: 'pat_x', token_kind: 'pat', content_hash: 'h' },
+  });
+  const data = emit.messages[0]!.data as { before: Record<string, unknown>; after: Record<string, unknown>; changed_fields: string[] };
+  expect(data.before).toEqual({ url: 'https://a', secret: REDACTED, has_password: true, nested: [{ client_secret_hash: REDACTED }] });
+  expect(data.after).toEqual({ url: 'https://a', secret: REDACTED, password_hash: REDACTED, token: REDACTED, token_kind: 'pat', content_hash: 'h' });
+  expect(data.changed_fields).toContain('secret');
 });
 
 test('changedFields names exactly the fields that differ', () => {

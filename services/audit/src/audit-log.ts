@@ -21,19 +21,23 @@ export type ListQuery = z.infer<typeof listQuery>;
 /**
  * Stores audit records, many in one statement (one parameter: a JSON array, so
  * the statement text is the same whatever the count, and stays prepared); a
- * duplicate delivery changes nothing.
+ * duplicate delivery changes nothing. The insert trigger chains each record to
+ * its organisation's previous one (migration 002) under a lock on the chain's
+ * head; rows go in ordered by organisation, so two batches running at once lock
+ * heads in the same order and cannot deadlock.
  */
 export async function storeRecords(exec: Executor, msgs: BusMessage<AuditRecordData>[]): Promise<void> {
   // jsonb_to_recordset takes the columns it names and reads a missing key as null
   const rows = msgs.map((msg) => ({ ...msg.data, id: msg.id, org_id: msg.org_id, occurred_at: msg.occurred_at }));
   await exec.execute(sql`
     insert into audit.records (id, org_id, occurred_at, service, action, resource, record_id,
-      actor_user_id, actor_token_id, token_kind, changed_fields, before, after, request_id)
+      actor_user_id, actor_token_id, token_kind, changed_fields, before, after, request_id, reason, meaning)
     select id, org_id, occurred_at, service, action, resource, record_id,
-      actor_user_id, actor_token_id, token_kind, coalesce(changed_fields, '{}'), before, after, request_id
+      actor_user_id, actor_token_id, token_kind, coalesce(changed_fields, '{}'), before, after, request_id, reason, meaning
     from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as x(id uuid, org_id uuid, occurred_at timestamptz,
       service text, action text, resource text, record_id text, actor_user_id uuid, actor_token_id uuid,
-      token_kind text, changed_fields text[], before jsonb, after jsonb, request_id text)
+      token_kind text, changed_fields text[], before jsonb, after jsonb, request_id text, reason text, meaning text)
+    order by org_id nulls first, id
     on conflict (id) do nothing`);
 }
 
@@ -72,7 +76,8 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
               'occurred_at', ${utcMicros(sql`occurred_at`)},
               'service', service, 'action', action, 'resource', resource, 'record_id', record_id,
               'actor_user_id', actor_user_id, 'actor_token_id', actor_token_id, 'token_kind', token_kind,
-              'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id
+              'changed_fields', changed_fields, 'before', before, 'after', after, 'request_id', request_id,
+              'reason', reason, 'meaning', meaning, 'seq', seq, 'prev_hash', prev_hash, 'hash', hash
             )::text as json
           from audit.records
           where ${sql.join(conds, sql` and `)}

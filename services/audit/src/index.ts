@@ -1,7 +1,8 @@
 import { join } from 'node:path';
 import { audit, EVENT_ROUTES } from '@lab/contracts';
-import { Batcher, DomainError, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
+import { Batcher, DomainError, isUuid, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
 import { listRecords, parseListRequest, storeRecords } from './audit-log.js';
+import { NIL_UUID, verifyChain } from './chain.js';
 
 /**
  * The audit service: consumes every `audit.record` message from the events
@@ -32,8 +33,16 @@ export const definition: ServiceDefinition = {
           next_since_id: page.next?.since_id,
         };
       },
+      verifyChain: async (req, caller) => {
+        if (caller.token_kind !== 'operator') throw DomainError.forbidden('verifying the audit chain needs the operator token');
+        if (!isUuid(req.org_id)) throw DomainError.notFound('organisation not found');
+        // the nil UUID names the chain of entries without an organisation
+        const org = req.org_id.toLowerCase();
+        return { json: JSON.stringify(await verifyChain(db, org === NIL_UUID ? null : org)) };
+      },
     });
   },
 };
 
 export { listRecords, storeRecords } from './audit-log.js';
+export { verifyChain } from './chain.js';

@@ -39,6 +39,15 @@ function record(org: string, i: number): BusMessage {
 
 const ctx = (org: string) => ({ ...systemContext('t'), org_id: org, token_kind: 'api_key', scopes: ['audit:read'] });
 
+async function eventually<T>(check: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const v = await check();
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not met in time');
+}
+
 async function waitForCount(org: string, n: number) {
   for (let i = 0; i < 200; i++) {
     const res = await client.call('listAudit', { limit: 1000 }, ctx(org));
@@ -173,4 +182,105 @@ test('a page is read in keyset order from the index, never sorted', async () => 
   } finally {
     await db.close();
   }
+});
+
+describe('hash chain', () => {
+  const verify = (org: string) => client.call('verifyChain', { org_id: org }, { ...systemContext('t'), token_kind: 'operator' }).then((r) => JSON.parse(r.json));
+
+  /** An organisation with `n` stored records, and a session on the database to tamper with them. */
+  async function chainOf(n: number): Promise<{ org: string; db: Database; ids: string[] }> {
+    const org = newId();
+    // several publishes, duplicates among them: a redelivery must not take a sequence number
+    const msgs = Array.from({ length: n }, (_, i) => record(org, i));
+    await bus.publish(msgs.slice(0, 3));
+    await bus.publish([msgs[0]!, ...msgs.slice(3)]);
+    await waitForCount(org, n);
+    const db = await openDatabase({ url: databaseUrl, dataDir: '/tmp/lab-audit-test', poolSize: 1 });
+    const rows = await db.rows<{ id: string }>(sql`select id from audit.records where org_id = ${org}::uuid order by seq`);
+    return { org, db, ids: rows.map((r) => r.id) };
+  }
+
+  test('an untouched chain verifies, and each entry links to the one before', async () => {
+    const { org, db } = await chainOf(6);
+    try {
+      const report = await verify(org);
+      const [head] = await db.rows<{ seq: string; hash: string }>(sql`select seq::text, hash from audit.chain_heads where chain_org = ${org}::uuid`);
+      expect(report).toEqual({ ok: true, entries: 6, head_hash: head!.hash });
+      expect(head!.seq).toBe('6');
+      const page = JSON.parse((await client.call('listAudit', { limit: 10 }, ctx(org))).json) as { seq: number; prev_hash: string; hash: string }[];
+      expect(page.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      for (let i = 1; i < page.length; i++) expect(page[i]!.prev_hash).toBe(page[i - 1]!.hash);
+      expect(page[0]!.prev_hash).toBe('0'.repeat(64));
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('batches that mix organisations keep each chain whole', async () => {
+    const orgs = [newId(), newId(), newId()];
+    // interleaved, in several publishes: batches hold entries of every organisation
+    const msgs = Array.from({ length: 300 }, (_, i) => record(orgs[i % 3]!, i));
+    for (let i = 0; i < msgs.length; i += 70) await bus.publish(msgs.slice(i, i + 70));
+    for (const org of orgs) await waitForCount(org, 100);
+    for (const org of orgs) expect(await verify(org)).toMatchObject({ ok: true, entries: 100 });
+  });
+
+  test('entries without an organisation form a chain of their own, verified under the nil UUID', async () => {
+    const msgs = Array.from({ length: 3 }, (_, i) => ({ ...record(orgA, i), org_id: null }));
+    await bus.publish(msgs);
+    const nil = '00000000-0000-0000-0000-000000000000';
+    const report = await eventually(async () => {
+      const r = await verify(nil);
+      return r.entries >= 3 ? r : undefined;
+    });
+    expect(report).toMatchObject({ ok: true, entries: 3 });
+  });
+
+  test('an organisation without entries verifies empty', async () => {
+    expect(await verify(newId())).toEqual({ ok: true, entries: 0, head_hash: null });
+  });
+
+  test('names an entry whose content was edited in the database', async () => {
+    const { org, db, ids } = await chainOf(5);
+    try {
+      await db.rows(sql`update audit.records set after = '{"name": "forged"}' where id = ${ids[2]}::uuid`);
+      expect(await verify(org)).toEqual({ ok: false, entries: 2, broken: { seq: 3, id: ids[2], problem: 'hash_mismatch' } });
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('names the entry after a deleted one, and a chain whose last entry was deleted', async () => {
+    const { org, db, ids } = await chainOf(5);
+    try {
+      await db.rows(sql`delete from audit.records where id = ${ids[1]}::uuid`);
+      expect(await verify(org)).toEqual({ ok: false, entries: 1, broken: { seq: 3, id: ids[2], problem: 'sequence_gap', expected_seq: 2 } });
+      const tail = await chainOf(4);
+      try {
+        await tail.db.rows(sql`delete from audit.records where id = ${tail.ids[3]}::uuid`);
+        expect(await verify(tail.org)).toEqual({ ok: false, entries: 3, broken: { seq: 4, id: null, problem: 'head_mismatch', expected_seq: 4 } });
+      } finally {
+        await tail.db.close();
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('names an entry moved to another place in the order', async () => {
+    const { org, db, ids } = await chainOf(5);
+    try {
+      // entries 2 and 3 swap places (through a free number: seq is unique per organisation)
+      await db.rows(sql`update audit.records set seq = -1 where id = ${ids[1]}::uuid`);
+      await db.rows(sql`update audit.records set seq = 2 where id = ${ids[2]}::uuid`);
+      await db.rows(sql`update audit.records set seq = 3 where id = ${ids[1]}::uuid`);
+      expect(await verify(org)).toEqual({ ok: false, entries: 1, broken: { seq: 2, id: ids[2], problem: 'prev_hash_mismatch' } });
+    } finally {
+      await db.close();
+    }
+  });
+
+  test('needs the operator', async () => {
+    await expect(client.call('verifyChain', { org_id: orgA }, ctx(orgA))).rejects.toMatchObject({ kind: 'forbidden' });
+  });
 });

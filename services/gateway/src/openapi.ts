@@ -8,6 +8,7 @@ import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
+import { amendBody } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
@@ -490,6 +491,12 @@ function describe(route: Route): Op {
     }
     case 'audit':
       return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
+    case 'audit_verify':
+      return {
+        successStatus: '200',
+        successDescription: "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
+        successSchema: okSchema('Item'),
+      };
     case 'admin': {
       const s = ADMIN_SUCCESS[h.action];
       const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];
@@ -506,7 +513,28 @@ function describe(route: Route): Op {
     case 'token_grant':
       return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
     case 'sign_experiment':
-      return { successStatus: '200', successDescription: 'the signed experiment', successSchema: okSchema('Item'), body: jsonSchemaOf(signBody), bodyRequired: true };
+      return {
+        successStatus: '200',
+        successDescription:
+          'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
+          '409 already_signed (that meaning is signed), authorship_required; 403 signer_is_author, signer_already_signed, invalid_password',
+        successSchema: okSchema('Item'),
+        body: jsonSchemaOf(signBody),
+        bodyRequired: true,
+      };
+    case 'experiment':
+      return {
+        amend: {
+          successStatus: '201',
+          successDescription:
+            'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
+          successSchema: okSchema('Item'),
+          body: jsonSchemaOf(amendBody),
+          bodyRequired: true,
+        },
+        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('List') },
+        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('List') },
+      }[h.op];
     case 'lab_orders': {
       const d = describeLabOrderOp(h.op);
       return {

@@ -6,7 +6,8 @@ import { authorizationServerMetadata, protectedResourceMetadata } from './functi
 import { mcpHandler } from './functions/mcp.js';
 import { oauthAuthorize, oauthToken } from './functions/oauth.js';
 import { adminHandler } from './handlers/admin.js';
-import { listAudit } from './handlers/audit.js';
+import { listAudit, verifyAuditChain } from './handlers/audit.js';
+import { experimentHandler } from './handlers/experiments.js';
 import { labOrderHandler } from './handlers/lab-orders.js';
 import { createJob, getJob, jobArtifact, listJobs, realtimeJobs } from './handlers/jobs.js';
 import { createNotifications, listNotifications, updateNotification } from './handlers/notifications.js';
@@ -137,12 +138,16 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
       return recordHandler(ctx, deps, h.op, h.resource, h.nested);
     case 'audit':
       return listAudit(ctx, deps);
+    case 'audit_verify':
+      return verifyAuditChain(ctx, deps);
     case 'admin':
       return adminHandler(ctx, deps, h.action);
     case 'token_grant':
       return tokenGrant(ctx, deps);
     case 'sign_experiment':
       return signExperiment(ctx, deps);
+    case 'experiment':
+      return experimentHandler(ctx, deps, h.op);
     case 'notifications':
       return h.op === 'create' ? createNotifications(ctx, deps) : h.op === 'list' ? listNotifications(ctx, deps) : updateNotification(ctx, deps);
     case 'jobs':

@@ -1,6 +1,7 @@
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import type { WebhooksAdminAction } from './handlers/webhooks.js';
 import type { LabOrderOp } from './handlers/lab-orders.js';
+import type { ExperimentOp } from './handlers/experiments.js';
 import type { RouteScope } from './scopes.js';
 
 /**
@@ -52,9 +53,13 @@ export type RouteHandler =
    */
   | { kind: 'record'; op: RecordOp; resource: string; nested?: 'many' | 'one'; testMode?: boolean }
   | { kind: 'audit' }
+  /** an organisation's audit hash chain, walked and checked (operator) */
+  | { kind: 'audit_verify' }
   | { kind: 'admin'; action: AdminAction }
   | { kind: 'token_grant' }
   | { kind: 'sign_experiment' }
+  /** amendments of a signed experiment, its versions and its signature manifest */
+  | { kind: 'experiment'; op: ExperimentOp }
   | { kind: 'notifications'; op: 'create' | 'list' | 'update' }
   | { kind: 'jobs'; op: 'create' | 'list' | 'get' | 'artifact' }
   /** server-sent events of job.updated on the realtime channel background_jobs */
@@ -374,6 +379,10 @@ export const ROUTES: Route[] = [
   { method: 'GET', path: '/v1/openapi.json', auth: 'none', scope: 'none', idempotent: false, handler: { kind: 'openapi' } },
   { method: 'GET', path: '/v1/ping', auth: 'bearer', scope: 'none', idempotent: false, handler: { kind: 'ping' } },
   ...RECORD_RESOURCES.flatMap(recordRoutes),
+  // additions to the spec: a signed experiment changes only through an amendment
+  bearer('POST', '/v1/experiments/:id/amendments', 'notebook', { kind: 'experiment', op: 'amend' }, true),
+  bearer('GET', '/v1/experiments/:id/versions', 'notebook', { kind: 'experiment', op: 'versions' }),
+  bearer('GET', '/v1/experiments/:id/signatures', 'notebook', { kind: 'experiment', op: 'signatures' }),
   ...equipmentSubRoutes(),
   ...labOrderRoutes(),
   ...telemetryRoutes(),
@@ -425,6 +434,15 @@ export const ROUTES: Route[] = [
   webhooksAdmin('PATCH', '/orgs/:org_id/inbound-endpoints/:id', 'updateInboundEndpoint'),
   webhooksAdmin('DELETE', '/orgs/:org_id/inbound-endpoints/:id', 'deleteInboundEndpoint'),
   webhooksAdmin('POST', '/orgs/:org_id/inbound-endpoints/:id/rotate-secret', 'rotateInboundSecret'),
+  {
+    method: 'GET',
+    path: '/admin/v1/orgs/:org_id/audit/verify',
+    auth: 'operator',
+    scope: 'none',
+    idempotent: false,
+    service: 'audit',
+    handler: { kind: 'audit_verify' },
+  },
   ...inboundWebhookRoutes(),
   admin('GET', '/oauth-clients', 'listOAuthClients'),
   admin('POST', '/oauth-clients', 'createOAuthClient'),

@@ -126,6 +126,7 @@ function bodyFor(method: string, template: string): unknown {
   if (template.endsWith('/release') || template.endsWith('/rotate-secret') || template.endsWith('/redeliver')) return undefined;
   if (template.includes('webhook-subscriptions/{id}') || template.includes('inbound-endpoints/{id}')) return { active: false };
   if (template.endsWith('/sign')) return { password: PASSWORD };
+  if (template.endsWith('/amendments')) return { reason: 'probing another organisation' };
   if (template.startsWith('/v1/lab-orders/{id}/results')) return { sample_id: A.orderSample, analyte: 'Na', value: 140 };
   if (template.startsWith('/admin/')) return segs.includes('environmental-points') ? bodies.point : { role: 'viewer' };
   if (template === '/v1/notifications/{id}') return { read: true };

@@ -12,6 +12,22 @@ describe('route table', () => {
     expect(del).toMatchObject({ kind: 'found', params: { id: 'abc' }, route: { handler: { op: 'delete', resource: 'experiments' } } });
   });
 
+  it('routes amendments, versions and signatures of an experiment, and the audit verification for the operator', () => {
+    expect(router.match('POST', '/v1/experiments/x/amendments')).toMatchObject({
+      kind: 'found',
+      params: { id: 'x' },
+      route: { auth: 'bearer', scope: 'write', idempotent: true, service: 'notebook', handler: { kind: 'experiment', op: 'amend' } },
+    });
+    expect(router.match('GET', '/v1/experiments/x/versions')).toMatchObject({ route: { scope: 'read', idempotent: false, handler: { op: 'versions' } } });
+    expect(router.match('GET', '/v1/experiments/x/signatures')).toMatchObject({ route: { scope: 'read', handler: { op: 'signatures' } } });
+    expect(router.match('PATCH', '/v1/experiments/x/amendments')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+    expect(router.match('GET', '/admin/v1/orgs/o/audit/verify')).toMatchObject({
+      kind: 'found',
+      params: { org_id: 'o' },
+      route: { auth: 'operator', service: 'audit', handler: { kind: 'audit_verify' } },
+    });
+  });
+
   it('needs module lab_equipment for equipment', () => {
     expect(router.match('GET', '/v1/equipment')).toMatchObject({ kind: 'found', route: { module: 'lab_equipment' } });
   });

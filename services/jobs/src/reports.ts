@@ -43,15 +43,34 @@ const USAGE = ['started_at', 'ended_at', 'duration_minutes', 'user_id', 'purpose
 const MAINTENANCE = ['maintenance_type', 'scheduled_date', 'completed_date', 'performed_by', 'result', 'severity'];
 const CALIBRATION = ['created_at', 'created_by'];
 
+/**
+ * The manifest as a regulated record prints it: per signature who (name and id),
+ * when, what it means, and the hash of the content signed, with whether this
+ * version still gives that hash.
+ */
+function signatureManifest(doc: Pdf, signatures: Rec[]): void {
+  if (!signatures.length) {
+    doc.text('Not signed');
+    return;
+  }
+  for (const s of signatures) {
+    doc.text(`${text(s.meaning)}: ${text(s.signer_name)} (${text(s.signer_id)}) at ${text(s.signed_at)}`);
+    const matches = s.content_matches === null ? 'not recorded' : s.content_matches ? 'matches this version' : 'DOES NOT match this version';
+    doc.font('Courier').fontSize(8).text(`  ${text(s.hash_algorithm)} ${text(s.content_hash)} (${matches})`).font('Helvetica').fontSize(10);
+  }
+}
+
 async function experimentEntry(run: JobRun, input: InputOf<'experiment_entry_pdf'>): Promise<Artifact> {
   await run.step(10, 'loading the entry');
   const e = await run.sources.named(run.caller, 'experiments', input.entry_id, 'entry_id');
+  const signatures = await run.sources.signatures(run.caller, input.entry_id);
   await run.step(50, 'rendering the PDF');
   const title = text(e.title ?? e.display_id);
   return writePdf(run.dir, `${run.base}.pdf`, title, (doc) => {
-    fields(doc, e, ['display_id', 'status', 'project_id', 'author_id', 'created_at', 'updated_at', 'tags']);
-    section(doc, 'Signature');
-    doc.text(e.signed_at ? `Signed by ${text(e.signed_by)} at ${text(e.signed_at)}` : 'Not signed');
+    fields(doc, e, ['display_id', 'version', 'status', 'project_id', 'author_id', 'created_at', 'updated_at', 'tags']);
+    if (e.amends_id) fields(doc, e, ['amends_id', 'amendment_reason']);
+    section(doc, 'Signatures');
+    signatureManifest(doc, signatures);
     section(doc, 'Description');
     doc.text(text(e.description));
     section(doc, 'Content');

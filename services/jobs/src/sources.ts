@@ -1,4 +1,4 @@
-import { audit, identity, records } from '@lab/contracts';
+import { audit, identity, notebook, records } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -52,6 +52,7 @@ export class Sources {
   private readonly recordPeers = new Map<string, PeerClient<typeof records.RecordServiceService>>();
   readonly identity: PeerClient<typeof identity.IdentityServiceService>;
   readonly audit: PeerClient<typeof audit.AuditServiceService>;
+  readonly notebook: PeerClient<typeof notebook.NotebookServiceService>;
 
   /** `addresses` as given win; the others come from the address book (deps.peers) when first needed. */
   constructor(
@@ -63,6 +64,7 @@ export class Sources {
   ) {
     this.identity = new PeerClient(identity.IdentityServiceClient, 'identity', secret, addresses.identity ?? book);
     this.audit = new PeerClient(audit.AuditServiceClient, 'audit', secret, addresses.audit ?? book);
+    this.notebook = new PeerClient(notebook.NotebookServiceClient, 'notebook', secret, addresses.notebook ?? book);
   }
 
   private records(resource: string) {
@@ -170,6 +172,12 @@ export class Sources {
     }
   }
 
+  /** The signature manifest of an experiment version, in signing order. */
+  async signatures(caller: CallerContext, experimentId: string): Promise<Rec[]> {
+    const r = await this.notebook.get().call('listExperimentSignatures', { id: experimentId }, caller);
+    return JSON.parse(r.json) as Rec[];
+  }
+
   async member(caller: CallerContext, user_id: string): Promise<Rec | undefined> {
     const r = await this.identity.get().call('listMembers', { org_id: caller.org_id!, user_ids: [user_id] }, caller);
     return r.members[0] as unknown as Rec | undefined;
@@ -179,5 +187,6 @@ export class Sources {
     for (const p of this.recordPeers.values()) p.close();
     this.identity.close();
     this.audit.close();
+    this.notebook.close();
   }
 }

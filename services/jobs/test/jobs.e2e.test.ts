@@ -16,6 +16,7 @@ import { purgeExpiredArtifacts } from '../src/artifact-retention';
 import { sql } from 'drizzle-orm';
 import { existsSync } from 'node:fs';
 import { startJobsWorker } from './worker';
+import { pdfText } from './pdf-text';
 
 /**
  * Jobs through the gateway. The stack's jobs instance serves the API only
@@ -242,6 +243,28 @@ describe('job types', () => {
     const pdf = await PDFDocument.load(a.bytes);
     expect(pdf.getPageCount()).toBeGreaterThan(0);
     expect(pdf.getTitle()).toBe('Enzyme kinetics of lactase');
+  });
+
+  it('experiment_entry_pdf: prints the signature manifest with meaning, signer, time and content hash', async () => {
+    const password = 'a long enough password';
+    const email = `pdf-signer-${Date.now()}@example.test`;
+    const user = await stack.admin.createUser({ email, password, name: 'Pat Signer' });
+    await stack.admin.putMember(orgId, user.id, 'researcher');
+    const pat = (await stack.admin.createPat(user.id, { scopes: ['read', 'write'], org_id: orgId })).token;
+    const id = (await api('POST', '/v1/experiments', pat, { title: 'Signed assay' })).body.data.id as string;
+    const session = (await call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password } })).body.access_token;
+    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${id}/sign`, { token: session, body: { password, meaning: 'authorship' }, headers: { 'x-org-id': orgId } });
+    expect(signed.status).toBe(200);
+    const [sig] = signed.body.data.signatures;
+
+    const done = await finished(pat, (await submit(pat, 'experiment_entry_pdf', { entry_id: id })).id);
+    expect(done.status).toBe('succeeded');
+    const shown = pdfText((await artifact(pat, done.id)).bytes);
+    expect(shown).toContain(`authorship: Pat Signer (${user.id}) at ${sig.signed_at}`);
+    expect(shown).toContain(`sha256 ${sig.content_hash} (matches this version)`);
+    // an unsigned entry says so
+    const unsigned = await finished(researcher, (await submit(researcher, 'experiment_entry_pdf', { entry_id: data.entry })).id);
+    expect(pdfText((await artifact(researcher, unsigned.id)).bytes)).toContain('Not signed');
   });
 
   it.each([

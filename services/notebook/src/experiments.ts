@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { assertSameOrgReference, defineResource, departmentAccess } from '@lab/kit';
+import { assertSameOrgReference, defineResource, departmentAccess, DomainError, type RecordJson } from '@lab/kit';
 import { nextDisplayId } from './display-id.js';
 import { experimentEvents } from './events.js';
 import { object, reference, status, tags, text } from './fields.js';
 
-const createExperiment = z.strictObject({
+export const createExperiment = z.strictObject({
   title: z.string().trim().max(500).optional(),
   description: text.nullable().optional(),
   content: object.optional(),
@@ -18,8 +18,22 @@ const createExperiment = z.strictObject({
 export const experimentAccess = departmentAccess(['author_id', 'created_by']);
 
 /**
+ * A signed experiment is locked: its content, and the experiment itself, no
+ * longer change. A change is made as an amendment (a new version, see
+ * amendments.ts).
+ */
+export function assertNotSigned(row: RecordJson): void {
+  if (row.signed_at) {
+    throw DomainError.conflict('the experiment is signed and cannot change; amend it instead (POST /v1/experiments/{id}/amendments)', 'experiment_signed', {
+      signed_at: row.signed_at,
+    });
+  }
+}
+
+/**
  * Experiments (notebook entries). display_id and author_id are set by the
- * service; signed_at / signed_by only by SignExperiment, never by REST writes.
+ * service; signed_at / signed_by only by SignExperiment, never by REST writes;
+ * version, amends_id and amendment_reason only by an amendment.
  */
 export const experiments = defineResource({
   name: 'experiments',
@@ -35,9 +49,11 @@ export const experiments = defineResource({
     department_id: 'uuid',
     display_id: 'string',
     signed_by: 'uuid',
+    amends_id: 'uuid',
   },
-  orderBy: ['updated_at', 'title', 'status', 'display_id', 'signed_at'],
+  orderBy: ['updated_at', 'title', 'status', 'display_id', 'signed_at', 'version'],
   ...experimentAccess,
+  assertUnlocked: assertNotSigned,
   async beforeCreate(tx, caller, input) {
     await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', input.project_id);
     return {

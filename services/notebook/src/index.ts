@@ -9,3 +9,7 @@ export const definition: ServiceDefinition = {
   migrationsDir: path.join(__dirname, '..', 'migrations'),
   register: async (server, deps) => registerHandlers(server, deps),
 };
+
+// the shapes the gateway describes in the OpenAPI document and checks at the edge
+export { amendBody } from './amendments.js';
+export { MEANINGS, type Meaning } from './signatures.js';

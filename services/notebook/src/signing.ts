@@ -1,31 +1,61 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, getRecordOr404, jsonAnswer, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, getRecordOr404, jsonAnswer, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import type { notebook } from '@lab/contracts';
+import { contentHash } from './content-hash.js';
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
+import { assertMaySign, authorsOf, manifest, parseMeaning, signaturesOf } from './signatures.js';
 
 /**
- * Signs an experiment as the calling user (the gateway has re-verified the
- * password). Only the first signing wins: the UPDATE is conditional on
- * signed_at being null, so of two concurrent signings the second waits for the
- * row lock, then matches nothing and gets 409 already_signed.
+ * Signs an experiment version as the calling user (the gateway has re-verified
+ * the password), with a meaning, bound to the hash of the content signed.
+ * Signings of one experiment take turns on its row lock, so of two at once the
+ * second sees the first's signature. The authorship signature also sets
+ * signed_at / signed_by (by a conditional update, as it always did), which locks
+ * the experiment, and emits experiment.signed.
  */
-export async function signExperiment(deps: Pick<ServiceDeps, 'outbox'>, caller: CallerContext, id: string): Promise<string> {
+export async function signExperiment(
+  deps: Pick<ServiceDeps, 'outbox'>,
+  caller: CallerContext,
+  req: notebook.SignExperimentRequest,
+): Promise<string> {
   if (caller.token_kind !== 'session' || !caller.user_id) {
     throw DomainError.forbidden('only a signed-in user can sign an experiment');
   }
   if (caller.role === 'viewer') throw DomainError.forbidden('the viewer role cannot sign experiments');
+  const userId = caller.user_id;
+  const meaning = parseMeaning(req.meaning);
+  const { id } = req;
   return deps.outbox.write(caller, async (tx, emit) => {
-    const before = await getRecordOr404(tx, experiments, caller, id);
-    const won = await rows<{ id: string }>(
-      tx,
-      sql`update notebook.experiments set signed_at = now(), signed_by = ${caller.user_id}::uuid, updated_at = now()
-          where id = ${id}::uuid and org_id = ${caller.org_id}::uuid and signed_at is null
-          returning id`,
+    const before = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
+    const signed = await signaturesOf(tx, caller, id);
+    const authors = meaning === 'authorship' ? new Set<string>() : await authorsOf(tx, caller, String(before.row.display_id));
+    assertMaySign(userId, meaning, signed, authors);
+    await tx.execute(
+      sql`insert into notebook.experiment_signatures (id, org_id, experiment_id, meaning, signer_id, signer_name, content_hash)
+          values (${newId()}::uuid, ${caller.org_id}::uuid, ${id}::uuid, ${meaning}, ${userId}::uuid, ${req.signer_name || null}, ${contentHash(before.row)})`,
     );
-    if (!won.length) throw DomainError.conflict('the experiment is already signed', 'already_signed');
+    if (meaning === 'authorship') {
+      const won = await rows<{ id: string }>(
+        tx,
+        sql`update notebook.experiments set signed_at = now(), signed_by = ${userId}::uuid, updated_at = now()
+            where id = ${id}::uuid and org_id = ${caller.org_id}::uuid and signed_at is null
+            returning id`,
+      );
+      if (!won.length) throw DomainError.conflict('the experiment is already signed', 'already_signed');
+    }
     const after = await getRecordOr404(tx, experiments, caller, id, { allVisible: true });
-    experimentEvents.signed(emit, caller, after.row);
-    emit.audit(caller.org_id, { action: 'sign', resource: experiments.auditResource, record_id: id, before: before.row, after: after.row });
-    return after.json;
+    const signatures = manifest(await signaturesOf(tx, caller, id), after.row);
+    if (meaning === 'authorship') experimentEvents.signed(emit, caller, after.row);
+    // the manifest is part of what the audit entry shows changing
+    emit.audit(caller.org_id, {
+      action: 'sign',
+      resource: experiments.auditResource,
+      record_id: id,
+      before: { ...before.row, signatures: manifest(signed, before.row) },
+      after: { ...after.row, signatures },
+      meaning,
+    });
+    return JSON.stringify({ ...after.row, signatures });
   }, jsonAnswer);
 }

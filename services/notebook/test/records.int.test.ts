@@ -63,7 +63,11 @@ async function list(resource: string, query: Record<string, string>, caller: Cal
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
   return { data: JSON.parse(res.json) as Json[], total: Number(res.total), limit: res.limit, offset: res.offset };
 }
-const sign = async (id: string, caller: CallerContext): Promise<Json> => JSON.parse((await nb.call('signExperiment', { id }, caller)).json);
+const sign = async (id: string, caller: CallerContext, meaning?: string): Promise<Json> =>
+  JSON.parse((await nb.call('signExperiment', { id, meaning, signer_name: 'Signer Name' }, caller)).json);
+const amend = async (id: string, body: unknown, caller: CallerContext): Promise<Json> =>
+  JSON.parse((await nb.call('amendExperiment', { id, json: JSON.stringify(body) }, caller)).json);
+const versions = async (id: string, caller: CallerContext): Promise<Json[]> => JSON.parse((await nb.call('listExperimentVersions', { id }, caller)).json);
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {
   try {
@@ -380,7 +384,12 @@ describe('signing', () => {
     const signed = await sign(exp.id, signer);
     expect(signed).toMatchObject({ id: exp.id, signed_by: signer.user_id });
     expect(signed.signed_at).toMatch(ISO);
-    expect(await get('experiments', exp.id, w.admin)).toEqual(signed);
+    // the answer is the record as stored, with its signature manifest
+    const { signatures, ...record } = signed;
+    expect(await get('experiments', exp.id, w.admin)).toEqual(record);
+    expect(signatures).toEqual([
+      expect.objectContaining({ meaning: 'authorship', signer_id: signer.user_id, content_hash: expect.stringMatching(/^[0-9a-f]{64}$/), content_matches: true }),
+    ]);
     expect(await failure(sign(exp.id, session(w, 'admin')))).toMatchObject({ kind: 'conflict', code: 'already_signed' });
     expect((await get('experiments', exp.id, w.admin)).signed_by).toBe(signer.user_id);
   });
@@ -427,6 +436,135 @@ describe('signing', () => {
     } finally {
       batched.mockRestore();
     }
+  });
+});
+
+describe('signed records', () => {
+  const session = (w: ReturnType<typeof org>, role = 'researcher') =>
+    w.member(role, { token_kind: 'session', department_id: w.dept });
+
+  /** An experiment of `author`, signed for authorship. */
+  async function signedExperiment(w: ReturnType<typeof org>, author: CallerContext) {
+    const exp = await create('experiments', { title: 'assay', content: { steps: ['mix', 'heat'] }, status: 'done' }, author);
+    const signed = await sign(exp.id, author);
+    const { signatures: _manifest, ...record } = signed;
+    return record;
+  }
+
+  it('refuses to change or delete a signed experiment, and leaves it as signed', async () => {
+    const w = org();
+    const author = session(w);
+    const record = await signedExperiment(w, author);
+    for (const change of [update('experiments', record.id, { title: 'edited' }, author), update('experiments', record.id, { content: {} }, w.admin, true)]) {
+      expect(await failure(change)).toMatchObject({ kind: 'conflict', code: 'experiment_signed' });
+    }
+    expect(await failure(remove('experiments', record.id, w.admin))).toMatchObject({ kind: 'conflict', code: 'experiment_signed' });
+    expect(await get('experiments', record.id, w.admin)).toEqual(record);
+  });
+
+  it('amends a signed experiment with a reason into a new linked version, itself editable and signable', async () => {
+    const w = org();
+    const author = session(w);
+    const record = await signedExperiment(w, author);
+    expect(await failure(amend(record.id, { title: 'no reason' }, author))).toMatchObject({ kind: 'invalid', details: { field: 'reason' } });
+    expect(await failure(amend(record.id, { reason: '   ' }, author))).toMatchObject({ kind: 'invalid', details: { field: 'reason' } });
+    expect(await failure(amend(record.id, { reason: 'r', signed_at: 'now' }, author))).toMatchObject({ kind: 'invalid', details: { field: 'signed_at' } });
+
+    const v2 = await amend(record.id, { reason: 'heating time was misrecorded', content: { steps: ['mix', 'heat 10 min'] } }, author);
+    expect(v2).toMatchObject({
+      display_id: record.display_id,
+      version: 2,
+      amends_id: record.id,
+      amendment_reason: 'heating time was misrecorded',
+      title: 'assay',
+      status: 'done',
+      content: { steps: ['mix', 'heat 10 min'] },
+      signed_at: null,
+      author_id: author.user_id,
+    });
+    expect(v2.id).not.toBe(record.id);
+    expect(await get('experiments', record.id, w.admin)).toEqual(record);
+    // a version is amended once; the latest one is the one to amend
+    expect(await failure(amend(record.id, { reason: 'again' }, author))).toMatchObject({ code: 'already_amended', details: { amendment_id: v2.id } });
+    expect(await failure(amend(v2.id, { reason: 'not signed yet' }, author))).toMatchObject({ kind: 'conflict', code: 'experiment_not_signed' });
+    const edited = await update('experiments', v2.id, { title: 'assay, corrected' }, author);
+    await sign(v2.id, author);
+    expect(await failure(update('experiments', v2.id, { title: 'x' }, author))).toMatchObject({ code: 'experiment_signed' });
+
+    const history = await versions(v2.id, w.admin);
+    expect(history.map((v) => [v.id, v.version, v.amends_id])).toEqual([
+      [record.id, 1, null],
+      [v2.id, 2, record.id],
+    ]);
+    expect(history[1]).toMatchObject({ title: edited.title, signed_by: author.user_id });
+    expect((await versions(record.id, w.admin)).map((v) => v.id)).toEqual([record.id, v2.id]);
+
+    const amended = () => received.find((m) => m.type === 'audit.record' && (m.data as Json).record_id === v2.id && (m.data as Json).action === 'amend');
+    await until(() => amended() !== undefined, 'the amendment audit record');
+    expect(amended()!.data).toMatchObject({ resource: 'experiment', reason: 'heating time was misrecorded', before: record, after: v2, meaning: null });
+  });
+
+  it('lets only one of concurrent amendments of a version win', async () => {
+    const w = org();
+    const author = session(w);
+    const record = await signedExperiment(w, author);
+    const results = await Promise.allSettled([1, 2, 3].map((i) => amend(record.id, { reason: `change ${i}` }, author)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as DomainError).code)).toEqual([
+      'already_amended',
+      'already_amended',
+    ]);
+  });
+
+  it('shows a signature no longer matching content changed behind the service', async () => {
+    const w = org();
+    const author = session(w);
+    const record = await signedExperiment(w, author);
+    const manifestOf = async () => JSON.parse((await nb.call('listExperimentSignatures', { id: record.id }, w.admin)).json) as Json[];
+    expect((await manifestOf()).map((s) => s.content_matches)).toEqual([true]);
+    await t.svc.deps.db.orm.execute(sql`update notebook.experiments set content = '{"steps": ["forged"]}' where id = ${record.id}::uuid`);
+    expect((await manifestOf()).map((s) => s.content_matches)).toEqual([false]);
+  });
+
+  it('counts the authors of earlier versions as authors of an amendment: they cannot review it', async () => {
+    const w = org();
+    const first = session(w);
+    const amender = session(w);
+    const reviewer = session(w);
+    const record = await signedExperiment(w, first);
+    const v2 = await amend(record.id, { reason: 'typo in the title', title: 'assay 2' }, amender);
+    await sign(v2.id, amender);
+    expect(await failure(sign(v2.id, first, 'review'))).toMatchObject({ kind: 'forbidden', code: 'signer_is_author' });
+    expect(await failure(sign(record.id, amender, 'review'))).toMatchObject({ kind: 'forbidden', code: 'signer_is_author' });
+    expect((await sign(v2.id, reviewer, 'review')).signatures.map((s: Json) => s.meaning)).toEqual(['authorship', 'review']);
+  });
+
+  it('adds review and approval signatures by other people, each meaning once, never by an author', async () => {
+    const w = org();
+    const author = session(w);
+    const reviewer = session(w);
+    const approver = session(w, 'qm');
+    const exp = await create('experiments', { title: 'to review' }, author);
+    expect(await failure(sign(exp.id, reviewer, 'review'))).toMatchObject({ kind: 'conflict', code: 'authorship_required' });
+    expect(await failure(sign(exp.id, author, 'witness'))).toMatchObject({ kind: 'invalid', details: { field: 'meaning' } });
+    await sign(exp.id, author, 'authorship');
+    expect(await failure(sign(exp.id, author, 'review'))).toMatchObject({ kind: 'forbidden', code: 'signer_is_author' });
+    const reviewed = await sign(exp.id, reviewer, 'review');
+    expect(await failure(sign(exp.id, approver, 'review'))).toMatchObject({ kind: 'conflict', code: 'already_signed' });
+    expect(await failure(sign(exp.id, reviewer, 'approval'))).toMatchObject({ kind: 'forbidden', code: 'signer_already_signed' });
+    const approved = await sign(exp.id, approver, 'approval');
+    expect(approved.signatures.map((s: Json) => [s.meaning, s.signer_id, s.signer_name])).toEqual([
+      ['authorship', author.user_id, 'Signer Name'],
+      ['review', reviewer.user_id, 'Signer Name'],
+      ['approval', approver.user_id, 'Signer Name'],
+    ]);
+    // every signature is bound to the same, unchanged content
+    expect(new Set(approved.signatures.map((s: Json) => s.content_hash)).size).toBe(1);
+    expect(approved.signatures.every((s: Json) => s.content_matches === true && s.hash_algorithm === 'sha256')).toBe(true);
+    // review and approval leave signed_at / signed_by as the authorship signature set them
+    expect(approved).toMatchObject({ signed_by: author.user_id, signed_at: reviewed.signed_at });
+    const listed = JSON.parse((await nb.call('listExperimentSignatures', { id: exp.id }, w.admin)).json);
+    expect(listed).toEqual(approved.signatures);
   });
 });
 
@@ -488,7 +626,8 @@ describe('events and audit records', () => {
     expect(expAudit[0]).toMatchObject({ resource: 'experiment', before: null, after: exp, actor_user_id: signer.user_id, service: 'notebook' });
     expect(expAudit[1]).toMatchObject({ before: { title: 'e' }, after: { title: 'renamed' } });
     expect(expAudit[1]!.changed_fields).toEqual(expect.arrayContaining(['title', 'updated_at']));
-    expect(expAudit[4]).toMatchObject({ before: { signed_at: null }, after: signed });
+    expect(expAudit[4]).toMatchObject({ before: { signed_at: null, signatures: [] }, after: signed, meaning: 'authorship', reason: null });
+    expect(expAudit[4]!.changed_fields).toEqual(expect.arrayContaining(['signed_at', 'signed_by', 'signatures']));
     const sampleAudit = auditOf(sample.id).map((m) => m.data as Json);
     expect(sampleAudit.map((a) => a.action)).toEqual(['create', 'update', 'delete']);
     expect(sampleAudit[2]).toMatchObject({ before: moved, after: null });

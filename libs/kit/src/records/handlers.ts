@@ -168,6 +168,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
         await checkParent(tx, r, caller, parentId);
         const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'no key update' });
         assertMayWrite(r, caller, before.row);
+        r.assertUnlocked?.(before.row);
         const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
         // the row is locked by the read above: it is there to update
         const updated = (await updateColumns(tx, r, caller, req.id, values))!;
@@ -185,6 +186,7 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
         const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
         const allowed = r.canDelete ? r.canDelete(caller, before.row) : isAdministrator(caller);
         if (!allowed) throw DomainError.forbidden(`deleting a ${r.auditResource} needs an administrator`);
+        r.assertUnlocked?.(before.row);
         await deleteRow(tx, r, caller, req.id);
         await r.afterDelete?.(tx, emit, caller, before.row, null);
         return { before, after: null };

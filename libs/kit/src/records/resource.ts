@@ -63,6 +63,12 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
   canRead?: (caller: CallerContext) => SQL | undefined;
   /** Record-level write permission on an existing (or about-to-exist) record. */
   canWrite?: (caller: CallerContext, row: RecordJson) => boolean;
+  /**
+   * Refuses any change of a record in a state that forbids it (a signed
+   * experiment is locked): throws a DomainError, typically a 409. Runs for
+   * updates and deletes, after the permission checks, on the locked row.
+   */
+  assertUnlocked?: (row: RecordJson) => void;
   /** Delete permission (default: an administrator, see isAdministrator). */
   canDelete?: (caller: CallerContext, row: RecordJson) => boolean;
   /**

@@ -1,9 +1,10 @@
 import { z } from 'zod';
 import { isUuid, isoTimestamp } from '@lab/kit';
-import type { Reply } from '../replies.js';
+import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 import { queryMap } from './records.js';
+import { requireKnownOrg } from './known-org.js';
 
 const dateTime = isoTimestamp();
 
@@ -34,4 +35,24 @@ export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
     body: `{"data":${r.json},"next_cursor":${next},"count":${r.count}}`,
     contentType: 'application/json; charset=utf-8',
   };
+}
+
+/**
+ * How long a verification may run: it recomputes every entry's hash (about 30 s
+ * per million entries on a development machine), far past the default deadline
+ * of a call.
+ */
+const VERIFY_DEADLINE_MS = 15 * 60_000;
+
+/**
+ * GET /admin/v1/orgs/{org_id}/audit/verify: the organisation's audit hash chain
+ * walked and checked by the audit service. 200 either way: the answer is a
+ * report, {ok: true, entries, head_hash} or {ok: false, entries, broken}.
+ */
+export async function verifyAuditChain(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const org_id = (ctx.params.org_id ?? '').toLowerCase();
+  if (!isUuid(org_id)) return json(404, { error: { code: 'not_found', message: 'organisation not found' } });
+  await requireKnownOrg(org_id, ctx, deps);
+  const r = await deps.clients.audit().call('verifyChain', { org_id }, callerIn(ctx), VERIFY_DEADLINE_MS);
+  return { status: 200, body: `{"data":${r.json}}`, contentType: 'application/json; charset=utf-8' };
 }

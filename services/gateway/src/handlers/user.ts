@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MEANINGS } from '@lab/notebook';
 import { DomainError, systemContext } from '@lab/kit';
 import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
@@ -26,7 +27,11 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   return json(200, { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token });
 }
 
-export const signBody = z.object({ password: z.string().min(1).max(1024) });
+export const signBody = z.object({
+  password: z.string().min(1).max(1024),
+  // what the signature means; authorship when absent (the one signature there was before)
+  meaning: z.enum(MEANINGS).optional(),
+});
 
 /**
  * POST /app/v1/experiments/:id/sign. The re-entered password is checked first; a
@@ -46,8 +51,9 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const p = principalIn(ctx);
   const caller = callerIn(ctx);
   const idc = deps.clients.identity();
+  let user;
   try {
-    const user = await idc.call('getUser', { user_id: p.user_id! }, caller);
+    user = await idc.call('getUser', { user_id: p.user_id! }, caller);
     await countedSignIn(deps.limiter, { email: user.email, address: clientAddress(ctx.req) }, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller), {
       freeWhenRight: true,
     });
@@ -57,6 +63,7 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
     }
     throw err;
   }
-  const r = await deps.clients.notebook().call('signExperiment', { id }, caller);
+  // the manifest keeps the signer's name as it is at signing
+  const r = await deps.clients.notebook().call('signExperiment', { id, meaning: b.meaning, signer_name: user.name ?? user.email }, caller);
   return itemFromJson(200, r.json);
 }

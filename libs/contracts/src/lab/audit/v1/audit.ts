@@ -23,6 +23,15 @@ export const protobufPackage = "lab.audit.v1";
 
 export const protobufFileName = "lab/audit/v1/audit.proto";
 
+export interface VerifyChainRequest {
+  org_id: string;
+}
+
+export interface VerifyChainResponse {
+  /** JSON object: {ok, entries, head_hash} or {ok: false, entries, broken} */
+  json: string;
+}
+
 export interface ListAuditRequest {
   limit: number;
   /** keyset cursor: both or neither */
@@ -39,6 +48,98 @@ export interface ListAuditResponse {
   next_since_created_at?: string | undefined;
   next_since_id?: string | undefined;
 }
+
+function createBaseVerifyChainRequest(): VerifyChainRequest {
+  return { org_id: "" };
+}
+
+export const VerifyChainRequest: MessageFns<VerifyChainRequest> = {
+  encode(message: VerifyChainRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.org_id !== "") {
+      writer.uint32(10).string(message.org_id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VerifyChainRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVerifyChainRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.org_id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseVerifyChainResponse(): VerifyChainResponse {
+  return { json: "" };
+}
+
+export const VerifyChainResponse: MessageFns<VerifyChainResponse> = {
+  encode(message: VerifyChainResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.json !== "") {
+      writer.uint32(10).string(message.json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VerifyChainResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVerifyChainResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 function createBaseListAuditRequest(): ListAuditRequest {
   return { limit: 0, since_created_at: undefined, since_id: undefined, from: undefined, to: undefined };
@@ -221,11 +322,29 @@ export const AuditServiceService = {
     responseSerialize: (value: ListAuditResponse): Buffer => Buffer.from(ListAuditResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListAuditResponse => ListAuditResponse.decode(value),
   },
+  /**
+   * Walks an organisation's hash chain and reports whether it is intact, or the
+   * first entry that is not. Operator calls only.
+   */
+  verifyChain: {
+    path: "/lab.audit.v1.AuditService/VerifyChain" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: VerifyChainRequest): Buffer => Buffer.from(VerifyChainRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): VerifyChainRequest => VerifyChainRequest.decode(value),
+    responseSerialize: (value: VerifyChainResponse): Buffer => Buffer.from(VerifyChainResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): VerifyChainResponse => VerifyChainResponse.decode(value),
+  },
 } as const;
 
 export interface AuditServiceServer extends UntypedServiceImplementation {
   /** Keyset-paged read of the caller's organisation's audit log, oldest first. */
   listAudit: handleUnaryCall<ListAuditRequest, ListAuditResponse>;
+  /**
+   * Walks an organisation's hash chain and reports whether it is intact, or the
+   * first entry that is not. Operator calls only.
+   */
+  verifyChain: handleUnaryCall<VerifyChainRequest, VerifyChainResponse>;
 }
 
 export interface AuditServiceClient extends Client {
@@ -244,6 +363,25 @@ export interface AuditServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListAuditResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Walks an organisation's hash chain and reports whether it is intact, or the
+   * first entry that is not. Operator calls only.
+   */
+  verifyChain(
+    request: VerifyChainRequest,
+    callback: (error: ServiceError | null, response: VerifyChainResponse) => void,
+  ): ClientUnaryCall;
+  verifyChain(
+    request: VerifyChainRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: VerifyChainResponse) => void,
+  ): ClientUnaryCall;
+  verifyChain(
+    request: VerifyChainRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: VerifyChainResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -18,7 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { RecordResponse } from "../../common/v1/records.js";
+import { ListRecordsResponse, RecordResponse } from "../../common/v1/records.js";
 
 export const protobufPackage = "lab.notebook.v1";
 
@@ -26,16 +26,38 @@ export const protobufFileName = "lab/notebook/v1/notebook.proto";
 
 export interface SignExperimentRequest {
   id: string;
+  /** authorship (when absent), review or approval */
+  meaning?:
+    | string
+    | undefined;
+  /** the signer's name as identity knows it at signing, kept in the manifest */
+  signer_name?: string | undefined;
+}
+
+export interface AmendExperimentRequest {
+  id: string;
+  /** JSON object: reason (required) and the fields that change */
+  json: string;
+}
+
+export interface ExperimentRequest {
+  id: string;
 }
 
 function createBaseSignExperimentRequest(): SignExperimentRequest {
-  return { id: "" };
+  return { id: "", meaning: undefined, signer_name: undefined };
 }
 
 export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
   encode(message: SignExperimentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.id !== "") {
       writer.uint32(10).string(message.id);
+    }
+    if (message.meaning !== undefined) {
+      writer.uint32(18).string(message.meaning);
+    }
+    if (message.signer_name !== undefined) {
+      writer.uint32(26).string(message.signer_name);
     }
     return writer;
   },
@@ -50,6 +72,125 @@ export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
       const message = createBaseSignExperimentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.meaning = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.signer_name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseAmendExperimentRequest(): AmendExperimentRequest {
+  return { id: "", json: "" };
+}
+
+export const AmendExperimentRequest: MessageFns<AmendExperimentRequest> = {
+  encode(message: AmendExperimentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.json !== "") {
+      writer.uint32(18).string(message.json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AmendExperimentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAmendExperimentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseExperimentRequest(): ExperimentRequest {
+  return { id: "" };
+}
+
+export const ExperimentRequest: MessageFns<ExperimentRequest> = {
+  encode(message: ExperimentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExperimentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExperimentRequest();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -82,9 +223,11 @@ export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
 export type NotebookServiceService = typeof NotebookServiceService;
 export const NotebookServiceService = {
   /**
-   * Signs an experiment as the calling user. The gateway has already re-verified
-   * the user's password. The first signing sets signed_at/signed_by and emits
-   * experiment.signed; a second one is ALREADY_EXISTS (409).
+   * Signs an experiment version as the calling user with a meaning (authorship,
+   * review, approval). The gateway has already re-verified the user's password.
+   * The first (authorship) signature sets signed_at/signed_by, locks the
+   * experiment and emits experiment.signed; a second signature of the same
+   * meaning is ALREADY_EXISTS (409). Answers the experiment with its signatures.
    */
   signExperiment: {
     path: "/lab.notebook.v1.NotebookService/SignExperiment" as const,
@@ -96,22 +239,69 @@ export const NotebookServiceService = {
     responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
   },
+  /**
+   * Amends a signed experiment: a new, unsigned version linked to it, with a
+   * required reason. Answers the new version.
+   */
+  amendExperiment: {
+    path: "/lab.notebook.v1.NotebookService/AmendExperiment" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AmendExperimentRequest): Buffer =>
+      Buffer.from(AmendExperimentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AmendExperimentRequest => AmendExperimentRequest.decode(value),
+    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+  },
+  /** Every version of the experiment's entry, oldest first. */
+  listExperimentVersions: {
+    path: "/lab.notebook.v1.NotebookService/ListExperimentVersions" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
+    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+  },
+  /** The signature manifest of one experiment version, in signing order. */
+  listExperimentSignatures: {
+    path: "/lab.notebook.v1.NotebookService/ListExperimentSignatures" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
+    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+  },
 } as const;
 
 export interface NotebookServiceServer extends UntypedServiceImplementation {
   /**
-   * Signs an experiment as the calling user. The gateway has already re-verified
-   * the user's password. The first signing sets signed_at/signed_by and emits
-   * experiment.signed; a second one is ALREADY_EXISTS (409).
+   * Signs an experiment version as the calling user with a meaning (authorship,
+   * review, approval). The gateway has already re-verified the user's password.
+   * The first (authorship) signature sets signed_at/signed_by, locks the
+   * experiment and emits experiment.signed; a second signature of the same
+   * meaning is ALREADY_EXISTS (409). Answers the experiment with its signatures.
    */
   signExperiment: handleUnaryCall<SignExperimentRequest, RecordResponse>;
+  /**
+   * Amends a signed experiment: a new, unsigned version linked to it, with a
+   * required reason. Answers the new version.
+   */
+  amendExperiment: handleUnaryCall<AmendExperimentRequest, RecordResponse>;
+  /** Every version of the experiment's entry, oldest first. */
+  listExperimentVersions: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
+  /** The signature manifest of one experiment version, in signing order. */
+  listExperimentSignatures: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
 }
 
 export interface NotebookServiceClient extends Client {
   /**
-   * Signs an experiment as the calling user. The gateway has already re-verified
-   * the user's password. The first signing sets signed_at/signed_by and emits
-   * experiment.signed; a second one is ALREADY_EXISTS (409).
+   * Signs an experiment version as the calling user with a meaning (authorship,
+   * review, approval). The gateway has already re-verified the user's password.
+   * The first (authorship) signature sets signed_at/signed_by, locks the
+   * experiment and emits experiment.signed; a second signature of the same
+   * meaning is ALREADY_EXISTS (409). Answers the experiment with its signatures.
    */
   signExperiment(
     request: SignExperimentRequest,
@@ -127,6 +317,57 @@ export interface NotebookServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RecordResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Amends a signed experiment: a new, unsigned version linked to it, with a
+   * required reason. Answers the new version.
+   */
+  amendExperiment(
+    request: AmendExperimentRequest,
+    callback: (error: ServiceError | null, response: RecordResponse) => void,
+  ): ClientUnaryCall;
+  amendExperiment(
+    request: AmendExperimentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordResponse) => void,
+  ): ClientUnaryCall;
+  amendExperiment(
+    request: AmendExperimentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordResponse) => void,
+  ): ClientUnaryCall;
+  /** Every version of the experiment's entry, oldest first. */
+  listExperimentVersions(
+    request: ExperimentRequest,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listExperimentVersions(
+    request: ExperimentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listExperimentVersions(
+    request: ExperimentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  /** The signature manifest of one experiment version, in signing order. */
+  listExperimentSignatures(
+    request: ExperimentRequest,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listExperimentSignatures(
+    request: ExperimentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+  ): ClientUnaryCall;
+  listExperimentSignatures(
+    request: ExperimentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
   ): ClientUnaryCall;
 }
 
