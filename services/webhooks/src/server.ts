@@ -7,18 +7,25 @@ import { createInboundEndpoint, receiveInbound } from './inbound.js';
 import { consumeJobOutcomes } from './job-outcomes.js';
 import { deleteInboundEndpoint, getInboundEndpoint, listInboundEndpoints, rotateInboundSecret, updateInboundEndpoint } from './inbound-endpoints.js';
 import { createSubscription, listSubscriptionDeliveries } from './management.js';
+import { assertPublicReceiver } from './receiver-guard.js';
 import { deleteSubscription, getSubscription, listSubscriptions, redeliver, rotateSubscriptionSecret, updateSubscription } from './subscriptions.js';
 
 /** gRPC handlers, the event fan-out, the inbound job outcomes and the delivery worker; returns the stop hook. */
 export async function registerWebhooks(server: GrpcServer, deps: ServiceDeps, cfg: WebhooksConfig): Promise<() => Promise<void>> {
   server.add(webhooks.WebhooksServiceService, {
-    createSubscription: (req, caller) => createSubscription(deps, caller, req),
+    createSubscription: async (req, caller) => {
+      await assertPublicReceiver(req.url, cfg.allowPrivateNetworks);
+      return createSubscription(deps, caller, req);
+    },
     listDeliveries: (req, caller) => listSubscriptionDeliveries(deps, caller, req),
     createInboundEndpoint: (req, caller) => createInboundEndpoint(deps, caller, req),
     receiveInbound: (req, caller) => receiveInbound(deps, caller, req),
     listSubscriptions: (req, caller) => listSubscriptions(deps, caller, req),
     getSubscription: (req, caller) => getSubscription(deps, caller, req),
-    updateSubscription: (req, caller) => updateSubscription(deps, caller, req),
+    updateSubscription: async (req, caller) => {
+      if (req.url !== undefined) await assertPublicReceiver(req.url, cfg.allowPrivateNetworks);
+      return updateSubscription(deps, caller, req);
+    },
     deleteSubscription: (req, caller) => deleteSubscription(deps, caller, req),
     rotateSubscriptionSecret: (req, caller) => rotateSubscriptionSecret(deps, caller, req),
     redeliver: async (req, caller) => {
