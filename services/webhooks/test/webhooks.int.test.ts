@@ -281,10 +281,21 @@ describe('SSRF guard on deliveries (private networks not allowed)', () => {
     await strict?.close();
   });
 
+  test('a loopback receiver is refused at registration', async () => {
+    const r = await receiver();
+    await expect(strict.subscribe(newId(), r.url, ['sample.created'])).rejects.toMatchObject({ kind: 'invalid' });
+  });
+
+  // A subscription registered while private networks were allowed (or a name that
+  // resolves elsewhere by the time of delivery): the delivery's own check holds.
   test('a receiver on loopback is never contacted; the delivery fails at once with the reason', async () => {
     const org = newId();
     const r = await receiver();
+    await strict.stopService();
+    await strict.start({ ...FAST, allowPrivateNetworks: true });
     const sub = await strict.subscribe(org, r.url, ['sample.created']);
+    await strict.stopService();
+    await strict.start({ ...FAST, allowPrivateNetworks: false });
     await strict.publish(org, 'sample.created', { id: newId() });
     const [d] = await eventually(async () => {
       const l = await strict.deliveries(org, sub.id);
