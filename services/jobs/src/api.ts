@@ -62,6 +62,10 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
 export interface EnqueueOptions {
   /** the inbound webhook event the job is for: at most one job per event */
   inboundEventId?: string;
+  /** that event's payload, kept with the job as its context */
+  context?: unknown;
+  /** the job cannot run: it is made dead at once with this reason (and no worker is woken) */
+  deadWith?: string;
   /** further messages of the same transaction, given the new job */
   also?: (emit: Emitter, job: JobRow) => void;
   /**
@@ -74,7 +78,7 @@ export interface EnqueueOptions {
 
 /**
  * Queues a checked job with job.requested (wakes a worker), job.updated and its
- * audit record in one transaction. Undefined when the inbound event named in
+ * audit record in one transaction (a job made dead at once has no job.requested). Undefined when the inbound event named in
  * `opts` has its job already.
  */
 export async function enqueueJob(
@@ -88,9 +92,14 @@ export async function enqueueJob(
   for (let attempt = 0; ; attempt++) {
     try {
       return await deps.outbox.write(caller, async (tx, emit) => {
-        const r = await insertJob(tx, caller, job.job_type, job.input, maxAttempts, opts.inboundEventId ?? null);
+        const r = await insertJob(tx, caller, job.job_type, job.input, {
+          maxAttempts,
+          inboundEventId: opts.inboundEventId,
+          context: opts.context,
+          deadWith: opts.deadWith,
+        });
         if (!r) return undefined;
-        emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
+        if (opts.deadWith === undefined) emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
         emitUpdated(emit, r);
         emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
         opts.also?.(emit, r);

@@ -3,12 +3,18 @@ import { isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, type CallerContext, ty
 
 const T = sql`jobs.jobs`;
 
-/** The Job of the spec, exactly its fields, rendered by PostgreSQL. */
-export const JOB_JSON = sql`json_build_object(
-  'id', j.id, 'job_type', j.job_type, 'status', j.status, 'progress', j.progress, 'status_text', j.status_text,
+const SPEC_FIELDS = sql`'id', j.id, 'job_type', j.job_type, 'status', j.status, 'progress', j.progress, 'status_text', j.status_text,
   'result_path', j.result_path, 'result_meta', j.result_meta, 'error_message', j.error_message,
   'attempts', j.attempts, 'max_attempts', j.max_attempts, 'enqueued_at', j.enqueued_at,
-  'started_at', j.started_at, 'finished_at', j.finished_at)`;
+  'started_at', j.started_at, 'finished_at', j.finished_at`;
+
+/**
+ * The Job of the spec, exactly its fields, rendered by PostgreSQL; a job made of
+ * an inbound webhook event also names the event and carries its payload as
+ * `context`, so what the sender sent is visible beside what became of it.
+ */
+export const JOB_JSON = sql`case when j.inbound_event_id is null then json_build_object(${SPEC_FIELDS})
+  else json_build_object(${SPEC_FIELDS}, 'inbound_event_id', j.inbound_event_id, 'context', j.context) end`;
 
 /** What the service keeps beside the Job: who asked, for visibility, events and reads on their behalf. */
 export interface JobRow {
@@ -51,30 +57,43 @@ function visibleTo(c: CallerContext): SQL {
   return c.token_id ? sql`j.created_by_token_id = ${c.token_id}::uuid and j.created_by is null` : sql`false`;
 }
 
+/** What a job is made with beside its type and input. */
+export interface NewJob {
+  maxAttempts: number;
+  /** the inbound webhook event the job is for: at most one job per event */
+  inboundEventId?: string | null;
+  /** that event's payload, as sent */
+  context?: unknown;
+  /** the job cannot run (its input is not valid): made dead at once with this reason, never claimed */
+  deadWith?: string;
+}
+
 /**
- * Inserts a queued job. enqueued_at is the list cursor, so it is made unique per
- * organisation: the later of the clock and the newest job plus a microsecond;
- * the unique index turns a concurrent tie into a retry (see enqueueJob). A job
- * of an inbound webhook event names it, and undefined comes back when that
- * event has its job already.
+ * Inserts a queued job (or, given deadWith, a dead one). enqueued_at is the list
+ * cursor, so it is made unique per organisation: the later of the clock and the
+ * newest job plus a microsecond; the unique index turns a concurrent tie into a
+ * retry (see enqueueJob). A job of an inbound webhook event names it, and
+ * undefined comes back when that event has its job already.
  */
 export async function insertJob(
   tx: Tx,
   caller: CallerContext & { org_id: string },
   job_type: string,
   input: Record<string, unknown>,
-  maxAttempts: number,
-  inboundEventId: string | null = null,
+  job: NewJob,
 ): Promise<JobRow | undefined> {
   const id = newId();
+  const dead = job.deadWith !== undefined;
   const [r] = await rows<JobRow>(
     tx,
     sql`with ins as (
           insert into ${T} (id, org_id, job_type, input, max_attempts, enqueued_at, created_by, created_by_token_id, creator_role,
-            creator_department_id, inbound_event_id)
-          values (${id}::uuid, ${caller.org_id}::uuid, ${job_type}, ${JSON.stringify(input)}::jsonb, ${maxAttempts},
+            creator_department_id, inbound_event_id, context, status, error_message, finished_at)
+          values (${id}::uuid, ${caller.org_id}::uuid, ${job_type}, ${JSON.stringify(input)}::jsonb, ${job.maxAttempts},
             greatest(clock_timestamp(), (select max(enqueued_at) + interval '1 microsecond' from ${T} where org_id = ${caller.org_id}::uuid)),
-            ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid, ${inboundEventId}::uuid)
+            ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid, ${job.inboundEventId ?? null}::uuid,
+            ${job.context === undefined ? null : JSON.stringify(job.context)}::jsonb,
+            ${dead ? 'dead' : 'queued'}, ${dead ? job.deadWith!.slice(0, 2000) : null}, ${dead ? sql`now()` : null})
           on conflict (inbound_event_id) where inbound_event_id is not null do nothing
           returning *)
         select ${ROW} from ins j`,

@@ -99,7 +99,9 @@ describe('one job per accepted event', () => {
   let jobId: string;
 
   test('an accepted event makes a job, a system request of the organisation, that runs to succeeded', async () => {
-    const r = await send({ external_id: 'lims-4711', payload: { entry_id: entryId } });
+    // a real sender's payload: the field the job type defines, and the sender's own
+    const payload = { entry_id: entryId, order_no: 'PO-4711', lims: { batch: 'B-7', priority: 'high' } };
+    const r = await send({ external_id: 'lims-4711', payload });
     expect(r.status).toBe(202);
     eventId = r.body.event_id;
     const [job] = await eventually(async () => {
@@ -111,7 +113,9 @@ describe('one job per accepted event', () => {
       const j = (await api('GET', `/v1/jobs/${jobId}`, admin)).body.data;
       return j.status === 'succeeded' || j.status === 'dead' ? j : undefined;
     }, 30_000);
-    expect(done).toMatchObject({ job_type: 'experiment_entry_pdf', status: 'succeeded', progress: 100 });
+    expect(done).toMatchObject({ job_type: 'experiment_entry_pdf', status: 'succeeded', progress: 100, error_message: null });
+    // the event and its whole payload travel with the job
+    expect(done).toMatchObject({ inbound_event_id: eventId, context: payload });
     expect(done.result_meta).toMatchObject({ content_type: 'application/pdf' });
     // no user asked: administrators see it, a researcher does not
     expect((await api('GET', `/v1/jobs/${jobId}`, researcher)).status).toBe(404);
@@ -142,21 +146,30 @@ describe('one job per accepted event', () => {
     if (db) expect(await outcome(eventId)).toEqual({ job_status: 'created', job_id: jobId, job_reason: null });
   });
 
-  test('a payload that is not valid input makes no job and leaves the event rejected with the reason', async () => {
+  test('a payload the job cannot run with makes a job that is dead at once with the reason, visible through the API, never retried', async () => {
     const before = await handled();
-    const r = await send({ external_id: 'lims-4712', payload: { entry_id: 'EXP-000001', priority: 'high' } });
+    const r = await send({ external_id: 'lims-4712', payload: { entry_id: 'EXP-000001', order_no: 'PO-4712' } });
     expect(r.status).toBe(202);
     await eventually(async () => ((await handled()) > before ? true : undefined), 20_000);
+    const dead = await eventually(async () => {
+      const jobs = (await api('GET', '/v1/jobs?job_type=experiment_entry_pdf&status=dead', admin)).body.data as any[];
+      return jobs.find((j) => j.inbound_event_id === r.body.event_id);
+    }, 20_000);
+    expect(dead).toMatchObject({ status: 'dead', attempts: 0, context: { entry_id: 'EXP-000001', order_no: 'PO-4712' } });
+    expect(dead.error_message).toMatch(/^validation_failed: payload\.entry_id: /);
+    expect(dead.finished_at).toEqual(expect.any(String));
     if (db) {
-      const row = await outcome(r.body.event_id);
-      expect(row).toMatchObject({ job_status: 'rejected', job_id: null });
-      expect(row.job_reason).toMatch(/^validation_failed: /);
-      expect(row.job_reason).toContain('payload.entry_id');
-      expect(row.job_reason).toContain('payload.priority');
+      expect(await outcome(r.body.event_id)).toEqual({ job_status: 'created', job_id: dead.id, job_reason: null });
       const { rows } = await db.query('select count(*)::int as n from jobs.jobs where inbound_event_id = $1', [r.body.event_id]);
-      expect(rows[0].n).toBe(0);
+      expect(rows[0].n).toBe(1);
     }
-    expect((await entryJobs()).map((j) => j.id)).toEqual([jobId]);
+    // a payload without the field at all is the same: a dead job naming it
+    const missing = await send({ external_id: 'lims-4713', payload: { order_no: 'PO-4713' } });
+    const none = await eventually(async () => {
+      const jobs = (await api('GET', '/v1/jobs?job_type=experiment_entry_pdf&status=dead', admin)).body.data as any[];
+      return jobs.find((j) => j.inbound_event_id === missing.body.event_id);
+    }, 20_000);
+    expect(none.error_message).toContain('payload.entry_id');
   });
 
   test('an endpoint stored with a job type outside the allowlist (before it was checked) gets its events rejected', async () => {
@@ -171,6 +184,7 @@ describe('one job per accepted event', () => {
     const row = await outcome(r.body.event_id);
     expect(row).toMatchObject({ job_status: 'rejected', job_id: null });
     expect(row.job_reason).toMatch(/^job_type_not_allowed: /);
-    expect((await entryJobs()).map((j) => j.id)).toEqual([jobId]);
+    const { rows } = await db.query('select count(*)::int as n from jobs.jobs where inbound_event_id = $1', [r.body.event_id]);
+    expect(rows[0].n).toBe(0);
   });
 });
