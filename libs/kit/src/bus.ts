@@ -30,13 +30,44 @@ export interface SubscribeOptions {
   transient?: boolean;
   /** attempts before a message is parked in `<queue>.dlq` */
   maxAttempts?: number;
+  /**
+   * Handles several messages at once, all or nothing (one transaction): the
+   * in-process bus hands a relay batch over this way, and falls back to
+   * `handler`, one message at a time, when it fails. RabbitMQ consumers use
+   * `handler` only.
+   */
+  handleBatch?: (msgs: BusMessage[]) => Promise<void>;
+}
+
+/**
+ * A message of a publish that the bus did not take, while the rest of the batch
+ * was taken: a broker's negative confirm, or (in-process) a consumer that failed
+ * on it. A publish that fails as a whole (no broker, channel lost) throws instead.
+ */
+export interface Refusal {
+  id: string;
+  error: string;
+  /** a dependency away for now: retried without counting toward setting the message aside */
+  transient?: boolean;
+  /** the consumer (queue) that gave up on it after its last attempt: set aside, not retried */
+  deadFor?: string;
+}
+
+/** What a publish did not deliver; every message not named here was taken. */
+export interface PublishOutcome {
+  refused: Refusal[];
 }
 
 export interface Bus {
-  /** Resolves once the broker has confirmed every message. */
-  publish(messages: BusMessage[]): Promise<void>;
+  /**
+   * Resolves once the broker has confirmed (or refused, one by one) every
+   * message; rejects when the batch could not be handed over at all.
+   */
+  publish(messages: BusMessage[]): Promise<PublishOutcome | void>;
   subscribe(opts: SubscribeOptions): Promise<void>;
   readonly connected: boolean;
+  /** Calls `listener` each time the bus (re)connects: a backlog can go out at once. */
+  onConnected?(listener: () => void): void;
   /**
    * Whether publish hands messages to consumers in this very process, which may
    * write to the same database before it resolves: the outbox relay must then not
@@ -69,6 +100,7 @@ export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
     get connected() {
       return bus.connected;
     },
+    onConnected: (listener) => bus.onConnected?.(listener),
     deliversInProcess: bus.deliversInProcess,
     close: () => {
       // nothing may wait on a bus that is closing: the publishes fail instead
@@ -302,6 +334,7 @@ export class AmqpBus implements Bus {
   /** queues found to exist with other arguments, each warned about once */
   private readonly otherTypeWarned = new Set<string>();
   private closing = false;
+  private readonly connectedListeners: (() => void)[] = [];
   readonly deliversInProcess = false;
 
   private constructor(
@@ -346,6 +379,21 @@ export class AmqpBus implements Bus {
     for (const sub of this.subscriptions) await this.consume(model, sub);
     this.channel = ch;
     this.log.info({ exchange: this.exchange }, 'bus connected');
+    this.notifyConnected();
+  }
+
+  onConnected(listener: () => void): void {
+    this.connectedListeners.push(listener);
+  }
+
+  private notifyConnected(): void {
+    for (const listener of this.connectedListeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.log.warn({ err }, 'bus connected listener failed');
+      }
+    }
   }
 
   /**
@@ -360,7 +408,11 @@ export class AmqpBus implements Bus {
     ch.on('close', () => {
       if (this.channel !== ch) return;
       this.channel = undefined;
-      if (!this.closing) this.reopenLater(model, 'publish channel', async () => void (this.channel = await this.publishChannel(model)));
+      if (!this.closing)
+        this.reopenLater(model, 'publish channel', async () => {
+          this.channel = await this.publishChannel(model);
+          this.notifyConnected();
+        });
     });
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     return ch;
@@ -384,19 +436,48 @@ export class AmqpBus implements Bus {
     }, delayMs).unref();
   }
 
-  async publish(messages: BusMessage[]): Promise<void> {
+  /**
+   * Publishes with a confirm callback per message: a negative confirm refuses
+   * that message alone (the relay keeps it and sends the rest on), while a
+   * channel or connection lost before every confirm came fails the whole batch,
+   * which is then the broker's state, not the messages'.
+   */
+  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
     const ch = this.channel;
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
-    for (const m of messages) {
-      ch.publish(this.exchange, m.type, Buffer.from(JSON.stringify(m)), {
-        persistent: true,
-        messageId: m.id,
-        contentType: 'application/json',
-        timestamp: Math.floor(Date.now() / 1000),
-        headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
-      });
+    const confirms: Promise<Error | null>[] = [];
+    try {
+      for (const m of messages) {
+        confirms.push(
+          new Promise<Error | null>((resolve) =>
+            ch.publish(
+              this.exchange,
+              m.type,
+              Buffer.from(JSON.stringify(m)),
+              {
+                persistent: true,
+                messageId: m.id,
+                contentType: 'application/json',
+                timestamp: Math.floor(Date.now() / 1000),
+                headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+              },
+              (err: unknown) => resolve(err ? (err as Error) : null),
+            ),
+          ),
+        );
+      }
+    } catch (err) {
+      // a channel that closed under the loop throws on the next publish
+      throw DomainError.unavailable(`message bus channel lost: ${(err as Error)?.message}`, 'bus_unavailable');
     }
-    await ch.waitForConfirms();
+    const results = await Promise.all(confirms);
+    const refused: Refusal[] = [];
+    for (const [i, err] of results.entries()) {
+      if (!err) continue;
+      if (!/nack/i.test(err.message)) throw DomainError.unavailable(`message bus lost before confirming: ${err.message}`, 'bus_unavailable');
+      refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });
+    }
+    return { refused };
   }
 
   async subscribe(opts: SubscribeOptions): Promise<void> {
@@ -616,72 +697,93 @@ export class AmqpBus implements Bus {
  * In-process bus for the standalone mode: same topic semantics. `publish`
  * resolves only once every matching consumer has handled the message, so the
  * outbox row is deleted only after its effect is stored: a crash in between
- * means a redelivery from the outbox (dropped by the inbox), never a loss. A
- * failing handler fails the publish, and the relay retries with backoff; after
- * maxAttempts the message is parked for that consumer: logged whole (error level),
- * and kept in `dead` among the latest KEEP_DEAD.
+ * means a redelivery from the outbox (dropped by the inbox), never a loss.
+ *
+ * A consumer gets the relay's batch in one call when it can take a batch
+ * (`handleBatch`, one transaction); if that fails, one message at a time, so a
+ * message that fails holds back no other. A failed message is refused (the relay
+ * keeps its row and retries it with backoff); after maxAttempts (or
+ * MAX_TRANSIENT_WAITS transient failures) the consumer gives up on it and the
+ * refusal says so: the relay moves it to its durable dead-letter table, where an
+ * operator lists and replays it. The counts live in memory: after a restart a
+ * message gets its attempts again.
  */
 export class MemoryBus implements Bus {
   private readonly subs: SubscribeOptions[] = [];
   private readonly failures = new Map<string, number>();
   /** transient failures per message and consumer (capped, see MAX_TRANSIENT_WAITS) */
   private readonly waits = new Map<string, number>();
-  /** How many parked messages `dead` keeps (the latest). */
-  static readonly KEEP_DEAD = 1_000;
-  readonly dead: { queue: string; msg: BusMessage }[] = [];
   readonly connected = true;
   readonly deliversInProcess = true;
   private closed = false;
 
   constructor(private readonly log: Logger) {}
 
-  async publish(messages: BusMessage[]): Promise<void> {
+  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
     if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
-    const work: Promise<void>[] = [];
+    const work: Promise<Refusal[]>[] = [];
     for (const sub of this.subs) {
       const mine = messages.filter((m) => sub.bindings.some((b) => topicMatches(b, m.type)));
       if (mine.length) work.push(this.deliver(sub, mine));
     }
-    const results = await Promise.allSettled(work);
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    return { refused: (await Promise.all(work)).flat() };
   }
 
-  /** One consumer's messages, in order, as a queue would hand them over. */
-  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<void> {
-    for (const msg of msgs) {
-      const key = `${sub.queue}|${msg.id}`;
+  /** One consumer's messages: the batch at once if it can, else in order, one by one. */
+  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<Refusal[]> {
+    if (sub.handleBatch && msgs.length > 1) {
       try {
-        observeLag(sub.queue, msg);
-        // A copy, so a consumer never shares objects with the publisher.
-        await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
-        this.failures.delete(key);
-        this.waits.delete(key);
-        metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
-      } catch (err) {
-        // a database or peer away for now is retried (by the relay) as long as it
-        // lasts, without counting toward the attempts after which a message is parked
-        const counted = !isTransientFailure(err);
-        const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
-        const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
-        this.log.warn({ err, queue: sub.queue, type: msg.type, attempt, transient: !counted }, 'message handler failed');
-        if (sub.transient) continue;
-        if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
-          this.failures.delete(key);
-          this.waits.delete(key);
-          metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
-          // the whole message goes to the log, where it outlives the process; the
-          // list keeps only the latest, so a long outage cannot grow it without bound
-          this.log.error({ err, queue: sub.queue, message: msg }, 'message parked after its last attempt');
-          this.dead.push({ queue: sub.queue, msg });
-          if (this.dead.length > MemoryBus.KEEP_DEAD) this.dead.shift();
-          continue;
-        }
-        if (attempt) this.failures.set(key, attempt);
-        if (waits) this.waits.set(key, waits);
-        metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
-        throw err;
+        for (const msg of msgs) observeLag(sub.queue, msg);
+        // copies, so a consumer never shares objects with the publisher
+        await sub.handleBatch(JSON.parse(JSON.stringify(msgs)) as BusMessage[]);
+        for (const msg of msgs) this.forget(`${sub.queue}|${msg.id}`);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' }, msgs.length);
+        return [];
+      } catch {
+        // one of them (or a dependency) failed: each on its own finds out which
       }
+    }
+    const refused: Refusal[] = [];
+    for (const msg of msgs) {
+      const r = await this.deliverOne(sub, msg);
+      if (r) refused.push(r);
+    }
+    return refused;
+  }
+
+  private forget(key: string): void {
+    if (this.failures.size) this.failures.delete(key);
+    if (this.waits.size) this.waits.delete(key);
+  }
+
+  private async deliverOne(sub: SubscribeOptions, msg: BusMessage): Promise<Refusal | undefined> {
+    const key = `${sub.queue}|${msg.id}`;
+    try {
+      observeLag(sub.queue, msg);
+      await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
+      this.forget(key);
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
+      return undefined;
+    } catch (err) {
+      // a database or peer away for now is retried (by the relay) as long as it
+      // lasts, without counting toward the attempts after which a message is parked
+      const counted = !isTransientFailure(err);
+      const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
+      const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
+      this.log.warn({ err, queue: sub.queue, type: msg.type, id: msg.id, attempt, transient: !counted }, 'message handler failed');
+      // a private consumer (cache invalidation and the like) is not retried
+      if (sub.transient) return undefined;
+      const error = (err as Error)?.message ?? String(err);
+      if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
+        this.forget(key);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
+        this.log.error({ err, queue: sub.queue, id: msg.id, type: msg.type }, 'message parked after its last attempt');
+        return { id: msg.id, error, deadFor: sub.queue };
+      }
+      if (attempt) this.failures.set(key, attempt);
+      if (waits) this.waits.set(key, waits);
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+      return { id: msg.id, error, transient: !counted };
     }
   }
 

@@ -136,7 +136,7 @@ async function enqueue(type: string, n: number): Promise<void> {
 
 const describeBroker = amqpUrl ? describe : describe.skip;
 describeBroker('relay on a broker in another process (rows locked while they are published)', () => {
-  test('a broker that does not confirm in time: the batch is rolled back, kept, and published by a later pass', async () => {
+  test('a broker that does not confirm in time: the batch is kept untouched and published by the next pass', async () => {
     await outbox.stop(); // only the relays of this test drain
     try {
       let calls = 0;
@@ -146,8 +146,9 @@ describeBroker('relay on a broker in another process (rows locked while they are
       const [row] = await db.rows<{ attempts: number; later: boolean }>(
         sql`select attempts, next_attempt_at > now() as later from kit_test.outbox where type = 'thing.hung'`,
       );
-      expect(row).toEqual({ attempts: 1, later: true }); // kept, with a backoff
-      await db.orm.execute(sql`update kit_test.outbox set next_attempt_at = now() where type = 'thing.hung'`);
+      // kept as it was and due at once: a broker that does not confirm is the
+      // broker's state, not the message's, so the row gets no backoff of its own
+      expect(row).toEqual({ attempts: 0, later: false });
       expect(await hung.drainOnce()).toBe(1);
       await until(() => received.some((m) => m.type === 'thing.hung'), 'the kept message');
       expect((await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`))[0]!.n).toBe(0);
