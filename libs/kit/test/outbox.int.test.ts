@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
 import { sql } from 'drizzle-orm';
-import { AmqpBus, Emitter, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database } from '@lab/kit';
+import { AmqpBus, Emitter, MAX_BROKER_REFUSALS, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database, type PublishOutcome } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 
 const log = createLogger('test', 'silent');
@@ -116,7 +116,7 @@ test('audit records carry actor, request id and changed fields', async () => {
 });
 
 /** A relay of its own on the same outbox table, publishing through `publish`. */
-function relayVia(publish: (messages: BusMessage[]) => Promise<void>, opts: { publishTimeoutMs?: number; batchSize?: number } = {}): Outbox {
+function relayVia(publish: (messages: BusMessage[]) => Promise<PublishOutcome | void>, opts: { publishTimeoutMs?: number; batchSize?: number } = {}): Outbox {
   const via: Bus = {
     publish,
     subscribe: (o) => bus.subscribe(o),
@@ -153,6 +153,37 @@ describeBroker('relay on a broker in another process (rows locked while they are
       await until(() => received.some((m) => m.type === 'thing.hung'), 'the kept message');
       expect((await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`))[0]!.n).toBe(0);
     } finally {
+      outbox.start();
+    }
+  });
+
+  test('a message the broker keeps refusing is set aside, and the rest of its batch goes out', async () => {
+    await outbox.stop();
+    // a queue that takes nothing (length 0, reject-publish): the broker answers
+    // every message routed to it with a negative confirm
+    const ch = await conn!.createChannel();
+    const full = await ch.assertQueue('', { exclusive: true, arguments: { 'x-max-length': 0, 'x-overflow': 'reject-publish' } });
+    await ch.bindQueue(full.queue, exchange, 'thing.refused');
+    try {
+      const relay = relayVia((m) => bus.publish(m));
+      await enqueue('thing.fine', 1);
+      await enqueue('thing.refused', 1);
+      await enqueue('thing.fine', 1);
+      expect(await relay.drainOnce()).toBe(2);
+      await until(() => received.filter((m) => m.type === 'thing.fine').length >= 2, 'the two taken');
+      const kept = await db.rows<{ type: string; attempts: number }>(sql`select type, attempts from kit_test.outbox`);
+      expect(kept).toEqual([{ type: 'thing.refused', attempts: 1 }]);
+      for (let i = 1; i < MAX_BROKER_REFUSALS; i++) {
+        await db.orm.execute(sql`update kit_test.outbox set next_attempt_at = now()`);
+        await relay.drainOnce();
+      }
+      expect((await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`))[0]!.n).toBe(0);
+      const dead = await relay.deadLetters(10, 0);
+      expect(dead.data.filter((d) => d.type === 'thing.refused')).toEqual([
+        expect.objectContaining({ queue: null, attempts: MAX_BROKER_REFUSALS, message: expect.objectContaining({ type: 'thing.refused' }) }),
+      ]);
+    } finally {
+      await ch.close();
       outbox.start();
     }
   });
