@@ -61,7 +61,7 @@ const left = async (db) => (await db.rows(sql.raw(`select count(*)::int as n fro
 async function timeDrain(db, bus, counted) {
   await db.orm.execute(queueEvents(EVENTS));
   await db.orm.execute(sql.raw(`analyze ${SCHEMA}.outbox`));
-  // BENCH_BATCH and BENCH_CONCURRENCY try other relay settings (kits that have them)
+  // BENCH_BATCH, BENCH_CONCURRENCY (and BENCH_CHANNELS, the bus's) try other relay settings (kits that have them)
   const tuning = {
     ...(process.env.BENCH_BATCH ? { batchSize: Number(process.env.BENCH_BATCH) } : {}),
     ...(process.env.BENCH_CONCURRENCY ? { concurrency: Number(process.env.BENCH_CONCURRENCY) } : {}),
@@ -114,6 +114,7 @@ async function clusterRun() {
       declare: [{ queue: 'breaches', bindings: ['environmental.breach'] }],
       queueType: process.env.LAB_BUS_QUEUE_TYPE ?? 'quorum',
       queueExpiresMs: 600_000,
+      ...(process.env.BENCH_CHANNELS ? { publishChannels: Number(process.env.BENCH_CHANNELS) } : {}),
     });
     const counted = { n: 0 };
     return await timeDrain(db, counting(bus, counted), counted);

@@ -269,6 +269,8 @@ export interface AmqpBusOptions {
    * before its consumer first started is kept rather than routed to no queue.
    */
   declare?: readonly { queue: string; bindings: readonly string[] }[];
+  /** confirm channels publishes are spread over (default 3, as many as the outbox relay's batches in flight) */
+  publishChannels?: number;
 }
 
 interface AmqpMuxInternals {
@@ -329,7 +331,9 @@ export class AmqpBus implements Bus {
   private model?: RecoveringChannelModel;
   /** the connection's current channel model (a new one after each reconnect) */
   private current?: ChannelModel;
-  private channel?: ConfirmChannel;
+  /** the confirm channels publishes go through, taken in turn (a slot is empty while its channel reopens) */
+  private channels: (ConfirmChannel | undefined)[] = [];
+  private nextChannel = 0;
   private readonly subscriptions: SubscribeOptions[] = [];
   /** queues found to exist with other arguments, each warned about once */
   private readonly otherTypeWarned = new Set<string>();
@@ -351,7 +355,7 @@ export class AmqpBus implements Bus {
   }
 
   get connected(): boolean {
-    return !!this.channel;
+    return this.channels.some(Boolean);
   }
 
   private async start(): Promise<void> {
@@ -359,7 +363,7 @@ export class AmqpBus implements Bus {
       recovery: { initialDelay: 200, maxDelay: 5_000, initialMaxRetries: 20, setup: (m: ChannelModel) => this.setup(m) },
     });
     this.model.on('disconnect', (err: Error) => {
-      this.channel = undefined;
+      this.channels = [];
       this.current = undefined;
       if (!this.closing) this.log.warn({ err: err?.message }, 'bus disconnected, reconnecting');
     });
@@ -369,7 +373,8 @@ export class AmqpBus implements Bus {
   private async setup(model: ChannelModel): Promise<void> {
     this.current = model;
     coalesceFrameWrites(model);
-    const ch = await this.publishChannel(model);
+    const channels: ConfirmChannel[] = [];
+    for (let slot = 0; slot < Math.max(1, this.opts.publishChannels ?? 3); slot++) channels.push(await this.publishChannel(model, slot));
     const declaring = new DeclareChannel(model);
     try {
       for (const route of this.opts.declare ?? []) await this.declareDurable(declaring, route.queue, route.bindings);
@@ -377,7 +382,7 @@ export class AmqpBus implements Bus {
       await declaring.close();
     }
     for (const sub of this.subscriptions) await this.consume(model, sub);
-    this.channel = ch;
+    this.channels = channels;
     this.log.info({ exchange: this.exchange }, 'bus connected');
     this.notifyConnected();
   }
@@ -397,20 +402,23 @@ export class AmqpBus implements Bus {
   }
 
   /**
-   * The confirm channel publishes go through. The broker may close a channel while
-   * the connection stays up (a message it refuses, a deleted exchange): the
-   * connection's recovery would never notice, and every publish after would fail
-   * `bus_unavailable` until a restart. So a channel closed that way is replaced.
+   * A confirm channel publishes go through (slot `slot` of several: a channel is
+   * one process in the broker, which routes and confirms its messages one after
+   * another, so batches published at once go faster on channels of their own).
+   * The broker may close a channel while the connection stays up (a message it
+   * refuses, a deleted exchange): the connection's recovery would never notice,
+   * and every publish after would fail `bus_unavailable` until a restart. So a
+   * channel closed that way is replaced.
    */
-  private async publishChannel(model: ChannelModel): Promise<ConfirmChannel> {
+  private async publishChannel(model: ChannelModel, slot: number): Promise<ConfirmChannel> {
     const ch = await model.createConfirmChannel();
     ch.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus channel error'));
     ch.on('close', () => {
-      if (this.channel !== ch) return;
-      this.channel = undefined;
+      if (this.channels[slot] !== ch) return;
+      this.channels[slot] = undefined;
       if (!this.closing)
         this.reopenLater(model, 'publish channel', async () => {
-          this.channel = await this.publishChannel(model);
+          this.channels[slot] = await this.publishChannel(model, slot);
           this.notifyConnected();
         });
     });
@@ -443,7 +451,7 @@ export class AmqpBus implements Bus {
    * which is then the broker's state, not the messages'.
    */
   async publish(messages: BusMessage[]): Promise<PublishOutcome> {
-    const ch = this.channel;
+    const ch = this.takeChannel();
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
     const confirms: Promise<Error | null>[] = [];
     try {
@@ -478,6 +486,20 @@ export class AmqpBus implements Bus {
       refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });
     }
     return { refused };
+  }
+
+  /** The next open publish channel in turn. */
+  private takeChannel(): ConfirmChannel | undefined {
+    const n = this.channels.length;
+    for (let k = 0; k < n; k++) {
+      const slot = (this.nextChannel + k) % n;
+      const ch = this.channels[slot];
+      if (ch) {
+        this.nextChannel = slot + 1;
+        return ch;
+      }
+    }
+    return undefined;
   }
 
   async subscribe(opts: SubscribeOptions): Promise<void> {
@@ -689,7 +711,7 @@ export class AmqpBus implements Bus {
   async close(): Promise<void> {
     this.closing = true;
     await this.model?.close().catch(() => undefined);
-    this.channel = undefined;
+    this.channels = [];
   }
 }
 

@@ -104,6 +104,8 @@ export const MAX_BROKER_REFUSALS = 8;
 export const DEFAULT_STOP_FLUSH_MS = 5_000;
 
 const DEFAULT_BATCH = 500;
+/** Batches in flight at once on the locked path (see OutboxOptions.concurrency; bench/outbox-drain.mjs). */
+const DEFAULT_CONCURRENCY = 3;
 
 export interface OutboxOptions {
   service: string;
@@ -276,7 +278,7 @@ export class Outbox {
 
   /** `concurrency` passes at once (one on the leased path); `full` when one found a full batch. */
   private async passes(timeoutMs: number): Promise<PassResult & { full: boolean }> {
-    const n = this.leased ? 1 : Math.max(1, this.opts.concurrency ?? 2);
+    const n = this.leased ? 1 : Math.max(1, this.opts.concurrency ?? DEFAULT_CONCURRENCY);
     const results = await Promise.all(Array.from({ length: n }, () => this.pass(timeoutMs)));
     return {
       claimed: results.reduce((a, r) => a + r.claimed, 0),

@@ -176,10 +176,14 @@ describeBroker('a publish channel closed by itself', () => {
     try {
       const seen: string[] = [];
       await bus.subscribe({ queue: `reopen-${newId()}`, bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
-      const channel = (bus as unknown as { channel: { close(): Promise<void> } }).channel;
-      await channel.close();
+      // every publish channel of the bus closed, the connection left up
+      type Channels = { channels: ({ close(): Promise<void> } | undefined)[] };
+      const open = () => (bus as unknown as Channels).channels.filter(Boolean).length;
+      const count = open();
+      for (const channel of [...(bus as unknown as Channels).channels]) await channel!.close();
       expect(bus.connected).toBe(false);
-      for (let i = 0; i < 250 && !bus.connected; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 250 && open() < count; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(open()).toBe(count);
       expect(bus.connected).toBe(true);
       const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
       await bus.publish([msg]);
