@@ -8,6 +8,7 @@ import { Outbox } from './outbox.js';
 import { pruneInbox } from './inbox.js';
 import { Receipts } from './receipts.js';
 import { Housekeeping, type RetentionRule } from './housekeeping.js';
+import { serveDeadLetters } from './dead-letters.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -121,6 +122,7 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
   const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts, maxConnectionAgeMs: env.grpcMaxConnectionAgeMs });
   const stopOwn = await def.register(server, deps);
+  serveDeadLetters(server, outbox);
   const port = await server.listen(env.grpcAddress);
   outbox.start();
   const host = env.grpcAddress.replace(/:\d+$/, '');

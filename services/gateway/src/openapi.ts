@@ -8,6 +8,7 @@ import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js'
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
 import { webhooksAdminBodies, webhooksDeliveriesQuery } from './handlers/webhooks.js';
+import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
@@ -492,6 +493,17 @@ function describe(route: Route): Op {
         },
         listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
       }[h.action];
+    case 'dead_letters':
+      return h.op === 'list'
+        ? list(
+            "every service's dead letters {service, id, type, queue, error, attempts, created_at, parked_at, message}, by service, latest first",
+            deadLettersQuery,
+          )
+        : {
+            successStatus: '202',
+            successDescription: 'the message is back in its outbox, with its id {id, service, replayed}; 404 when no service has it',
+            successSchema: okSchema('Item'),
+          };
     case 'pending':
       return {
         successStatus: fallbackStatus,

@@ -62,6 +62,8 @@ export type RouteHandler =
   | { kind: 'raw_upload' }
   /** lab orders and lab results (orders service) */
   | { kind: 'lab_orders'; op: LabOrderOp }
+  /** the outboxes' dead letters, from every service of the deployment */
+  | { kind: 'dead_letters'; op: 'list' | 'replay' }
   /** in the contract, served by a service whose RPCs do not exist yet: 503 */
   | { kind: 'pending' };
 
@@ -176,6 +178,19 @@ const admin = (method: HttpMethod, path: string, action: AdminAction): Route => 
   service: 'identity',
   handler: { kind: 'admin', action },
 });
+
+/** Every service keeps its own dead letters: no one service serves these routes. */
+const deadLetterRoutes = (): Route[] => [
+  { method: 'GET', path: '/admin/v1/dead-letters', auth: 'operator', scope: 'none', idempotent: false, handler: { kind: 'dead_letters', op: 'list' } },
+  {
+    method: 'POST',
+    path: '/admin/v1/dead-letters/:id/replay',
+    auth: 'operator',
+    scope: 'none',
+    idempotent: false,
+    handler: { kind: 'dead_letters', op: 'replay' },
+  },
+];
 
 const pendingAdmin = (method: HttpMethod, path: string, service: string): Route => ({
   method,
@@ -396,6 +411,7 @@ export const ROUTES: Route[] = [
   webhooksAdmin('POST', '/orgs/:org_id/inbound-endpoints', 'createInboundEndpoint'),
   ...inboundWebhookRoutes(),
   admin('POST', '/oauth-clients', 'createOAuthClient'),
+  ...deadLetterRoutes(),
   ...oauthFunctionRoutes(),
 
   {
