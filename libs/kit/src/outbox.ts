@@ -276,10 +276,25 @@ export class Outbox {
     return (await this.pass(this.opts.publishTimeoutMs ?? 10_000)).removed;
   }
 
-  /** `concurrency` passes at once (one on the leased path); `full` when one found a full batch. */
+  /**
+   * `concurrency` passes at once (one on the leased path); `full` when one found
+   * a full batch. Each pass starts once the one before has claimed a full batch,
+   * and claims after it (seq above that batch's last): its index scan then starts
+   * past the rows the other passes of this process hold, instead of stepping over
+   * each of them locked (SKIP LOCKED still keeps replicas apart).
+   */
   private async passes(timeoutMs: number): Promise<PassResult & { full: boolean }> {
     const n = this.leased ? 1 : Math.max(1, this.opts.concurrency ?? DEFAULT_CONCURRENCY);
-    const results = await Promise.all(Array.from({ length: n }, () => this.pass(timeoutMs)));
+    const running: Promise<PassResult>[] = [];
+    let after: string | undefined;
+    for (let k = 0; k < n; k++) {
+      let claimedUpTo!: (seq: string | undefined) => void;
+      const claimed = new Promise<string | undefined>((resolve) => (claimedUpTo = resolve));
+      running.push(this.pass(timeoutMs, after, claimedUpTo).finally(() => claimedUpTo(undefined)));
+      after = await claimed;
+      if (after === undefined) break;
+    }
+    const results = await Promise.all(running);
     return {
       claimed: results.reduce((a, r) => a + r.claimed, 0),
       removed: results.reduce((a, r) => a + r.removed, 0),
@@ -288,8 +303,12 @@ export class Outbox {
     };
   }
 
-  private async pass(timeoutMs: number): Promise<PassResult> {
-    const r = this.leased ? await this.drainLeased(timeoutMs) : await this.drainLocked(timeoutMs);
+  /**
+   * One batch. `after`: claim only rows past this seq; `claimedUpTo` is told the
+   * last seq of a full batch once it is claimed (undefined otherwise).
+   */
+  private async pass(timeoutMs: number, after?: string, claimedUpTo?: (seq: string | undefined) => void): Promise<PassResult> {
+    const r = this.leased ? await this.drainLeased(timeoutMs) : await this.drainLocked(timeoutMs, after, claimedUpTo);
     metrics().outboxBacklog.set({ service: this.opts.service }, r.claimed);
     if (r.down) this.busDown(r.down);
     else if (r.claimed) this.busUp();
@@ -305,16 +324,17 @@ export class Outbox {
    * connection, and a publish is bounded in time, so a broker that stops
    * answering cannot hold the locks. The bus away leaves the rows untouched.
    */
-  private async drainLocked(timeoutMs: number): Promise<PassResult> {
+  private async drainLocked(timeoutMs: number, after?: string, claimedUpTo?: (seq: string | undefined) => void): Promise<PassResult> {
     return this.opts.db.tx(async (tx) => {
       const claimed = await rows<ClaimedRow>(
         tx,
         // ordered by the column t.seq (a bare `seq` would be the text alias): the
         // primary key's index scan, which skips deleted rows' entries once seen
         sql`${PLANNED_PER_CALL}select id, seq::text as seq, message::text as message, attempts, ${AGE_S}
-            from ${this.table} t where next_attempt_at <= now()
+            from ${this.table} t where next_attempt_at <= now() ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
             order by t.seq limit ${this.batchSize} for update skip locked`,
       );
+      claimedUpTo?.(claimed.length === this.batchSize ? claimed[claimed.length - 1]!.seq : undefined);
       if (!claimed.length) return { claimed: 0, removed: 0 };
       let outcome: PublishOutcome | void;
       try {

@@ -116,7 +116,10 @@ test('audit records carry actor, request id and changed fields', async () => {
 });
 
 /** A relay of its own on the same outbox table, publishing through `publish`. */
-function relayVia(publish: (messages: BusMessage[]) => Promise<PublishOutcome | void>, opts: { publishTimeoutMs?: number; batchSize?: number } = {}): Outbox {
+function relayVia(
+  publish: (messages: BusMessage[]) => Promise<PublishOutcome | void>,
+  opts: { publishTimeoutMs?: number; batchSize?: number; concurrency?: number } = {},
+): Outbox {
   const via: Bus = {
     publish,
     subscribe: (o) => bus.subscribe(o),
@@ -184,6 +187,29 @@ describeBroker('relay on a broker in another process (rows locked while they are
       ]);
     } finally {
       await ch.close();
+      outbox.start();
+    }
+  });
+
+  test('one relay with several batches in flight publishes every row exactly once', async () => {
+    await outbox.stop();
+    try {
+      const seen = new Map<string, number>();
+      const relay = relayVia(
+        (m) => {
+          for (const x of m) seen.set(x.id, (seen.get(x.id) ?? 0) + 1);
+          return bus.publish(m);
+        },
+        { batchSize: 20, concurrency: 3 },
+      );
+      for (let i = 0; i < 10; i++) await enqueue('thing.inflight', 30);
+      relay.start();
+      const left = async () => (await db.rows<{ n: number }>(sql`select count(*)::int as n from kit_test.outbox`))[0]!.n;
+      await until(async () => (await left()) === 0, 'the outbox to empty');
+      await relay.stop(Date.now());
+      expect(seen.size).toBe(300);
+      expect([...seen.values()].every((v) => v === 1)).toBe(true);
+    } finally {
       outbox.start();
     }
   });
