@@ -58,6 +58,15 @@ export interface PublishOutcome {
   refused: Refusal[];
 }
 
+/** A message already written as JSON (the outbox's text), with what routing needs. */
+export interface SerializedMessage {
+  id: string;
+  type: string;
+  request_id?: string;
+  /** the whole BusMessage as JSON */
+  body: string;
+}
+
 export interface Bus {
   /**
    * Resolves once the broker has confirmed (or refused, one by one) every
@@ -68,6 +77,11 @@ export interface Bus {
   readonly connected: boolean;
   /** Calls `listener` each time the bus (re)connects: a backlog can go out at once. */
   onConnected?(listener: () => void): void;
+  /**
+   * publish() for messages already written as JSON, sent as they are (a broker in
+   * another process): the outbox relay then neither parses nor rewrites them.
+   */
+  publishSerialized?(messages: SerializedMessage[]): Promise<PublishOutcome | void>;
   /**
    * Whether publish hands messages to consumers in this very process, which may
    * write to the same database before it resolves: the outbox relay must then not
@@ -444,43 +458,53 @@ export class AmqpBus implements Bus {
     }, delayMs).unref();
   }
 
+  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
+    return this.publishSerialized(messages.map((m) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m) })));
+  }
+
   /**
    * Publishes with a confirm callback per message: a negative confirm refuses
    * that message alone (the relay keeps it and sends the rest on), while a
    * channel or connection lost before every confirm came fails the whole batch,
-   * which is then the broker's state, not the messages'.
+   * which is then the broker's state, not the messages'. The bodies are sent as
+   * given (the outbox's JSON text): not parsed and written again.
    */
-  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
+  async publishSerialized(messages: SerializedMessage[]): Promise<PublishOutcome> {
     const ch = this.takeChannel();
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
-    const confirms: Promise<Error | null>[] = [];
+    // one promise for the batch, settled by the last confirm (a promise per
+    // message was a good part of the relay's garbage)
+    const errors: (Error | undefined)[] = new Array(messages.length);
+    let pending = messages.length;
+    let settle!: () => void;
+    const confirmed = new Promise<void>((resolve) => (settle = resolve));
+    const timestamp = Math.floor(Date.now() / 1000);
     try {
-      for (const m of messages) {
-        confirms.push(
-          new Promise<Error | null>((resolve) =>
-            ch.publish(
-              this.exchange,
-              m.type,
-              Buffer.from(JSON.stringify(m)),
-              {
-                persistent: true,
-                messageId: m.id,
-                contentType: 'application/json',
-                timestamp: Math.floor(Date.now() / 1000),
-                headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
-              },
-              (err: unknown) => resolve(err ? (err as Error) : null),
-            ),
-          ),
+      for (const [i, m] of messages.entries()) {
+        ch.publish(
+          this.exchange,
+          m.type,
+          Buffer.from(m.body),
+          {
+            persistent: true,
+            messageId: m.id,
+            contentType: 'application/json',
+            timestamp,
+            headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+          },
+          (err: unknown) => {
+            if (err) errors[i] = err as Error;
+            if (--pending === 0) settle();
+          },
         );
       }
     } catch (err) {
       // a channel that closed under the loop throws on the next publish
       throw DomainError.unavailable(`message bus channel lost: ${(err as Error)?.message}`, 'bus_unavailable');
     }
-    const results = await Promise.all(confirms);
+    if (messages.length) await confirmed;
     const refused: Refusal[] = [];
-    for (const [i, err] of results.entries()) {
+    for (const [i, err] of errors.entries()) {
       if (!err) continue;
       if (!/nack/i.test(err.message)) throw DomainError.unavailable(`message bus lost before confirming: ${err.message}`, 'bus_unavailable');
       refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });

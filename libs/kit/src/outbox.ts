@@ -85,6 +85,8 @@ export const jsonAnswer = (json: string): { json: string } => ({ json });
 interface ClaimedRow {
   id: string;
   seq: string;
+  type: string;
+  request_id: string | null;
   message: string;
   attempts: number;
   age_s: number;
@@ -330,7 +332,7 @@ export class Outbox {
         tx,
         // ordered by the column t.seq (a bare `seq` would be the text alias): the
         // primary key's index scan, which skips deleted rows' entries once seen
-        sql`${PLANNED_PER_CALL}select id, seq::text as seq, message::text as message, attempts, ${AGE_S}
+        sql`${PLANNED_PER_CALL}select id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}
             from ${this.table} t where next_attempt_at <= now() ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
             order by t.seq limit ${this.batchSize} for update skip locked`,
       );
@@ -365,7 +367,7 @@ export class Outbox {
       sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() + interval '30 seconds'
           where ctid = any(array(select ctid from ${this.table} where next_attempt_at <= now()
                                  order by seq limit ${this.batchSize} for update skip locked))
-          returning id, seq::text as seq, message::text as message, attempts, ${AGE_S}`,
+          returning id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}`,
     );
     if (!claimed.length) return { claimed: 0, removed: 0 };
     claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
@@ -467,7 +469,12 @@ export class Outbox {
   }
 
   private publish(claimed: ClaimedRow[]): Promise<PublishOutcome | void> {
-    return this.opts.bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+    const { bus } = this.opts;
+    // a broker in another process takes the rows' JSON text as it is
+    if (bus.publishSerialized && !bus.deliversInProcess) {
+      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message })));
+    }
+    return bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
   }
 
   /** The bus away: logged when it starts (not on every pass), counted on every pass. */
