@@ -123,7 +123,8 @@ describeIf('a service stopped with a large outbox backlog', () => {
       if (await cond()) return;
       await new Promise((r) => setTimeout(r, 200));
     }
-    throw new Error(`timed out waiting for ${what}`);
+    const left = (await db.query<{ n: number }>('select count(*)::int as n from telemetry.outbox')).rows[0]!.n;
+    throw new Error(`timed out waiting for ${what} (${delivered.size} delivered, ${left} in the outbox):\n${output.slice(-3000)}`);
   }
 
   it('stops within 20 s whatever the backlog, and loses nothing: the rest goes out on the next start', async () => {
@@ -146,14 +147,14 @@ describeIf('a service stopped with a large outbox backlog', () => {
 
     // nothing lost: every event is either published (it reaches the queue) or still in the outbox
     const left = await outboxIds();
-    await until(() => [...queued].every((id) => delivered.has(id) || left.has(id)), 'what was published to arrive', 60_000);
+    await until(() => [...queued].every((id) => delivered.has(id) || left.has(id)), 'what was published to arrive', 120_000);
     expect([...left].every((id) => queued.has(id))).toBe(true);
 
     // the next start publishes the rest
     const again = await start();
     await until(async () => (await outboxIds()).size === 0, 'the outbox to empty', 120_000);
     expect((await terminate(again)).code).toBe(0);
-    await until(() => delivered.size >= EVENTS, 'every event to arrive', 60_000);
+    await until(() => delivered.size >= EVENTS, 'every event to arrive', 120_000);
     expect([...queued].filter((id) => !delivered.has(id))).toEqual([]);
     expect(delivered.size).toBe(EVENTS);
   });
