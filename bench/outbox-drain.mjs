@@ -43,6 +43,9 @@ const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:
 const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const log = kit.createLogger('bench', 'silent');
 const SCHEMA = 'telemetry';
+/** No migrations of its own: the kit's tables (outbox, inbox) are what the runs need. */
+const noMigrations = mkdtempSync(join(tmpdir(), 'bench-migrations-'));
+process.on('exit', () => rmSync(noMigrations, { recursive: true, force: true }));
 
 /** The breach events of EVENTS readings, in one statement (ids match the envelopes). */
 const queueEvents = (n) =>
@@ -109,7 +112,7 @@ async function clusterRun() {
   const db = await kit.openDatabase({ url: url.toString(), poolSize: 4, name: 'bench-drain' });
   let bus;
   try {
-    await kit.migrate(db, SCHEMA, mkdtempSync(join(tmpdir(), 'bench-migrations-')));
+    await kit.migrate(db, SCHEMA, noMigrations);
     bus = await kit.AmqpBus.connect(AMQP_URL, exchange, log, {
       declare: [{ queue: 'breaches', bindings: ['environmental.breach'] }],
       queueType: process.env.LAB_BUS_QUEUE_TYPE ?? 'quorum',
@@ -136,12 +139,12 @@ async function embeddedRun() {
   const db = await kit.openDatabase({ dataDir: dir });
   const bus = new kit.MemoryBus(log);
   try {
-    await kit.migrate(db, SCHEMA, mkdtempSync(join(tmpdir(), 'bench-migrations-')));
+    await kit.migrate(db, SCHEMA, noMigrations);
     for (const [schema, queue, bindings] of [
       ['notifications', 'notifications.reactions', ['environmental.breach', 'job.updated']],
       ['webhooks', 'webhooks.deliveries', ['environmental.#']],
     ]) {
-      await kit.migrate(db, schema, mkdtempSync(join(tmpdir(), 'bench-migrations-')));
+      await kit.migrate(db, schema, noMigrations);
       await kit.consumeWithInbox({ bus, db, schema, queue, bindings, handler: async () => undefined });
     }
     const counted = { n: 0 };
