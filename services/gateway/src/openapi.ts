@@ -542,7 +542,7 @@ function errorStatuses(route: Route, op: Op): string[] {
   if (params) out.add('404');
   if (route.idempotent || route.handler.kind === 'sign_experiment' || (route.handler.kind === 'admin' && route.method !== 'DELETE')) out.add('409');
   if (publicAuth) out.add('429');
-  if (route.service || route.handler.kind === 'pending') out.add('503');
+  if (route.service || route.handler.kind === 'pending' || route.handler.kind === 'dead_letters') out.add('503');
   return [...out];
 }
 
