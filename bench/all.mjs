@@ -15,6 +15,7 @@ const SCENARIOS = {
   'audit-paging': 'audit-paging.mjs',
   overhead: 'overhead.mjs',
   memory: 'memory.mjs',
+  'outbox-drain': 'outbox-drain.mjs',
 };
 const chosen = process.env.BENCH_SCENARIOS?.split(',') ?? Object.keys(SCENARIOS);
 let failed = 0;

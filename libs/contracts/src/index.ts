@@ -10,5 +10,6 @@ export * as jobs from './lab/jobs/v1/jobs.js';
 export * as webhooks from './lab/webhooks/v1/webhooks.js';
 export * as orders from './lab/orders/v1/orders.js';
 export * as telemetry from './lab/telemetry/v1/telemetry.js';
+export * as outbox from './lab/outbox/v1/dead_letters.js';
 export { JOB_TYPES, type JobType } from './job-types.js';
 export { DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';

@@ -30,13 +30,58 @@ export interface SubscribeOptions {
   transient?: boolean;
   /** attempts before a message is parked in `<queue>.dlq` */
   maxAttempts?: number;
+  /**
+   * Handles several messages at once, all or nothing (one transaction): the
+   * in-process bus hands a relay batch over this way, and falls back to
+   * `handler`, one message at a time, when it fails. RabbitMQ consumers use
+   * `handler` only.
+   */
+  handleBatch?: (msgs: BusMessage[]) => Promise<void>;
+}
+
+/**
+ * A message of a publish that the bus did not take, while the rest of the batch
+ * was taken: a broker's negative confirm, or (in-process) a consumer that failed
+ * on it. A publish that fails as a whole (no broker, channel lost) throws instead.
+ */
+export interface Refusal {
+  id: string;
+  error: string;
+  /** a dependency away for now: retried without counting toward setting the message aside */
+  transient?: boolean;
+  /** the consumer (queue) that gave up on it after its last attempt: set aside, not retried */
+  deadFor?: string;
+}
+
+/** What a publish did not deliver; every message not named here was taken. */
+export interface PublishOutcome {
+  refused: Refusal[];
+}
+
+/** A message already written as JSON (the outbox's text), with what routing needs. */
+export interface SerializedMessage {
+  id: string;
+  type: string;
+  request_id?: string;
+  /** the whole BusMessage as JSON */
+  body: string;
 }
 
 export interface Bus {
-  /** Resolves once the broker has confirmed every message. */
-  publish(messages: BusMessage[]): Promise<void>;
+  /**
+   * Resolves once the broker has confirmed (or refused, one by one) every
+   * message; rejects when the batch could not be handed over at all.
+   */
+  publish(messages: BusMessage[]): Promise<PublishOutcome | void>;
   subscribe(opts: SubscribeOptions): Promise<void>;
   readonly connected: boolean;
+  /** Calls `listener` each time the bus (re)connects: a backlog can go out at once. */
+  onConnected?(listener: () => void): void;
+  /**
+   * publish() for messages already written as JSON, sent as they are (a broker in
+   * another process): the outbox relay then neither parses nor rewrites them.
+   */
+  publishSerialized?(messages: SerializedMessage[]): Promise<PublishOutcome | void>;
   /**
    * Whether publish hands messages to consumers in this very process, which may
    * write to the same database before it resolves: the outbox relay must then not
@@ -69,6 +114,7 @@ export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
     get connected() {
       return bus.connected;
     },
+    onConnected: (listener) => bus.onConnected?.(listener),
     deliversInProcess: bus.deliversInProcess,
     close: () => {
       // nothing may wait on a bus that is closing: the publishes fail instead
@@ -237,6 +283,8 @@ export interface AmqpBusOptions {
    * before its consumer first started is kept rather than routed to no queue.
    */
   declare?: readonly { queue: string; bindings: readonly string[] }[];
+  /** confirm channels publishes are spread over (default 3, as many as the outbox relay's batches in flight) */
+  publishChannels?: number;
 }
 
 interface AmqpMuxInternals {
@@ -297,11 +345,14 @@ export class AmqpBus implements Bus {
   private model?: RecoveringChannelModel;
   /** the connection's current channel model (a new one after each reconnect) */
   private current?: ChannelModel;
-  private channel?: ConfirmChannel;
+  /** the confirm channels publishes go through, taken in turn (a slot is empty while its channel reopens) */
+  private channels: (ConfirmChannel | undefined)[] = [];
+  private nextChannel = 0;
   private readonly subscriptions: SubscribeOptions[] = [];
   /** queues found to exist with other arguments, each warned about once */
   private readonly otherTypeWarned = new Set<string>();
   private closing = false;
+  private readonly connectedListeners: (() => void)[] = [];
   readonly deliversInProcess = false;
 
   private constructor(
@@ -318,7 +369,7 @@ export class AmqpBus implements Bus {
   }
 
   get connected(): boolean {
-    return !!this.channel;
+    return this.channels.some(Boolean);
   }
 
   private async start(): Promise<void> {
@@ -326,7 +377,7 @@ export class AmqpBus implements Bus {
       recovery: { initialDelay: 200, maxDelay: 5_000, initialMaxRetries: 20, setup: (m: ChannelModel) => this.setup(m) },
     });
     this.model.on('disconnect', (err: Error) => {
-      this.channel = undefined;
+      this.channels = [];
       this.current = undefined;
       if (!this.closing) this.log.warn({ err: err?.message }, 'bus disconnected, reconnecting');
     });
@@ -336,7 +387,8 @@ export class AmqpBus implements Bus {
   private async setup(model: ChannelModel): Promise<void> {
     this.current = model;
     coalesceFrameWrites(model);
-    const ch = await this.publishChannel(model);
+    const channels: ConfirmChannel[] = [];
+    for (let slot = 0; slot < Math.max(1, this.opts.publishChannels ?? 3); slot++) channels.push(await this.publishChannel(model, slot));
     const declaring = new DeclareChannel(model);
     try {
       for (const route of this.opts.declare ?? []) await this.declareDurable(declaring, route.queue, route.bindings);
@@ -344,23 +396,45 @@ export class AmqpBus implements Bus {
       await declaring.close();
     }
     for (const sub of this.subscriptions) await this.consume(model, sub);
-    this.channel = ch;
+    this.channels = channels;
     this.log.info({ exchange: this.exchange }, 'bus connected');
+    this.notifyConnected();
+  }
+
+  onConnected(listener: () => void): void {
+    this.connectedListeners.push(listener);
+  }
+
+  private notifyConnected(): void {
+    for (const listener of this.connectedListeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.log.warn({ err }, 'bus connected listener failed');
+      }
+    }
   }
 
   /**
-   * The confirm channel publishes go through. The broker may close a channel while
-   * the connection stays up (a message it refuses, a deleted exchange): the
-   * connection's recovery would never notice, and every publish after would fail
-   * `bus_unavailable` until a restart. So a channel closed that way is replaced.
+   * A confirm channel publishes go through (slot `slot` of several: a channel is
+   * one process in the broker, which routes and confirms its messages one after
+   * another, so batches published at once go faster on channels of their own).
+   * The broker may close a channel while the connection stays up (a message it
+   * refuses, a deleted exchange): the connection's recovery would never notice,
+   * and every publish after would fail `bus_unavailable` until a restart. So a
+   * channel closed that way is replaced.
    */
-  private async publishChannel(model: ChannelModel): Promise<ConfirmChannel> {
+  private async publishChannel(model: ChannelModel, slot: number): Promise<ConfirmChannel> {
     const ch = await model.createConfirmChannel();
     ch.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus channel error'));
     ch.on('close', () => {
-      if (this.channel !== ch) return;
-      this.channel = undefined;
-      if (!this.closing) this.reopenLater(model, 'publish channel', async () => void (this.channel = await this.publishChannel(model)));
+      if (this.channels[slot] !== ch) return;
+      this.channels[slot] = undefined;
+      if (!this.closing)
+        this.reopenLater(model, 'publish channel', async () => {
+          this.channels[slot] = await this.publishChannel(model, slot);
+          this.notifyConnected();
+        });
     });
     await ch.assertExchange(this.exchange, 'topic', { durable: true });
     return ch;
@@ -384,19 +458,72 @@ export class AmqpBus implements Bus {
     }, delayMs).unref();
   }
 
-  async publish(messages: BusMessage[]): Promise<void> {
-    const ch = this.channel;
+  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
+    return this.publishSerialized(messages.map((m) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m) })));
+  }
+
+  /**
+   * Publishes with a confirm callback per message: a negative confirm refuses
+   * that message alone (the relay keeps it and sends the rest on), while a
+   * channel or connection lost before every confirm came fails the whole batch,
+   * which is then the broker's state, not the messages'. The bodies are sent as
+   * given (the outbox's JSON text): not parsed and written again.
+   */
+  async publishSerialized(messages: SerializedMessage[]): Promise<PublishOutcome> {
+    const ch = this.takeChannel();
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
-    for (const m of messages) {
-      ch.publish(this.exchange, m.type, Buffer.from(JSON.stringify(m)), {
-        persistent: true,
-        messageId: m.id,
-        contentType: 'application/json',
-        timestamp: Math.floor(Date.now() / 1000),
-        headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
-      });
+    // one promise for the batch, settled by the last confirm (a promise per
+    // message was a good part of the relay's garbage)
+    const errors: (Error | undefined)[] = new Array(messages.length);
+    let pending = messages.length;
+    let settle!: () => void;
+    const confirmed = new Promise<void>((resolve) => (settle = resolve));
+    const timestamp = Math.floor(Date.now() / 1000);
+    try {
+      for (const [i, m] of messages.entries()) {
+        ch.publish(
+          this.exchange,
+          m.type,
+          Buffer.from(m.body),
+          {
+            persistent: true,
+            messageId: m.id,
+            contentType: 'application/json',
+            timestamp,
+            headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+          },
+          (err: unknown) => {
+            if (err) errors[i] = err as Error;
+            if (--pending === 0) settle();
+          },
+        );
+      }
+    } catch (err) {
+      // a channel that closed under the loop throws on the next publish
+      throw DomainError.unavailable(`message bus channel lost: ${(err as Error)?.message}`, 'bus_unavailable');
     }
-    await ch.waitForConfirms();
+    if (messages.length) await confirmed;
+    const refused: Refusal[] = [];
+    for (const [i, err] of errors.entries()) {
+      if (!err) continue;
+      if (!/nack/i.test(err.message)) throw DomainError.unavailable(`message bus lost before confirming: ${err.message}`, 'bus_unavailable');
+      refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });
+    }
+    return { refused };
+  }
+
+  /** The next open publish channel in turn. */
+  private takeChannel(): ConfirmChannel | undefined {
+    const n = this.channels.length;
+    for (let k = 0; k < n; k++) {
+      const slot = (this.nextChannel + k) % n;
+      const ch = this.channels[slot];
+      if (ch) {
+        this.nextChannel = slot + 1;
+        return ch;
+      }
+    }
+    return undefined;
   }
 
   async subscribe(opts: SubscribeOptions): Promise<void> {
@@ -608,7 +735,7 @@ export class AmqpBus implements Bus {
   async close(): Promise<void> {
     this.closing = true;
     await this.model?.close().catch(() => undefined);
-    this.channel = undefined;
+    this.channels = [];
   }
 }
 
@@ -616,72 +743,93 @@ export class AmqpBus implements Bus {
  * In-process bus for the standalone mode: same topic semantics. `publish`
  * resolves only once every matching consumer has handled the message, so the
  * outbox row is deleted only after its effect is stored: a crash in between
- * means a redelivery from the outbox (dropped by the inbox), never a loss. A
- * failing handler fails the publish, and the relay retries with backoff; after
- * maxAttempts the message is parked for that consumer: logged whole (error level),
- * and kept in `dead` among the latest KEEP_DEAD.
+ * means a redelivery from the outbox (dropped by the inbox), never a loss.
+ *
+ * A consumer gets the relay's batch in one call when it can take a batch
+ * (`handleBatch`, one transaction); if that fails, one message at a time, so a
+ * message that fails holds back no other. A failed message is refused (the relay
+ * keeps its row and retries it with backoff); after maxAttempts (or
+ * MAX_TRANSIENT_WAITS transient failures) the consumer gives up on it and the
+ * refusal says so: the relay moves it to its durable dead-letter table, where an
+ * operator lists and replays it. The counts live in memory: after a restart a
+ * message gets its attempts again.
  */
 export class MemoryBus implements Bus {
   private readonly subs: SubscribeOptions[] = [];
   private readonly failures = new Map<string, number>();
   /** transient failures per message and consumer (capped, see MAX_TRANSIENT_WAITS) */
   private readonly waits = new Map<string, number>();
-  /** How many parked messages `dead` keeps (the latest). */
-  static readonly KEEP_DEAD = 1_000;
-  readonly dead: { queue: string; msg: BusMessage }[] = [];
   readonly connected = true;
   readonly deliversInProcess = true;
   private closed = false;
 
   constructor(private readonly log: Logger) {}
 
-  async publish(messages: BusMessage[]): Promise<void> {
+  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
     if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
-    const work: Promise<void>[] = [];
+    const work: Promise<Refusal[]>[] = [];
     for (const sub of this.subs) {
       const mine = messages.filter((m) => sub.bindings.some((b) => topicMatches(b, m.type)));
       if (mine.length) work.push(this.deliver(sub, mine));
     }
-    const results = await Promise.allSettled(work);
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
+    return { refused: (await Promise.all(work)).flat() };
   }
 
-  /** One consumer's messages, in order, as a queue would hand them over. */
-  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<void> {
-    for (const msg of msgs) {
-      const key = `${sub.queue}|${msg.id}`;
+  /** One consumer's messages: the batch at once if it can, else in order, one by one. */
+  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<Refusal[]> {
+    if (sub.handleBatch && msgs.length > 1) {
       try {
-        observeLag(sub.queue, msg);
-        // A copy, so a consumer never shares objects with the publisher.
-        await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
-        this.failures.delete(key);
-        this.waits.delete(key);
-        metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
-      } catch (err) {
-        // a database or peer away for now is retried (by the relay) as long as it
-        // lasts, without counting toward the attempts after which a message is parked
-        const counted = !isTransientFailure(err);
-        const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
-        const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
-        this.log.warn({ err, queue: sub.queue, type: msg.type, attempt, transient: !counted }, 'message handler failed');
-        if (sub.transient) continue;
-        if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
-          this.failures.delete(key);
-          this.waits.delete(key);
-          metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
-          // the whole message goes to the log, where it outlives the process; the
-          // list keeps only the latest, so a long outage cannot grow it without bound
-          this.log.error({ err, queue: sub.queue, message: msg }, 'message parked after its last attempt');
-          this.dead.push({ queue: sub.queue, msg });
-          if (this.dead.length > MemoryBus.KEEP_DEAD) this.dead.shift();
-          continue;
-        }
-        if (attempt) this.failures.set(key, attempt);
-        if (waits) this.waits.set(key, waits);
-        metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
-        throw err;
+        for (const msg of msgs) observeLag(sub.queue, msg);
+        // copies, so a consumer never shares objects with the publisher
+        await sub.handleBatch(JSON.parse(JSON.stringify(msgs)) as BusMessage[]);
+        for (const msg of msgs) this.forget(`${sub.queue}|${msg.id}`);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' }, msgs.length);
+        return [];
+      } catch {
+        // one of them (or a dependency) failed: each on its own finds out which
       }
+    }
+    const refused: Refusal[] = [];
+    for (const msg of msgs) {
+      const r = await this.deliverOne(sub, msg);
+      if (r) refused.push(r);
+    }
+    return refused;
+  }
+
+  private forget(key: string): void {
+    if (this.failures.size) this.failures.delete(key);
+    if (this.waits.size) this.waits.delete(key);
+  }
+
+  private async deliverOne(sub: SubscribeOptions, msg: BusMessage): Promise<Refusal | undefined> {
+    const key = `${sub.queue}|${msg.id}`;
+    try {
+      observeLag(sub.queue, msg);
+      await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
+      this.forget(key);
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
+      return undefined;
+    } catch (err) {
+      // a database or peer away for now is retried (by the relay) as long as it
+      // lasts, without counting toward the attempts after which a message is parked
+      const counted = !isTransientFailure(err);
+      const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
+      const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
+      this.log.warn({ err, queue: sub.queue, type: msg.type, id: msg.id, attempt, transient: !counted }, 'message handler failed');
+      // a private consumer (cache invalidation and the like) is not retried
+      if (sub.transient) return undefined;
+      const error = (err as Error)?.message ?? String(err);
+      if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
+        this.forget(key);
+        metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });
+        this.log.error({ err, queue: sub.queue, id: msg.id, type: msg.type }, 'message parked after its last attempt');
+        return { id: msg.id, error, deadFor: sub.queue };
+      }
+      if (attempt) this.failures.set(key, attempt);
+      if (waits) this.waits.set(key, waits);
+      metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+      return { id: msg.id, error, transient: !counted };
     }
   }
 

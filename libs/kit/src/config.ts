@@ -52,6 +52,13 @@ export const commonEnv = z.object({
   /** HMAC secret that signs the caller context the gateway passes to services. */
   LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   LAB_DATA_DIR: z.string().default('./data'),
+  /**
+   * How long a stopping process (SIGTERM) keeps publishing its outbox backlog, in
+   * ms, for all its services together; what is left stays in the outbox for the
+   * next start. Keep it well inside the pod's termination grace period (the
+   * chart's 30 s), which must also cover finishing in-flight calls.
+   */
+  LAB_OUTBOX_STOP_FLUSH_MS: envInt(5_000, 0, 600_000),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
 });
 export type CommonEnv = z.infer<typeof commonEnv>;

@@ -424,8 +424,9 @@ export async function migrate(db: Database, schema: string, dir: string): Promis
 }
 
 /**
- * Tables every service schema has: the transactional outbox, the consumer inbox,
- * and the receipts of keyed calls (see receipts.ts).
+ * Tables every service schema has: the transactional outbox and its dead letters
+ * (messages set aside, see outbox.ts), the consumer inbox, and the receipts of
+ * keyed calls (see receipts.ts).
  */
 function kitTables(schema: string): string {
   return `
@@ -439,6 +440,17 @@ function kitTables(schema: string): string {
       created_at timestamptz not null default now()
     );
     create index if not exists outbox_due_idx on ${schema}.outbox (next_attempt_at, seq);
+    create table if not exists ${schema}.dead_letters (
+      id uuid primary key,
+      type text not null,
+      message jsonb not null,
+      queue text,
+      error text not null,
+      attempts integer not null,
+      created_at timestamptz not null,
+      parked_at timestamptz not null default now()
+    );
+    create index if not exists dead_letters_parked_idx on ${schema}.dead_letters (parked_at);
     create table if not exists ${schema}.inbox (
       id uuid primary key,
       received_at timestamptz not null default now()

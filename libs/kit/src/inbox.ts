@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Bus, BusMessage } from './bus.js';
 import type { Database, Tx } from './db.js';
-import { rows } from './db.js';
+import { rows, sqlArray } from './db.js';
 import { requestScope } from './context.js';
 import { metrics } from './metrics.js';
 import { deleteInBatches } from './retention.js';
@@ -32,13 +32,14 @@ export interface InboxConsumerOptions<P = undefined> {
  */
 export async function consumeWithInbox<P = undefined>(opts: InboxConsumerOptions<P>): Promise<void> {
   const table = sql.raw(`${opts.schema}.inbox`);
+  const scoped = <T>(msg: BusMessage, fn: () => Promise<T>) => requestScope.run({ request_id: msg.request_id ?? msg.id }, fn);
   await opts.bus.subscribe({
     queue: opts.queue,
     bindings: opts.bindings,
     prefetch: opts.prefetch,
     maxAttempts: opts.maxAttempts,
     handler: (msg) =>
-      requestScope.run({ request_id: msg.request_id ?? msg.id }, async () => {
+      scoped(msg, async () => {
         const prepared = (opts.prepare ? await opts.prepare(msg) : undefined) as P;
         await opts.db.tx(async (tx) => {
           const fresh = await rows<{ id: string }>(
@@ -52,6 +53,31 @@ export async function consumeWithInbox<P = undefined>(opts: InboxConsumerOptions
           await opts.handler(tx, msg, prepared);
         });
       }),
+    // A batch (the in-process bus's relay batch) in one transaction: one inbox
+    // insert for all ids and one commit, instead of one of each per message. All
+    // or nothing: when it fails, the bus hands the messages over one by one.
+    handleBatch: async (msgs) => {
+      const prepared: P[] = [];
+      for (const msg of msgs) prepared.push((opts.prepare ? await scoped(msg, () => opts.prepare!(msg)) : undefined) as P);
+      await opts.db.tx(async (tx) => {
+        const fresh = new Set(
+          (
+            await rows<{ id: string }>(
+              tx,
+              sql`insert into ${table} (id) select unnest(${sqlArray(msgs.map((m) => m.id))}::uuid[]) on conflict do nothing returning id`,
+            )
+          ).map((r) => r.id),
+        );
+        for (const [i, msg] of msgs.entries()) {
+          // taken from the set once handled: an id twice in one batch is handled once
+          if (!fresh.delete(msg.id)) {
+            metrics().consumed.inc({ queue: opts.queue, outcome: 'duplicate' });
+            continue;
+          }
+          await scoped(msg, () => opts.handler(tx, msg, prepared[i] as P));
+        }
+      });
+    },
   });
 }
 

@@ -12,6 +12,7 @@ export * from './bus.js';
 export * from './coalesced-runner.js';
 export * from './batcher.js';
 export * from './outbox.js';
+export * from './dead-letters.js';
 export * from './receipts.js';
 export * from './inbox.js';
 export * from './net-guard.js';

@@ -107,6 +107,7 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
     poolSize: cfg.DATABASE_POOL_SIZE,
     grpcAddress: `${cfg.GRPC_HOST}:${cfg.GRPC_PORT}`,
     grpcMaxConnectionAgeMs: cfg.GRPC_MAX_CONNECTION_AGE_MS,
+    outboxStopFlushMs: cfg.LAB_OUTBOX_STOP_FLUSH_MS,
   });
   const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log);
   log.info({ port: svc.port }, `${def.name} ready`);

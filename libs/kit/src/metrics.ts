@@ -34,6 +34,11 @@ function build() {
       help: 'Failed outbox publish attempts',
       labelNames: ['service'] as const,
     }),
+    outboxDeadLetters: new client.Counter({
+      name: 'lab_outbox_dead_letters_total',
+      help: 'Messages set aside in the dead-letter table (a consumer gave up on them, or the broker kept refusing them)',
+      labelNames: ['service'] as const,
+    }),
     outboxBacklog: new client.Gauge({
       name: 'lab_outbox_backlog',
       help: 'Unpublished outbox rows seen at the last relay pass',

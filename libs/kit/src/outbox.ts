@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { Bus, BusMessage } from './bus.js';
-import { pipelined, PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.js';
+import type { Bus, BusMessage, PublishOutcome, Refusal } from './bus.js';
+import { pipelined, PLANNED_PER_CALL, rows, sqlArray, utcMicros, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import { errText, type Logger } from './logger.js';
 import { metrics } from './metrics.js';
@@ -119,6 +119,8 @@ export const jsonAnswer = (json: string): { json: string } => ({ json });
 interface ClaimedRow {
   id: string;
   seq: string;
+  type: string;
+  request_id: string | null;
   message: string;
   attempts: number;
   age_s: number;
@@ -126,6 +128,20 @@ interface ClaimedRow {
 
 /** How long a claimed row has waited since its transaction wrote it. */
 const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
+
+/**
+ * Refusals of one message by a broker (negative confirms) after which the relay
+ * sets it aside in the dead-letter table instead of trying it again: the rest of
+ * the outbox goes on either way, this only stops one message cycling forever.
+ */
+export const MAX_BROKER_REFUSALS = 8;
+
+/** Default of `stopFlushMs`: well inside the chart's 30-second termination grace period. */
+export const DEFAULT_STOP_FLUSH_MS = 5_000;
+
+const DEFAULT_BATCH = 500;
+/** Batches in flight at once on the locked path (see OutboxOptions.concurrency; bench/outbox-drain.mjs). */
+const DEFAULT_CONCURRENCY = 3;
 
 export interface OutboxOptions {
   service: string;
@@ -137,10 +153,43 @@ export interface OutboxOptions {
   /** fallback poll interval; commits kick the relay at once */
   pollMs?: number;
   batchSize?: number;
+  /**
+   * Batches published at once, each claimed by its own transaction (SKIP LOCKED
+   * keeps them apart), when rows are locked while published (PostgreSQL and a
+   * broker in another process): a batch's confirms and DELETE round trips overlap
+   * the next one's. The in-process bus and the embedded database take one batch
+   * at a time.
+   */
+  concurrency?: number;
   /** how long the relay waits for a broker's confirmation while it holds the batch's row locks */
   publishTimeoutMs?: number;
+  /**
+   * How long stop() keeps publishing the backlog (default DEFAULT_STOP_FLUSH_MS);
+   * what is left then stays in the outbox for the next start.
+   */
+  stopFlushMs?: number;
   /** receipts of keyed calls, claimed by their first write (a service's; unset in tools and tests) */
   receipts?: Receipts;
+}
+
+/** A message set aside: a consumer gave up on it, or the broker kept refusing it. */
+export interface DeadLetter {
+  id: string;
+  type: string;
+  /** the consumer(s) that gave up on it; null when the broker refused it */
+  queue: string | null;
+  error: string;
+  attempts: number;
+  created_at: string;
+  parked_at: string;
+  message: BusMessage;
+}
+
+/** What one relay pass did: rows claimed, rows gone from the outbox, and whether the bus was away. */
+interface PassResult {
+  claimed: number;
+  removed: number;
+  down?: unknown;
 }
 
 /**
@@ -148,20 +197,48 @@ export interface OutboxOptions {
  * messages in the same transaction; after commit the relay is kicked and
  * publishes them with confirms, deleting each batch only once the broker has
  * confirmed it. Rows are claimed with FOR UPDATE SKIP LOCKED, so replicas
- * share the work; a failed publish is retried with backoff.
+ * share the work.
+ *
+ * Two kinds of failure are kept apart. The bus away (no connection, a channel
+ * lost, no confirm in time) is the broker's state, not the messages': their rows
+ * are left as they are, the relay logs once that it is down and tries again on
+ * the next poll and at once when the bus reconnects. A message refused on its
+ * own (a negative confirm, an in-process consumer failing on it) is retried with
+ * backoff on its row while the rest of its batch goes on, and is set aside in
+ * the dead-letter table when the consumer gives up or the broker has refused it
+ * MAX_BROKER_REFUSALS times.
  */
 export class Outbox {
   private timer?: NodeJS.Timeout;
   private readonly table;
+  private readonly deadTable;
   private readonly relay: CoalescedRunner;
+  /** set while the bus is away: since when, and how many passes failed on it */
+  private down?: { since: number; passes: number };
+  /** stop() has run: a second call (a service stopping after its process flushed) does nothing */
+  private stopped = false;
 
   constructor(private readonly opts: OutboxOptions) {
     this.table = sql.raw(`${opts.schema}.outbox`);
+    this.deadTable = sql.raw(`${opts.schema}.dead_letters`);
     // a full batch means there may be more: drain again at once
     this.relay = new CoalescedRunner(
-      async () => (await this.drainOnce()) === (opts.batchSize ?? 500),
+      async () => {
+        const r = await this.passes(opts.publishTimeoutMs ?? 10_000);
+        return !r.down && r.claimed > 0 && r.full;
+      },
       (err) => opts.log.warn({ err }, 'outbox relay pass failed'),
     );
+    // a backlog goes out as soon as the broker is back, not at the next poll
+    opts.bus.onConnected?.(() => this.kick());
+  }
+
+  private get batchSize(): number {
+    return this.opts.batchSize ?? DEFAULT_BATCH;
+  }
+
+  private get leased(): boolean {
+    return this.opts.bus.deliversInProcess || this.opts.db.kind === 'pglite';
   }
 
   /**
@@ -210,6 +287,7 @@ export class Outbox {
   }
 
   start(): void {
+    this.stopped = false;
     this.relay.resume();
     const tick = () => {
       this.kick();
@@ -225,54 +303,85 @@ export class Outbox {
   }
 
   /**
-   * Publishes one batch; returns how many rows it took. A broker in another
-   * process gets the batch under row locks, an in-process bus (or the embedded
-   * database's one connection) under a lease.
+   * Publishes one batch; returns how many rows it took off the outbox (published,
+   * or set aside as dead letters). A broker in another process gets the batch
+   * under row locks, an in-process bus (or the embedded database's one
+   * connection) under a lease.
    */
   async drainOnce(): Promise<number> {
-    const { db, bus } = this.opts;
-    const taken = bus.deliversInProcess || db.kind === 'pglite' ? await this.drainLeased() : await this.drainLocked();
-    metrics().outboxBacklog.set({ service: this.opts.service }, taken);
-    return taken;
+    return (await this.pass(this.opts.publishTimeoutMs ?? 10_000)).removed;
   }
 
   /**
-   * Rows are locked FOR UPDATE SKIP LOCKED (replicas share the work) by a
-   * transaction that publishes them and deletes them once the broker has
-   * confirmed. Nothing is written to claim them: the lease UPDATE this replaces
-   * wrote a new version of every row, a seventh of a keyed write's WAL. A relay
-   * that dies mid-batch releases its rows at once with its connection, and a
-   * publish is bounded in time, so a broker that stops answering cannot hold
-   * the locks.
+   * `concurrency` passes at once (one on the leased path); `full` when one found
+   * a full batch. Each pass starts once the one before has claimed a full batch,
+   * and claims after it (seq above that batch's last): its index scan then starts
+   * past the rows the other passes of this process hold, instead of stepping over
+   * each of them locked (SKIP LOCKED still keeps replicas apart).
    */
-  private async drainLocked(): Promise<number> {
+  private async passes(timeoutMs: number): Promise<PassResult & { full: boolean }> {
+    const n = this.leased ? 1 : Math.max(1, this.opts.concurrency ?? DEFAULT_CONCURRENCY);
+    const running: Promise<PassResult>[] = [];
+    let after: string | undefined;
+    for (let k = 0; k < n; k++) {
+      let claimedUpTo!: (seq: string | undefined) => void;
+      const claimed = new Promise<string | undefined>((resolve) => (claimedUpTo = resolve));
+      running.push(this.pass(timeoutMs, after, claimedUpTo).finally(() => claimedUpTo(undefined)));
+      after = await claimed;
+      if (after === undefined) break;
+    }
+    const results = await Promise.all(running);
+    return {
+      claimed: results.reduce((a, r) => a + r.claimed, 0),
+      removed: results.reduce((a, r) => a + r.removed, 0),
+      down: results.find((r) => r.down)?.down,
+      full: results.some((r) => r.claimed === this.batchSize),
+    };
+  }
+
+  /**
+   * One batch. `after`: claim only rows past this seq; `claimedUpTo` is told the
+   * last seq of a full batch once it is claimed (undefined otherwise).
+   */
+  private async pass(timeoutMs: number, after?: string, claimedUpTo?: (seq: string | undefined) => void): Promise<PassResult> {
+    const r = this.leased ? await this.drainLeased(timeoutMs) : await this.drainLocked(timeoutMs, after, claimedUpTo);
+    metrics().outboxBacklog.set({ service: this.opts.service }, r.claimed);
+    if (r.down) this.busDown(r.down);
+    else if (r.claimed) this.busUp();
+    return r;
+  }
+
+  /**
+   * Rows are locked FOR UPDATE SKIP LOCKED (replicas, and the passes running at
+   * once, share the work) by a transaction that publishes them and deletes them
+   * once the broker has confirmed. Nothing is written to claim them: the lease
+   * UPDATE this replaces wrote a new version of every row, a seventh of a keyed
+   * write's WAL. A relay that dies mid-batch releases its rows at once with its
+   * connection, and a publish is bounded in time, so a broker that stops
+   * answering cannot hold the locks. The bus away leaves the rows untouched.
+   */
+  private async drainLocked(timeoutMs: number, after?: string, claimedUpTo?: (seq: string | undefined) => void): Promise<PassResult> {
     return this.opts.db.tx(async (tx) => {
       const claimed = await rows<ClaimedRow>(
         tx,
         // ordered by the column t.seq (a bare `seq` would be the text alias): the
         // primary key's index scan, which skips deleted rows' entries once seen
-        sql`${PLANNED_PER_CALL}select id, seq::text as seq, message::text as message, attempts, ${AGE_S}
-            from ${this.table} t where next_attempt_at <= now()
-            order by t.seq limit ${this.opts.batchSize ?? 500} for update skip locked`,
+        sql`${PLANNED_PER_CALL}select id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}
+            from ${this.table} t where next_attempt_at <= now() ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
+            order by t.seq limit ${this.batchSize} for update skip locked`,
       );
-      if (!claimed.length) return 0;
-      const ids = sqlArray(claimed.map((r) => r.id));
+      claimedUpTo?.(claimed.length === this.batchSize ? claimed[claimed.length - 1]!.seq : undefined);
+      if (!claimed.length) return { claimed: 0, removed: 0 };
+      let outcome: PublishOutcome | void;
       try {
-        await this.publishInTime(this.publish(claimed));
-      } catch (err) {
-        // the backoff commits with the transaction; the rows stay for a later pass
-        pipelined(tx, () =>
-          tx.execute(sql`${PLANNED_PER_CALL}update ${this.table}
-            set attempts = attempts + 1, next_attempt_at = now() + (${this.backoffMs(claimed, 1)} * interval '1 millisecond')
-            where id = any(${ids}::uuid[])`),
-        );
-        this.publishFailed(err, claimed.length);
-        return 0;
+        outcome = await this.publishInTime(this.publish(claimed), timeoutMs);
+      } catch (down) {
+        // the transaction ends without a write: the rows are unlocked as they were
+        return { claimed: claimed.length, removed: 0, down };
       }
-      // confirmed: the rows go with the COMMIT, sent right behind the DELETE
-      pipelined(tx, () => tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`));
-      this.published(claimed);
-      return claimed.length;
+      // the rows' fate goes with the COMMIT, sent right behind these statements
+      const removed = this.settle(tx, claimed, outcome);
+      return { claimed: claimed.length, removed };
     });
   }
 
@@ -281,22 +390,22 @@ export class Outbox {
    * transaction: the in-process bus writes to the same (possibly embedded, one
    * connection) database while it delivers. A process that dies mid-batch
    * leaves the rows to come due again when the lease ends: at least once,
-   * never lost.
+   * never lost. The bus away gives the lease back at once.
    */
-  private async drainLeased(): Promise<number> {
+  private async drainLeased(timeoutMs: number): Promise<PassResult> {
     const { db } = this.opts;
     // One statement, so its own transaction: no BEGIN and COMMIT round trips.
     // The claimed rows are updated by their ctid (a TID scan): joined by id,
     // PostgreSQL scanned the whole table, dead rows of earlier batches included.
     const claimed = await db.rows<ClaimedRow>(
-      sql`${PLANNED_PER_CALL}update ${this.table} set attempts = attempts + 1, next_attempt_at = now() + interval '30 seconds'
+      sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() + interval '30 seconds'
           where ctid = any(array(select ctid from ${this.table} where next_attempt_at <= now()
-                                 order by seq limit ${this.opts.batchSize ?? 500} for update skip locked))
-          returning id, seq::text as seq, message::text as message, attempts, ${AGE_S}`,
+                                 order by seq limit ${this.batchSize} for update skip locked))
+          returning id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}`,
     );
-    if (!claimed.length) return 0;
+    if (!claimed.length) return { claimed: 0, removed: 0 };
     claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
-    const ids = sqlArray(claimed.map((r) => r.id));
+    let outcome: PublishOutcome | void;
     try {
       // A broker in another process (embedded database with RabbitMQ) is given the
       // same time limit as under row locks: one that stops confirming (a memory or
@@ -304,36 +413,133 @@ export class Outbox {
       // in-process bus resolves once its consumers are done, which takes as long
       // as they take.
       const publishing = this.publish(claimed);
-      await (this.opts.bus.deliversInProcess ? publishing : this.publishInTime(publishing));
-    } catch (err) {
-      await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table}
-          set next_attempt_at = now() + (${this.backoffMs(claimed, 0)} * interval '1 millisecond') where id = any(${ids}::uuid[])`);
-      this.publishFailed(err, claimed.length);
-      return 0;
+      outcome = await (this.opts.bus.deliversInProcess ? publishing : this.publishInTime(publishing, timeoutMs));
+    } catch (down) {
+      const ids = sqlArray(claimed.map((r) => r.id));
+      await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() where id = any(${ids}::uuid[])`);
+      return { claimed: claimed.length, removed: 0, down };
     }
-    await db.orm.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`);
-    this.published(claimed);
-    return claimed.length;
+    const removed = await db.tx(async (tx) => this.settle(tx, claimed, outcome));
+    return { claimed: claimed.length, removed };
   }
 
-  private publishInTime(publishing: Promise<void>): Promise<void> {
-    const ms = this.opts.publishTimeoutMs ?? 10_000;
+  /**
+   * Hands the statements that settle a published batch to the transaction
+   * (pipelined: they travel with its COMMIT): confirmed rows deleted, set-aside
+   * ones moved to the dead-letter table, refused ones given a backoff. Returns
+   * how many rows leave the outbox.
+   */
+  private settle(tx: Tx, claimed: ClaimedRow[], outcome: PublishOutcome | void): number {
+    const refusals = new Map<string, Refusal[]>();
+    for (const r of outcome?.refused ?? []) refusals.set(r.id, [...(refusals.get(r.id) ?? []), r]);
+    const done: ClaimedRow[] = [];
+    const dead: { row: ClaimedRow; queue: string | null; error: string }[] = [];
+    const retry: string[] = [];
+    const wait: string[] = [];
+    for (const row of claimed) {
+      const refused = refusals.get(row.id);
+      if (!refused) {
+        done.push(row);
+      } else if (refused.every((r) => r.deadFor)) {
+        dead.push({ row, queue: refused.map((r) => r.deadFor).join(', '), error: refused[0]!.error });
+      } else if (!this.opts.bus.deliversInProcess && row.attempts + 1 >= MAX_BROKER_REFUSALS) {
+        dead.push({ row, queue: null, error: refused[0]!.error });
+      } else if (refused.every((r) => r.transient)) {
+        wait.push(row.id);
+      } else {
+        retry.push(row.id);
+      }
+    }
+    if (done.length) {
+      const ids = sqlArray(done.map((r) => r.id));
+      pipelined(tx, () => tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`));
+      this.published(done);
+    }
+    if (dead.length) {
+      const ids = sqlArray(dead.map((d) => d.row.id));
+      const queues = sqlArray(dead.map((d) => d.queue));
+      const errors = sqlArray(dead.map((d) => d.error.slice(0, 2_000)));
+      pipelined(tx, () =>
+        tx.execute(sql`with moved as (delete from ${this.table} where id = any(${ids}::uuid[])
+                                      returning id, type, message, attempts, created_at)
+          insert into ${this.deadTable} (id, type, message, queue, error, attempts, created_at)
+          select m.id, m.type, m.message, d.queue, d.error, m.attempts + 1, m.created_at
+          from moved m join unnest(${ids}::uuid[], ${queues}::text[], ${errors}::text[]) as d(id, queue, error) on d.id = m.id
+          on conflict (id) do update set message = excluded.message, queue = excluded.queue, error = excluded.error,
+            attempts = excluded.attempts, parked_at = now()`),
+      );
+      metrics().outboxDeadLetters.inc({ service: this.opts.service }, dead.length);
+      for (const d of dead) {
+        this.opts.log.error(
+          { id: d.row.id, queue: d.queue, error: d.error, attempts: d.row.attempts + 1 },
+          'message set aside in the dead-letter table (list and replay: /admin/v1/dead-letters)',
+        );
+      }
+    }
+    if (retry.length) {
+      // exponential backoff per row, from the refusals it has had
+      pipelined(tx, () =>
+        tx.execute(sql`${PLANNED_PER_CALL}update ${this.table} set attempts = attempts + 1,
+            next_attempt_at = now() + least(30000, 250 * power(2, least(attempts + 1, 7))) * interval '1 millisecond'
+          where id = any(${sqlArray(retry)}::uuid[])`),
+      );
+    }
+    if (wait.length) {
+      // a consumer's dependency away for now: not counted, tried again shortly
+      pipelined(tx, () =>
+        tx.execute(sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() + interval '1 second'
+          where id = any(${sqlArray(wait)}::uuid[])`),
+      );
+    }
+    if (retry.length || wait.length) {
+      metrics().outboxPublishFailures.inc({ service: this.opts.service }, retry.length + wait.length);
+      this.opts.log.warn({ refused: retry.length + wait.length, ids: [...retry, ...wait].slice(0, 10) }, 'outbox messages refused, will retry them');
+    }
+    return done.length + dead.length;
+  }
+
+  private publishInTime(publishing: Promise<PublishOutcome | void>, ms: number): Promise<PublishOutcome | void> {
     return withTimeout(publishing, ms, `no confirmation within ${ms} ms`);
   }
 
-  private publish(claimed: ClaimedRow[]): Promise<void> {
-    return this.opts.bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+  private publish(claimed: ClaimedRow[]): Promise<PublishOutcome | void> {
+    const { bus } = this.opts;
+    // a broker in another process takes the rows' JSON text as it is
+    if (bus.publishSerialized && !bus.deliversInProcess) {
+      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message })));
+    }
+    return bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
   }
 
-  /** Exponential backoff from the batch's most tried row (`pending` attempts not yet counted). */
-  private backoffMs(claimed: ClaimedRow[], pending: number): number {
-    const attempts = Math.max(...claimed.map((r) => r.attempts)) + pending;
-    return Math.min(30_000, 250 * 2 ** Math.min(attempts, 7));
-  }
-
-  private publishFailed(err: unknown, count: number): void {
+  /** The bus away: logged when it starts (not on every pass), counted on every pass. */
+  private busDown(err: unknown): void {
     metrics().outboxPublishFailures.inc({ service: this.opts.service });
-    this.opts.log.warn({ err: errText(err), count }, 'outbox publish failed, will retry');
+    if (this.down) {
+      this.down.passes++;
+      return;
+    }
+    this.down = { since: Date.now(), passes: 1 };
+    this.opts.log.warn({ err: errText(err) }, 'outbox relay: message bus unavailable; events stay in the outbox until it is back');
+  }
+
+  /** The bus back: logged once, with how long it was away and the backlog it left. */
+  private busUp(): void {
+    const was = this.down;
+    if (!was) return;
+    this.down = undefined;
+    void this.backlog().then(
+      (backlog) =>
+        this.opts.log.info(
+          { down_ms: Date.now() - was.since, failed_passes: was.passes, backlog },
+          'outbox relay: message bus back, publishing the backlog',
+        ),
+      () => undefined,
+    );
+  }
+
+  /** Rows waiting in the outbox. */
+  async backlog(): Promise<number> {
+    return (await this.opts.db.rows<{ n: number }>(sql`select count(*)::int as n from ${this.table}`))[0]!.n;
   }
 
   private published(claimed: ClaimedRow[]): void {
@@ -342,17 +548,59 @@ export class Outbox {
     for (const r of claimed) metrics().outboxLag.observe({ service }, Number(r.age_s));
   }
 
-  /** Stops polling and publishes what is left (used on SIGTERM). */
-  async stop(): Promise<void> {
+  /** The dead letters, latest first, and how many there are. */
+  async deadLetters(limit: number, offset: number): Promise<{ data: DeadLetter[]; total: number }> {
+    const [data, [count]] = await Promise.all([
+      this.opts.db.rows<DeadLetter>(
+        sql`select id::text, type, queue, error, attempts, ${utcMicros(sql.raw('created_at'))} as created_at,
+                   ${utcMicros(sql.raw('parked_at'))} as parked_at, message
+            from ${this.deadTable} order by parked_at desc, id limit ${limit} offset ${offset}`,
+      ),
+      this.opts.db.rows<{ n: number }>(sql`select count(*)::int as n from ${this.deadTable}`),
+    ]);
+    return { data, total: count!.n };
+  }
+
+  /**
+   * Puts a dead letter back into the outbox, with its id (consumers that had it
+   * drop it by their inbox) and a fresh count of attempts; false when there is no
+   * such dead letter. The relay is kicked at once.
+   */
+  async replayDeadLetter(id: string): Promise<boolean> {
+    const moved = await this.opts.db.rows<{ id: string }>(
+      sql`with d as (delete from ${this.deadTable} where id = ${id}::uuid returning id, type, message)
+          insert into ${this.table} (id, type, message) select id, type, message from d
+          on conflict (id) do nothing returning id::text`,
+    );
+    if (moved.length) this.kick();
+    return moved.length > 0;
+  }
+
+  /**
+   * Stops polling and publishes what it can of the backlog until `deadline`
+   * (default: stopFlushMs from now), each batch bounded by what is left of it;
+   * the rest stays in the outbox for the next start (used on SIGTERM).
+   */
+  async stop(deadline = Date.now() + (this.opts.stopFlushMs ?? DEFAULT_STOP_FLUSH_MS)): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
-    await this.relay.stop();
+    if (this.stopped) return;
+    this.stopped = true;
+    // the pass under way is waited for until the deadline at most: one stuck on a
+    // broker that stopped confirming must not hold the stop (its rows stay locked
+    // or leased, so they stay in the outbox)
+    const running = this.relay.stop();
+    if (deadline > Date.now()) await withTimeout(running, deadline - Date.now(), 'relay pass still running').catch(() => undefined);
+    let flushed = 0;
     try {
-      while ((await this.drainOnce()) > 0) {
-        /* flush */
+      for (let left = deadline - Date.now(); left > 0; left = deadline - Date.now()) {
+        const r = await this.passes(Math.min(left, this.opts.publishTimeoutMs ?? 10_000));
+        flushed += r.removed;
+        if (r.down || !r.full) break;
       }
+      const backlog = await this.backlog();
+      if (flushed || backlog) this.opts.log.info({ flushed, backlog }, 'outbox flushed on stop; what is left stays for the next start');
     } catch (err) {
       this.opts.log.warn({ err }, 'outbox flush on stop failed; rows stay for the next start');
     }
   }
 }
-

@@ -8,6 +8,7 @@ import { Outbox } from './outbox.js';
 import { pruneInbox } from './inbox.js';
 import { Receipts } from './receipts.js';
 import { Housekeeping, type RetentionRule } from './housekeeping.js';
+import { serveDeadLetters } from './dead-letters.js';
 
 /** What a running service is given by its process (cluster main or standalone). */
 export interface ServiceEnv {
@@ -31,6 +32,8 @@ export interface ServiceEnv {
   peers?: PeerAddresses;
   /** how often the housekeeping pass runs (default hourly; tests shorten it) */
   housekeepingMs?: number;
+  /** how long a stop keeps publishing the outbox backlog (LAB_OUTBOX_STOP_FLUSH_MS) */
+  outboxStopFlushMs?: number;
 }
 
 /** The gRPC target of a service by name (grpc-target.ts), or undefined when it is not deployed. */
@@ -74,8 +77,19 @@ export interface RunningService {
   deps: ServiceDeps;
   /** database and bus checks behind the process's /readyz */
   readiness: Readiness;
-  /** graceful stop: stop accepting, finish calls, flush the outbox, close the database */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop: stop accepting, finish calls, flush the outbox until
+   * `flushDeadline` (epoch ms; default the service's stop flush time from now),
+   * close the database. A process running several services gives them one
+   * deadline, so their flushes share the time instead of adding up.
+   */
+  stop(flushDeadline?: number): Promise<void>;
+  /**
+   * Stops the outbox relay after publishing what it can until `deadline`: a
+   * process of several services flushes them all, side by side, while every
+   * consumer is still there, before it stops any of them.
+   */
+  flushOutbox(deadline: number): Promise<void>;
 }
 
 const HOUSEKEEPING_MS = 60 * 60_000;
@@ -104,10 +118,11 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const applied = await migrate(db, def.schema, def.migrationsDir);
   if (applied.length) log.info({ applied }, 'migrations applied');
   const receipts = new Receipts(db, def.schema, log);
-  const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts });
+  const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts, stopFlushMs: env.outboxStopFlushMs });
   const deps: ServiceDeps = { log, bus: env.bus, db, outbox, secret: env.secret, peers: env.peers ?? envPeers, dataDir: env.dataDir };
   const server = new GrpcServer({ name: def.name, logger: log, secret: env.secret, receipts, maxConnectionAgeMs: env.grpcMaxConnectionAgeMs });
   const stopOwn = await def.register(server, deps);
+  serveDeadLetters(server, outbox);
   const port = await server.listen(env.grpcAddress);
   outbox.start();
   const host = env.grpcAddress.replace(/:\d+$/, '');
@@ -122,11 +137,12 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
     address,
     deps,
     readiness: dependencyReadiness(deps),
-    stop: async () => {
+    flushOutbox: (deadline) => outbox.stop(deadline),
+    stop: async (flushDeadline?: number) => {
       await housekeeping.stop();
       await server.shutdown();
       if (stopOwn) await stopOwn();
-      await outbox.stop();
+      await outbox.stop(flushDeadline);
       await receipts.flush();
       await db.close();
     },

@@ -19,6 +19,7 @@ import {
   MemoryBus,
   createLogger,
   logErr,
+  type BusMessage,
 } from '@lab/kit';
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 
@@ -274,29 +275,35 @@ describe('caller context signing, reused signatures', () => {
   });
 });
 
-describe('MemoryBus parked messages', () => {
-  it('keeps the latest KEEP_DEAD parked messages, and logs each one whole', async () => {
-    const logged: unknown[] = [];
-    const log = createLogger('test', 'error');
-    const spyLog = Object.assign(Object.create(log), { error: (o: unknown) => void logged.push(o), warn: () => undefined });
-    const bus = new MemoryBus(spyLog);
+describe('MemoryBus refusals', () => {
+  const log = createLogger('test', 'silent');
+  const msg = (id: string): BusMessage => ({ id, type: 'thing.done', org_id: null, occurred_at: new Date(0).toISOString(), data: {} });
+
+  it('a message its consumer fails on is refused alone, the rest of the batch delivered; after the last attempt the refusal says the consumer gave up', async () => {
+    const bus = new MemoryBus(log);
+    const handled: string[] = [];
+    const batches: string[][] = [];
     await bus.subscribe({
       queue: 'q',
       bindings: ['thing.#'],
-      maxAttempts: 1,
-      handler: async () => {
-        throw new Error('always fails');
+      maxAttempts: 2,
+      // all or nothing, as consumeWithInbox's transaction: the bad one fails the batch
+      handleBatch: async (ms) => {
+        if (ms.some((m) => m.id === 'bad')) throw new Error('batch rolled back');
+        batches.push(ms.map((m) => m.id));
+      },
+      handler: async (m) => {
+        if (m.id === 'bad') throw new Error('always fails');
+        handled.push(m.id);
       },
     });
-    const extra = 5;
-    for (let i = 0; i < MemoryBus.KEEP_DEAD + extra; i++) {
-      await bus.publish([{ id: `m${i}`, type: 'thing.done', org_id: null, occurred_at: new Date(0).toISOString(), data: { i } }]);
-    }
-    expect(bus.dead).toHaveLength(MemoryBus.KEEP_DEAD);
-    expect(bus.dead[0]!.msg.id).toBe(`m${extra}`);
-    expect(bus.dead.at(-1)!.msg.id).toBe(`m${MemoryBus.KEEP_DEAD + extra - 1}`);
-    expect(logged).toHaveLength(MemoryBus.KEEP_DEAD + extra);
-    expect(logged[0]).toMatchObject({ queue: 'q', message: { id: 'm0', data: { i: 0 } } });
+    expect(await bus.publish([msg('a'), msg('bad'), msg('c')])).toEqual({ refused: [{ id: 'bad', error: 'always fails', transient: false }] });
+    expect(handled).toEqual(['a', 'c']);
+    expect(await bus.publish([msg('bad'), msg('d')])).toEqual({ refused: [{ id: 'bad', error: 'always fails', deadFor: 'q' }] });
+    // a batch that passes goes in one call
+    expect(await bus.publish([msg('e'), msg('f')])).toEqual({ refused: [] });
+    expect(batches).toEqual([['e', 'f']]);
+    expect(handled).toEqual(['a', 'c', 'd']);
   });
 });
 

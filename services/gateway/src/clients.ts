@@ -1,4 +1,4 @@
-import { audit, identity, jobs, notebook, orders, notifications, records, webhooks, telemetry } from '@lab/contracts';
+import { audit, identity, jobs, notebook, orders, notifications, outbox, records, webhooks, telemetry } from '@lab/contracts';
 import { DomainError, RpcClient, type RpcClientOptions } from '@lab/kit';
 
 export type IdentityClient = RpcClient<typeof identity.IdentityServiceService>;
@@ -10,6 +10,7 @@ export type WebhooksClient = RpcClient<typeof webhooks.WebhooksServiceService>;
 export type NotificationsClient = RpcClient<typeof notifications.NotificationsServiceService>;
 export type JobsClient = RpcClient<typeof jobs.JobsServiceService>;
 export type TelemetryClient = RpcClient<typeof telemetry.TelemetryServiceService>;
+export type DeadLetterClient = RpcClient<typeof outbox.DeadLetterServiceService>;
 
 /**
  * gRPC clients by service name, created once per (service, contract) and reused.
@@ -31,6 +32,11 @@ export class Clients {
 
   has(service: string): boolean {
     return !!this.addresses[service];
+  }
+
+  /** Names of the services this deployment has, in the configuration's order. */
+  names(): string[] {
+    return Object.keys(this.addresses).filter((s) => !!this.addresses[s]);
   }
 
   private get<C extends { close(): void }>(service: string, contract: string, make: (address: string) => C): C {
@@ -79,6 +85,11 @@ export class Clients {
 
   orders(): OrdersClient {
     return this.get('orders', 'orders', (a) => new RpcClient(orders.OrdersServiceClient, a, this.opts));
+  }
+
+  /** The dead letters of a service's outbox (every service serves them). */
+  deadLetters(service: string): DeadLetterClient {
+    return this.get(service, 'dead-letters', (a) => new RpcClient(outbox.DeadLetterServiceClient, a, this.opts));
   }
 
   close(): void {

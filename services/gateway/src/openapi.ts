@@ -12,6 +12,7 @@ import { amendBody } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
+import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_FIELDS, type FieldType } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
@@ -585,6 +586,17 @@ function describe(route: Route): Op {
       }[h.op];
     case 'webhooks_admin':
       return WEBHOOKS_ADMIN_OPS[h.action];
+    case 'dead_letters':
+      return h.op === 'list'
+        ? list(
+            "every service's dead letters {service, id, type, queue, error, attempts, created_at, parked_at, message}, by service, latest first",
+            deadLettersQuery,
+          )
+        : {
+            successStatus: '202',
+            successDescription: 'the message is back in its outbox, with its id {id, service, replayed}; 404 when no service has it',
+            successSchema: okSchema('Item'),
+          };
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -627,7 +639,7 @@ function errorStatuses(route: Route, op: Op): string[] {
     (h.kind === 'webhooks_admin' && (h.action === 'createSubscription' || h.action === 'createInboundEndpoint' || h.action === 'redeliver'));
   if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
   if (publicAuth) out.add('429');
-  if (route.service || route.handler.kind === 'pending') out.add('503');
+  if (route.service || route.handler.kind === 'pending' || route.handler.kind === 'dead_letters') out.add('503');
   return [...out];
 }
 

@@ -17,6 +17,7 @@ import { uploadRawFile } from './handlers/raw-upload.js';
 import { telemetryAdminHandler, telemetryHandler } from './handlers/telemetry.js';
 import { signExperiment, tokenGrant } from './handlers/user.js';
 import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
+import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
 import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
@@ -174,6 +175,8 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
       return uploadRawFile(ctx, deps);
     case 'lab_orders':
       return labOrderHandler(ctx, deps, h.op);
+    case 'dead_letters':
+      return h.op === 'list' ? listDeadLetters(ctx, deps) : replayDeadLetter(ctx, deps);
     case 'pending':
       throw DomainError.unavailable();
   }

@@ -80,6 +80,8 @@ export type RouteHandler =
   | { kind: 'raw_upload' }
   /** lab orders and lab results (orders service) */
   | { kind: 'lab_orders'; op: LabOrderOp }
+  /** the outboxes' dead letters, from every service of the deployment */
+  | { kind: 'dead_letters'; op: 'list' | 'replay' }
   /** in the contract, served by a service whose RPCs do not exist yet: 503 */
   | { kind: 'pending' };
 
@@ -194,6 +196,19 @@ const admin = (method: HttpMethod, path: string, action: AdminAction): Route => 
   service: 'identity',
   handler: { kind: 'admin', action },
 });
+
+/** Every service keeps its own dead letters: no one service serves these routes. */
+const deadLetterRoutes = (): Route[] => [
+  { method: 'GET', path: '/admin/v1/dead-letters', auth: 'operator', scope: 'none', idempotent: false, handler: { kind: 'dead_letters', op: 'list' } },
+  {
+    method: 'POST',
+    path: '/admin/v1/dead-letters/:id/replay',
+    auth: 'operator',
+    scope: 'none',
+    idempotent: false,
+    handler: { kind: 'dead_letters', op: 'replay' },
+  },
+];
 
 const pendingAdmin = (method: HttpMethod, path: string, service: string): Route => ({
   method,
@@ -448,6 +463,7 @@ export const ROUTES: Route[] = [
   admin('POST', '/oauth-clients', 'createOAuthClient'),
   admin('GET', '/oauth-clients/:client_id', 'getOAuthClient'),
   admin('DELETE', '/oauth-clients/:client_id', 'deleteOAuthClient'),
+  ...deadLetterRoutes(),
   ...oauthFunctionRoutes(),
 
   {

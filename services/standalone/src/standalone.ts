@@ -109,15 +109,20 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       stop: async () => {
         ops?.close();
         await gateway.stop();
+        // Every outbox at once, with one deadline for all, while every consumer is
+        // still there; what is left stays for the next start.
+        const deadline = Date.now() + cfg.LAB_OUTBOX_STOP_FLUSH_MS;
+        await Promise.all(services.map((s) => s.flushOutbox(deadline)));
         // Reverse order: the gateway's callers first, identity last.
-        for (const s of [...services].reverse()) await s.stop();
+        for (const s of [...services].reverse()) await s.stop(deadline);
         await bus.close();
       },
     };
   } catch (err) {
     // stopping services flush their outboxes: publishes must not wait for an open that will not come
     bus.open();
-    for (const s of services.reverse()) await s.stop().catch(() => undefined);
+    const deadline = Date.now() + cfg.LAB_OUTBOX_STOP_FLUSH_MS;
+    for (const s of services.reverse()) await s.stop(deadline).catch(() => undefined);
     await bus.close();
     throw err;
   }

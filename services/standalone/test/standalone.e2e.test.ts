@@ -52,6 +52,9 @@ test('starts embedded, serves the whole flow, and keeps its data across a restar
       audit = await call(lab, 'GET', '/v1/audit', token);
     }
     expect(audit.body.data.map((r: { resource: string; action: string }) => `${r.resource}:${r.action}`)).toContain('sample:create');
+    // every service answers for its outbox's dead letters (none here)
+    const dead = await call(lab, 'GET', '/admin/v1/dead-letters', op);
+    expect([dead.status, dead.body]).toEqual([200, { data: [], pagination: { limit: 50, offset: 0, total: 0 } }]);
 
     await lab.stop();
     restarted = true;

@@ -1,0 +1,39 @@
+import { outbox as contract } from '@lab/contracts';
+import type { CallerContext } from './context.js';
+import { DomainError } from './errors.js';
+import type { GrpcServer } from './grpc.js';
+import { isUuid } from './ids.js';
+import type { Outbox } from './outbox.js';
+
+/** The largest page of dead letters one call answers (the management API's list maximum). */
+export const MAX_DEAD_LETTERS_PAGE = 200;
+
+/** Dead letters are an operator's business: the management API's token, nothing else. */
+function operatorOnly(caller: CallerContext): void {
+  if (caller.token_kind !== 'operator') throw DomainError.forbidden('dead letters are for the operator', 'operator_only');
+}
+
+/**
+ * Serves the service's dead letters (lab.outbox.v1.DeadLetterService) on its gRPC
+ * server: every service has an outbox, so every service answers it, and the
+ * gateway's management routes ask each one (docs/decisions.md).
+ */
+export function serveDeadLetters(server: GrpcServer, outbox: Outbox): void {
+  server.add(contract.DeadLetterServiceService, {
+    listDeadLetters: async (req, caller) => {
+      operatorOnly(caller);
+      const limit = req.limit ?? 0;
+      const offset = req.offset ?? 0;
+      if (limit < 1 || limit > MAX_DEAD_LETTERS_PAGE || offset < 0) {
+        throw DomainError.invalid(`limit must be 1 to ${MAX_DEAD_LETTERS_PAGE} and offset at least 0`);
+      }
+      const page = await outbox.deadLetters(limit, offset);
+      return { json: JSON.stringify(page.data), total: page.total };
+    },
+    replayDeadLetter: async (req, caller) => {
+      operatorOnly(caller);
+      if (!isUuid(req.id ?? '')) throw DomainError.invalid('id must be a UUID', { fields: [{ path: 'id', message: 'must be a UUID' }] });
+      return { replayed: await outbox.replayDeadLetter(req.id!.toLowerCase()) };
+    },
+  });
+}

@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { DomainError, isUuid } from '@lab/kit';
+import { json, type Reply } from '../replies.js';
+import { callerIn, type Ctx, type Deps } from '../request.js';
+import { parseWith } from '../validation.js';
+
+/**
+ * The management routes of dead letters: messages an outbox set aside (a consumer
+ * gave up on them, or the broker kept refusing them). Each service keeps its own
+ * in its schema and serves them over lab.outbox.v1.DeadLetterService, so these
+ * routes ask every service of the deployment (docs/decisions.md).
+ */
+export const deadLettersQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  })
+  .strict();
+
+/**
+ * One list over every service's dead letters, ordered by service (the
+ * deployment's order), then latest set aside first. The services' counts come
+ * first, so that each one is asked only for its part of the page.
+ */
+export async function listDeadLetters(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const q = parseWith(deadLettersQuery, ctx.req.query, 'invalid query');
+  const caller = callerIn(ctx);
+  const services = deps.clients.names();
+  const totals = await Promise.all(services.map(async (s) => (await deps.clients.deadLetters(s).call('listDeadLetters', { limit: 1, offset: 0 }, caller)).total));
+  const parts: Promise<Record<string, unknown>[]>[] = [];
+  let start = 0;
+  for (const [i, service] of services.entries()) {
+    const total = totals[i]!;
+    // the part of [offset, offset + limit) that falls in this service's [start, start + total)
+    const from = Math.max(q.offset, start);
+    const to = Math.min(q.offset + q.limit, start + total);
+    if (to > from) {
+      parts.push(
+        deps.clients
+          .deadLetters(service)
+          .call('listDeadLetters', { limit: to - from, offset: from - start }, caller)
+          .then((r) => (JSON.parse(r.json) as Record<string, unknown>[]).map((d) => ({ service, ...d }))),
+      );
+    }
+    start += total;
+  }
+  const data = (await Promise.all(parts)).flat();
+  return json(200, { data, pagination: { limit: q.limit, offset: q.offset, total: start } });
+}
+
+/** Puts a dead letter back into its service's outbox: 202 once it is there, 404 when no service has it. */
+export async function replayDeadLetter(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const id = ctx.params.id ?? '';
+  if (!isUuid(id)) throw DomainError.invalid('id must be a UUID', { fields: [{ path: 'id', message: 'must be a UUID' }] });
+  const caller = callerIn(ctx);
+  const services = deps.clients.names();
+  const answers = await Promise.all(
+    services.map(async (s) => (await deps.clients.deadLetters(s).call('replayDeadLetter', { id: id.toLowerCase() }, caller)).replayed),
+  );
+  const service = services.find((_, i) => answers[i]);
+  if (!service) throw DomainError.notFound('no dead letter with this id');
+  return json(202, { data: { id: id.toLowerCase(), service, replayed: true } });
+}
