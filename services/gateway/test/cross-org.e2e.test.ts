@@ -155,8 +155,15 @@ describe('cross-organisation probing', () => {
       const params = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       // a route whose only ids are B's own organisation (or a user) names nothing of A
       if (!params.some((p) => p !== 'org_id') || path.startsWith('/admin/v1/users/') || path.startsWith('/functions/') || path.startsWith('/.well-known/')) continue;
-      // the operator may revoke any token, add any user to B and manage OAuth clients: none is org-scoped
-      if (path.startsWith('/admin/v1/tokens/') || path.startsWith('/admin/v1/oauth-clients/') || (method === 'PUT' && path.endsWith('/members/{user_id}'))) continue;
+      // the operator may revoke any token, add any user to B, manage OAuth clients and replay any dead letter: none is org-scoped
+      if (
+        path.startsWith('/admin/v1/tokens/') ||
+        path.startsWith('/admin/v1/oauth-clients/') ||
+        path.startsWith('/admin/v1/dead-letters/') ||
+        (method === 'PUT' && path.endsWith('/members/{user_id}'))
+      ) {
+        continue;
+      }
       const url = path.replace(/\{([^}]+)\}/g, (_, p: string) => idFor(path, p) ?? `missing-${p}`);
       expect(url).not.toContain('missing-');
       const k = kinds(op);

@@ -214,6 +214,8 @@ describe('API keys bound to connectors and devices', () => {
     }
     const beat = await api('POST', '/v1/connectors', legacy.body.data.token, { name: 'stolen' });
     expect([beat.status, beat.body.error.code]).toEqual([403, 'connector_not_allowed']);
+  });
+});
 
 describe('a point deleted while readings for it arrive', () => {
   // The point had no readings when the delete looked, the reading's insert then

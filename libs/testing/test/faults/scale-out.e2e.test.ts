@@ -131,8 +131,16 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
 
   it('spreads the calls of each doubled service over both of its replicas', async () => {
     const before = await callsPerReplica();
+    const totalOf = (now: Record<string, number>, service: string) =>
+      cluster.replicasOf(service).reduce((sum, p) => sum + now[p]! - (before[p] ?? 0), 0);
     const load = mixedLoad(cluster.urls);
-    await sleep(8_000);
+    // until every service has served enough calls to judge the spread (a loaded
+    // machine gets there later), not for a fixed time
+    for (let waited = 0; waited < 90_000; waited += 1_000) {
+      await sleep(1_000);
+      const now = await callsPerReplica();
+      if ([...DOUBLED, 'gateway'].every((service) => totalOf(now, service) > 40)) break;
+    }
     const result = await load.stop();
     expect(result.failures).toEqual([]);
     const after = await callsPerReplica();
