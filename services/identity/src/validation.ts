@@ -66,7 +66,12 @@ const redirectUri = z
   .max(2000)
   .refine(storableText, NUL)
   .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment');
-const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200) });
+const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200), public: z.boolean().default(false) });
+/** An RFC 8707 resource indicator: an absolute URL without fragment (the gateway checks it is the MCP function). */
+const resource = z
+  .string()
+  .max(2000)
+  .refine((v) => URL.canParse(v) && !v.includes('#'), 'must be an absolute URL without fragment');
 const opaque = z.string().min(1).max(200);
 const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine((xs, ctx) => {
   const bad = unknownScopes(xs);
@@ -142,14 +147,16 @@ export const schemas = {
     scopes: scopeList.transform(unique),
     code_challenge: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 unreserved characters').optional(),
     code_challenge_method: z.enum(['S256', 'plain']).optional(),
+    resource: resource.optional(),
   }),
   exchangeOAuthCode: z.object({
     client: clientAuth,
     code: opaque,
     redirect_uri: z.string().max(2000),
     code_verifier: z.string().max(128).optional(),
+    resource: resource.optional(),
   }),
-  refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique) }),
+  refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique), resource: resource.optional() }),
 };
 
 /** Parses a request or throws 400 validation_failed naming each bad field. */
