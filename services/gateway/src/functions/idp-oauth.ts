@@ -135,18 +135,19 @@ function registered(c: identity.OAuthClient): Reply {
 
 /**
  * POST /auth/v1/oauth/register. Open (RFC 7591 allows it; MCP clients cannot be
- * registered by hand), so it is counted per client address: a registration is a
- * row, and the open door must not let anyone add rows without bound.
+ * registered by hand), so registrations are counted per client address: each is
+ * a row, and the open door must not let anyone add rows without bound. A refused
+ * document adds nothing and is not counted.
  */
 export async function idpRegister(ctx: Ctx, deps: Deps): Promise<Reply> {
+  const r = registration(ctx.body);
+  if ('reply' in r) return r.reply;
   try {
     await deps.limiter.consume(bucketKey('oauth-register', clientAddress(ctx.req), REGISTER_BUCKETS), REGISTER_LIMITS, 'other');
   } catch (err) {
     if (!(err instanceof RateLimitedError)) throw err;
     return tokenError(429, 'temporarily_unavailable', 'too many registrations from this address; retry after 60 seconds', { 'Retry-After': '60' });
   }
-  const r = registration(ctx.body);
-  if ('reply' in r) return r.reply;
   try {
     return registered(await deps.clients.identity().call('registerPublicOAuthClient', r, systemContext(ctx.requestId)));
   } catch (err) {
