@@ -57,6 +57,7 @@ class TestProvider implements OAuthClientProvider {
   verifier?: string;
   authorizationUrl?: URL;
   code?: string;
+  consentHtml = '';
   registrations = 0;
 
   constructor(private readonly orgId: string) {}
@@ -92,7 +93,9 @@ class TestProvider implements OAuthClientProvider {
   /** The browser part: sign in and consent, then keep the code the redirect carries. */
   async redirectToAuthorization(url: URL): Promise<void> {
     this.authorizationUrl = url;
-    const done = await browserAuthorize(url, user, this.orgId);
+    const done = await browserAuthorize(url, user, this.orgId, (page) => {
+      this.consentHtml = page.html;
+    });
     if (done.status !== 302 || !done.location) throw new Error(`authorization ended with ${done.status}: ${done.html.slice(0, 300)}`);
     const back = new URL(done.location);
     expect(`${back.origin}${back.pathname}`).toBe(REDIRECT);
@@ -145,6 +148,10 @@ describe('the official SDK client signs in by itself', () => {
     expect(url.searchParams.get('code_challenge_method')).toBe('S256');
     expect(url.searchParams.get('resource')).toBe(mcpUrl().toString());
     expect(url.searchParams.get('scope')).toBe('read');
+    // the user saw both organisations and that the client named itself
+    expect(provider.consentHtml).toContain(`value="${orgB}"`);
+    expect(provider.consentHtml).toContain('registered itself');
+    expect(provider.consentHtml).toContain(REDIRECT);
     expect(provider.saved).toMatchObject({ access_token: expect.stringMatching(/^oat_/), refresh_token: expect.stringMatching(/^ort_/), token_type: 'bearer' });
   });
 
@@ -305,9 +312,18 @@ describe('authorization and token endpoint rules', () => {
   it('exchanges a code only with its verifier and for its resource; a refresh names the same resource', async () => {
     const clientId = await publicClient();
     const { verifier, challenge } = pkce();
-    const done = await browserAuthorize(authorizeUrl({ client_id: clientId, code_challenge: challenge, code_challenge_method: 'S256', resource: mcpUrl().toString() }), user, orgB);
+    // a native client listens on whatever loopback port is free (RFC 8252): the registered one was 33418
+    const otherPort = 'http://127.0.0.1:40001/callback';
+    const done = await browserAuthorize(
+      authorizeUrl({ client_id: clientId, redirect_uri: otherPort, code_challenge: challenge, code_challenge_method: 'S256', resource: mcpUrl().toString() }),
+      user,
+      orgB,
+    );
+    expect(done.location).toMatch(/^http:\/\/127\.0\.0\.1:40001\/callback\?code=/);
     const code = new URL(done.location!).searchParams.get('code')!;
-    const base = { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: clientId };
+    const base = { grant_type: 'authorization_code', code, redirect_uri: otherPort, client_id: clientId };
+    const wrongRedirect = await idpToken({ ...base, redirect_uri: REDIRECT, code_verifier: verifier });
+    expect([wrongRedirect.status, wrongRedirect.body.error]).toEqual([400, 'invalid_grant']);
     const wrongTarget = await idpToken({ ...base, code_verifier: verifier, resource: `${stack.url}/v1` });
     expect([wrongTarget.status, wrongTarget.body.error]).toEqual([400, 'invalid_target']);
     const wrongVerifier = await idpToken({ ...base, code_verifier: pkce().verifier });

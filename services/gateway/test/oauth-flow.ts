@@ -129,10 +129,11 @@ export async function submit(page: Page, pageUrl: URL, fields: Record<string, st
  * organisation and allows. Returns the page that ends the flow (a 302 to the
  * client, or an error page).
  */
-export async function browserAuthorize(url: URL, user: FlowUser, orgId: string): Promise<Page> {
+export async function browserAuthorize(url: URL, user: FlowUser, orgId: string, onConsent?: (page: Page) => void): Promise<Page> {
   const login = await fetchPage(url.toString(), {});
   if (login.status !== 200) return login;
   const consentPage = await submit(login, url, { step: 'login', email: user.email, password: user.password });
   if (consentPage.status !== 200) return consentPage;
+  onConsent?.(consentPage);
   return submit(consentPage, url, { step: 'consent', org_id: orgId, decision: 'allow' });
 }

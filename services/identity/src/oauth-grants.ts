@@ -8,6 +8,7 @@ import { authenticateClient, findClient, type ClientAuth } from './oauth-clients
 import { scopesForRole } from './scopes.js';
 import { insertToken, lockGrant, revokeGrant, revokeWhere } from './token-store.js';
 import { hashToken, newAuthorizationCode } from './tokens.js';
+import { redirectUriRegistered } from './validation.js';
 
 /**
  * The OAuth grant life cycle. Consent opens a grant (user, organisation, scopes)
@@ -42,7 +43,7 @@ export async function createOAuthCode(
   codeTtlSeconds: number,
 ): Promise<identity.OAuthCode> {
   const client = await findClient(deps, input.client_id);
-  if (!client || !client.redirect_uris.includes(input.redirect_uri)) throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
+  if (!client || !redirectUriRegistered(client.redirect_uris, input.redirect_uri, client.public)) throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
   const requested = input.scopes.length ? input.scopes : client.scopes;
   if (!subsetOf(requested, client.scopes)) throw invalidScope(`the client may ask for: ${client.scopes.join(' ')}`);
   // A public client has no secret: its code is only as safe as its PKCE verifier

@@ -60,6 +60,29 @@ export function isAllowedRedirectUri(value: string): boolean {
   return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1');
 }
 
+/** A loopback http URI (RFC 8252 7.3: 127.0.0.1 or localhost), parsed; null for anything else. */
+function loopbackUri(value: string): URL | null {
+  if (value.includes('#') || !URL.canParse(value)) return null;
+  const u = new URL(value);
+  return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1') && !u.username && !u.password ? u : null;
+}
+
+/**
+ * Whether `given` is one of a client's registered redirect URIs. Exact string
+ * equality, except for a public (native) client's loopback URIs, where the port
+ * may differ (RFC 8252 7.3): a desktop app or IDE listens on whatever port is free
+ * when the user signs in. Host, path and query must still be the registered ones.
+ */
+export function redirectUriRegistered(registered: readonly string[], given: string, publicClient: boolean): boolean {
+  if (registered.includes(given)) return true;
+  const g = publicClient ? loopbackUri(given) : null;
+  if (!g) return false;
+  return registered.some((r) => {
+    const u = loopbackUri(r);
+    return u !== null && u.hostname === g.hostname && u.pathname === g.pathname && u.search === g.search;
+  });
+}
+
 const redirectUri = z
   .string()
   .min(1)

@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
-import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
+import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { clientAddress } from '../client-address.js';
 import { countedSignIn, RateLimitedError } from '../rate-limit.js';
@@ -102,7 +102,7 @@ async function parseAuthorizeRequest(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, 
   const client = await clientOf(deps, clientId, ctx.requestId);
   if (!client) return { reply: errorPage(400, 'invalid_client', 'The client is not registered.') };
   if (client.public !== flow.publicClients) return { reply: errorPage(400, 'unauthorized_client', flow.wrongClient) };
-  if (redirectUri === undefined || redirectUri === BAD || !client.redirect_uris.includes(redirectUri)) {
+  if (redirectUri === undefined || redirectUri === BAD || !redirectUriRegistered(client.redirect_uris, redirectUri, client.public)) {
     return { reply: errorPage(400, 'invalid_request', 'redirect_uri is missing or not registered for this client.') };
   }
   const state = param(p, 'state');
@@ -140,7 +140,7 @@ async function consent(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, r: AuthorizeRe
   const { orgs } = await deps.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
   if (!orgs.length) return errorRedirect(r, 'access_denied', 'the user is not a member of any organisation');
   const scopes = r.scopes.length ? r.scopes : client.scopes;
-  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, flow, r, userId));
+  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
 }
 
 /** A user already signed in through /auth/v1/token may present its access token instead of the login form. */

@@ -68,13 +68,20 @@ export interface OrgChoice {
   role: string;
 }
 
-export function consentPage(clientName: string, scopes: string[], orgs: OrgChoice[], f: FormSecrets): Reply {
+/**
+ * The consent page. A self-registered (public) client chose its own name, so the
+ * page says so and names where it will send the user back: a name proves nothing.
+ */
+export function consentPage(clientName: string, scopes: string[], orgs: OrgChoice[], f: FormSecrets, selfRegistered?: { redirectUri: string }): Reply {
   const options = orgs.map((o) => `<option value="${esc(o.org_id)}">${esc(o.name)} (${esc(o.role)})</option>`).join('');
   const scopeList = scopes.map((s) => `<li><code>${esc(s)}</code></li>`).join('');
+  const notice = selfRegistered
+    ? `<p>This application registered itself; its name is not verified. It will receive access at <code>${esc(selfRegistered.redirectUri)}</code>. Allow only if you are connecting it yourself.</p>`
+    : '';
   return page(
     200,
     'Authorize access',
-    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>`
+    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>${notice}`
       + '<p>admin, audit:read and * are granted only where you are an administrator.</p>'
       + `<form method="post" action="${esc(f.action)}">${hidden('step', 'consent')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
       + `<label>Organisation <select name="org_id" required>${options}</select></label>`
