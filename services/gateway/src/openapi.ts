@@ -287,8 +287,8 @@ const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }
   listMembers: { status: '200', description: 'members {org_id, user_id, email, name, role, department_id, created_at}' },
   listApiKeys: { status: '200', description: 'live API keys {id, name, prefix, scopes, user_id, connector_id, device_ids, created_at, last_used_at}; never the token' },
   listPats: { status: '200', description: 'live personal access tokens {id, name, prefix, scopes, org_id, created_at, last_used_at}; never the token' },
-  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at}; never the secret' },
-  getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at}' },
+  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at, public}; never the secret; public: registered by an MCP client itself' },
+  getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at, public}' },
   deleteOAuthClient: { status: '204', description: 'client deleted; every grant made to it is revoked and its tokens stop working' },
 };
 

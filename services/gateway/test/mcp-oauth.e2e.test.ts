@@ -139,10 +139,13 @@ describe('the official SDK client signs in by itself', () => {
     await client?.close();
   });
 
-  it('registered a public client and authorized at the identity provider with PKCE S256 for the MCP resource', () => {
+  it('registered a public client and authorized at the identity provider with PKCE S256 for the MCP resource', async () => {
     expect(provider.registrations).toBe(1);
     expect(provider.info).toMatchObject({ client_id: expect.any(String), token_endpoint_auth_method: 'none', redirect_uris: [REDIRECT] });
     expect(provider.info).not.toHaveProperty('client_secret');
+    // the operator sees it among the OAuth clients, marked public
+    const listed = await stack.admin.call<{ public: boolean; name: string }>('GET', `/oauth-clients/${provider.info!.client_id}`, undefined, 200);
+    expect(listed).toMatchObject({ name: 'SDK e2e client', public: true });
     const url = provider.authorizationUrl!;
     expect(`${url.origin}${url.pathname}`).toBe(`${stack.url}${IDP}/authorize`);
     expect(url.searchParams.get('code_challenge_method')).toBe('S256');
