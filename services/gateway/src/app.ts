@@ -100,11 +100,11 @@ export function createApp(deps: Deps): express.Express {
       },
     }),
   );
-  // HTML forms and OAuth token requests: only the OAuth functions take them.
+  // HTML forms and OAuth token requests: only the OAuth endpoints take them.
   const formBody = express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 50 });
   app.use((req: Request, res: Response, next: NextFunction) => {
     const kind = locals(res).route?.handler.kind;
-    if (kind === 'oauth_authorize' || kind === 'oauth_token') formBody(req, res, next);
+    if (kind === 'oauth_authorize' || kind === 'oauth_token' || kind === 'idp_oauth') formBody(req, res, next);
     else next();
   });
 

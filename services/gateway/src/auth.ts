@@ -95,6 +95,8 @@ export class Authenticator {
     });
     const principal = await this.resolve(token, keyOrg ? undefined : org, requestId);
     if (!PUBLIC_KINDS.has(principal.token_kind)) throw DomainError.unauthenticated();
+    // A token issued for one resource (RFC 8707: an MCP client's) serves only there.
+    if (principal.audience) throw DomainError.unauthenticated(`this token is bound to ${principal.audience} and is not accepted on the public API`);
     return principal;
   }
 
@@ -115,9 +117,10 @@ export class Authenticator {
   /**
    * The MCP function: only a signed-in user's own access tokens, a sign-in token
    * (`ses_`, organisation from X-Org-Id) or an OAuth access token (`oat_`, the
-   * organisation of its grant); never API keys or PATs.
+   * organisation of its grant); never API keys or PATs. An OAuth token bound to a
+   * resource (RFC 8707) must be bound to `audience`, this function's URL.
    */
-  async user(req: Request, requestId: string): Promise<Principal> {
+  async user(req: Request, requestId: string, audience: string): Promise<Principal> {
     const token = bearerOf(req.headers.authorization);
     const kind = tokenKindOf(token);
     if (kind !== 'session' && kind !== 'oauth') throw DomainError.unauthenticated('a signed-in user\'s access token is required (API keys and PATs are not accepted)');
@@ -126,6 +129,7 @@ export class Authenticator {
     const org = kind === 'session' && !selected ? await this.soleOrg(token, requestId) : selected;
     const principal = await this.resolve(token, org, requestId);
     if (principal.token_kind !== kind || !principal.user_id) throw DomainError.unauthenticated();
+    if (principal.audience !== undefined && principal.audience !== audience) throw DomainError.unauthenticated(`this token is bound to another resource: ${principal.audience}`);
     return principal;
   }
 

@@ -288,8 +288,8 @@ const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }
   listMembers: { status: '200', description: 'members {org_id, user_id, email, name, role, department_id, created_at}' },
   listApiKeys: { status: '200', description: 'live API keys {id, name, prefix, scopes, user_id, connector_id, device_ids, created_at, last_used_at}; never the token' },
   listPats: { status: '200', description: 'live personal access tokens {id, name, prefix, scopes, org_id, created_at, last_used_at}; never the token' },
-  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at}; never the secret' },
-  getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at}' },
+  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at, public}; never the secret; public: registered by an MCP client itself' },
+  getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at, public}' },
   deleteOAuthClient: { status: '204', description: 'client deleted; every grant made to it is revoked and its tokens stop working' },
 };
 
@@ -324,6 +324,68 @@ interface Op {
   /** answers beside the success and the pipeline's errors */
   extraStatuses?: { status: string; description: string; schema: Json }[];
 }
+
+/** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
+const OAUTH_ERROR: Json = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, error_description: { type: 'string' } } };
+const oauthError = (status: string, description: string) => ({ status, description, schema: OAUTH_ERROR });
+
+/** The identity provider's OAuth endpoints for MCP clients (public clients, PKCE S256, tokens bound to the MCP function). */
+const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
+  register: {
+    successStatus: '201',
+    successDescription:
+      'RFC 7591 dynamic registration of a public client: {client_id, client_id_issued_at, client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: none, scope}. ' +
+      'redirect_uris: https, or http on localhost/127.0.0.1; scope: read; 10 a minute and 60 an hour per client address (429)',
+    successSchema: { type: 'object' },
+    body: {
+      type: 'object',
+      required: ['redirect_uris'],
+      properties: {
+        redirect_uris: { type: 'array', items: { type: 'string', format: 'uri' }, minItems: 1, maxItems: 10 },
+        client_name: { type: 'string', maxLength: 200 },
+        token_endpoint_auth_method: { enum: ['none'] },
+        grant_types: { type: 'array', items: { enum: ['authorization_code', 'refresh_token'] } },
+        response_types: { type: 'array', items: { enum: ['code'] } },
+        scope: { type: 'string' },
+      },
+    },
+    bodyRequired: true,
+    extraStatuses: [oauthError('400', 'invalid_redirect_uri or invalid_client_metadata')],
+  },
+  authorize: {
+    successStatus: '200',
+    successDescription:
+      'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code and state. ' +
+      'Query: response_type=code, client_id, redirect_uri, code_challenge and code_challenge_method=S256 (required), state, scope (read), resource (the MCP function URL). ' +
+      'POST: the pages\' forms (application/x-www-form-urlencoded).',
+    bodyType: 'application/x-www-form-urlencoded',
+    body: { type: 'object' },
+  },
+  token: {
+    successStatus: '200',
+    successDescription:
+      'authorization_code (code, redirect_uri, code_verifier, client_id) or refresh_token (refresh_token, client_id; rotates): ' +
+      '{access_token, token_type, expires_in, refresh_token, scope}; no client secret. The access token is accepted only by the MCP function.',
+    successSchema: { type: 'object' },
+    bodyType: 'application/x-www-form-urlencoded',
+    body: {
+      type: 'object',
+      required: ['grant_type', 'client_id'],
+      properties: {
+        grant_type: { enum: ['authorization_code', 'refresh_token'] },
+        client_id: { type: 'string' },
+        code: { type: 'string' },
+        redirect_uri: { type: 'string' },
+        code_verifier: { type: 'string' },
+        refresh_token: { type: 'string' },
+        resource: { type: 'string', format: 'uri' },
+        scope: { type: 'string' },
+      },
+    },
+    bodyRequired: true,
+    extraStatuses: [oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'), oauthError('401', 'invalid_client')],
+  },
+};
 
 const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
 /** One create body per job type, its input typed as the jobs service validates it. */
@@ -511,6 +573,8 @@ function describe(route: Route): Op {
         bodyRequired: schema !== undefined,
       };
     }
+    case 'idp_oauth':
+      return IDP_OAUTH_OPS[h.op];
     case 'token_grant':
       return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
     case 'sign_experiment':

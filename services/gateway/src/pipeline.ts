@@ -2,7 +2,8 @@ import type { Request } from 'express';
 import { DomainError, metrics } from '@lab/kit';
 import { callerOf, operatorCaller } from './auth.js';
 import { clientAddress } from './client-address.js';
-import { authorizationServerMetadata, protectedResourceMetadata } from './functions/metadata.js';
+import { authorizationServerMetadata, identityProviderMetadata, protectedResourceMetadata } from './functions/metadata.js';
+import { idpAuthorize, idpRegister, idpToken } from './functions/idp-oauth.js';
 import { mcpHandler } from './functions/mcp.js';
 import { oauthAuthorize, oauthToken } from './functions/oauth.js';
 import { adminHandler } from './handlers/admin.js';
@@ -160,7 +161,9 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
     case 'oauth_token':
       return oauthToken(ctx, deps);
     case 'oauth_metadata':
-      return h.document === 'authorization_server' ? authorizationServerMetadata(ctx) : protectedResourceMetadata(ctx);
+      return { authorization_server: authorizationServerMetadata, protected_resource: protectedResourceMetadata, identity_provider: identityProviderMetadata }[h.document](ctx);
+    case 'idp_oauth':
+      return { register: idpRegister, authorize: idpAuthorize, token: idpToken }[h.op](ctx, deps);
     case 'mcp':
       return mcpHandler(ctx, deps);
     case 'webhooks_admin':

@@ -67,7 +67,9 @@ export type RouteHandler =
   /** functions base: OAuth authorization pages, token endpoint, metadata, MCP */
   | { kind: 'oauth_authorize' }
   | { kind: 'oauth_token' }
-  | { kind: 'oauth_metadata'; document: 'authorization_server' | 'protected_resource' }
+  | { kind: 'oauth_metadata'; document: 'authorization_server' | 'protected_resource' | 'identity_provider' }
+  /** the identity provider's OAuth endpoints for MCP clients (public clients) */
+  | { kind: 'idp_oauth'; op: 'register' | 'authorize' | 'token' }
   | { kind: 'mcp' }
   /** management of outbound subscriptions and inbound endpoints (webhooks service) */
   | { kind: 'webhooks_admin'; action: WebhooksAdminAction }
@@ -283,6 +285,23 @@ function oauthFunctionRoutes(): Route[] {
   ];
 }
 
+/**
+ * The identity provider as the authorization server of MCP clients: dynamic
+ * registration, authorization (pages) and token endpoint for public clients,
+ * and its RFC 8414 metadata at the issuer's well-known path (and under it).
+ */
+function identityProviderOAuthRoutes(): Route[] {
+  const meta: RouteHandler = { kind: 'oauth_metadata', document: 'identity_provider' };
+  return [
+    oauthFn('POST', '/auth/v1/oauth/register', { kind: 'idp_oauth', op: 'register' }, 'identity'),
+    oauthFn('GET', '/auth/v1/oauth/authorize', { kind: 'idp_oauth', op: 'authorize' }, 'identity'),
+    oauthFn('POST', '/auth/v1/oauth/authorize', { kind: 'idp_oauth', op: 'authorize' }, 'identity'),
+    oauthFn('POST', '/auth/v1/oauth/token', { kind: 'idp_oauth', op: 'token' }, 'identity'),
+    oauthFn('GET', '/.well-known/oauth-authorization-server/auth/v1', meta),
+    oauthFn('GET', '/auth/v1/.well-known/oauth-authorization-server', meta),
+  ];
+}
+
 const webhooksAdmin = (method: HttpMethod, path: string, action: WebhooksAdminAction): Route => ({
   method,
   path: `/admin/v1${path}`,
@@ -465,6 +484,7 @@ export const ROUTES: Route[] = [
   admin('DELETE', '/oauth-clients/:client_id', 'deleteOAuthClient'),
   ...deadLetterRoutes(),
   ...oauthFunctionRoutes(),
+  ...identityProviderOAuthRoutes(),
 
   {
     method: 'POST',

@@ -483,7 +483,7 @@ describe('OAuth clients', () => {
   it('lists and reads clients without their secret; deleting one revokes its grants: the tokens stop working', async () => {
     const REDIRECT = 'https://client.example.test/callback';
     const client = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'] }, 201);
-    const view = { client_id: client.client_id, name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'], created_at: expect.any(String) };
+    const view = { client_id: client.client_id, name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'], created_at: expect.any(String), public: false };
     const list = await op('GET', '/oauth-clients?limit=200');
     expect(list.body.data).toContainEqual(view);
     expect(list.text).not.toContain(client.client_secret);

@@ -195,7 +195,7 @@ describe('MCP authentication', () => {
     expect(r.status).toBe(200);
     expect(r.body).toEqual({
       resource: `${stack.url}${FN}/mcp`,
-      authorization_servers: [`${stack.url}${FN}`],
+      authorization_servers: [`${stack.url}/auth/v1`],
       scopes_supported: ['read'],
       bearer_methods_supported: ['header'],
       resource_name: expect.any(String),

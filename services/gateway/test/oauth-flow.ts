@@ -106,3 +106,34 @@ export async function token(
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
+
+/** The form's action attribute, as a browser reads it. */
+function actionOf(page: Page): string {
+  const action = /<form method="post" action="([^"]*)"/.exec(page.html)?.[1];
+  if (!action) throw new Error(`no form action in page ${page.status}: ${page.html.slice(0, 300)}`);
+  return action.replace(/&amp;/g, '&');
+}
+
+/** Submits a rendered form to its action (relative to `pageUrl`) with its hidden fields and CSRF cookie. */
+export async function submit(page: Page, pageUrl: URL, fields: Record<string, string>): Promise<Page> {
+  const f = formOf(page);
+  return fetchPage(new URL(actionOf(page), pageUrl).toString(), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: f.cookie },
+    body: new URLSearchParams({ auth_state: f.auth_state, csrf_token: f.csrf_token, ...fields }).toString(),
+  });
+}
+
+/**
+ * What a browser does at any authorization URL: opens it, signs in, chooses the
+ * organisation and allows. Returns the page that ends the flow (a 302 to the
+ * client, or an error page).
+ */
+export async function browserAuthorize(url: URL, user: FlowUser, orgId: string, onConsent?: (page: Page) => void): Promise<Page> {
+  const login = await fetchPage(url.toString(), {});
+  if (login.status !== 200) return login;
+  const consentPage = await submit(login, url, { step: 'login', email: user.email, password: user.password });
+  if (consentPage.status !== 200) return consentPage;
+  onConsent?.(consentPage);
+  return submit(consentPage, url, { step: 'consent', org_id: orgId, decision: 'allow' });
+}

@@ -194,7 +194,7 @@ export async function listTokens(
 export async function listOAuthClients(deps: ServiceDeps, p: PageIn): Promise<identity.ListOAuthClientsResponse> {
   const r = await page<identity.OAuthClient>(
     deps,
-    sql`id as client_id, name, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at`,
+    sql`id as client_id, name, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at, public`,
     sql`from identity.oauth_clients where deleted_at is null`,
     sql`created_at, id`,
     p,

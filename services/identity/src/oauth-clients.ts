@@ -7,14 +7,18 @@ import { lockGrant, revokeGrant } from './token-store.js';
 import { hashToken, newClientSecret } from './tokens.js';
 
 /**
- * Registered OAuth clients. Every client is confidential: its secret (256 random
- * bits) is stored as a SHA-256 hash, which is enough for a high-entropy secret,
- * and compared in constant time.
+ * Registered OAuth clients. A confidential client (registered by the operator,
+ * for the spec's oauth-authorize) has a secret (256 random bits) stored as a
+ * SHA-256 hash, which is enough for a high-entropy secret, and compared in
+ * constant time. A public client (registered dynamically by an MCP client at the
+ * identity provider) has none; PKCE and the resource binding stand in for it.
  */
 export interface ClientRow {
   id: string;
   name: string;
-  secret_hash: string;
+  /** null for a public client */
+  secret_hash: string | null;
+  public: boolean;
   redirect_uris: string[];
   scopes: string[];
   created_at: string;
@@ -37,10 +41,39 @@ export async function createOAuthClient(
   return { client_id: id, client_secret: secret };
 }
 
+const toClient = (c: ClientRow): identity.OAuthClient => ({
+  client_id: c.id,
+  name: c.name,
+  redirect_uris: c.redirect_uris,
+  scopes: c.scopes,
+  created_at: c.created_at,
+  public: c.public,
+});
+
+/** RFC 7591 registration of a public client: nothing secret is issued, so nothing is returned only once. */
+export async function registerPublicOAuthClient(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  input: { name: string; redirect_uris: string[]; scopes: string[] },
+): Promise<identity.OAuthClient> {
+  const id = newId();
+  const [row] = await deps.outbox.write(caller, async (tx, emit) => {
+    const rows = await deps.db.rows<ClientRow>(
+      sql`insert into identity.oauth_clients (id, name, secret_hash, public, redirect_uris, scopes)
+        values (${id}, ${input.name}, null, true, ${sqlArray(input.redirect_uris)}::text[], ${sqlArray(input.scopes)}::text[])
+        returning id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at`,
+      tx,
+    );
+    emit.audit(null, { action: 'create', resource: 'oauth_client', record_id: id, after: { id, public: true, ...input } });
+    return rows;
+  });
+  return toClient(row!);
+}
+
 export async function findClient(deps: ServiceDeps, clientId: string, exec?: Executor): Promise<ClientRow | null> {
   if (!isUuid(clientId)) return null;
   const [row] = await deps.db.rows<ClientRow>(
-    sql`select id, name, secret_hash, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at
+    sql`select id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at
         from identity.oauth_clients where id = ${clientId.toLowerCase()} and deleted_at is null`,
     exec,
   );
@@ -50,7 +83,7 @@ export async function findClient(deps: ServiceDeps, clientId: string, exec?: Exe
 export async function getOAuthClient(deps: ServiceDeps, clientId: string): Promise<identity.OAuthClient> {
   const c = await findClient(deps, clientId);
   if (!c) throw DomainError.notFound('no such OAuth client', 'invalid_client');
-  return { client_id: c.id, name: c.name, redirect_uris: c.redirect_uris, scopes: c.scopes, created_at: c.created_at };
+  return toClient(c);
 }
 
 /**
@@ -81,12 +114,28 @@ export async function deleteOAuthClient(deps: ServiceDeps, caller: CallerContext
   });
 }
 
-/** The client named by id and secret, or invalid_client (unknown id and wrong secret alike). */
-export async function authenticateClient(deps: ServiceDeps, auth: { client_id: string; client_secret: string }): Promise<ClientRow> {
+export interface ClientAuth {
+  client_id: string;
+  client_secret: string;
+  /** the endpoint speaks for public clients: no secret, and a confidential client does not match */
+  public: boolean;
+}
+
+/**
+ * The client named by id and secret, or invalid_client (unknown id and wrong
+ * secret alike). Each kind authenticates only at its own token endpoint: a public
+ * client cannot be used at the spec's oauth-token, nor a confidential client
+ * without its secret at the identity provider's.
+ */
+export async function authenticateClient(deps: ServiceDeps, auth: ClientAuth): Promise<ClientRow> {
   const c = await findClient(deps, auth.client_id);
+  if (auth.public) {
+    if (!c || !c.public || auth.client_secret !== '') throw invalidClient();
+    return c;
+  }
   const given = createHash('sha256').update(auth.client_secret, 'utf8').digest();
-  // Unknown clients still spend one comparison, against a hash no secret has.
+  // Unknown (and public) clients still spend one comparison, against a hash no secret has.
   const stored = Buffer.from(c?.secret_hash ?? '0'.repeat(64), 'hex');
-  if (!timingSafeEqual(given, stored) || !c) throw invalidClient();
+  if (!timingSafeEqual(given, stored) || !c || c.public) throw invalidClient();
   return c;
 }

@@ -4,10 +4,11 @@ import { DomainError, newId, type CallerContext, type Emitter, type ServiceDeps,
 import type { identity } from '@lab/contracts';
 import { findMember } from './members.js';
 import { OAUTH_ACCESS_TTL_SECONDS, OAUTH_REFRESH_TTL_SECONDS } from './model.js';
-import { authenticateClient, findClient } from './oauth-clients.js';
+import { authenticateClient, findClient, type ClientAuth } from './oauth-clients.js';
 import { scopesForRole } from './scopes.js';
 import { insertToken, lockGrant, revokeGrant, revokeWhere } from './token-store.js';
 import { hashToken, newAuthorizationCode } from './tokens.js';
+import { redirectUriRegistered } from './validation.js';
 
 /**
  * The OAuth grant life cycle. Consent opens a grant (user, organisation, scopes)
@@ -19,6 +20,8 @@ import { hashToken, newAuthorizationCode } from './tokens.js';
 const invalidGrant = (message = 'invalid, expired or already used authorization grant') =>
   new DomainError('invalid', 'invalid_grant', message);
 const invalidScope = (message: string) => new DomainError('invalid', 'invalid_scope', message);
+/** RFC 8707 section 2: a resource other than the one the grant is bound to. */
+const invalidTarget = () => new DomainError('invalid', 'invalid_target', 'resource is not the one this grant was issued for');
 
 const subsetOf = (xs: readonly string[], of: readonly string[]) => xs.every((x) => of.includes(x));
 
@@ -30,6 +33,7 @@ export interface CodeInput {
   scopes: string[];
   code_challenge?: string;
   code_challenge_method?: 'S256' | 'plain';
+  resource?: string;
 }
 
 export async function createOAuthCode(
@@ -39,9 +43,15 @@ export async function createOAuthCode(
   codeTtlSeconds: number,
 ): Promise<identity.OAuthCode> {
   const client = await findClient(deps, input.client_id);
-  if (!client || !client.redirect_uris.includes(input.redirect_uri)) throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
+  if (!client || !redirectUriRegistered(client.redirect_uris, input.redirect_uri, client.public)) throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
   const requested = input.scopes.length ? input.scopes : client.scopes;
   if (!subsetOf(requested, client.scopes)) throw invalidScope(`the client may ask for: ${client.scopes.join(' ')}`);
+  // A public client has no secret: its code is only as safe as its PKCE verifier
+  // (RFC 9700 2.1.1), and its tokens serve the one resource it asked for.
+  if (client.public && (input.code_challenge_method !== 'S256' || !input.code_challenge || !input.resource)) {
+    throw DomainError.invalid('a public client needs a code_challenge (S256) and a resource', undefined, 'invalid_request');
+  }
+  if (!client.public && input.resource) throw DomainError.invalid('resource binding is for public clients', undefined, 'invalid_request');
   const code = newAuthorizationCode();
   const scopes = await deps.outbox.write(caller, async (tx, emit) => {
     const member = await findMember(deps, input.org_id, input.user_id, tx);
@@ -49,8 +59,8 @@ export async function createOAuthCode(
     const granted = scopesForRole(requested, member.role);
     if (!granted.length) throw invalidScope('none of the requested scopes can be granted to this member');
     const grantId = newId();
-    await tx.execute(sql`insert into identity.oauth_grants (id, client_id, user_id, org_id, scopes)
-      values (${grantId}, ${client.id}, ${input.user_id}, ${input.org_id}, ${sqlArray(granted)}::text[])`);
+    await tx.execute(sql`insert into identity.oauth_grants (id, client_id, user_id, org_id, scopes, resource)
+      values (${grantId}, ${client.id}, ${input.user_id}, ${input.org_id}, ${sqlArray(granted)}::text[], ${input.resource ?? null})`);
     await tx.execute(sql`insert into identity.oauth_codes
         (id, grant_id, code_hash, client_id, redirect_uri, code_challenge, code_challenge_method, expires_at)
       values (${newId()}, ${grantId}, ${hashToken(code)}, ${client.id}, ${input.redirect_uri},
@@ -60,7 +70,7 @@ export async function createOAuthCode(
       action: 'create',
       resource: 'oauth_grant',
       record_id: grantId,
-      after: { id: grantId, client_id: client.id, user_id: input.user_id, org_id: input.org_id, scopes: granted },
+      after: { id: grantId, client_id: client.id, user_id: input.user_id, org_id: input.org_id, scopes: granted, resource: input.resource ?? null },
     });
     return granted;
   });
@@ -72,7 +82,12 @@ interface GrantOf {
   user_id: string;
   org_id: string;
   grant_scopes: string[];
+  /** RFC 8707 resource of the grant; null for confidential clients' grants */
+  resource: string | null;
 }
+
+/** A resource named at the token endpoint must be the grant's own (a client may also leave it out). */
+const targetMatches = (g: GrantOf, resource: string | undefined) => resource === undefined || resource === g.resource;
 
 /** A new access/refresh pair of a grant; the refresh token keeps the grant's full scopes. */
 async function issuePair(tx: Tx, emit: Emitter, g: GrantOf, accessScopes: string[]): Promise<identity.OAuthTokens> {
@@ -126,7 +141,7 @@ interface CodeRow extends GrantOf {
 export async function exchangeOAuthCode(
   deps: ServiceDeps,
   caller: CallerContext,
-  input: { client: { client_id: string; client_secret: string }; code: string; redirect_uri: string; code_verifier?: string },
+  input: { client: ClientAuth; code: string; redirect_uri: string; code_verifier?: string; resource?: string },
 ): Promise<identity.OAuthTokens> {
   const client = await authenticateClient(deps, input.client);
   return settle(
@@ -135,7 +150,7 @@ export async function exchangeOAuthCode(
       const [row] = await deps.db.rows<CodeRow>(
         sql`select c.client_id, c.redirect_uri, c.code_challenge, c.code_challenge_method, c.used_at is not null as used,
                    c.expires_at <= now() as expired, g.id as grant_id, g.user_id, g.org_id, g.scopes as grant_scopes,
-                   g.revoked_at is not null as grant_revoked
+                   g.resource, g.revoked_at is not null as grant_revoked
             from identity.oauth_codes c join identity.oauth_grants g on g.id = c.grant_id
             where c.code_hash = ${hashToken(input.code)} for update of c`,
         tx,
@@ -151,6 +166,7 @@ export async function exchangeOAuthCode(
       if (!verifierMatches(row.code_challenge, row.code_challenge_method, input.code_verifier)) {
         return { fail: invalidGrant('code_verifier does not match the code challenge') };
       }
+      if (!targetMatches(row, input.resource)) return { fail: invalidTarget() };
       await tx.execute(sql`update identity.oauth_codes set used_at = now() where code_hash = ${hashToken(input.code)}`);
       return { ok: await issuePair(tx, emit, row, row.grant_scopes) };
     }),
@@ -167,7 +183,7 @@ interface RefreshRow extends GrantOf {
 export async function refreshOAuthToken(
   deps: ServiceDeps,
   caller: CallerContext,
-  input: { client: { client_id: string; client_secret: string }; refresh_token: string; scopes: string[] },
+  input: { client: ClientAuth; refresh_token: string; scopes: string[]; resource?: string },
 ): Promise<identity.OAuthTokens> {
   const client = await authenticateClient(deps, input.client);
   return settle(
@@ -181,7 +197,8 @@ export async function refreshOAuthToken(
       await lockGrant(tx, known.grant_id);
       const [row] = await deps.db.rows<RefreshRow>(
         sql`select g.client_id, t.revoked_at is not null as revoked, t.expires_at <= now() as expired,
-                   g.id as grant_id, g.user_id, g.org_id, g.scopes as grant_scopes, g.revoked_at is not null as grant_revoked
+                   g.id as grant_id, g.user_id, g.org_id, g.scopes as grant_scopes, g.resource,
+                   g.revoked_at is not null as grant_revoked
             from identity.tokens t join identity.oauth_grants g on g.id = t.grant_id
             where t.token_hash = ${hashToken(input.refresh_token)} and t.kind = 'oauth_refresh' for update of t`,
         tx,
@@ -193,6 +210,7 @@ export async function refreshOAuthToken(
         return { fail: invalidGrant() };
       }
       if (row.expired || row.grant_revoked) return { fail: invalidGrant() };
+      if (!targetMatches(row, input.resource)) return { fail: invalidTarget() };
       const scopes = input.scopes.length ? input.scopes : row.grant_scopes;
       if (!subsetOf(scopes, row.grant_scopes)) return { fail: invalidScope('a refresh may only narrow the granted scopes') };
       // Rotation: the used refresh token and the grant's earlier access tokens end here.

@@ -20,6 +20,8 @@ export interface TokenContextRow {
   /** membership of user_id in org_id, when there is one */
   role: string | null;
   department_id: string | null;
+  /** the resource an OAuth grant is bound to (RFC 8707); null for other tokens */
+  audience?: string | null;
 }
 
 /** The org a token acts in: its bound org, else the one the request selected. */
@@ -63,5 +65,6 @@ export function toPrincipal(row: TokenContextRow | null, requestedOrgId: string 
     modules: row.modules ?? [],
     rate_limit: { per_minute: row.per_minute!, per_hour: row.per_hour! },
     org_bound: row.bound_org_id !== null,
+    ...(row.audience ? { audience: row.audience } : {}),
   };
 }

@@ -15,11 +15,12 @@ export async function resolveToken(deps: ServiceDeps, tokenHash: string, request
   const [row] = await deps.db.rows<TokenContextRow & { touch: boolean }>(sql`
     select t.id as token_id, t.kind, t.user_id, t.org_id as bound_org_id, t.scopes, t.connector_id, t.device_ids,
            o.id as org_id, o.modules, o.rate_per_minute as per_minute, o.rate_per_hour as per_hour,
-           m.role, m.department_id,
+           m.role, m.department_id, g.resource as audience,
            (t.last_used_at is null or t.last_used_at < now() - ${LAST_USED_GRANULARITY}) as touch
     from identity.tokens t
     left join identity.orgs o on o.id = coalesce(t.org_id, ${requestedOrgId ?? null}::uuid)
     left join identity.memberships m on m.org_id = o.id and m.user_id = t.user_id
+    left join identity.oauth_grants g on g.id = t.grant_id
     where t.token_hash = ${tokenHash} and t.revoked_at is null and (t.expires_at is null or t.expires_at > now())`);
   const principal = toPrincipal(row ?? null, requestedOrgId);
   if (row!.touch) touch(deps, row!.token_id);

@@ -2,7 +2,7 @@ import { DomainError, isUuid, type GrpcServer, type ServiceDeps } from '@lab/kit
 import { identity } from '@lab/contracts';
 import { deleteMember, listMembers, listUserOrgs, putMember } from './members.js';
 import { OAUTH_DEFAULT_CLIENT_SCOPES } from './model.js';
-import { createOAuthClient, deleteOAuthClient, getOAuthClient } from './oauth-clients.js';
+import { createOAuthClient, deleteOAuthClient, getOAuthClient, registerPublicOAuthClient } from './oauth-clients.js';
 import { getUserMemberships, listDepartments, listMembersPage, listOAuthClients, listOrgs, listTokens, listUsers } from './management-reads.js';
 import { createOAuthCode, exchangeOAuthCode, refreshOAuthToken } from './oauth-grants.js';
 import { createDepartment, createOrg, deleteDepartment, getOrg, updateOrg } from './orgs.js';
@@ -59,6 +59,10 @@ export function registerIdentity(server: GrpcServer, deps: ServiceDeps, opts: Id
     createOAuthClient: async (req, caller) => {
       const r = parse(s.createOAuthClient, req);
       return createOAuthClient(deps, caller, { ...r, scopes: r.scopes.length ? r.scopes : [...OAUTH_DEFAULT_CLIENT_SCOPES] });
+    },
+    registerPublicOAuthClient: async (req, caller) => {
+      const r = parse(s.createOAuthClient, req);
+      return registerPublicOAuthClient(deps, caller, { ...r, scopes: r.scopes.length ? r.scopes : [...OAUTH_DEFAULT_CLIENT_SCOPES] });
     },
     getOAuthClient: async (req) => getOAuthClient(deps, parse(s.oauthClientId, req).client_id),
     checkCredentials: async (req) => {

@@ -60,13 +60,41 @@ export function isAllowedRedirectUri(value: string): boolean {
   return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1');
 }
 
+/** A loopback http URI (RFC 8252 7.3: 127.0.0.1 or localhost), parsed; null for anything else. */
+function loopbackUri(value: string): URL | null {
+  if (value.includes('#') || !URL.canParse(value)) return null;
+  const u = new URL(value);
+  return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1') && !u.username && !u.password ? u : null;
+}
+
+/**
+ * Whether `given` is one of a client's registered redirect URIs. Exact string
+ * equality, except for a public (native) client's loopback URIs, where the port
+ * may differ (RFC 8252 7.3): a desktop app or IDE listens on whatever port is free
+ * when the user signs in. Host, path and query must still be the registered ones.
+ */
+export function redirectUriRegistered(registered: readonly string[], given: string, publicClient: boolean): boolean {
+  if (registered.includes(given)) return true;
+  const g = publicClient ? loopbackUri(given) : null;
+  if (!g) return false;
+  return registered.some((r) => {
+    const u = loopbackUri(r);
+    return u !== null && u.hostname === g.hostname && u.pathname === g.pathname && u.search === g.search;
+  });
+}
+
 const redirectUri = z
   .string()
   .min(1)
   .max(2000)
   .refine(storableText, NUL)
   .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment');
-const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200) });
+const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200), public: z.boolean().default(false) });
+/** An RFC 8707 resource indicator: an absolute URL without fragment (the gateway checks it is the MCP function). */
+const resource = z
+  .string()
+  .max(2000)
+  .refine((v) => URL.canParse(v) && !v.includes('#'), 'must be an absolute URL without fragment');
 const opaque = z.string().min(1).max(200);
 const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine((xs, ctx) => {
   const bad = unknownScopes(xs);
@@ -142,14 +170,16 @@ export const schemas = {
     scopes: scopeList.transform(unique),
     code_challenge: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 unreserved characters').optional(),
     code_challenge_method: z.enum(['S256', 'plain']).optional(),
+    resource: resource.optional(),
   }),
   exchangeOAuthCode: z.object({
     client: clientAuth,
     code: opaque,
     redirect_uri: z.string().max(2000),
     code_verifier: z.string().max(128).optional(),
+    resource: resource.optional(),
   }),
-  refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique) }),
+  refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique), resource: resource.optional() }),
 };
 
 /** Parses a request or throws 400 validation_failed naming each bad field. */

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
 import { AmqpBus, DomainError, RpcClient, createLogger, runService, systemContext, type BusMessage, type RunningService } from '@lab/kit';
@@ -354,5 +354,46 @@ describe('identity over gRPC', () => {
       else expect(members.members[0]!.department_id).toBe(dept.id);
     }
   });
-});
 
+  it('registers public clients that authenticate only without a secret, need PKCE S256 and a resource, and get resource-bound tokens', async () => {
+    const { org, user } = await orgWithMember('researcher');
+    const redirect = 'http://127.0.0.1:7777/cb';
+    const resource = 'https://lab.example/functions/v1/mcp';
+    const pub = await client.call('registerPublicOAuthClient', { name: 'mcp', redirect_uris: [redirect], scopes: [] }, ctx());
+    expect(pub).toMatchObject({ public: true, scopes: ['read'], redirect_uris: [redirect] });
+    expect(await client.call('getOAuthClient', { client_id: pub.client_id }, ctx())).toMatchObject({ public: true });
+
+    const verifier = 'v'.repeat(43);
+    const challenge = createHash('sha256').update(verifier).digest('base64url');
+    const code = (extra: Record<string, string>) =>
+      client.call('createOAuthCode', { client_id: pub.client_id, redirect_uri: redirect, user_id: user.id, org_id: org.id, scopes: [], ...extra }, ctx());
+    expect(await rejection(code({ resource }))).toBe('invalid/invalid_request');
+    expect(await rejection(code({ code_challenge: challenge, code_challenge_method: 'plain', resource }))).toBe('invalid/invalid_request');
+    expect(await rejection(code({ code_challenge: challenge, code_challenge_method: 'S256' }))).toBe('invalid/invalid_request');
+    const c = await code({ code_challenge: challenge, code_challenge_method: 'S256', resource });
+
+    const asPublic = { client_id: pub.client_id, client_secret: '', public: true };
+    const exchange = (auth: typeof asPublic) =>
+      client.call('exchangeOAuthCode', { client: auth, code: c.code, redirect_uri: redirect, code_verifier: verifier, resource }, ctx());
+    // the spec's token endpoint authenticates confidential clients only: a public client fails there, secret or not
+    expect(await rejection(exchange({ ...asPublic, public: false }))).toBe('unauthenticated/invalid_client');
+    expect(await rejection(exchange({ ...asPublic, client_secret: 'x' }))).toBe('unauthenticated/invalid_client');
+    const t = await exchange(asPublic);
+    expect(await resolve(t.access_token)).toMatchObject({ token_kind: 'oauth', org_id: org.id, audience: resource });
+    expect(await rejection(client.call('refreshOAuthToken', { client: asPublic, refresh_token: t.refresh_token, scopes: [], resource: 'https://elsewhere.example/' }, ctx()))).toBe(
+      'invalid/invalid_target',
+    );
+
+    // a confidential client cannot bind a resource, nor authenticate as public
+    const conf = await client.call('createOAuthClient', { name: 'web', redirect_uris: [redirect], scopes: [] }, ctx());
+    const confCode = (extra: Record<string, string>) =>
+      client.call('createOAuthCode', { client_id: conf.client_id, redirect_uri: redirect, user_id: user.id, org_id: org.id, scopes: [], ...extra }, ctx());
+    expect(await rejection(confCode({ resource }))).toBe('invalid/invalid_request');
+    const cc = await confCode({});
+    expect(
+      await rejection(client.call('exchangeOAuthCode', { client: { client_id: conf.client_id, client_secret: '', public: true }, code: cc.code, redirect_uri: redirect }, ctx())),
+    ).toBe('unauthenticated/invalid_client');
+    const ct = await client.call('exchangeOAuthCode', { client: { client_id: conf.client_id, client_secret: conf.client_secret, public: false }, code: cc.code, redirect_uri: redirect }, ctx());
+    expect((await resolve(ct.access_token)).audience).toBeUndefined();
+  });
+});

@@ -1,7 +1,7 @@
 import { scopesForRole } from '../src/scopes';
 import { toPrincipal, type TokenContextRow } from '../src/principal';
 import { newPrefixedToken, tokenKindOf } from '../src/tokens';
-import { isAllowedRedirectUri } from '../src/validation';
+import { isAllowedRedirectUri, redirectUriRegistered } from '../src/validation';
 
 describe('OAuth rules', () => {
   it('keeps admin-only scopes for admins only', () => {
@@ -58,5 +58,19 @@ describe('OAuth rules', () => {
 
   it('never accepts an OAuth refresh token as a bearer token', () => {
     expect(() => toPrincipal(row({ kind: 'oauth_refresh' }), undefined)).toThrow();
+  });
+
+  it.each([
+    ['http://127.0.0.1:50123/callback', true, true],
+    ['http://localhost:9/callback', true, true],
+    ['http://127.0.0.1:50123/callback', false, false],
+    ['http://127.0.0.1:50123/other', true, false],
+    ['http://127.0.0.1:50123/callback?x=1', true, false],
+    ['http://evil.example:33418/callback', true, false],
+    ['https://app.example.com:8443/cb', true, false],
+    ['https://app.example.com/cb', false, true],
+  ])('matches %s (public client: %s) against the registered URIs: %s', (given, publicClient, expected) => {
+    const registered = ['http://127.0.0.1:33418/callback', 'http://localhost/callback', 'https://app.example.com/cb'];
+    expect(redirectUriRegistered(registered, given, publicClient)).toBe(expected);
   });
 });

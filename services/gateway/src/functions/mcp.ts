@@ -7,7 +7,7 @@ import { callerOf, type Principal } from '../auth.js';
 import { errorReply, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { hasScope } from '../scopes.js';
-import { resourceMetadataUrl } from './metadata.js';
+import { mcpResourceUrl, resourceMetadataUrl } from './metadata.js';
 
 /**
  * The MCP function: exactly four read-only tools over Streamable HTTP, stateless
@@ -182,7 +182,7 @@ function challenge(ctx: Ctx, deps: Deps, err: DomainError): Reply {
 export async function mcpHandler(ctx: Ctx, deps: Deps): Promise<Reply> {
   let p: Principal;
   try {
-    p = await deps.auth.user(ctx.req, ctx.requestId);
+    p = await deps.auth.user(ctx.req, ctx.requestId, mcpResourceUrl(ctx));
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') return challenge(ctx, deps, err);
     throw err;

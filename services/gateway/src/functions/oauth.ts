@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
-import { hashToken, SCOPES, tokenKindOf } from '@lab/identity';
+import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { clientAddress } from '../client-address.js';
 import { countedSignIn, RateLimitedError } from '../rate-limit.js';
@@ -14,21 +14,23 @@ import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } fro
  * confidential clients (RFC 6749 section 4.1, refresh in section 6). Written by
  * hand over identity's RPCs: identity owns clients, grants, codes and tokens and
  * does every check that touches them in one transaction; this module speaks HTTP.
+ * The identity provider's endpoints for public (MCP) clients run the same pages
+ * and grants with their own rules (see AuthorizeFlow and idp-oauth.ts).
  */
 export const functionsBase = (req: Request): string => `${req.protocol}://${req.get('host') ?? 'localhost'}/functions/v1`;
 
-type Params = Record<string, unknown>;
+export type Params = Record<string, unknown>;
 
 const MAX_PARAM = 2000;
 
 /** A parameter given at most once (RFC 6749 3.1), as a string; `bad` when repeated or not text. */
-function param(p: Params, name: string): string | undefined | typeof BAD {
+export function param(p: Params, name: string): string | undefined | typeof BAD {
   const v = p[name];
   if (v === undefined || v === '') return undefined;
   if (typeof v !== 'string' || v.length > MAX_PARAM) return BAD;
   return v;
 }
-const BAD = Symbol('bad');
+export const BAD = Symbol('bad');
 
 /** The client's redirect_uri with the response parameters appended. */
 function redirectTo(uri: string, values: Record<string, string | undefined>): Reply {
@@ -51,22 +53,66 @@ async function clientOf(deps: Deps, clientId: string, requestId: string): Promis
 
 type Parsed = { ok: AuthorizeRequest; client: identity.OAuthClient } | { reply: Reply };
 
+/** The PKCE and resource part of an authorization request, or the error to redirect with. */
+export type ProofOutcome = { ok: Pick<AuthorizeRequest, 'code_challenge' | 'code_challenge_method' | 'resource'> } | { error: string; description: string };
+
+/**
+ * What differs between the spec's oauth-authorize (confidential clients) and the
+ * identity provider's authorization endpoint (public clients): the path the pages
+ * post back to, the kind of client served, and the PKCE and resource rules.
+ */
+export interface AuthorizeFlow {
+  path: string;
+  /** marks the states sealed here; a state is accepted only by the flow that sealed it */
+  flow?: 'idp';
+  /** true: only public clients are served here; false: only confidential ones */
+  publicClients: boolean;
+  /** the message of the page shown to a client of the other kind */
+  wrongClient: string;
+  proof(p: Params, ctx: Ctx): ProofOutcome;
+}
+
+/** The spec's rule: a PKCE challenge (S256 or plain) is checked when sent, never required; no resource binding. */
+function optionalPkce(p: Params): ProofOutcome {
+  const challenge = param(p, 'code_challenge');
+  const method = param(p, 'code_challenge_method');
+  if (challenge === BAD || method === BAD || (method !== undefined && (challenge === undefined || (method !== 'S256' && method !== 'plain')))) {
+    return { error: 'invalid_request', description: 'code_challenge_method must be S256 or plain and needs a code_challenge' };
+  }
+  if (challenge !== undefined && !/^[A-Za-z0-9._~-]{43,128}$/.test(challenge)) return { error: 'invalid_request', description: 'malformed code_challenge' };
+  return { ok: challenge !== undefined ? { code_challenge: challenge, code_challenge_method: (method ?? 'plain') as 'S256' | 'plain' } : {} };
+}
+
+export const FUNCTIONS_FLOW: AuthorizeFlow = {
+  path: '/functions/v1/oauth-authorize',
+  publicClients: false,
+  wrongClient: 'This client is a public client: it signs users in at the identity provider (/auth/v1/oauth/authorize), not here.',
+  proof: optionalPkce,
+};
+
 /**
  * The authorization request. Until client_id and redirect_uri are known good
  * every error is a page (a redirect could deliver to an attacker's URI); after
  * that errors go back to the client by redirect, with its state.
  */
-async function parseAuthorizeRequest(p: Params, deps: Deps, requestId: string): Promise<Parsed> {
+async function parseAuthorizeRequest(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Parsed> {
   const clientId = param(p, 'client_id');
   const redirectUri = param(p, 'redirect_uri');
   if (clientId === undefined || clientId === BAD) return { reply: errorPage(400, 'invalid_request', 'client_id is missing or given more than once.') };
-  const client = await clientOf(deps, clientId, requestId);
+  const client = await clientOf(deps, clientId, ctx.requestId);
   if (!client) return { reply: errorPage(400, 'invalid_client', 'The client is not registered.') };
-  if (redirectUri === undefined || redirectUri === BAD || !client.redirect_uris.includes(redirectUri)) {
+  if (client.public !== flow.publicClients) return { reply: errorPage(400, 'unauthorized_client', flow.wrongClient) };
+  if (redirectUri === undefined || redirectUri === BAD || !redirectUriRegistered(client.redirect_uris, redirectUri, client.public)) {
     return { reply: errorPage(400, 'invalid_request', 'redirect_uri is missing or not registered for this client.') };
   }
   const state = param(p, 'state');
-  const base: AuthorizeRequest = { client_id: client.client_id, redirect_uri: redirectUri, scopes: [], ...(typeof state === 'string' ? { state } : {}) };
+  const base: AuthorizeRequest = {
+    client_id: client.client_id,
+    redirect_uri: redirectUri,
+    scopes: [],
+    ...(typeof state === 'string' ? { state } : {}),
+    ...(flow.flow ? { flow: flow.flow } : {}),
+  };
   const fail = (error: string, description: string) => ({ reply: errorRedirect(base, error, description) });
   if (state === BAD) return fail('invalid_request', 'state is given more than once or too long');
   const responseType = param(p, 'response_type');
@@ -77,35 +123,24 @@ async function parseAuthorizeRequest(p: Params, deps: Deps, requestId: string): 
   const scopes = [...new Set((scope ?? '').split(' ').filter((s) => s.length > 0))];
   const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s) || !client.scopes.includes(s));
   if (unknown.length) return fail('invalid_scope', `not allowed for this client: ${unknown.join(' ')}`);
-  const challenge = param(p, 'code_challenge');
-  const method = param(p, 'code_challenge_method');
-  if (challenge === BAD || method === BAD || (method !== undefined && (challenge === undefined || (method !== 'S256' && method !== 'plain')))) {
-    return fail('invalid_request', 'code_challenge_method must be S256 or plain and needs a code_challenge');
-  }
-  if (challenge !== undefined && !/^[A-Za-z0-9._~-]{43,128}$/.test(challenge)) return fail('invalid_request', 'malformed code_challenge');
-  return {
-    ok: {
-      ...base,
-      scopes,
-      ...(challenge !== undefined ? { code_challenge: challenge, code_challenge_method: (method ?? 'plain') as 'S256' | 'plain' } : {}),
-    },
-    client,
-  };
+  const proof = flow.proof(p, ctx);
+  if ('error' in proof) return fail(proof.error, proof.description);
+  return { ok: { ...base, scopes, ...proof.ok }, client };
 }
 
 const secure = (req: Request) => req.protocol === 'https';
 
-function formFor(deps: Deps, req: Request, r: AuthorizeRequest, userId?: string): FormSecrets {
+function formFor(deps: Deps, req: Request, flow: AuthorizeFlow, r: AuthorizeRequest, userId?: string): FormSecrets {
   const { state, csrf } = deps.oauthState.seal(r, userId);
-  return { state, csrf, secure: secure(req) };
+  return { state, csrf, secure: secure(req), action: flow.path };
 }
 
 /** The consent page for a signed-in user, or access_denied when they belong to no organisation. */
-async function consent(ctx: Ctx, deps: Deps, r: AuthorizeRequest, client: identity.OAuthClient, userId: string): Promise<Reply> {
+async function consent(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, r: AuthorizeRequest, client: identity.OAuthClient, userId: string): Promise<Reply> {
   const { orgs } = await deps.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
   if (!orgs.length) return errorRedirect(r, 'access_denied', 'the user is not a member of any organisation');
   const scopes = r.scopes.length ? r.scopes : client.scopes;
-  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, r, userId));
+  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
 }
 
 /** A user already signed in through /auth/v1/token may present its access token instead of the login form. */
@@ -121,19 +156,23 @@ async function sessionUser(ctx: Ctx, deps: Deps): Promise<string | undefined> {
   }
 }
 
-/** GET (and POST without a step) /functions/v1/oauth-authorize: start of the flow. */
-async function start(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
-  const parsed = await parseAuthorizeRequest(p, deps, ctx.requestId);
+/** GET (and POST without a step) of the authorization endpoint: start of the flow. */
+async function start(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const parsed = await parseAuthorizeRequest(ctx, deps, flow, p);
   if ('reply' in parsed) return parsed.reply;
   const userId = await sessionUser(ctx, deps);
-  if (userId) return consent(ctx, deps, parsed.ok, parsed.client, userId);
-  return loginPage(parsed.client.name, formFor(deps, ctx.req, parsed.ok));
+  if (userId) return consent(ctx, deps, flow, parsed.ok, parsed.client, userId);
+  return loginPage(parsed.client.name, formFor(deps, ctx.req, flow, parsed.ok));
 }
 
-/** The posted state, if it is authentic, unexpired and its CSRF token is in both the form and the cookie. */
-function postedState(ctx: Ctx, deps: Deps, p: Params): AuthorizeState | Reply {
+/**
+ * The posted state, if it is authentic, unexpired, sealed by this flow (a state
+ * of the other endpoint could otherwise skip its rules) and its CSRF token is in
+ * both the form and the cookie.
+ */
+function postedState(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): AuthorizeState | Reply {
   const s = deps.oauthState.open(p.auth_state);
-  if (!s) return errorPage(400, 'invalid_request', 'This sign-in form has expired or was altered. Start again from the application.');
+  if (!s || s.flow !== flow.flow) return errorPage(400, 'invalid_request', 'This sign-in form has expired or was altered. Start again from the application.');
   if (!deps.oauthState.csrfValid(s, p.csrf_token, cookieOf(ctx.req.headers.cookie, CSRF_COOKIE))) {
     return errorPage(403, 'invalid_request', 'The form could not be verified (CSRF). Start again from the application.');
   }
@@ -145,8 +184,8 @@ const requestOf = (s: AuthorizeState): AuthorizeRequest => {
   return r;
 };
 
-async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
-  const s = postedState(ctx, deps, p);
+async function login(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const s = postedState(ctx, deps, flow, p);
   if (!('nonce' in s)) return s;
   const r = requestOf(s);
   const client = await clientOf(deps, r.client_id, ctx.requestId);
@@ -154,7 +193,7 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
   const email = param(p, 'email');
   const password = param(p, 'password');
   if (typeof email !== 'string' || typeof password !== 'string') {
-    return loginPage(client.name, formFor(deps, ctx.req, r), 'Enter your email and password.');
+    return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Enter your email and password.');
   }
   // Password guessing through the form is throttled per account and address, like a lockout that heals.
   let user: identity.User;
@@ -164,18 +203,18 @@ async function login(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
     );
   } catch (err) {
     if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
-    if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, r), 'Invalid email or password.');
+    if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Invalid email or password.');
     // identity's password checks are all taken (a flood): the form again, not a JSON error
     if (err instanceof DomainError && err.kind === 'unavailable') {
-      return loginPage(client.name, formFor(deps, ctx.req, r), 'Sign-in is busy right now. Try again in a moment.');
+      return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Sign-in is busy right now. Try again in a moment.');
     }
     throw err;
   }
-  return consent(ctx, deps, r, client, user.id);
+  return consent(ctx, deps, flow, r, client, user.id);
 }
 
-async function decide(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
-  const s = postedState(ctx, deps, p);
+async function decide(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const s = postedState(ctx, deps, flow, p);
   if (!('nonce' in s)) return s;
   if (!s.user_id) return errorPage(400, 'invalid_request', 'Sign in first.');
   const r = requestOf(s);
@@ -193,6 +232,7 @@ async function decide(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
         scopes: r.scopes,
         code_challenge: r.code_challenge,
         code_challenge_method: r.code_challenge_method,
+        resource: r.resource,
       },
       systemContext(ctx.requestId, orgId),
     );
@@ -208,27 +248,30 @@ async function decide(ctx: Ctx, deps: Deps, p: Params): Promise<Reply> {
   }
 }
 
-/** GET/POST /functions/v1/oauth-authorize. */
-export async function oauthAuthorize(ctx: Ctx, deps: Deps): Promise<Reply> {
-  if (ctx.req.method === 'GET') return start(ctx, deps, ctx.req.query as Params);
+/** GET/POST of an authorization endpoint: the start, the sign-in form, the consent form. */
+export async function authorizeEndpoint(ctx: Ctx, deps: Deps, flow: AuthorizeFlow): Promise<Reply> {
+  if (ctx.req.method === 'GET') return start(ctx, deps, flow, ctx.req.query as Params);
   const body = (ctx.body && typeof ctx.body === 'object' ? ctx.body : {}) as Params;
   switch (body.step) {
     case 'login':
-      return login(ctx, deps, body);
+      return login(ctx, deps, flow, body);
     case 'consent':
-      return decide(ctx, deps, body);
+      return decide(ctx, deps, flow, body);
     case undefined:
-      return start(ctx, deps, body);
+      return start(ctx, deps, flow, body);
     default:
       return errorPage(400, 'invalid_request', 'unknown form step');
   }
 }
 
+/** GET/POST /functions/v1/oauth-authorize. */
+export const oauthAuthorize = (ctx: Ctx, deps: Deps): Promise<Reply> => authorizeEndpoint(ctx, deps, FUNCTIONS_FLOW);
+
 // ---- token endpoint ----
 
 const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 
-const tokenError = (status: number, error: string, description: string, headers: Record<string, string> = {}): Reply => ({
+export const tokenError = (status: number, error: string, description: string, headers: Record<string, string> = {}): Reply => ({
   status,
   contentType: 'application/json; charset=utf-8',
   headers: { ...TOKEN_HEADERS, ...headers },
@@ -264,12 +307,30 @@ function clientCredentials(req: Request, p: Params): ClientCreds | Reply {
   return { client_id: postId, client_secret: postSecret, basic: false };
 }
 
+/** The form parameters of a token request (a JSON body is taken too; anything else reads as empty). */
+export const tokenParams = (ctx: Ctx): Params => (ctx.body && typeof ctx.body === 'object' && !Array.isArray(ctx.body) ? ctx.body : {}) as Params;
+
 /** POST /functions/v1/oauth-token: authorization_code and refresh_token grants. */
 export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const p = (ctx.body && typeof ctx.body === 'object' && !Array.isArray(ctx.body) ? ctx.body : {}) as Params;
+  const p = tokenParams(ctx);
   const creds = clientCredentials(ctx.req, p);
   if (!('client_id' in creds)) return creds;
-  const client = { client_id: creds.client_id, client_secret: creds.client_secret };
+  const client = { client_id: creds.client_id, client_secret: creds.client_secret, public: false };
+  return grantTokens(ctx, deps, p, client, { challenge: creds.basic ? BASIC_CHALLENGE : {} });
+}
+
+/**
+ * The authorization_code and refresh_token grants of both token endpoints, once
+ * the client is named (identity authenticates it). `resource` (RFC 8707) is
+ * passed on only by the identity provider's endpoint; `challenge` goes on a 401.
+ */
+export async function grantTokens(
+  ctx: Ctx,
+  deps: Deps,
+  p: Params,
+  client: identity.ClientAuth,
+  opts: { challenge: Record<string, string>; resource?: string },
+): Promise<Reply> {
   const grantType = param(p, 'grant_type');
   const idc = deps.clients.identity();
   const caller = systemContext(ctx.requestId);
@@ -282,13 +343,13 @@ export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
       if (typeof code !== 'string' || typeof redirectUri !== 'string' || verifier === BAD) {
         return tokenError(400, 'invalid_request', 'code and redirect_uri are required, each once');
       }
-      t = await idc.call('exchangeOAuthCode', { client, code, redirect_uri: redirectUri, code_verifier: verifier }, caller);
+      t = await idc.call('exchangeOAuthCode', { client, code, redirect_uri: redirectUri, code_verifier: verifier, resource: opts.resource }, caller);
     } else if (grantType === 'refresh_token') {
       const refresh = param(p, 'refresh_token');
       const scope = param(p, 'scope');
       if (typeof refresh !== 'string' || scope === BAD) return tokenError(400, 'invalid_request', 'refresh_token is required, once');
       const scopes = [...new Set((scope ?? '').split(' ').filter((s) => s.length > 0))];
-      t = await idc.call('refreshOAuthToken', { client, refresh_token: refresh, scopes }, caller);
+      t = await idc.call('refreshOAuthToken', { client, refresh_token: refresh, scopes, resource: opts.resource }, caller);
     } else if (grantType === undefined || grantType === BAD) {
       return tokenError(400, 'invalid_request', 'grant_type is required, once');
     } else {
@@ -296,8 +357,8 @@ export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
     }
   } catch (err) {
     if (!(err instanceof DomainError)) throw err;
-    if (err.code === 'invalid_client') return tokenError(401, 'invalid_client', 'client authentication failed', creds.basic ? BASIC_CHALLENGE : {});
-    if (err.code === 'invalid_grant' || err.code === 'invalid_scope') return tokenError(400, err.code, err.message);
+    if (err.code === 'invalid_client') return tokenError(401, 'invalid_client', 'client authentication failed', opts.challenge);
+    if (err.code === 'invalid_grant' || err.code === 'invalid_scope' || err.code === 'invalid_target') return tokenError(400, err.code, err.message);
     if (err.kind === 'invalid') return tokenError(400, 'invalid_request', err.message);
     if (err.kind === 'unavailable') return tokenError(503, 'temporarily_unavailable', 'try again later');
     throw err;

@@ -20,6 +20,13 @@ export interface AuthorizeRequest {
   state?: string;
   code_challenge?: string;
   code_challenge_method?: 'S256' | 'plain';
+  /** RFC 8707 resource (identity provider flow only) */
+  resource?: string;
+  /**
+   * 'idp' for the identity provider's authorization endpoint; absent for the
+   * spec's oauth-authorize. A state is accepted only where it was sealed.
+   */
+  flow?: 'idp';
 }
 
 export interface AuthorizeState extends AuthorizeRequest {

@@ -2,7 +2,8 @@ import type { Reply } from '../replies.js';
 import { CSRF_COOKIE, STATE_TTL_SECONDS } from './signed-state.js';
 
 /**
- * The server-rendered pages of oauth-authorize. Every interpolated value goes
+ * The server-rendered pages of oauth-authorize and of the identity provider's
+ * authorization endpoint (the same pages, posting back to their own path). Every interpolated value goes
  * through esc(); the pages load nothing (no script, no external style), may not
  * be framed (clickjacking on a consent button) and are never cached.
  */
@@ -21,11 +22,11 @@ export const PAGE_HEADERS: Record<string, string> = {
 const STYLE = 'body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0}'
   + 'input[type=email],input[type=password],select{width:100%;padding:.4rem}button{margin:.8rem .5rem 0 0;padding:.5rem 1rem}.err{color:#a00}';
 
-function page(status: number, title: string, body: string, csrf?: { token: string; secure: boolean }): Reply {
+function page(status: number, title: string, body: string, csrf?: { token: string; secure: boolean; path: string }): Reply {
   const headers = { ...PAGE_HEADERS };
   if (csrf) {
     headers['Set-Cookie'] =
-      `${CSRF_COOKIE}=${csrf.token}; Path=/functions/v1/oauth-authorize; Max-Age=${STATE_TTL_SECONDS}; HttpOnly; SameSite=Strict${csrf.secure ? '; Secure' : ''}`;
+      `${CSRF_COOKIE}=${csrf.token}; Path=${csrf.path}; Max-Age=${STATE_TTL_SECONDS}; HttpOnly; SameSite=Strict${csrf.secure ? '; Secure' : ''}`;
   }
   return {
     status,
@@ -41,7 +42,11 @@ export interface FormSecrets {
   state: string;
   csrf: string;
   secure: boolean;
+  /** the authorization endpoint's path: the form posts there and the CSRF cookie is scoped to it */
+  action: string;
 }
+
+const formCookie = (f: FormSecrets) => ({ token: f.csrf, secure: f.secure, path: f.action });
 
 export function loginPage(clientName: string, f: FormSecrets, error?: string): Reply {
   return page(
@@ -49,11 +54,11 @@ export function loginPage(clientName: string, f: FormSecrets, error?: string): R
     'Sign in',
     `<p><strong>${esc(clientName)}</strong> asks to access the lab notebook on your behalf. Sign in to continue.</p>`
       + (error ? `<p class="err">${esc(error)}</p>` : '')
-      + `<form method="post" action="/functions/v1/oauth-authorize">${hidden('step', 'login')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
+      + `<form method="post" action="${esc(f.action)}">${hidden('step', 'login')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
       + '<label>Email <input type="email" name="email" autocomplete="username" required maxlength="320"></label>'
       + '<label>Password <input type="password" name="password" autocomplete="current-password" required maxlength="1024"></label>'
       + '<button type="submit">Sign in</button></form>',
-    { token: f.csrf, secure: f.secure },
+    formCookie(f),
   );
 }
 
@@ -63,18 +68,25 @@ export interface OrgChoice {
   role: string;
 }
 
-export function consentPage(clientName: string, scopes: string[], orgs: OrgChoice[], f: FormSecrets): Reply {
+/**
+ * The consent page. A self-registered (public) client chose its own name, so the
+ * page says so and names where it will send the user back: a name proves nothing.
+ */
+export function consentPage(clientName: string, scopes: string[], orgs: OrgChoice[], f: FormSecrets, selfRegistered?: { redirectUri: string }): Reply {
   const options = orgs.map((o) => `<option value="${esc(o.org_id)}">${esc(o.name)} (${esc(o.role)})</option>`).join('');
   const scopeList = scopes.map((s) => `<li><code>${esc(s)}</code></li>`).join('');
+  const notice = selfRegistered
+    ? `<p>This application registered itself; its name is not verified. It will receive access at <code>${esc(selfRegistered.redirectUri)}</code>. Allow only if you are connecting it yourself.</p>`
+    : '';
   return page(
     200,
     'Authorize access',
-    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>`
+    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>${notice}`
       + '<p>admin, audit:read and * are granted only where you are an administrator.</p>'
-      + `<form method="post" action="/functions/v1/oauth-authorize">${hidden('step', 'consent')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
+      + `<form method="post" action="${esc(f.action)}">${hidden('step', 'consent')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
       + `<label>Organisation <select name="org_id" required>${options}</select></label>`
       + '<button type="submit" name="decision" value="allow">Allow</button><button type="submit" name="decision" value="deny">Deny</button></form>',
-    { token: f.csrf, secure: f.secure },
+    formCookie(f),
   );
 }
 

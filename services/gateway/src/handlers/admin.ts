@@ -105,6 +105,8 @@ const oauthClientView = (c: identity.OAuthClient) => ({
   redirect_uris: c.redirect_uris,
   scopes: c.scopes,
   created_at: c.created_at,
+  // true for a client an MCP client registered itself (no secret; identity provider only)
+  public: c.public,
 });
 
 /**

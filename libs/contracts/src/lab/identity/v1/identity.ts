@@ -148,6 +148,8 @@ export interface OAuthClient {
   redirect_uris: string[];
   scopes: string[];
   created_at: string;
+  /** true for a client registered dynamically: no secret, PKCE S256 required */
+  public: boolean;
 }
 
 export interface ResolveSessionUserRequest {
@@ -172,7 +174,11 @@ export interface CreateOAuthCodeRequest {
   /** requested scopes; empty means the client's registered scopes */
   scopes: string[];
   code_challenge?: string | undefined;
-  code_challenge_method?: string | undefined;
+  code_challenge_method?:
+    | string
+    | undefined;
+  /** RFC 8707 resource the grant's tokens are bound to (required for public clients) */
+  resource?: string | undefined;
 }
 
 export interface OAuthCode {
@@ -185,13 +191,19 @@ export interface OAuthCode {
 export interface ClientAuth {
   client_id: string;
   client_secret: string;
+  /** the caller authenticates a public client: no secret, and only a public client matches */
+  public: boolean;
 }
 
 export interface ExchangeOAuthCodeRequest {
   client?: ClientAuth | undefined;
   code: string;
   redirect_uri: string;
-  code_verifier?: string | undefined;
+  code_verifier?:
+    | string
+    | undefined;
+  /** RFC 8707: when given, must be the resource the code was issued for */
+  resource?: string | undefined;
 }
 
 export interface RefreshOAuthTokenRequest {
@@ -199,6 +211,8 @@ export interface RefreshOAuthTokenRequest {
   refresh_token: string;
   /** a narrower set of the grant's scopes, or empty for all of them */
   scopes: string[];
+  /** RFC 8707: when given, must be the resource the grant is bound to */
+  resource?: string | undefined;
 }
 
 export interface OAuthTokens {
@@ -243,6 +257,8 @@ export interface Principal {
     | undefined;
   /** true when the token itself is bound to org_id (API keys, bound PATs, OAuth) */
   org_bound: boolean;
+  /** RFC 8707 audience of an OAuth access token bound to one resource (the MCP function) */
+  audience?: string | undefined;
 }
 
 export interface Org {
@@ -1679,7 +1695,7 @@ export const GetOAuthClientRequest: MessageFns<GetOAuthClientRequest> = {
 };
 
 function createBaseOAuthClient(): OAuthClient {
-  return { client_id: "", name: "", redirect_uris: [], scopes: [], created_at: "" };
+  return { client_id: "", name: "", redirect_uris: [], scopes: [], created_at: "", public: false };
 }
 
 export const OAuthClient: MessageFns<OAuthClient> = {
@@ -1698,6 +1714,9 @@ export const OAuthClient: MessageFns<OAuthClient> = {
     }
     if (message.created_at !== "") {
       writer.uint32(42).string(message.created_at);
+    }
+    if (message.public !== false) {
+      writer.uint32(48).bool(message.public);
     }
     return writer;
   },
@@ -1753,6 +1772,14 @@ export const OAuthClient: MessageFns<OAuthClient> = {
             }
 
             message.created_at = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.public = reader.bool();
             continue;
           }
         }
@@ -1937,6 +1964,7 @@ function createBaseCreateOAuthCodeRequest(): CreateOAuthCodeRequest {
     scopes: [],
     code_challenge: undefined,
     code_challenge_method: undefined,
+    resource: undefined,
   };
 }
 
@@ -1962,6 +1990,9 @@ export const CreateOAuthCodeRequest: MessageFns<CreateOAuthCodeRequest> = {
     }
     if (message.code_challenge_method !== undefined) {
       writer.uint32(58).string(message.code_challenge_method);
+    }
+    if (message.resource !== undefined) {
+      writer.uint32(66).string(message.resource);
     }
     return writer;
   },
@@ -2033,6 +2064,14 @@ export const CreateOAuthCodeRequest: MessageFns<CreateOAuthCodeRequest> = {
             }
 
             message.code_challenge_method = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.resource = reader.string();
             continue;
           }
         }
@@ -2117,7 +2156,7 @@ export const OAuthCode: MessageFns<OAuthCode> = {
 };
 
 function createBaseClientAuth(): ClientAuth {
-  return { client_id: "", client_secret: "" };
+  return { client_id: "", client_secret: "", public: false };
 }
 
 export const ClientAuth: MessageFns<ClientAuth> = {
@@ -2127,6 +2166,9 @@ export const ClientAuth: MessageFns<ClientAuth> = {
     }
     if (message.client_secret !== "") {
       writer.uint32(18).string(message.client_secret);
+    }
+    if (message.public !== false) {
+      writer.uint32(24).bool(message.public);
     }
     return writer;
   },
@@ -2160,6 +2202,14 @@ export const ClientAuth: MessageFns<ClientAuth> = {
             message.client_secret = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.public = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2174,7 +2224,7 @@ export const ClientAuth: MessageFns<ClientAuth> = {
 };
 
 function createBaseExchangeOAuthCodeRequest(): ExchangeOAuthCodeRequest {
-  return { client: undefined, code: "", redirect_uri: "", code_verifier: undefined };
+  return { client: undefined, code: "", redirect_uri: "", code_verifier: undefined, resource: undefined };
 }
 
 export const ExchangeOAuthCodeRequest: MessageFns<ExchangeOAuthCodeRequest> = {
@@ -2190,6 +2240,9 @@ export const ExchangeOAuthCodeRequest: MessageFns<ExchangeOAuthCodeRequest> = {
     }
     if (message.code_verifier !== undefined) {
       writer.uint32(34).string(message.code_verifier);
+    }
+    if (message.resource !== undefined) {
+      writer.uint32(42).string(message.resource);
     }
     return writer;
   },
@@ -2239,6 +2292,14 @@ export const ExchangeOAuthCodeRequest: MessageFns<ExchangeOAuthCodeRequest> = {
             message.code_verifier = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.resource = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2253,7 +2314,7 @@ export const ExchangeOAuthCodeRequest: MessageFns<ExchangeOAuthCodeRequest> = {
 };
 
 function createBaseRefreshOAuthTokenRequest(): RefreshOAuthTokenRequest {
-  return { client: undefined, refresh_token: "", scopes: [] };
+  return { client: undefined, refresh_token: "", scopes: [], resource: undefined };
 }
 
 export const RefreshOAuthTokenRequest: MessageFns<RefreshOAuthTokenRequest> = {
@@ -2266,6 +2327,9 @@ export const RefreshOAuthTokenRequest: MessageFns<RefreshOAuthTokenRequest> = {
     }
     for (const v of message.scopes) {
       writer.uint32(26).string(v!);
+    }
+    if (message.resource !== undefined) {
+      writer.uint32(34).string(message.resource);
     }
     return writer;
   },
@@ -2305,6 +2369,14 @@ export const RefreshOAuthTokenRequest: MessageFns<RefreshOAuthTokenRequest> = {
             }
 
             message.scopes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.resource = reader.string();
             continue;
           }
         }
@@ -2584,6 +2656,7 @@ function createBasePrincipal(): Principal {
     modules: [],
     rate_limit: undefined,
     org_bound: false,
+    audience: undefined,
   };
 }
 
@@ -2624,6 +2697,9 @@ export const Principal: MessageFns<Principal> = {
     }
     if (message.org_bound !== false) {
       writer.uint32(96).bool(message.org_bound);
+    }
+    if (message.audience !== undefined) {
+      writer.uint32(106).string(message.audience);
     }
     return writer;
   },
@@ -2735,6 +2811,14 @@ export const Principal: MessageFns<Principal> = {
             }
 
             message.org_bound = reader.bool();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.audience = reader.string();
             continue;
           }
         }
@@ -4583,6 +4667,20 @@ export const IdentityServiceService = {
     responseDeserialize: (value: Buffer): OAuthTokens => OAuthTokens.decode(value),
   },
   /**
+   * Dynamic client registration (RFC 7591) at the identity provider: a public
+   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   */
+  registerPublicOAuthClient: {
+    path: "/lab.identity.v1.IdentityService/RegisterPublicOAuthClient" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateOAuthClientRequest): Buffer =>
+      Buffer.from(CreateOAuthClientRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateOAuthClientRequest => CreateOAuthClientRequest.decode(value),
+    responseSerialize: (value: OAuthClient): Buffer => Buffer.from(OAuthClient.encode(value).finish()),
+    responseDeserialize: (value: Buffer): OAuthClient => OAuthClient.decode(value),
+  },
+  /**
    * Reading and undoing what the management API made (operator token). Lists
    * are pages (limit, offset) with their total; tokens and secrets never appear.
    */
@@ -4732,6 +4830,11 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
    */
   exchangeOAuthCode: handleUnaryCall<ExchangeOAuthCodeRequest, OAuthTokens>;
   refreshOAuthToken: handleUnaryCall<RefreshOAuthTokenRequest, OAuthTokens>;
+  /**
+   * Dynamic client registration (RFC 7591) at the identity provider: a public
+   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   */
+  registerPublicOAuthClient: handleUnaryCall<CreateOAuthClientRequest, OAuthClient>;
   /**
    * Reading and undoing what the management API made (operator token). Lists
    * are pages (limit, offset) with their total; tokens and secrets never appear.
@@ -5126,6 +5229,25 @@ export interface IdentityServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: OAuthTokens) => void,
+  ): ClientUnaryCall;
+  /**
+   * Dynamic client registration (RFC 7591) at the identity provider: a public
+   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   */
+  registerPublicOAuthClient(
+    request: CreateOAuthClientRequest,
+    callback: (error: ServiceError | null, response: OAuthClient) => void,
+  ): ClientUnaryCall;
+  registerPublicOAuthClient(
+    request: CreateOAuthClientRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: OAuthClient) => void,
+  ): ClientUnaryCall;
+  registerPublicOAuthClient(
+    request: CreateOAuthClientRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: OAuthClient) => void,
   ): ClientUnaryCall;
   /**
    * Reading and undoing what the management API made (operator token). Lists
