@@ -1,7 +1,9 @@
 import { identity, records } from '@lab/contracts';
-import { newId, RpcClient, type CallerContext, type PeerAddresses } from '@lab/kit';
+import { rm } from 'node:fs/promises';
+import { createLogger, newId, runService, RpcClient, type CallerContext, type PeerAddresses, type RunningService } from '@lab/kit';
+import { freshDatabaseUrl, uniqueExchange } from './backing.js';
 import { loadDefinition } from './stack.js';
-import { startTestService, TEST_SECRET, type TestService } from './service-harness.js';
+import { TEST_SECRET, testBus } from './service-harness.js';
 
 /**
  * The real services that own what another service's references name (identity:
@@ -19,6 +21,11 @@ export interface ReferenceOwners {
   member(orgId: string, role: string, departmentId?: string | null): Promise<string>;
   /** a record of the notebook, created as `caller` (its organisation) */
   notebookRecord(resource: 'experiments' | 'projects', body: Record<string, unknown>, caller: CallerContext): Promise<string>;
+  /**
+   * Stops the owners. Their databases are left to the suite's dropFreshDatabases:
+   * it drops every fresh database of the process, so stop the owners before it runs
+   * (before the service under test's TestService.stop()).
+   */
   stop(): Promise<void>;
 }
 
@@ -34,13 +41,24 @@ const OPERATOR: CallerContext = {
 };
 
 export async function startReferenceOwners(names: ('identity' | 'notebook')[] = ['identity']): Promise<ReferenceOwners> {
-  const running: Record<string, TestService> = {};
-  const address = (name: string) => running[name]?.svc.address;
+  const running: Record<string, RunningService> = {};
+  const address = (name: string) => running[name]?.address;
+  const bus = await testBus(uniqueExchange());
+  const dataDir = `/tmp/lab-reference-owners-${newId()}`;
   for (const name of names) {
     const def = await loadDefinition(name);
     if (!def) throw new Error(`no service package @lab/${name}`);
-    // the notebook checks its own references with identity, so it gets the same address book
-    running[name] = await startTestService(def, { bindings: [], peers: address });
+    running[name] = await runService(def, {
+      log: createLogger(name, 'silent'),
+      bus,
+      secret: TEST_SECRET,
+      databaseUrl: await freshDatabaseUrl(),
+      dataDir,
+      grpcAddress: '127.0.0.1:0',
+      poolSize: 4,
+      // the notebook checks its own references with identity: the same address book
+      peers: address,
+    });
   }
   const idc = running.identity ? new RpcClient<typeof identity.IdentityServiceService>(identity.IdentityServiceClient, address('identity')!, { secret: TEST_SECRET }) : undefined;
   const nbc = running.notebook ? new RpcClient<typeof records.RecordServiceService>(records.RecordServiceClient, address('notebook')!, { secret: TEST_SECRET }) : undefined;
@@ -63,6 +81,8 @@ export async function startReferenceOwners(names: ('identity' | 'notebook')[] = 
       idc?.close();
       nbc?.close();
       for (const s of Object.values(running).reverse()) await s.stop();
+      await bus.close();
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -18,8 +18,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   rec?.close();
-  await t?.stop();
   await owners?.stop();
+  await t?.stop();
 });
 
 type Json = Record<string, any>;

@@ -22,8 +22,8 @@ beforeAll(async () => {
 afterAll(async () => {
   rec?.close();
   nb?.close();
-  await t?.stop();
   await owners?.stop();
+  await t?.stop();
 });
 
 type Json = Record<string, any>;
