@@ -144,7 +144,9 @@ describe.each(CASES.map((c) => [`${c.resource} ${c.field}`, c] as const))('%s', 
     expect(own.body.data[c.field]).toBe(A.ids[c.target]);
   });
 
-  (c.updatable ? it : it.skip)('PUT and PATCH: refuse the same, the record unchanged; take its own', async () => {
+  // movements are never updated: the service refuses it before reading the body
+  if (!c.updatable) return;
+  it('PUT and PATCH: refuse the same, the record unchanged; take its own', async () => {
     const path = c.path(A);
     const id = await made(A, path, c.body());
     const stored = (await api('GET', `${path}/${id}`, A.key)).body.data;
