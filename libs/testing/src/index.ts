@@ -3,3 +3,4 @@ export * from './stack.js';
 export * from './cluster.js';
 export * from './service-harness.js';
 export * from './held-locks.js';
+export * from './reference-owners.js';

@@ -71,7 +71,7 @@ const DEFAULT_SERVICES = ['identity', 'notebook', 'audit'];
  * A service's definition, or undefined when its package is not there (yet).
  * The specifier is computed so the build does not depend on every service.
  */
-async function loadDefinition(name: string): Promise<ServiceDefinition | undefined> {
+export async function loadDefinition(name: string): Promise<ServiceDefinition | undefined> {
   const specifier = `@lab/${name}`;
   try {
     const mod = (await import(specifier)) as { definition?: ServiceDefinition };

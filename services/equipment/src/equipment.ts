@@ -37,6 +37,9 @@ export const equipment = defineResource({
     next_maintenance_date: 'date',
   },
   orderBy: ['updated_at', 'name', 'status', 'last_maintenance_date', 'next_maintenance_date'],
+  // room_id and storage_location_id are not checked: no service keeps rooms or
+  // storage locations (docs/decisions.md, "References")
+  references: { department_id: { noun: 'department', peer: 'department' } },
   ...equipmentAccess,
 });
 

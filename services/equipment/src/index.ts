@@ -28,11 +28,15 @@ export function equipmentDefinition(opts: EquipmentOptions = {}): ServiceDefinit
     migrationsDir: path.join(__dirname, '..', 'migrations'),
     register: async (server, deps) => {
       const env = loadConfig(equipmentEnv);
-      registerHandlers(server, deps);
-      return startUsageSweep(deps, {
+      const closePeers = registerHandlers(server, deps);
+      const stopSweep = startUsageSweep(deps, {
         maxHours: opts.usageMaxHours ?? env.EQUIPMENT_USAGE_MAX_HOURS,
         intervalMs: opts.sweepIntervalMs ?? env.EQUIPMENT_USAGE_SWEEP_MS,
       });
+      return async () => {
+        await stopSweep();
+        await closePeers();
+      };
     },
   };
 }

@@ -49,6 +49,7 @@ export const maintenance = defineResource({
   create: createMaintenance,
   update: createMaintenance.partial(),
   filters: { maintenance_type: 'string', severity: 'string', performed_by: 'uuid', completed_date: 'date', scheduled_date: 'date' },
+  references: { performed_by: { noun: 'member', peer: 'member' } },
   orderBy: ['updated_at', 'log_date', 'scheduled_date', 'completed_date'],
   limits: SUB_LIST_LIMITS,
   rangeColumn: 'log_date',

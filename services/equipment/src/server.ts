@@ -1,5 +1,5 @@
 import { records } from '@lab/contracts';
-import { recordServiceHandlers, withConstraintErrors, type GrpcServer, type Handlers, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers, withConstraintErrors, type GrpcServer, type Handlers, type ServiceDeps } from '@lab/kit';
 import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { calibrations, documentResources, flattenDocument, flattenDocuments, qualifications } from './documents.js';
 import { equipment } from './equipment.js';
@@ -35,7 +35,17 @@ function withFlatDocuments(base: RecordHandlers): RecordHandlers {
   };
 }
 
-export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
-  const base = recordServiceHandlers(deps, resources);
+/** Registers the record service; returns what closes its clients of other services. */
+export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {
+  // members and departments are identity's; projects and experiment entries the notebook's
+  const peers = new PeerReferences(deps);
+  const remote = {
+    member: peers.member,
+    department: peers.department,
+    'notebook.projects': peers.record('notebook', 'projects'),
+    'notebook.experiments': peers.record('notebook', 'experiments'),
+  };
+  const base = recordServiceHandlers(deps, resources, { remote });
   server.add(records.RecordServiceService, withConstraintErrors(withFlatDocuments(remoteLinkHandlers(base, deps.db)), CONSTRAINT_RULES));
+  return async () => peers.close();
 }

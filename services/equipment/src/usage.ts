@@ -45,6 +45,10 @@ export const usage = defineResource({
   create: createUsage,
   update: createUsage.partial(),
   filters: { user_id: 'uuid', project_id: 'uuid', entry_id: 'uuid', auto_closed: 'boolean' },
+  references: {
+    project_id: { noun: 'project', peer: 'notebook.projects' },
+    entry_id: { noun: 'experiment entry', peer: 'notebook.experiments' },
+  },
   orderBy: ['started_at', 'ended_at', 'updated_at'],
   defaultOrder: { by: 'started_at', dir: 'desc' },
   limits: SUB_LIST_LIMITS,

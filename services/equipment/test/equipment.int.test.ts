@@ -11,7 +11,17 @@ import {
   type RunningService,
 } from '@lab/kit';
 import { equipmentDefinition } from '@lab/equipment';
-import { dropFreshDatabases, freshDatabaseUrl, holdTransaction, tapEvents, testBus, uniqueExchange, type EventTap } from '@lab/testing';
+import {
+  dropFreshDatabases,
+  freshDatabaseUrl,
+  holdTransaction,
+  startReferenceOwners,
+  tapEvents,
+  testBus,
+  uniqueExchange,
+  type EventTap,
+  type ReferenceOwners,
+} from '@lab/testing';
 
 const log = createLogger('test', 'silent');
 const secret = 'test-secret-0123456789';
@@ -26,6 +36,8 @@ let rec: RpcClient<typeof records.RecordServiceService>;
 let tiny: RpcClient<typeof records.RecordServiceService>;
 let received: BusMessage[] = [];
 let databaseUrl: string | undefined;
+/** identity and notebook, where the departments, members, projects and entries that references name live */
+let owners: ReferenceOwners;
 
 const start = (opts: Parameters<typeof equipmentDefinition>[0], databaseUrl: string | undefined) =>
   runService(equipmentDefinition(opts), {
@@ -35,9 +47,11 @@ const start = (opts: Parameters<typeof equipmentDefinition>[0], databaseUrl: str
     databaseUrl,
     dataDir: `/tmp/lab-equipment-${newId()}`,
     grpcAddress: '127.0.0.1:0',
+    peers: owners.peers,
   });
 
 beforeAll(async () => {
+  owners = await startReferenceOwners(['identity', 'notebook']);
   bus = await testBus(exchange);
   tap = await tapEvents(bus, exchange, ['equipment.#', 'audit.record']);
   received = tap.received;
@@ -58,14 +72,14 @@ afterAll(async () => {
   await svc?.stop();
   for (const s of sweepers) await s.stop();
   await tap?.close();
+  await owners?.stop();
   await bus?.close();
   await dropFreshDatabases();
 });
 
 type Json = Record<string, any>;
 
-function org() {
-  const org_id = newId();
+function org(org_id = newId()) {
   const member = (role: string | null, over: Partial<CallerContext> = {}): CallerContext => ({
     org_id,
     user_id: newId(),
@@ -79,6 +93,9 @@ function org() {
   });
   return { org_id, member, admin: member('admin'), researcher: member('researcher'), viewer: member('viewer') };
 }
+
+/** A world whose organisation is identity's: for bodies that name its departments or members (references are checked). */
+const realOrg = async () => org(await owners.org());
 
 type Client = RpcClient<typeof records.RecordServiceService>;
 const create = async (resource: string, body: unknown, caller: CallerContext, parent_id = '', c: Client = rec): Promise<Json> =>
@@ -122,7 +139,7 @@ async function exactlyOne(type: string, key: string, id: string): Promise<BusMes
 
 describe('equipment records', () => {
   it('creates, reads, lists, updates and deletes with the spec fields', async () => {
-    const w = org();
+    const w = await realOrg();
     const body = {
       name: 'HPLC 1',
       manufacturer: 'Agilent',
@@ -131,7 +148,7 @@ describe('equipment records', () => {
       location: 'Lab 2',
       notes: 'calibrated weekly',
       tags: ['hplc'],
-      department_id: newId(),
+      department_id: await owners.department(w.org_id),
       room_id: newId(),
       storage_location_id: newId(),
       last_maintenance_date: '2024-01-10',
@@ -255,8 +272,8 @@ describe('usage sessions', () => {
   it('allows one open session, completes it with duration_minutes and emits started/completed once', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Centrifuge' }, w.admin);
-    const project_id = newId();
-    const entry_id = newId();
+    const project_id = await owners.notebookRecord('projects', { name: 'spin study' }, w.admin);
+    const entry_id = await owners.notebookRecord('experiments', { title: 'spin', project_id }, w.admin);
     // within the 12-hour maximum: the fast sweep of this suite would otherwise
     // auto-close the session before the second start is tried
     const t0 = Math.floor(Date.now() / 60_000) * 60_000 - 3 * 3600_000;
@@ -408,9 +425,9 @@ describe('maintenance', () => {
   });
 
   it('completing a log moves the equipment dates and emits maintenance.completed once', async () => {
-    const w = org();
+    const w = await realOrg();
     const eq = await create('equipment', { name: 'Autoclave', next_maintenance_date: '2024-02-01' }, w.admin);
-    const performer = newId();
+    const performer = await owners.member(w.org_id, 'researcher');
     const planned = await create(
       'equipment/maintenance',
       { maintenance_type: 'scheduled', scheduled_date: '2024-02-01', description: 'yearly service' },

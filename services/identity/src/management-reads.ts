@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DomainError, type ServiceDeps } from '@lab/kit';
+import { DomainError, sqlArray, type ServiceDeps } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { iso } from './sql.js';
 
@@ -45,12 +45,17 @@ export async function listOrgs(deps: ServiceDeps, p: PageIn): Promise<identity.L
   };
 }
 
-export async function listDepartments(deps: ServiceDeps, orgId: string, p: PageIn): Promise<identity.ListDepartmentsResponse> {
+/**
+ * The organisation's departments; with `ids`, only those among them (a service
+ * checking a reference: one indexed lookup by primary key, still org-scoped).
+ */
+export async function listDepartments(deps: ServiceDeps, orgId: string, p: PageIn, ids: string[] = []): Promise<identity.ListDepartmentsResponse> {
   await requireOrgExists(deps, orgId);
+  const only = ids.length ? sql` and id = any(${sqlArray(ids)}::uuid[])` : sql``;
   const r = await page<identity.Department>(
     deps,
     sql`id, org_id, name, ${iso(sql`created_at`)} as created_at`,
-    sql`from identity.departments where org_id = ${orgId}`,
+    sql`from identity.departments where org_id = ${orgId}${only}`,
     sql`created_at, id`,
     p,
   );

@@ -77,8 +77,8 @@ export function registerIdentity(server: GrpcServer, deps: ServiceDeps, opts: Id
 
     listOrgs: async (req) => listOrgs(deps, parse(s.page, req)),
     listDepartments: async (req) => {
-      const r = parse(s.orgPage, req);
-      return listDepartments(deps, r.org_id, r.page);
+      const r = parse(s.listDepartments, req);
+      return listDepartments(deps, r.org_id, r.page, r.department_ids);
     },
     deleteDepartment: async (req, caller) => {
       await deleteDepartment(deps, caller, parse(s.deleteDepartment, req));

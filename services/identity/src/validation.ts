@@ -112,6 +112,7 @@ const page = pageFields.optional().transform(withDefaults);
 export const schemas = {
   page: pageFields.transform(withDefaults),
   orgPage: z.object({ org_id: uuid, page }),
+  listDepartments: z.object({ org_id: uuid, page, department_ids: z.array(uuid).max(500).default([]) }),
   deleteDepartment: z.object({ org_id: uuid, department_id: uuid }),
   listUsers: z.object({ email: z.string().trim().min(1).max(320).refine(storableText, NUL).optional(), page }),
   listTokens: z

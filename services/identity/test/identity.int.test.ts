@@ -349,10 +349,25 @@ describe('identity over gRPC', () => {
       // whichever came first, the other saw it: a department with a member is never deleted
       expect([`${del} ${put}`]).toEqual([expect.stringMatching(/^(ok invalid\/validation_failed|conflict\/department_in_use ok)$/)]);
       const members = await client.call('listMembersPage', { org_id: org.id, page: { limit: 10, offset: 0 } }, ctx());
-      const listed = await client.call('listDepartments', { org_id: org.id, page: { limit: 10, offset: 0 } }, ctx());
+      const listed = await client.call('listDepartments', { org_id: org.id, page: { limit: 10, offset: 0 }, department_ids: [] }, ctx());
       if (del === 'ok') expect([members.members[0]!.department_id, listed.departments]).toEqual([undefined, []]);
       else expect(members.members[0]!.department_id).toBe(dept.id);
     }
+  });
+
+  it('lists only the departments asked for by id, of the organisation asked for', async () => {
+    const { org } = await orgWithMember();
+    const { org: other } = await orgWithMember();
+    const [d1, d2] = [
+      await client.call('createDepartment', { org_id: org.id, name: 'D1' }, ctx()),
+      await client.call('createDepartment', { org_id: org.id, name: 'D2' }, ctx()),
+    ];
+    const theirs = await client.call('createDepartment', { org_id: other.id, name: 'D3' }, ctx());
+    const asked = [d2.id.toUpperCase(), theirs.id, randomUUID()];
+    const listed = await client.call('listDepartments', { org_id: org.id, page: { limit: 10, offset: 0 }, department_ids: asked }, ctx());
+    expect(listed.departments.map((d) => d.id)).toEqual([d2.id]);
+    const all = await client.call('listDepartments', { org_id: org.id, page: { limit: 10, offset: 0 }, department_ids: [] }, ctx());
+    expect(all.departments.map((d) => d.id)).toEqual([d1.id, d2.id]);
   });
 
   it('registers public clients that authenticate only without a secret, need PKCE S256 and a resource, and get resource-bound tokens', async () => {

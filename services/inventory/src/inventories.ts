@@ -48,6 +48,9 @@ export const inventories = defineResource({
   update: updateInventory,
   filters: { status: 'string', scope_room_id: 'uuid', scope_location_id: 'uuid', name: 'string' },
   orderBy: ['updated_at', 'name', 'status', 'closed_at'],
+  // scope_room_id and scope_location_id are not checked: no service keeps rooms or
+  // storage locations (docs/decisions.md, "References")
+  references: { closed_by: { noun: 'member', peer: 'member' } },
   canWrite: canWriteInventory,
   async beforeCreate(tx, caller, input) {
     const status = (input.status as InventoryStatus | undefined) ?? 'open';

@@ -46,5 +46,6 @@ export const reagents = defineResource({
     department_id: 'uuid',
   },
   orderBy: ['updated_at', 'name', 'cas_number'],
+  references: { department_id: { noun: 'department', peer: 'department' } },
   canWrite: canWriteInventory,
 });

@@ -1,5 +1,5 @@
 import { records } from '@lab/contracts';
-import { recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { inventories } from './inventories.js';
 import { reagents } from './reagents.js';
 import { refuseMovementUpdate, stockMovements } from './stock-movements.js';
@@ -8,11 +8,16 @@ import { translateReagentInUse } from './reagent-in-use.js';
 
 export const resources = [reagents, stockItems, stockMovements, inventories];
 
-export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
-  const generic = recordServiceHandlers(deps, resources);
+/** Registers the record service; returns what closes its clients of other services. */
+export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {
+  // members and departments are identity's; experiment entries the notebook's
+  const peers = new PeerReferences(deps);
+  const remote = { member: peers.member, department: peers.department, 'notebook.experiments': peers.record('notebook', 'experiments') };
+  const generic = recordServiceHandlers(deps, resources, { remote });
   server.add(records.RecordServiceService, {
     ...generic,
     updateRecord: async (req, caller) => (req.resource === stockMovements.name ? refuseMovementUpdate() : generic.updateRecord(req, caller)),
     deleteRecord: (req, caller) => translateReagentInUse(req.resource === reagents.name, () => generic.deleteRecord(req, caller)),
   });
+  return async () => peers.close();
 }

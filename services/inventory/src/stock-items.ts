@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineResource, sameOrgRecord } from '@lab/kit';
+import { defineResource } from '@lab/kit';
 import { amount, date, reference, short, text } from './fields.js';
 import { canWriteInventory } from './permissions.js';
 
@@ -63,13 +63,10 @@ export const stockItems = defineResource({
     expires_on: 'date',
   },
   orderBy: ['updated_at', 'expires_on', 'quantity', 'name_suffix', 'lot_number'],
+  // storage_location_id is not checked: no service keeps storage locations (docs/decisions.md, "References")
+  references: {
+    catalog_id: { noun: 'reagent', table: 'inventory.reagents' },
+    department_id: { noun: 'department', peer: 'department' },
+  },
   canWrite: canWriteInventory,
-  async beforeCreate(tx, caller, input) {
-    await sameOrgRecord(tx, caller, 'catalog_id', 'inventory.reagents', input.catalog_id);
-    return input;
-  },
-  async beforeUpdate(tx, caller, input) {
-    if (input.catalog_id != null) await sameOrgRecord(tx, caller, 'catalog_id', 'inventory.reagents', input.catalog_id);
-    return input;
-  },
 });

@@ -14,8 +14,7 @@ const createMovement = z
     quantity_delta: number,
     reason: text.nullable().optional(),
     intended_use: short.nullable().optional(),
-    // an experiment entry of the notebook service: kept as given, not verified
-    // across services (the inventory never reads notebook data)
+    // an experiment entry of the notebook service (checked there, see references)
     entry_id: reference.nullable().optional(),
   })
   .superRefine((m, ctx) => {
@@ -45,8 +44,10 @@ export const stockMovements = defineResource({
     created_by: 'uuid',
   },
   orderBy: ['quantity_delta'],
+  // stock_item_id is checked by beforeCreate, which needs the item itself
+  references: { entry_id: { noun: 'experiment entry', peer: 'notebook.experiments' } },
   async beforeCreate(tx, caller, input) {
-    const item = await sameOrgRecord(tx, caller, 'stock_item_id', 'inventory.stock_items', input.stock_item_id);
+    const item = await sameOrgRecord(tx, caller, 'stock_item_id', 'inventory.stock_items', input.stock_item_id, 'stock item');
     // consuming stock is changing the stock item: its write rule applies
     assertMayWriteInventory(caller, item, 'stock item');
     const level = await applyDelta(tx, caller, input.stock_item_id, input.quantity_delta, 'stock_item_id');

@@ -1,28 +1,31 @@
 import { records } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/inventory';
-import { startTestService, type TestService } from '@lab/testing';
+import { startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rec: RpcClient<typeof records.RecordServiceService>;
 let received: BusMessage[];
+/** identity and notebook, where the departments, members and entries that references name live */
+let owners: ReferenceOwners;
 
 beforeAll(async () => {
-  t = await startTestService(definition, { bindings: ['stock_movement.#', 'stock_item.#', 'audit.record'] });
+  owners = await startReferenceOwners(['identity', 'notebook']);
+  t = await startTestService(definition, { bindings: ['stock_movement.#', 'stock_item.#', 'audit.record'], peers: owners.peers });
   received = t.events.received;
   rec = new RpcClient(records.RecordServiceClient, t.svc.address, { secret: t.secret });
 });
 
 afterAll(async () => {
   rec?.close();
+  await owners?.stop();
   await t?.stop();
 });
 
 type Json = Record<string, any>;
 
-function org() {
-  const org_id = newId();
-  const dept = newId();
+function org(ids = { org_id: newId(), dept: newId() }) {
+  const { org_id, dept } = ids;
   const member = (role: string | null, over: Partial<CallerContext> = {}): CallerContext => ({
     org_id,
     user_id: newId(),
@@ -80,6 +83,15 @@ async function flush(w: ReturnType<typeof org>) {
   await until(() => auditOf(marker.id).length > 0, 'the marker audit record');
 }
 
+/** A world whose organisation and department are identity's: for bodies that name them (references are checked). */
+async function realOrg() {
+  const org_id = await owners.org();
+  return org({ org_id, dept: await owners.department(org_id) });
+}
+
+/** An experiment entry of the notebook in the world's organisation, for a movement's entry_id. */
+const entryOf = (w: ReturnType<typeof org>) => owners.notebookRecord('experiments', { title: 'assay' }, w.admin);
+
 async function stockOf(w: ReturnType<typeof org>, quantity: number, extra: Json = {}) {
   const reagent = await create('reagents', { name: 'Ethanol' }, w.admin);
   return create('stock-items', { catalog_id: reagent.id, quantity, unit: 'mL', ...extra }, w.admin);
@@ -105,14 +117,13 @@ const fullReagent = {
   p_phrases: ['P264', 'P280'],
   hazard_pictograms: ['GHS07'],
   external_link: 'https://pubchem.ncbi.nlm.nih.gov/compound/5234',
-  department_id: newId(),
 };
 
 describe('reagents', () => {
   it('creates with every field, keeps numbers numbers, updates, lists and deletes', async () => {
-    const w = org();
-    const r = await create('reagents', fullReagent, w.admin);
-    expect(r).toMatchObject(fullReagent);
+    const w = await realOrg();
+    const r = await create('reagents', { ...fullReagent, department_id: w.dept }, w.admin);
+    expect(r).toMatchObject({ ...fullReagent, department_id: w.dept });
     expect(typeof r.molecular_weight).toBe('number');
     expect(r).not.toHaveProperty('org_id');
     expect(await get('reagents', r.id, w.admin)).toEqual(r);
@@ -173,7 +184,6 @@ describe('stock items', () => {
     purchase_price: 49.9,
     min_stock: 0.5,
     storage_location_id: newId(),
-    department_id: newId(),
     acquired_on: '2024-01-15',
     opened_on: '2024-02-01',
     expires_on: '2026-01-31',
@@ -181,10 +191,10 @@ describe('stock items', () => {
   };
 
   it('creates with every field, updates everything but the quantity, lists by catalog entry', async () => {
-    const w = org();
+    const w = await realOrg();
     const reagent = await create('reagents', { name: 'Ethanol' }, w.admin);
-    const item = await create('stock-items', { catalog_id: reagent.id, ...full }, w.admin);
-    expect(item).toMatchObject({ catalog_id: reagent.id, ...full });
+    const item = await create('stock-items', { catalog_id: reagent.id, ...full, department_id: w.dept }, w.admin);
+    expect(item).toMatchObject({ catalog_id: reagent.id, ...full, department_id: w.dept });
     expect(typeof item.quantity).toBe('number');
     expect(typeof item.purchase_price).toBe('number');
     const patched = await update('stock-items', item.id, { lot_status: 'blocked', expires_on: '2027-01-01', min_stock: 1 }, w.admin);
@@ -240,8 +250,9 @@ describe('stock movements', () => {
   it('records quantity_after and unit, and refuses to go below zero with 409 insufficient_stock', async () => {
     const w = org();
     const item = await stockOf(w, 3);
-    const m = await create('stock-movements', { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -1.25, entry_id: w.dept }, w.admin);
-    expect(m).toMatchObject({ stock_item_id: item.id, quantity_delta: -1.25, quantity_after: 1.75, unit: 'mL', entry_id: w.dept });
+    const entry = await entryOf(w);
+    const m = await create('stock-movements', { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -1.25, entry_id: entry }, w.admin);
+    expect(m).toMatchObject({ stock_item_id: item.id, quantity_delta: -1.25, quantity_after: 1.75, unit: 'mL', entry_id: entry });
     for (const [movement_type, quantity_delta] of [
       ['consume', -2],
       ['dispose', -1.76],
@@ -317,9 +328,10 @@ describe('stock movements', () => {
   it('publishes stock_movement.created with every field and below_min_stock once, when crossing', async () => {
     const w = org();
     const item = await stockOf(w, 10, { min_stock: 5 });
+    const entry = await entryOf(w);
     const first = await create(
       'stock-movements',
-      { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -5, reason: 'assay', intended_use: 'PCR', entry_id: w.dept },
+      { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -5, reason: 'assay', intended_use: 'PCR', entry_id: entry },
       w.researcher,
     );
     const second = await create('stock-movements', { stock_item_id: item.id, movement_type: 'consume', quantity_delta: -1 }, w.admin); // 5 -> 4 crosses
@@ -338,7 +350,7 @@ describe('stock movements', () => {
       unit: 'mL',
       reason: 'assay',
       intended_use: 'PCR',
-      entry_id: w.dept,
+      entry_id: entry,
       created_at: first.created_at,
       created_by: w.researcher.user_id,
     });
@@ -390,9 +402,9 @@ describe('inventory runs', () => {
   });
 
   it('takes closed_at and closed_by from the closing request when given', async () => {
-    const w = org();
+    const w = await realOrg();
     const run = await create('inventories', { name: 'recorded later' }, w.admin);
-    const counter = newId();
+    const counter = await owners.member(w.org_id, 'researcher');
     const closed = await update('inventories', run.id, { status: 'closed', closed_at: '2024-03-01T17:00:00Z', closed_by: counter }, w.admin);
     expect(closed).toMatchObject({ status: 'closed', closed_by: counter });
     expect(Date.parse(closed.closed_at)).toBe(Date.parse('2024-03-01T17:00:00Z'));

@@ -3,7 +3,8 @@ import { z } from 'zod';
 import {
   assertMayWrite,
   assertNotViewer,
-  assertSameOrgReference,
+  checkLocalReferences,
+  checkRemoteReferences,
   DomainError,
   getRecordOr404,
   insertRecord,
@@ -15,6 +16,7 @@ import {
   rows,
   type CallerContext,
   type Executor,
+  type RemoteChecks,
   type ServiceDeps,
 } from '@lab/kit';
 import { experimentEvents } from './events.js';
@@ -42,9 +44,17 @@ const CARRIED = ['title', 'description', 'content', 'status', 'tags', 'project_i
  * amendments at once take turns on the signed version's row lock (and the
  * unique index on amends_id backs that up).
  */
-export async function amendExperiment(deps: Pick<ServiceDeps, 'outbox'>, caller: CallerContext, id: string, json: string): Promise<string> {
+export async function amendExperiment(
+  deps: Pick<ServiceDeps, 'outbox'>,
+  caller: CallerContext,
+  id: string,
+  json: string,
+  remote: RemoteChecks,
+): Promise<string> {
   assertNotViewer(caller);
   const { reason, ...changes } = parseWith(amendBody, parseJsonObject(json));
+  // the changes name what an experiment's fields may name, checked as the records engine does
+  await checkRemoteReferences(experiments.references, remote, caller, changes);
   return deps.outbox.write(caller, async (tx, emit) => {
     const signed = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
     assertMayWrite(experiments, caller, signed.row);
@@ -56,7 +66,7 @@ export async function amendExperiment(deps: Pick<ServiceDeps, 'outbox'>, caller:
       sql`select id from notebook.experiments where org_id = ${caller.org_id}::uuid and amends_id = ${id}::uuid`,
     );
     if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
-    await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', changes.project_id);
+    await checkLocalReferences(tx, experiments.references, caller, changes);
     const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
     const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
     const created = await insertRecord(tx, experiments, caller, {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { assertSameOrgReference, defineResource, departmentAccess, DomainError, type RecordJson } from '@lab/kit';
+import { defineResource, departmentAccess, DomainError, type RecordJson } from '@lab/kit';
 import { nextDisplayId } from './display-id.js';
 import { experimentEvents } from './events.js';
 import { object, reference, status, tags, text } from './fields.js';
@@ -52,10 +52,14 @@ export const experiments = defineResource({
     amends_id: 'uuid',
   },
   orderBy: ['updated_at', 'title', 'status', 'display_id', 'signed_at', 'version'],
+  // template_id is not checked: the product has no templates to name (docs/decisions.md, "References")
+  references: {
+    project_id: { noun: 'project', table: 'notebook.projects' },
+    department_id: { noun: 'department', peer: 'department' },
+  },
   ...experimentAccess,
   assertUnlocked: assertNotSigned,
   async beforeCreate(tx, caller, input) {
-    await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', input.project_id);
     return {
       ...input,
       // an entry belongs to its author's department unless the body says otherwise
@@ -63,10 +67,6 @@ export const experiments = defineResource({
       display_id: await nextDisplayId(tx, caller.org_id!, 'EXP'),
       author_id: caller.user_id,
     };
-  },
-  async beforeUpdate(tx, caller, input) {
-    await assertSameOrgReference(tx, caller, 'project_id', 'notebook.projects', input.project_id);
-    return input;
   },
   afterCreate: (_tx, emit, caller, _before, after) => experimentEvents.created(emit, caller, after),
   afterUpdate: (_tx, emit, caller, before, after) => experimentEvents.statusChanged(emit, caller, before, after),

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { assertSameOrgReference, type CallerContext, defineResource, departmentAccess, rows, type Tx, validationFailed } from '@lab/kit';
+import { type CallerContext, defineResource, departmentAccess, rows, type Tx, validationFailed } from '@lab/kit';
 import { date, name, reference, status, tags, text } from './fields.js';
 
 const createProject = z.strictObject({
@@ -45,13 +45,13 @@ export const projects = defineResource({
     name: 'string',
   },
   orderBy: ['updated_at', 'name', 'status', 'start_date'],
-  ...departmentAccess(['lead_researcher_id', 'created_by']),
-  async beforeCreate(tx, caller, input) {
-    await assertSameOrgReference(tx, caller, 'parent_project_id', 'notebook.projects', input.parent_project_id);
-    return input;
+  references: {
+    parent_project_id: { noun: 'project', table: 'notebook.projects' },
+    department_id: { noun: 'department', peer: 'department' },
+    lead_researcher_id: { noun: 'member', peer: 'member' },
   },
+  ...departmentAccess(['lead_researcher_id', 'created_by']),
   async beforeUpdate(tx, caller, input, before) {
-    await assertSameOrgReference(tx, caller, 'parent_project_id', 'notebook.projects', input.parent_project_id);
     await assertNoCycle(tx, caller, String(before.id), input.parent_project_id);
     return input;
   },

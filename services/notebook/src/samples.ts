@@ -30,6 +30,11 @@ export const samples = defineResource({
     storage_location: 'string',
   },
   orderBy: ['updated_at', 'name', 'status', 'type'],
+  // storage_location_id is not checked: no service keeps storage locations (docs/decisions.md, "References")
+  references: {
+    department_id: { noun: 'department', peer: 'department' },
+    owner_id: { noun: 'member', peer: 'member' },
+  },
   ...departmentAccess(['owner_id', 'created_by']),
   afterCreate: (_tx, emit, caller, _before, after) => sampleEvents.created(emit, caller, after),
   afterUpdate: (_tx, emit, caller, before, after) => sampleEvents.statusChanged(emit, caller, before, after),

@@ -1,5 +1,5 @@
 import { notebook, records } from '@lab/contracts';
-import { jsonAnswer, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { jsonAnswer, PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { amendExperiment, listSignatures, listVersions } from './amendments.js';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
@@ -8,12 +8,17 @@ import { signExperiment } from './signing.js';
 
 export const resources = [experiments, projects, samples];
 
-export function registerHandlers(server: GrpcServer, deps: ServiceDeps): void {
-  server.add(records.RecordServiceService, recordServiceHandlers(deps, resources));
+/** Registers the services; returns what closes their clients of other services. */
+export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {
+  // members and departments that references name are identity's
+  const peers = new PeerReferences(deps);
+  const remote = { member: peers.member, department: peers.department };
+  server.add(records.RecordServiceService, recordServiceHandlers(deps, resources, { remote }));
   server.add(notebook.NotebookServiceService, {
     signExperiment: async (req, caller) => jsonAnswer(await signExperiment(deps, caller, req)),
-    amendExperiment: async (req, caller) => jsonAnswer(await amendExperiment(deps, caller, req.id, req.json)),
+    amendExperiment: async (req, caller) => jsonAnswer(await amendExperiment(deps, caller, req.id, req.json, remote)),
     listExperimentVersions: async (req, caller) => listVersions(deps.db.orm, caller, req.id),
     listExperimentSignatures: async (req, caller) => listSignatures(deps.db.orm, caller, req.id),
   });
+  return async () => peers.close();
 }

@@ -2,15 +2,18 @@ import { sql } from 'drizzle-orm';
 import { notebook, records } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
-import { holdTransaction, startTestService, type TestService } from '@lab/testing';
+import { holdTransaction, startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rec: RpcClient<typeof records.RecordServiceService>;
 let nb: RpcClient<typeof notebook.NotebookServiceService>;
 let received: BusMessage[];
+/** identity, where the departments and members that references name live */
+let owners: ReferenceOwners;
 
 beforeAll(async () => {
-  t = await startTestService(definition, { bindings: ['experiment.#', 'sample.#', 'project.#', 'audit.record'] });
+  owners = await startReferenceOwners(['identity']);
+  t = await startTestService(definition, { bindings: ['experiment.#', 'sample.#', 'project.#', 'audit.record'], peers: owners.peers });
   received = t.events.received;
   rec = new RpcClient(records.RecordServiceClient, t.svc.address, { secret: t.secret });
   nb = new RpcClient(notebook.NotebookServiceClient, t.svc.address, { secret: t.secret });
@@ -19,16 +22,15 @@ beforeAll(async () => {
 afterAll(async () => {
   rec?.close();
   nb?.close();
+  await owners?.stop();
   await t?.stop();
 });
 
 type Json = Record<string, any>;
 
 /** A world of one organisation: its admin, members by role, and tokens without a user. */
-function org() {
-  const org_id = newId();
-  const dept = newId();
-  const otherDept = newId();
+function org(ids = { org_id: newId(), dept: newId(), otherDept: newId() }) {
+  const { org_id, dept, otherDept } = ids;
   const member = (role: string | null, over: Partial<CallerContext> = {}): CallerContext => ({
     org_id,
     user_id: newId(),
@@ -50,6 +52,16 @@ function org() {
     viewer: member('viewer', { department_id: dept }),
     apiKey: (scopes: string[]) => member(null, { user_id: null, scopes }),
   };
+}
+
+/**
+ * A world whose organisation and departments are identity's, with a researcher
+ * who is a member there: for bodies that name them (references are checked).
+ */
+async function realOrg() {
+  const org_id = await owners.org();
+  const w = org({ org_id, dept: await owners.department(org_id), otherDept: await owners.department(org_id) });
+  return { ...w, researcher: w.member('researcher', { department_id: w.dept, user_id: await owners.member(org_id, 'researcher', w.dept) }) };
 }
 
 const create = async (resource: string, body: unknown, caller: CallerContext): Promise<Json> =>
@@ -257,11 +269,11 @@ describe('validation', () => {
 
 describe('lists', () => {
   it('orders, filters and pages with the total of all matches', async () => {
-    const w = org();
+    const w = await realOrg();
     const names = ['beta', 'alpha', 'delta', 'gamma'];
     const made: Json[] = [];
     for (const [i, name] of names.entries()) {
-      made.push(await create('samples', { name, status: i % 2 ? 'stored' : 'registered', owner_id: i === 3 ? w.dept : undefined }, w.admin));
+      made.push(await create('samples', { name, status: i % 2 ? 'stored' : 'registered', owner_id: i === 3 ? w.researcher.user_id : undefined }, w.admin));
     }
     const byName = await list('samples', { order_by: 'name', order: 'asc' }, w.admin);
     expect(byName.data.map((s) => s.name)).toEqual(['alpha', 'beta', 'delta', 'gamma']);
@@ -271,7 +283,7 @@ describe('lists', () => {
     const stored = await list('samples', { status: 'stored', order_by: 'name', order: 'desc' }, w.admin);
     expect(stored.data.map((s) => s.name)).toEqual(['gamma', 'alpha']);
     expect(stored.total).toBe(2);
-    expect((await list('samples', { owner_id: w.dept }, w.admin)).data.map((s) => s.name)).toEqual(['gamma']);
+    expect((await list('samples', { owner_id: w.researcher.user_id! }, w.admin)).data.map((s) => s.name)).toEqual(['gamma']);
 
     const first = await list('samples', { order_by: 'name', order: 'asc', limit: '3' }, w.admin);
     expect(first).toMatchObject({ total: 4, limit: 3, offset: 0 });
@@ -346,7 +358,7 @@ describe('permissions', () => {
   });
 
   it('limits members to their department, records without one, and their own', async () => {
-    const w = org();
+    const w = await realOrg();
     const other = await create('samples', { name: 'other dept', department_id: w.otherDept }, w.admin);
     const open = await create('samples', { name: 'no dept' }, w.admin);
     const mine = await create('samples', { name: 'my dept', department_id: w.dept }, w.admin);
@@ -365,7 +377,7 @@ describe('permissions', () => {
     expect((await failure(update('samples', open.id, { status: 'x' }, w.researcher))).kind).toBe('forbidden');
     expect((await failure(update('samples', other.id, { status: 'x' }, w.researcher))).kind).toBe('not_found');
     // dept_admin: own department and records without one
-    const deptAdmin = w.member('dept_admin', { department_id: w.dept });
+    const deptAdmin = w.member('dept_admin', { department_id: w.dept, user_id: await owners.member(w.org_id, 'dept_admin', w.dept) });
     const elsewhere = await create('samples', { name: 'elsewhere', department_id: w.otherDept, owner_id: deptAdmin.user_id }, w.admin);
     expect((await update('samples', open.id, { status: 'checked' }, deptAdmin)).status).toBe('checked');
     expect((await failure(update('samples', elsewhere.id, { status: 'x' }, deptAdmin))).kind).toBe('forbidden');
@@ -405,7 +417,7 @@ describe('signing', () => {
   });
 
   it('needs a signed-in user who can see the experiment', async () => {
-    const w = org();
+    const w = await realOrg();
     const b = org();
     const exp = await create('experiments', { department_id: w.otherDept }, w.admin);
     expect((await failure(sign(exp.id, w.admin))).kind).toBe('forbidden'); // an API key, not a session

@@ -10,6 +10,7 @@ import { isAdministrator, type RecordJson, type Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
 import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
 import { isoTimestamp } from '../storable.js';
+import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
@@ -65,7 +66,13 @@ async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId:
  * visibility predicate; every write commits with its events and audit record.
  * PATCH and PUT (`replace`) behave the same: only the fields given change.
  */
-export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handlers<typeof records.RecordServiceService> {
+export function recordServiceHandlers(
+  deps: Deps,
+  resources: Resource[],
+  /** the checks of references into other services that the resources declare (ReferenceTarget.peer) */
+  opts: { remote?: RemoteChecks } = {},
+): Handlers<typeof records.RecordServiceService> {
+  const remote = opts.remote ?? {};
   const byName = new Map(resources.map((r) => [r.name, r]));
   const resource = (name: string): Resource => {
     const r = byName.get(name);
@@ -147,8 +154,10 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       assertNotViewer(caller);
       const input = parseWith(r.create, parseJsonObject(req.json));
       const parentId = parentOf(r, req.parent_id);
+      await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'create', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId, true);
+        await checkLocalReferences(tx, r.references, caller, input);
         const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
         if (r.parent && parentId) values[r.parent.column] = parentId;
         assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
@@ -164,11 +173,13 @@ export function recordServiceHandlers(deps: Deps, resources: Resource[]): Handle
       assertNotViewer(caller);
       const input = parseWith(r.update, parseJsonObject(req.json));
       const parentId = parentOf(r, req.parent_id);
+      await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId);
         const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'no key update' });
         assertMayWrite(r, caller, before.row);
         r.assertUnlocked?.(before.row);
+        await checkLocalReferences(tx, r.references, caller, input);
         const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
         // the row is locked by the read above: it is there to update
         const updated = (await updateColumns(tx, r, caller, req.id, values))!;

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { CallerContext } from '../context.js';
 import type { Tx } from '../db.js';
 import type { Emitter } from '../outbox.js';
+import type { ReferenceTarget } from './references.js';
 
 /** A record as PostgreSQL rendered it (JSON object of the visible columns). */
 export type RecordJson = Record<string, unknown>;
@@ -61,6 +62,13 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
    * undefined when the caller sees every record of the organisation.
    */
   canRead?: (caller: CallerContext) => SQL | undefined;
+  /**
+   * Body fields that name another record, and what they must name (a record of
+   * this service's table, or of a peer: see ReferenceTarget). The engine checks
+   * each one a create or update body gives, in the caller's organisation: 400
+   * naming the field otherwise, nothing written.
+   */
+  references?: Record<string, ReferenceTarget>;
   /** Record-level write permission on an existing (or about-to-exist) record. */
   canWrite?: (caller: CallerContext, row: RecordJson) => boolean;
   /**
@@ -110,6 +118,10 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
   const columns = [...Object.keys(filters), ...orderBy, defaultOrder.by, ...hidden];
   if (config.rangeColumn) columns.push(config.rangeColumn);
   if (config.parent) columns.push(config.parent.column);
+  for (const [field, target] of Object.entries(config.references ?? {})) {
+    columns.push(field);
+    if ('table' in target && !TABLE.test(target.table)) throw new Error(`resource ${config.name}: reference ${field} must name schema.table`);
+  }
   for (const c of columns) {
     if (!IDENT.test(c)) throw new Error(`resource ${config.name}: bad column name ${c}`);
   }

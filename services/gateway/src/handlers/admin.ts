@@ -226,7 +226,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'listDepartments': {
       const org_id = param(ctx, 'org_id');
       const p = adminPage(ctx);
-      const r = await idc.call('listDepartments', { org_id, page: p }, caller);
+      const r = await idc.call('listDepartments', { org_id, page: p, department_ids: [] }, caller);
       return json(200, listEnvelope(r.departments.map(departmentView), r.page, p));
     }
     case 'deleteDepartment': {

@@ -41,7 +41,14 @@ export interface ListOrgsResponse {
 
 export interface ListDepartmentsRequest {
   org_id: string;
-  page?: PageRequest | undefined;
+  page?:
+    | PageRequest
+    | undefined;
+  /**
+   * Only these departments (those of the org among them): a service checking
+   * that a reference names a department of the caller's organisation.
+   */
+  department_ids: string[];
 }
 
 export interface ListDepartmentsResponse {
@@ -583,7 +590,7 @@ export const ListOrgsResponse: MessageFns<ListOrgsResponse> = {
 };
 
 function createBaseListDepartmentsRequest(): ListDepartmentsRequest {
-  return { org_id: "", page: undefined };
+  return { org_id: "", page: undefined, department_ids: [] };
 }
 
 export const ListDepartmentsRequest: MessageFns<ListDepartmentsRequest> = {
@@ -593,6 +600,9 @@ export const ListDepartmentsRequest: MessageFns<ListDepartmentsRequest> = {
     }
     if (message.page !== undefined) {
       PageRequest.encode(message.page, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.department_ids) {
+      writer.uint32(26).string(v!);
     }
     return writer;
   },
@@ -624,6 +634,14 @@ export const ListDepartmentsRequest: MessageFns<ListDepartmentsRequest> = {
             }
 
             message.page = PageRequest.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.department_ids.push(reader.string());
             continue;
           }
         }
