@@ -204,7 +204,9 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     await Promise.all([...DOUBLED, 'gateway'].map((s) => cluster.kill(`${s}-2`)));
     // with those the dead worker claimed in the moment before it died
     const heldAtKill = new Set([...heldBefore, ...(await running())].map((r) => r.id));
+    // at least 6 s after the kill, and on until enough writes were made to judge (a loaded machine is slower)
     await sleep(6_000);
+    for (let waited = 0; load.result.samples.length <= 20 && waited < 60_000; waited += 500) await sleep(500);
     const result = await load.stop();
 
     // every acknowledged write is there
