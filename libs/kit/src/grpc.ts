@@ -3,6 +3,7 @@ import {
   connectivityState,
   Metadata,
   Server,
+  status,
   ServerCredentials,
   type ServiceDefinition,
   type ServiceError,
@@ -155,6 +156,22 @@ const CLIENT_CHANNEL_OPTIONS = {
  * to 3 this way.)
  */
 const RECONNECT_GRACE_MS = 5_000;
+
+/**
+ * A call the server refused before running it (HTTP/2 REFUSED_STREAM: a stream
+ * opened on a connection it was just closing, at its maximum age or on a
+ * graceful stop). grpc-js retries such a call once by itself, but fails it when
+ * that retry meets no ready connection; nothing ran, so sending it again is safe
+ * for any call, idempotent or not. Up to this many sends in all, within the
+ * call's deadline (each after the reconnect wait).
+ */
+const REFUSED_RETRIES = 3;
+const isRefusedStream = (err: ServiceError) => err.code === status.UNAVAILABLE && err.details === 'Stream refused by server';
+class RefusedStreamError extends Error {
+  constructor(readonly domainError: DomainError) {
+    super(domainError.message);
+  }
+}
 
 /** Default maximum age of a server's connection (10% jitter), and of calls left on it. */
 const DEFAULT_MAX_CONNECTION_AGE_MS = 120_000;
@@ -453,8 +470,17 @@ export class RpcClient<D extends Definition> {
   ): Promise<ResOf<D[K]>> {
     // the deadline counts from here: a wait for a connection is part of the call's time
     const deadline = Date.now() + deadlineMs;
-    const reconnecting = this.reconnecting(deadline);
-    return reconnecting ? reconnecting.then(() => this.unary(method, request, caller, deadline)) : this.unary(method, request, caller, deadline);
+    const send = (attempt: number): Promise<ResOf<D[K]>> => {
+      const reconnecting = this.reconnecting(deadline);
+      const sent = reconnecting ? reconnecting.then(() => this.unary(method, request, caller, deadline)) : this.unary(method, request, caller, deadline);
+      return sent.catch((err: unknown) => {
+        if (!(err instanceof RefusedStreamError) || attempt >= REFUSED_RETRIES || Date.now() >= deadline) {
+          throw err instanceof RefusedStreamError ? err.domainError : err;
+        }
+        return send(attempt + 1);
+      });
+    };
+    return send(1);
   }
 
   /**
@@ -479,7 +505,9 @@ export class RpcClient<D extends Definition> {
     const fn = (this.client as unknown as Record<string, Function>)[method];
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
-      fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) => (err ? reject(fromServiceError(err)) : resolve(res)));
+      fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
+        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err)) : fromServiceError(err)) : resolve(res),
+      );
     });
   }
 

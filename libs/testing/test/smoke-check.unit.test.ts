@@ -41,16 +41,29 @@ interface HealthServer {
   port: number;
   health: HealthImplementation;
   server: Server;
+  /** Check calls answered so far */
+  checks(): number;
 }
 
 async function healthServer(status: ServingStatus): Promise<HealthServer> {
   const server = new Server();
   const health = new HealthImplementation({ '': status });
+  // the standard implementation, its Check calls counted on the way in
+  let checks = 0;
+  const addService = server.addService.bind(server);
+  server.addService = (definition, impl) =>
+    addService(definition, {
+      ...impl,
+      check: (call: unknown, callback: unknown) => {
+        checks++;
+        return (impl.check as (c: unknown, cb: unknown) => void)(call, callback);
+      },
+    });
   health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
-  return { port, health, server };
+  return { port, health, server, checks: () => checks };
 }
 
 /** A port nothing listens on (bound, then closed). */
@@ -119,8 +132,16 @@ describe('docker/smoke-check.mjs', () => {
   it('retries until a starting service is SERVING', async () => {
     const late = await healthServer('NOT_SERVING');
     try {
-      setTimeout(() => late.health.setStatus('', 'SERVING'), 800);
+      // SERVING once the script has seen NOT_SERVING (not after a set time: a loaded
+      // machine may start the script later than that)
+      const watching = setInterval(() => {
+        if (late.checks() > 0) {
+          late.health.setStatus('', 'SERVING');
+          clearInterval(watching);
+        }
+      }, 20);
       const run = await smoke({ SMOKE_GRPC: `telemetry=ipv4:127.0.0.1:${late.port}`, SMOKE_TIMEOUT_MS: '10000' });
+      clearInterval(watching);
       expect([run.code, run.stderr]).toEqual([0, '']);
       expect(run.stdout).toMatch(/^ok .* telemetry .*SERVING .*tries\)$/m);
     } finally {
