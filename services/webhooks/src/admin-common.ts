@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, parseWith, rows, type Executor } from '@lab/kit';
+import { DomainError, isUuid, parseWith, rows, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
 
 /**
  * What the management reads and undos of subscriptions and inbound endpoints
@@ -57,4 +57,29 @@ export async function pageOf<T>(exec: Executor, table: SQL, columns: SQL, p: Pag
     rows<{ n: number }>(exec, sql`select count(*)::int as n from ${table} where org_id = ${p.org_id}::uuid`),
   ]);
   return { rows: list, page: { limit: p.limit, offset: p.offset, total: count[0]?.n ?? 0 } };
+}
+
+/**
+ * Gives one record of `table` (a subscription or an inbound endpoint) the new
+ * `secret`, the replaced one kept beside it for the overlap (rotationSets); the
+ * audit entry holds the overlap's end, never a secret. notFound when the
+ * organisation has no such record.
+ */
+export async function rotateSecret(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  target: { table: SQL; resource: string; org_id: string; id: string; notFound: () => DomainError },
+  secret: string,
+): Promise<webhooks.RotatedSecret> {
+  const { table, resource, org_id, id } = target;
+  return deps.outbox.write(caller, async (tx, emit) => {
+    const [r] = await rows<{ expires: string }>(
+      tx,
+      sql`update ${table} set ${rotationSets(secret)} where org_id = ${org_id}::uuid and id = ${id}::uuid
+          returning ${iso('previous_secret_expires_at')} as expires`,
+    );
+    if (!r) throw target.notFound();
+    emit.audit(org_id, { action: 'rotate_secret', resource, record_id: id, after: { previous_secret_expires_at: r.expires } });
+    return { secret, previous_secret_expires_at: r.expires };
+  });
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import { DomainError, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { iso, pageOf, parseItem, parsePage, rotationSets } from './admin-common.js';
+import { pageOf, parseItem, parsePage, rotateSecret } from './admin-common.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { allowedEventTypes, endpointJobType } from './inbound.js';
 import { assertOperator, generateSecret } from './management.js';
@@ -76,15 +76,5 @@ export async function deleteInboundEndpoint(deps: ServiceDeps, caller: CallerCon
 export async function rotateInboundSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
   assertOperator(caller);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
-  const secret = generateSecret();
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const [r] = await rows<{ expires: string }>(
-      tx,
-      sql`update ${TABLE} set ${rotationSets(secret)} where org_id = ${org_id}::uuid and id = ${id}::uuid
-          returning ${iso('previous_secret_expires_at')} as expires`,
-    );
-    if (!r) throw notFound();
-    emit.audit(org_id, { action: 'rotate_secret', resource: 'inbound_endpoint', record_id: id, after: { previous_secret_expires_at: r.expires } });
-    return { secret, previous_secret_expires_at: r.expires };
-  });
+  return rotateSecret(deps, caller, { table: TABLE, resource: 'inbound_endpoint', org_id, id, notFound }, generateSecret());
 }

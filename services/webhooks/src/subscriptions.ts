@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import { DomainError, isUuid, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { iso, pageOf, parseItem, parsePage, rotationSets } from './admin-common.js';
+import { pageOf, parseItem, parsePage, rotateSecret } from './admin-common.js';
 import { assertOperator, generateSecret, subscriptionUrl, subscriptionEvents } from './management.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
@@ -85,18 +85,7 @@ export async function deleteSubscription(deps: ServiceDeps, caller: CallerContex
 export async function rotateSubscriptionSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
   assertOperator(caller);
   const { org_id, id } = parseItem(req, 'webhook subscription');
-  const secret = generateSecret();
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const [r] = await rows<{ expires: string }>(
-      tx,
-      sql`update ${TABLE} set ${rotationSets(secret)} where org_id = ${org_id}::uuid and id = ${id}::uuid
-          returning ${iso('previous_secret_expires_at')} as expires`,
-    );
-    if (!r) throw notFound();
-    // the secrets never go into the audit log
-    emit.audit(org_id, { action: 'rotate_secret', resource: 'webhook_subscription', record_id: id, after: { previous_secret_expires_at: r.expires } });
-    return { secret, previous_secret_expires_at: r.expires };
-  });
+  return rotateSecret(deps, caller, { table: TABLE, resource: 'webhook_subscription', org_id, id, notFound }, generateSecret());
 }
 
 /**
