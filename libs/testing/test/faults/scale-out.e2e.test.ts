@@ -226,15 +226,20 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
 
     // every job ends once; only those the dead worker held ran again
     const jobs = await eventually('every job ended', async () => {
-      const list = await query<{ id: string; status: string; attempts: number }>(
+      const list = await query<{ id: string; status: string; attempts: number; error_message: string | null }>(
         cluster.databaseUrl,
-        'select id::text, status, attempts from jobs.jobs where org_id = $1',
+        'select id::text, status, attempts, error_message from jobs.jobs where org_id = $1',
         [org.orgId],
       );
       return list.every((j) => j.status === 'succeeded' || j.status === 'failed' || j.status === 'dead') ? list : undefined;
     }, 90_000);
     expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
-    expect(jobs.filter((j) => j.attempts > 1 && !heldAtKill.has(j.id))).toEqual([]);
+    // A job runs again only when the dead worker held it, or when an attempt of its
+    // own failed and was recorded (a call to a replica killed under it answers
+    // UNAVAILABLE: that attempt fails and the retry rule takes it, as it should).
+    const retried = jobs.filter((j) => j.attempts > 1 && !heldAtKill.has(j.id));
+    if (retried.length) console.info(`jobs retried after a failed attempt: ${JSON.stringify(retried)}`);
+    expect(retried.filter((j) => j.error_message === null)).toEqual([]);
 
     // every stored sample reaches the subscriber, each under one delivery id
     const stored = (await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notebook.samples where org_id = $1', [org.orgId])).map((r) => r.id);
