@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { notebook, records } from '@lab/contracts';
+import { notebook, recordObject, records } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
 import { holdTransaction, startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
@@ -65,15 +65,15 @@ async function realOrg() {
 }
 
 const create = async (resource: string, body: unknown, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('createRecord', { resource, json: JSON.stringify(body), parent_id: '' }, caller)).json);
+  recordObject((await rec.call('createRecord', { resource, body: body as Json, parent_id: '' }, caller)).record!);
 const get = async (resource: string, id: string, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).record!);
 const update = async (resource: string, id: string, body: unknown, caller: CallerContext, replace = false): Promise<Json> =>
-  JSON.parse((await rec.call('updateRecord', { resource, id, json: JSON.stringify(body), replace, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('updateRecord', { resource, id, body: body as Json, replace, parent_id: '' }, caller)).record!);
 const remove = (resource: string, id: string, caller: CallerContext) => rec.call('deleteRecord', { resource, id, parent_id: '' }, caller);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext) {
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
-  return { data: JSON.parse(res.json) as Json[], total: Number(res.total), limit: res.limit, offset: res.offset };
+  return { data: res.records.map(recordObject), total: Number(res.total), limit: res.limit, offset: res.offset };
 }
 const sign = async (id: string, caller: CallerContext, meaning?: string): Promise<Json> =>
   JSON.parse((await nb.call('signExperiment', { id, meaning, signer_name: 'Signer Name' }, caller)).json);
@@ -233,9 +233,7 @@ describe('validation', () => {
     });
     expect((await failure(create('samples', { name: 's', metadata: [1] }, w.admin))).details).toMatchObject({ field: 'metadata' });
     expect((await failure(create('experiments', { tags: ['a', 2] }, w.admin))).details).toMatchObject({ field: 'tags.1' });
-    expect((await failure(rec.call('createRecord', { resource: 'samples', json: '{nope', parent_id: '' }, w.admin))).code).toBe(
-      'validation_failed',
-    );
+    expect((await failure(create('samples', { name: 'nul \u0000 inside' }, w.admin))).details).toMatchObject({ field: 'name' });
     expect((await list('projects', {}, w.admin)).total).toBe(0);
   });
 

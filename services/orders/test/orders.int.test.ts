@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { orders, records } from '@lab/contracts';
+import { orders, recordObject, records } from '@lab/contracts';
 import {
   Receipts,
   RpcClient,
@@ -122,7 +122,7 @@ describe('orders over gRPC', () => {
     ]);
     // the samples exist in the notebook, owned by it and created by the caller
     for (const s of order.samples as Json[]) {
-      const sample = JSON.parse((await samples.call('getRecord', { resource: 'samples', id: s.sample_id, parent_id: '' }, o.researcher)).json);
+      const sample = recordObject((await samples.call('getRecord', { resource: 'samples', id: s.sample_id, parent_id: '' }, o.researcher)).record!);
       expect(sample).toMatchObject({ id: s.sample_id, name: s.name, type: 'blood', metadata: { tube: s.position }, created_by: o.researcher.user_id });
     }
     const ids = order.samples.map((s: Json) => s.sample_id);

@@ -3,12 +3,12 @@ import type { CallerContext } from '../context.js';
 import type { Executor, Tx } from '../db.js';
 import { DomainError } from '../errors.js';
 import type { Handlers } from '../grpc.js';
-import { jsonAnswer, type Emitter } from '../outbox.js';
+import type { Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
-import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
+import { assertStorableJson, isGuid, parseWith, validationFailed } from './validation.js';
 import { isoTimestamp } from '../storable.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
 
@@ -23,6 +23,14 @@ export function assertNotViewer(caller: CallerContext): void {
 export function assertMayWrite(r: Resource, caller: CallerContext, row: RecordJson): void {
   assertNotViewer(caller);
   if (r.canWrite && !r.canWrite(caller, row)) throw DomainError.forbidden(`no permission to change this ${r.auditResource}`);
+}
+
+/** A create or update body as the gateway passed it on; none at all counts as an empty one. */
+function bodyOf(body: Record<string, unknown> | undefined): Record<string, unknown> {
+  const value = body ?? {};
+  // refused here, naming the field, rather than failed in SQL
+  assertStorableJson(value);
+  return value;
 }
 
 function parentOf(r: Resource, parentId: string): string | undefined {
@@ -105,7 +113,7 @@ export function recordServiceHandlers(
     r: Resource,
     action: 'create' | 'update' | 'delete',
     fn: (tx: Tx, emit: Emitter) => Promise<{ before: StoredRecord | null; after: StoredRecord | null }>,
-  ): Promise<{ json: string } | null> =>
+  ): Promise<StoredRecord | null> =>
     outbox.write(caller, async (tx, emit) => {
       const { before, after } = await fn(tx, emit);
       emit.audit(caller.org_id, {
@@ -116,7 +124,7 @@ export function recordServiceHandlers(
         after: after?.row ?? null,
       });
       return after;
-    }, (after) => (after ? jsonAnswer(after.json) : {}));
+    }, (after): records.RecordResponse | records.DeleteRecordResponse => (after ? { record: after.record } : {}));
 
   return {
     listRecords: async (req, caller) => {
@@ -127,7 +135,7 @@ export function recordServiceHandlers(
         const after = keysetOf(req);
         const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
         return {
-          json: page.json,
+          records: page.records,
           total: 0,
           limit: page.cut ? page.shown : q.limit,
           offset: 0,
@@ -139,20 +147,20 @@ export function recordServiceHandlers(
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +
       // limit is then where the next page starts
-      return { json: page.json, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
+      return { records: page.records, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
     },
 
     getRecord: async (req, caller) => {
       const r = resource(req.resource);
       const parentId = parentOf(r, req.parent_id);
       const found = await read(r, caller, parentId, (exec) => getRecordOr404(exec, r, caller, req.id, { parentId }));
-      return { json: found.json };
+      return { record: found.record };
     },
 
     createRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.create, parseJsonObject(req.json));
+      const input = parseWith(r.create, bodyOf(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'create', async (tx, emit) => {
@@ -165,13 +173,13 @@ export function recordServiceHandlers(
         await r.afterCreate?.(tx, emit, caller, null, created.row);
         return { before: null, after: created };
       });
-      return { json: after!.json };
+      return { record: after!.record };
     },
 
     updateRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.update, parseJsonObject(req.json));
+      const input = parseWith(r.update, bodyOf(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
@@ -186,7 +194,7 @@ export function recordServiceHandlers(
         await r.afterUpdate?.(tx, emit, caller, before.row, updated.row);
         return { before, after: updated };
       });
-      return { json: after!.json };
+      return { record: after!.record };
     },
 
     deleteRecord: async (req, caller) => {

@@ -18,7 +18,6 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { ListRecordsResponse, RecordResponse } from "../../common/v1/records.js";
 
 export const protobufPackage = "lab.notebook.v1";
 
@@ -42,6 +41,23 @@ export interface AmendExperimentRequest {
 
 export interface ExperimentRequest {
   id: string;
+}
+
+/**
+ * An experiment (with its signatures when signed) as JSON text. Not typed yet:
+ * these answers carry the signature manifest beside the record.
+ */
+export interface JsonRecord {
+  json: string;
+}
+
+/** A list of experiments or signatures as a JSON array, with its paging. */
+export interface JsonRecordList {
+  json: string;
+  total: number;
+  limit: number;
+  offset: number;
+  cut_by_size: boolean;
 }
 
 function createBaseSignExperimentRequest(): SignExperimentRequest {
@@ -215,6 +231,142 @@ export const ExperimentRequest: MessageFns<ExperimentRequest> = {
   },
 };
 
+function createBaseJsonRecord(): JsonRecord {
+  return { json: "" };
+}
+
+export const JsonRecord: MessageFns<JsonRecord> = {
+  encode(message: JsonRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.json !== "") {
+      writer.uint32(10).string(message.json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JsonRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJsonRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseJsonRecordList(): JsonRecordList {
+  return { json: "", total: 0, limit: 0, offset: 0, cut_by_size: false };
+}
+
+export const JsonRecordList: MessageFns<JsonRecordList> = {
+  encode(message: JsonRecordList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.json !== "") {
+      writer.uint32(10).string(message.json);
+    }
+    if (message.total !== 0) {
+      writer.uint32(16).int64(message.total);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(32).int32(message.offset);
+    }
+    if (message.cut_by_size !== false) {
+      writer.uint32(40).bool(message.cut_by_size);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JsonRecordList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJsonRecordList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.cut_by_size = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 /**
  * Notebook-specific operations beyond the generic record protocol
  * (lab.common.v1.RecordService, which the notebook service also serves for
@@ -236,8 +388,8 @@ export const NotebookServiceService = {
     requestSerialize: (value: SignExperimentRequest): Buffer =>
       Buffer.from(SignExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): SignExperimentRequest => SignExperimentRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
@@ -250,8 +402,8 @@ export const NotebookServiceService = {
     requestSerialize: (value: AmendExperimentRequest): Buffer =>
       Buffer.from(AmendExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AmendExperimentRequest => AmendExperimentRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   /** Every version of the experiment's entry, oldest first. */
   listExperimentVersions: {
@@ -260,8 +412,8 @@ export const NotebookServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
-    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+    responseSerialize: (value: JsonRecordList): Buffer => Buffer.from(JsonRecordList.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecordList => JsonRecordList.decode(value),
   },
   /** The signature manifest of one experiment version, in signing order. */
   listExperimentSignatures: {
@@ -270,8 +422,8 @@ export const NotebookServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
-    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+    responseSerialize: (value: JsonRecordList): Buffer => Buffer.from(JsonRecordList.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecordList => JsonRecordList.decode(value),
   },
 } as const;
 
@@ -283,16 +435,16 @@ export interface NotebookServiceServer extends UntypedServiceImplementation {
    * experiment and emits experiment.signed; a second signature of the same
    * meaning is ALREADY_EXISTS (409). Answers the experiment with its signatures.
    */
-  signExperiment: handleUnaryCall<SignExperimentRequest, RecordResponse>;
+  signExperiment: handleUnaryCall<SignExperimentRequest, JsonRecord>;
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
    * required reason. Answers the new version.
    */
-  amendExperiment: handleUnaryCall<AmendExperimentRequest, RecordResponse>;
+  amendExperiment: handleUnaryCall<AmendExperimentRequest, JsonRecord>;
   /** Every version of the experiment's entry, oldest first. */
-  listExperimentVersions: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
+  listExperimentVersions: handleUnaryCall<ExperimentRequest, JsonRecordList>;
   /** The signature manifest of one experiment version, in signing order. */
-  listExperimentSignatures: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
+  listExperimentSignatures: handleUnaryCall<ExperimentRequest, JsonRecordList>;
 }
 
 export interface NotebookServiceClient extends Client {
@@ -305,18 +457,18 @@ export interface NotebookServiceClient extends Client {
    */
   signExperiment(
     request: SignExperimentRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   signExperiment(
     request: SignExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   signExperiment(
     request: SignExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
@@ -324,50 +476,50 @@ export interface NotebookServiceClient extends Client {
    */
   amendExperiment(
     request: AmendExperimentRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   amendExperiment(
     request: AmendExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   amendExperiment(
     request: AmendExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   /** Every version of the experiment's entry, oldest first. */
   listExperimentVersions(
     request: ExperimentRequest,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
   listExperimentVersions(
     request: ExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
   listExperimentVersions(
     request: ExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
   /** The signature manifest of one experiment version, in signing order. */
   listExperimentSignatures(
     request: ExperimentRequest,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
   listExperimentSignatures(
     request: ExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
   listExperimentSignatures(
     request: ExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecordList) => void,
   ): ClientUnaryCall;
 }
 
@@ -379,6 +531,17 @@ export const NotebookServiceClient = makeGenericClientConstructor(
   service: typeof NotebookServiceService;
   serviceName: string;
 };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

@@ -18,7 +18,6 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { RecordResponse } from "../../common/v1/records.js";
 
 export const protobufPackage = "lab.orders.v1";
 
@@ -79,6 +78,11 @@ export interface ListResponse {
    * gateway sends as the Warning header
    */
   warnings: string[];
+}
+
+/** An order or a result as JSON text (not typed yet). */
+export interface JsonRecord {
+  json: string;
 }
 
 function createBaseCreateOrderRequest(): CreateOrderRequest {
@@ -611,6 +615,52 @@ export const ListResponse: MessageFns<ListResponse> = {
   },
 };
 
+function createBaseJsonRecord(): JsonRecord {
+  return { json: "" };
+}
+
+export const JsonRecord: MessageFns<JsonRecord> = {
+  encode(message: JsonRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.json !== "") {
+      writer.uint32(10).string(message.json);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JsonRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJsonRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.json = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 /**
  * Lab orders with their samples, and the results recorded and released for
  * those samples (module sample_intake). Bodies travel as JSON text, like the
@@ -631,8 +681,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: CreateOrderRequest): Buffer => Buffer.from(CreateOrderRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): CreateOrderRequest => CreateOrderRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   listOrders: {
     path: "/lab.orders.v1.OrdersService/ListOrders" as const,
@@ -650,8 +700,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: GetOrderRequest): Buffer => Buffer.from(GetOrderRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): GetOrderRequest => GetOrderRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   /** Records a result for a sample of the order (status 'recorded'). */
   recordResult: {
@@ -660,8 +710,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: RecordResultRequest): Buffer => Buffer.from(RecordResultRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): RecordResultRequest => RecordResultRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
   releaseResult: {
@@ -670,8 +720,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ReleaseResultRequest): Buffer => Buffer.from(ReleaseResultRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ReleaseResultRequest => ReleaseResultRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: JsonRecord): Buffer => Buffer.from(JsonRecord.encode(value).finish()),
+    responseDeserialize: (value: Buffer): JsonRecord => JsonRecord.decode(value),
   },
   /** Released results only, capped (see ListResponse.warnings). */
   listResults: {
@@ -692,14 +742,14 @@ export interface OrdersServiceServer extends UntypedServiceImplementation {
    * the order set 'received'. A failed sample creation leaves the order 'failed'
    * and returns that error. A duplicate external_order_number is ALREADY_EXISTS.
    */
-  createOrder: handleUnaryCall<CreateOrderRequest, RecordResponse>;
+  createOrder: handleUnaryCall<CreateOrderRequest, JsonRecord>;
   listOrders: handleUnaryCall<ListOrdersRequest, ListResponse>;
   /** The order with its samples. */
-  getOrder: handleUnaryCall<GetOrderRequest, RecordResponse>;
+  getOrder: handleUnaryCall<GetOrderRequest, JsonRecord>;
   /** Records a result for a sample of the order (status 'recorded'). */
-  recordResult: handleUnaryCall<RecordResultRequest, RecordResponse>;
+  recordResult: handleUnaryCall<RecordResultRequest, JsonRecord>;
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
-  releaseResult: handleUnaryCall<ReleaseResultRequest, RecordResponse>;
+  releaseResult: handleUnaryCall<ReleaseResultRequest, JsonRecord>;
   /** Released results only, capped (see ListResponse.warnings). */
   listResults: handleUnaryCall<ListResultsRequest, ListResponse>;
 }
@@ -713,18 +763,18 @@ export interface OrdersServiceClient extends Client {
    */
   createOrder(
     request: CreateOrderRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   createOrder(
     request: CreateOrderRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   createOrder(
     request: CreateOrderRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   listOrders(
     request: ListOrdersRequest,
@@ -744,50 +794,50 @@ export interface OrdersServiceClient extends Client {
   /** The order with its samples. */
   getOrder(
     request: GetOrderRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   getOrder(
     request: GetOrderRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   getOrder(
     request: GetOrderRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   /** Records a result for a sample of the order (status 'recorded'). */
   recordResult(
     request: RecordResultRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   recordResult(
     request: RecordResultRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   recordResult(
     request: RecordResultRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
   releaseResult(
     request: ReleaseResultRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   releaseResult(
     request: ReleaseResultRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   releaseResult(
     request: ReleaseResultRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: JsonRecord) => void,
   ): ClientUnaryCall;
   /** Released results only, capped (see ListResponse.warnings). */
   listResults(

@@ -1,0 +1,152 @@
+// Written by hand: how a typed record (lab.common.v1.Record) maps to and from
+// the JSON the public API has always answered. Both sides use it: the records
+// engine builds messages from rows as PostgreSQL rendered them, and the gateway
+// (and every other reader of records) turns messages back into that JSON.
+import type { Record as RecordMessage } from './lab/common/v1/records.js';
+import type { Timestamp } from './google/protobuf/timestamp.js';
+
+/** The case of lab.common.v1.Record that holds a resource's message. */
+export type RecordCase = NonNullable<RecordMessage['kind']>['$case'];
+
+/** A record as clients see it. */
+export type RecordObject = { [field: string]: unknown };
+
+interface CaseShape {
+  /** google.protobuf.Timestamp fields */
+  timestamps: ReadonlySet<string>;
+  /** decimal text (PostgreSQL numeric), answered as a JSON number written as stored */
+  decimals: ReadonlySet<string>;
+  /** a free-form document: this Struct field's keys are shown between the ids and the authorship fields */
+  flatten?: string;
+}
+
+const STAMPS = ['created_at', 'updated_at'];
+const shape = (timestamps: string[] = [], decimals: string[] = [], flatten?: string): CaseShape => ({
+  timestamps: new Set([...STAMPS, ...timestamps]),
+  decimals: new Set(decimals),
+  flatten,
+});
+
+/**
+ * What sets each record message apart from plain JSON: its Timestamp and
+ * decimal fields. Every other field maps as it is (a Struct is already the
+ * plain object, an absent optional is null).
+ */
+const SHAPES: { [C in RecordCase]: CaseShape } = {
+  sample: shape(),
+  project: shape(),
+  experiment: shape(['signed_at']),
+  reagent: shape(),
+  stock_item: shape([], ['quantity', 'package_size_full', 'package_size_current', 'purchase_price', 'min_stock']),
+  stock_movement: shape([], ['quantity_delta', 'quantity_after']),
+  inventory: shape(['closed_at']),
+  equipment: shape(),
+  maintenance_log: shape(),
+  usage_session: shape(['started_at', 'ended_at']),
+  calibration: shape([], [], 'data'),
+  qualification: shape([], [], 'data'),
+  remote_link: shape(),
+};
+
+const TIME = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)$/;
+
+/**
+ * A timestamp as PostgreSQL writes it in JSON ("2026-01-01T10:00:00.123456+00:00",
+ * the fraction without trailing zeros, none when whole) as a Timestamp, to the
+ * nanosecond given.
+ */
+export function timestampFromText(text: string): Timestamp {
+  const m = TIME.exec(text);
+  if (!m) throw new Error(`not a timestamp: ${text}`);
+  const millis = Date.parse(m[1]! + m[3]!);
+  if (Number.isNaN(millis)) throw new Error(`not a timestamp: ${text}`);
+  return { seconds: millis / 1000, nanos: m[2] ? Number(m[2].padEnd(9, '0')) : 0 };
+}
+
+/**
+ * A Timestamp written as PostgreSQL writes a timestamptz in JSON with the
+ * session in UTC: to the microsecond, trailing zeros of the fraction dropped,
+ * offset +00:00. Answers keep exactly the text they had when PostgreSQL wrote it.
+ */
+export function timestampText(t: Timestamp): string {
+  const whole = new Date(t.seconds * 1000).toISOString().slice(0, 19);
+  const micros = Math.trunc((t.nanos || 0) / 1000);
+  if (!micros) return `${whole}+00:00`;
+  return `${whole}.${String(micros).padStart(6, '0').replace(/0+$/, '')}+00:00`;
+}
+
+/**
+ * The record message of a row as PostgreSQL rendered it (row_to_json text):
+ * nulls left out, timestamps as Timestamps, decimals as the digits PostgreSQL
+ * wrote (read from the text itself, so 12.50 stays 12.50).
+ */
+export function recordFromRowJson(kind: RecordCase, json: string): RecordMessage {
+  const s = SHAPES[kind];
+  const row = (
+    s.decimals.size
+      ? JSON.parse(json, (key, value, context?: { source?: string }) =>
+          typeof value === 'number' && s.decimals.has(key) && context?.source !== undefined ? context.source : value,
+        )
+      : JSON.parse(json)
+  ) as RecordObject;
+  const value: RecordObject = {};
+  for (const key in row) {
+    const v = row[key];
+    if (v === null) continue;
+    value[key] = s.timestamps.has(key) ? timestampFromText(v as string) : v;
+  }
+  return { kind: { $case: kind, value } } as unknown as RecordMessage;
+}
+
+/** The record's fields in the order clients see them (a document's data flattened in). */
+function entries(record: RecordMessage): { s: CaseShape; fields: RecordObject } | undefined {
+  const kind = record.kind;
+  if (!kind) return undefined;
+  const s = SHAPES[kind.$case];
+  const fields = kind.value as unknown as RecordObject;
+  if (!s.flatten) return { s, fields };
+  const { [s.flatten]: data, created_by, created_at, updated_at, ...ids } = fields;
+  return { s, fields: { ...ids, ...(data as RecordObject | undefined), created_by, created_at, updated_at } };
+}
+
+/**
+ * A record as the JSON text clients have always been answered: fields in
+ * column order, absent ones null, timestamps as PostgreSQL writes them,
+ * decimals as numbers with their stored digits. Written field by field (no
+ * intermediate object): it is on the path of every record read.
+ */
+export function recordJson(record: RecordMessage): string {
+  const e = entries(record);
+  if (!e) return 'null';
+  const { s, fields } = e;
+  let out = '';
+  for (const key in fields) {
+    const v = fields[key];
+    const text =
+      v === undefined || v === null
+        ? 'null'
+        : s.timestamps.has(key)
+          ? `"${timestampText(v as Timestamp)}"`
+          : s.decimals.has(key)
+            ? (v as string)
+            : JSON.stringify(v);
+    out += `${out ? ',' : '{'}${JSON.stringify(key)}:${text}`;
+  }
+  return out ? `${out}}` : '{}';
+}
+
+/** Records as a JSON array text (a list page's data). */
+export const recordsJson = (list: RecordMessage[]): string => `[${list.map(recordJson).join(',')}]`;
+
+/** A record as the object clients see (JSON.parse of recordJson, decimals as numbers). */
+export function recordObject(record: RecordMessage): RecordObject {
+  const e = entries(record);
+  if (!e) return {};
+  const { s, fields } = e;
+  const out: RecordObject = {};
+  for (const key in fields) {
+    const v = fields[key];
+    out[key] = v === undefined || v === null ? null : s.timestamps.has(key) ? timestampText(v as Timestamp) : s.decimals.has(key) ? Number(v) : v;
+  }
+  return out;
+}
