@@ -17,12 +17,17 @@ export * as inventory from './lab/inventory/v1/records.js';
 export * as equipment from './lab/equipment/v1/records.js';
 export * as notebookRecords from './lab/notebook/v1/records.js';
 export {
+  experimentJson,
   recordFromRowJson,
   recordJson,
   recordObject,
   recordsJson,
+  signatureObject,
+  signaturesJson,
+  signedExperimentJson,
   timestampFromText,
   timestampText,
+  utcMicrosText,
   type RecordCase,
   type RecordObject,
 } from './record-json.js';

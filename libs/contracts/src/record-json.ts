@@ -4,6 +4,8 @@
 // (and every other reader of records) turns messages back into that JSON.
 import type { Record as RecordMessage } from './lab/common/v1/records.js';
 import type { Timestamp } from './google/protobuf/timestamp.js';
+import type { ExperimentSignature, SignedExperiment } from './lab/notebook/v1/notebook.js';
+import type { Experiment } from './lab/notebook/v1/records.js';
 
 /** The case of lab.common.v1.Record that holds a resource's message. */
 export type RecordCase = NonNullable<RecordMessage['kind']>['$case'];
@@ -149,4 +151,37 @@ export function recordObject(record: RecordMessage): RecordObject {
     out[key] = v === undefined || v === null ? null : s.timestamps.has(key) ? timestampText(v as Timestamp) : s.decimals.has(key) ? Number(v) : v;
   }
   return out;
+}
+
+/** An experiment (the notebook's own RPCs answer it outside Record) as clients see it. */
+export const experimentJson = (e: Experiment): string => recordJson({ kind: { $case: 'experiment', value: e } });
+
+/** A signature's time as the notebook has always written it: UTC, always six digits of fraction, "Z". */
+export function utcMicrosText(t: Timestamp): string {
+  const whole = new Date(t.seconds * 1000).toISOString().slice(0, 19);
+  return `${whole}.${String(Math.trunc((t.nanos || 0) / 1000)).padStart(6, '0')}Z`;
+}
+
+/** A signature of an experiment's manifest as clients see it. */
+export function signatureObject(s: ExperimentSignature): RecordObject {
+  return {
+    id: s.id,
+    experiment_id: s.experiment_id,
+    meaning: s.meaning,
+    signer_id: s.signer_id,
+    signer_name: s.signer_name ?? null,
+    signed_at: s.signed_at ? utcMicrosText(s.signed_at) : null,
+    content_hash: s.content_hash ?? null,
+    hash_algorithm: s.hash_algorithm,
+    content_matches: s.content_matches ?? null,
+  };
+}
+
+/** A manifest as a JSON array text. */
+export const signaturesJson = (list: ExperimentSignature[]): string => JSON.stringify(list.map(signatureObject));
+
+/** A signed experiment as clients see it: the experiment's fields, then its manifest as `signatures`. */
+export function signedExperimentJson(m: SignedExperiment): string {
+  const experiment = experimentJson(m.experiment!);
+  return `${experiment.slice(0, -1)},"signatures":${signaturesJson(m.signatures)}}`;
 }

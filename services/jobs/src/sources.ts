@@ -1,4 +1,4 @@
-import { audit, identity, notebook, recordObject, records, recordsJson } from '@lab/contracts';
+import { audit, identity, notebook, recordObject, records, recordsJson, signatureObject } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -176,7 +176,7 @@ export class Sources {
   /** The signature manifest of an experiment version, in signing order. */
   async signatures(caller: CallerContext, experimentId: string): Promise<Rec[]> {
     const r = await this.notebook.get().call('listExperimentSignatures', { id: experimentId }, caller);
-    return JSON.parse(r.json) as Rec[];
+    return r.signatures.map(signatureObject);
   }
 
   async member(caller: CallerContext, user_id: string): Promise<Rec | undefined> {

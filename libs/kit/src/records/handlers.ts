@@ -8,7 +8,7 @@ import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
-import { assertStorableJson, isGuid, parseWith, validationFailed } from './validation.js';
+import { isGuid, parseWith, structBody, validationFailed } from './validation.js';
 import { isoTimestamp } from '../storable.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
 
@@ -23,14 +23,6 @@ export function assertNotViewer(caller: CallerContext): void {
 export function assertMayWrite(r: Resource, caller: CallerContext, row: RecordJson): void {
   assertNotViewer(caller);
   if (r.canWrite && !r.canWrite(caller, row)) throw DomainError.forbidden(`no permission to change this ${r.auditResource}`);
-}
-
-/** A create or update body as the gateway passed it on; none at all counts as an empty one. */
-function bodyOf(body: Record<string, unknown> | undefined): Record<string, unknown> {
-  const value = body ?? {};
-  // refused here, naming the field, rather than failed in SQL
-  assertStorableJson(value);
-  return value;
 }
 
 function parentOf(r: Resource, parentId: string): string | undefined {
@@ -160,7 +152,7 @@ export function recordServiceHandlers(
     createRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.create, bodyOf(req.body));
+      const input = parseWith(r.create, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'create', async (tx, emit) => {
@@ -179,7 +171,7 @@ export function recordServiceHandlers(
     updateRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.update, bodyOf(req.body));
+      const input = parseWith(r.update, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
