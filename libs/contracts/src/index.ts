@@ -18,6 +18,12 @@ export * as equipment from './lab/equipment/v1/records.js';
 export * as notebookRecords from './lab/notebook/v1/records.js';
 export {
   experimentJson,
+  messageFromRow,
+  messageFromRowJson,
+  messageJson,
+  messageObject,
+  messageShape,
+  NOTIFICATION_SHAPE,
   recordFromRowJson,
   recordJson,
   recordObject,
@@ -28,6 +34,7 @@ export {
   timestampFromText,
   timestampText,
   utcMicrosText,
+  type MessageShape,
   type RecordCase,
   type RecordObject,
 } from './record-json.js';

@@ -13,7 +13,8 @@ export type RecordCase = NonNullable<RecordMessage['kind']>['$case'];
 /** A record as clients see it. */
 export type RecordObject = { [field: string]: unknown };
 
-interface CaseShape {
+/** What sets a message apart from plain JSON, for the readers and writers below. */
+export interface MessageShape {
   /** google.protobuf.Timestamp fields */
   timestamps: ReadonlySet<string>;
   /** decimal text (PostgreSQL numeric), answered as a JSON number written as stored */
@@ -22,8 +23,17 @@ interface CaseShape {
   flatten?: string;
 }
 
+/** The shape of a message with these Timestamp and decimal fields. */
+export const messageShape = (timestamps: string[], decimals: string[] = []): MessageShape => ({
+  timestamps: new Set(timestamps),
+  decimals: new Set(decimals),
+});
+
+/** lab.notifications.v1.Notification */
+export const NOTIFICATION_SHAPE = messageShape(['read_at', 'created_at']);
+
 const STAMPS = ['created_at', 'updated_at'];
-const shape = (timestamps: string[] = [], decimals: string[] = [], flatten?: string): CaseShape => ({
+const shape = (timestamps: string[] = [], decimals: string[] = [], flatten?: string): MessageShape => ({
   timestamps: new Set([...STAMPS, ...timestamps]),
   decimals: new Set(decimals),
   flatten,
@@ -34,7 +44,7 @@ const shape = (timestamps: string[] = [], decimals: string[] = [], flatten?: str
  * decimal fields. Every other field maps as it is (a Struct is already the
  * plain object, an absent optional is null).
  */
-const SHAPES: { [C in RecordCase]: CaseShape } = {
+const SHAPES: { [C in RecordCase]: MessageShape } = {
   sample: shape(),
   project: shape(),
   experiment: shape(['signed_at']),
@@ -83,7 +93,11 @@ export function timestampText(t: Timestamp): string {
  * wrote (read from the text itself, so 12.50 stays 12.50).
  */
 export function recordFromRowJson(kind: RecordCase, json: string): RecordMessage {
-  const s = SHAPES[kind];
+  return { kind: { $case: kind, value: messageFromRowJson(SHAPES[kind], json) } } as unknown as RecordMessage;
+}
+
+/** The fields of a message of this shape from a row as PostgreSQL rendered it (as recordFromRowJson). */
+export function messageFromRowJson(s: MessageShape, json: string): RecordObject {
   const row = (
     s.decimals.size
       ? JSON.parse(json, (key, value, context?: { source?: string }) =>
@@ -91,17 +105,22 @@ export function recordFromRowJson(kind: RecordCase, json: string): RecordMessage
         )
       : JSON.parse(json)
   ) as RecordObject;
+  return messageFromRow(s, row);
+}
+
+/** The fields of a message of this shape from a row already parsed (nulls left out, timestamps as Timestamps). */
+export function messageFromRow(s: MessageShape, row: RecordObject): RecordObject {
   const value: RecordObject = {};
   for (const key in row) {
     const v = row[key];
     if (v === null) continue;
     value[key] = s.timestamps.has(key) ? timestampFromText(v as string) : v;
   }
-  return { kind: { $case: kind, value } } as unknown as RecordMessage;
+  return value;
 }
 
 /** The record's fields in the order clients see them (a document's data flattened in). */
-function entries(record: RecordMessage): { s: CaseShape; fields: RecordObject } | undefined {
+function entries(record: RecordMessage): { s: MessageShape; fields: RecordObject } | undefined {
   const kind = record.kind;
   if (!kind) return undefined;
   const s = SHAPES[kind.$case];
@@ -119,8 +138,11 @@ function entries(record: RecordMessage): { s: CaseShape; fields: RecordObject } 
  */
 export function recordJson(record: RecordMessage): string {
   const e = entries(record);
-  if (!e) return 'null';
-  const { s, fields } = e;
+  return e ? messageJson(e.s, e.fields) : 'null';
+}
+
+/** A message of this shape as JSON text, as recordJson writes a record. */
+export function messageJson(s: MessageShape, fields: RecordObject): string {
   let out = '';
   for (const key in fields) {
     const v = fields[key];
@@ -143,8 +165,11 @@ export const recordsJson = (list: RecordMessage[]): string => `[${list.map(recor
 /** A record as the object clients see (JSON.parse of recordJson, decimals as numbers). */
 export function recordObject(record: RecordMessage): RecordObject {
   const e = entries(record);
-  if (!e) return {};
-  const { s, fields } = e;
+  return e ? messageObject(e.s, e.fields) : {};
+}
+
+/** A message of this shape as the object clients see, as recordObject. */
+export function messageObject(s: MessageShape, fields: RecordObject): RecordObject {
   const out: RecordObject = {};
   for (const key in fields) {
     const v = fields[key];
