@@ -38,3 +38,4 @@ export {
   type RecordCase,
   type RecordObject,
 } from './record-json.js';
+export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
