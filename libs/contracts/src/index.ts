@@ -39,3 +39,4 @@ export {
   type RecordObject,
 } from './record-json.js';
 export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
+export { orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
