@@ -149,14 +149,28 @@ export function messageJson(s: MessageShape, fields: RecordObject): string {
     const text =
       v === undefined || v === null
         ? 'null'
-        : s.timestamps.has(key)
-          ? `"${timestampText(v as Timestamp)}"`
-          : s.decimals.has(key)
-            ? (v as string)
+        : typeof v === 'string'
+          ? s.decimals.has(key)
+            ? v
+            : JSON.stringify(v)
+          : s.timestamps.has(key)
+            ? `"${timestampText(v as Timestamp)}"`
             : JSON.stringify(v);
-    out += `${out ? ',' : '{'}${JSON.stringify(key)}:${text}`;
+    out += (out ? ',' : '{') + keyText(key) + text;
   }
   return out ? `${out}}` : '{}';
+}
+
+/** `"key":` of each field name, written once: the names are few and every record repeats them. */
+const KEY_TEXT = new Map<string, string>();
+function keyText(key: string): string {
+  let text = KEY_TEXT.get(key);
+  if (text === undefined) {
+    text = `${JSON.stringify(key)}:`;
+    // a flattened document's own keys are the client's: not kept beyond a bound
+    if (KEY_TEXT.size < 10_000) KEY_TEXT.set(key, text);
+  }
+  return text;
 }
 
 /** Records as a JSON array text (a list page's data). */
