@@ -134,7 +134,9 @@ function entries(record: RecordMessage): { s: MessageShape; fields: RecordObject
  * A record as the JSON text clients have always been answered: fields in
  * column order, absent ones null, timestamps as PostgreSQL writes them,
  * decimals as numbers with their stored digits. Written field by field (no
- * intermediate object): it is on the path of every record read.
+ * intermediate object): it is on the path of every record read. The record is
+ * one as decoded from the wire, which holds every field of its message (unset
+ * ones undefined); one made by recordFromRowJson lacks the null ones.
  */
 export function recordJson(record: RecordMessage): string {
   const e = entries(record);

@@ -143,7 +143,7 @@ export async function listRecords(
   caller: CallerContext,
   q: ListQuery,
   parentId?: string,
-): Promise<{ json: string; records: records.Record[]; total: number; shown: number; cut: boolean }> {
+): Promise<{ records: records.Record[]; total: number; shown: number; cut: boolean }> {
   const cond = sql.join(listConditions(r, caller, q, parentId), sql` and `);
   const dir = sql.raw(q.order);
   // The total is a count of its own, computed once for the statement: as a window
@@ -175,7 +175,6 @@ export async function listRecords(
   }
   counted = Number(counted);
   return {
-    json: `[${page.map((p) => p.json).join(',')}]`,
     records: page.map((p) => recordFromRowJson(r.record, p.json)),
     total: counted,
     shown: page.length,
