@@ -464,5 +464,6 @@ function kitTables(schema: string): string {
       created_at timestamptz not null default now(),
       primary key (org_id, token_id, key)
     );
-    create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);`;
+    create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);
+    alter table ${schema}.call_receipts add column if not exists request_hash text;`;
 }
