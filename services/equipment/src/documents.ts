@@ -29,6 +29,17 @@ function bounded(data: Record<string, unknown>): { data: Record<string, unknown>
   return { data };
 }
 
+/** A stored document as clients see it: the common fields, then the object's own keys. */
+function flatten(row: Record<string, unknown>): Record<string, unknown> {
+  const { data, ...common } = row;
+  const { created_by, created_at, updated_at, ...ids } = common;
+  return { ...ids, ...(data as object), created_by, created_at, updated_at };
+}
+
+export const flattenDocument = (json: string): string => JSON.stringify(flatten(JSON.parse(json) as Record<string, unknown>));
+export const flattenDocuments = (json: string): string =>
+  JSON.stringify((JSON.parse(json) as Record<string, unknown>[]).map(flatten));
+
 /**
  * A free-form record (calibration, qualification): the body object is stored
  * as given in `data` and returned merged with the common fields. PATCH and PUT
@@ -46,6 +57,7 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
     limits: SUB_LIST_LIMITS,
     rangeColumn: 'created_at',
     ...childAccess(),
+    present: { one: flattenDocument, many: flattenDocuments },
     beforeCreate: async (_tx, _caller, input) => bounded(input as Record<string, unknown>),
     beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...(input as Record<string, unknown>) }),
   });
@@ -53,15 +65,3 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
 
 export const calibrations = documentResource('calibrations', 'equipment_calibration');
 export const qualifications = documentResource('qualifications', 'equipment_qualification');
-export const documentResources = new Set([calibrations.name, qualifications.name]);
-
-/** A stored document as clients see it: the common fields, then the object's own keys. */
-function flatten(row: Record<string, unknown>): Record<string, unknown> {
-  const { data, ...common } = row;
-  const { created_by, created_at, updated_at, ...ids } = common;
-  return { ...ids, ...(data as object), created_by, created_at, updated_at };
-}
-
-export const flattenDocument = (json: string): string => JSON.stringify(flatten(JSON.parse(json) as Record<string, unknown>));
-export const flattenDocuments = (json: string): string =>
-  JSON.stringify((JSON.parse(json) as Record<string, unknown>[]).map(flatten));

@@ -66,6 +66,10 @@ async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId:
  * visibility predicate; every write commits with its events and audit record.
  * PATCH and PUT (`replace`) behave the same: only the fields given change.
  */
+/** A record's JSON as it leaves the service (Resource.present). */
+const one = (r: Resource, json: string): string => (r.present ? r.present.one(json) : json);
+const many = (r: Resource, json: string): string => (r.present ? r.present.many(json) : json);
+
 export function recordServiceHandlers(
   deps: Deps,
   resources: Resource[],
@@ -115,7 +119,7 @@ export function recordServiceHandlers(
         before: before?.row ?? null,
         after: after?.row ?? null,
       });
-      return after;
+      return after && { json: one(r, after.json) };
     }, (after) => (after ? jsonAnswer(after.json) : {}));
 
   return {
@@ -127,7 +131,7 @@ export function recordServiceHandlers(
         const after = keysetOf(req);
         const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
         return {
-          json: page.json,
+          json: many(r, page.json),
           total: 0,
           limit: page.cut ? page.shown : q.limit,
           offset: 0,
@@ -139,14 +143,14 @@ export function recordServiceHandlers(
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +
       // limit is then where the next page starts
-      return { json: page.json, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
+      return { json: many(r, page.json), total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
     },
 
     getRecord: async (req, caller) => {
       const r = resource(req.resource);
       const parentId = parentOf(r, req.parent_id);
       const found = await read(r, caller, parentId, (exec) => getRecordOr404(exec, r, caller, req.id, { parentId }));
-      return { json: found.json };
+      return { json: one(r, found.json) };
     },
 
     createRecord: async (req, caller) => {

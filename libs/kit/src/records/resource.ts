@@ -77,6 +77,12 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
    * updates and deletes, after the permission checks, on the locked row.
    */
   assertUnlocked?: (row: RecordJson) => void;
+  /**
+   * How the record leaves the service when it differs from the stored row's
+   * JSON (equipment documents are flattened): applied to every answer, and to
+   * the answer a keyed write's receipt keeps, so a replay is the same answer.
+   */
+  present?: { one: (json: string) => string; many: (jsonArray: string) => string };
   /** Delete permission (default: an administrator, see isAdministrator). */
   canDelete?: (caller: CallerContext, row: RecordJson) => boolean;
   /**
