@@ -1,5 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+import { isAdministrator, isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 const T = sql`jobs.jobs`;
 
@@ -47,8 +47,7 @@ export function emitUpdated(emit: Emitter, r: JobRow): void {
 }
 
 /** Whether a caller sees every job of the organisation. */
-export const isJobAdmin = (c: CallerContext) =>
-  c.user_id ? c.role === 'admin' : c.scopes.includes('admin') || c.scopes.includes('*');
+export const isJobAdmin = (c: CallerContext) => isAdministrator(c);
 
 /** A user sees the jobs they created, a token without a user those it created, administrators all. */
 function visibleTo(c: CallerContext): SQL {
