@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { DomainError, isTransientFailure } from './errors.js';
+import { carrierFromHeaders, inSpan, SpanKind, tracingOn, type TraceCarrier } from './tracing.js';
 
 /**
  * The envelope of every message on the bus: domain events (experiment.created),
@@ -65,14 +66,17 @@ export interface SerializedMessage {
   request_id?: string;
   /** the whole BusMessage as JSON */
   body: string;
+  /** the trace context the message continues (sent as `traceparent` / `tracestate` headers) */
+  trace?: TraceCarrier;
 }
 
 export interface Bus {
   /**
    * Resolves once the broker has confirmed (or refused, one by one) every
    * message; rejects when the batch could not be handed over at all.
+   * `traces[i]`, when given, is the trace context message i continues.
    */
-  publish(messages: BusMessage[]): Promise<PublishOutcome | void>;
+  publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome | void>;
   subscribe(opts: SubscribeOptions): Promise<void>;
   readonly connected: boolean;
   /** Calls `listener` each time the bus (re)connects: a backlog can go out at once. */
@@ -106,9 +110,9 @@ export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   return {
-    publish: async (messages) => {
+    publish: async (messages, traces) => {
       await opened;
-      return bus.publish(messages);
+      return bus.publish(messages, traces);
     },
     subscribe: (opts) => bus.subscribe(opts),
     get connected() {
@@ -142,6 +146,28 @@ export function topicMatches(pattern: string, key: string): boolean {
 function observeLag(queue: string, msg: BusMessage): void {
   const at = Date.parse(msg.occurred_at);
   if (Number.isFinite(at)) metrics().consumeLag.observe({ queue }, Math.max(0, (Date.now() - at) / 1000));
+}
+
+/**
+ * A consumer's handling of one message: with tracing on, in a consumer span that
+ * continues the trace the message carries (the request that wrote it), so the
+ * handler's statements and calls, and its log lines, belong to that trace.
+ */
+function handled(queue: string, msg: BusMessage, system: string, carrier: () => TraceCarrier | undefined, handle: () => Promise<void>): Promise<void> {
+  if (!tracingOn()) return handle();
+  return inSpan(
+    `process ${queue}`,
+    SpanKind.CONSUMER,
+    carrier(),
+    {
+      'messaging.system': system,
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': msg.type,
+      'messaging.consumer.group.name': queue,
+      'messaging.message.id': msg.id,
+    },
+    handle,
+  );
 }
 
 /** Delay before retry n (1-based): exponential with jitter, capped. */
@@ -458,8 +484,10 @@ export class AmqpBus implements Bus {
     }, delayMs).unref();
   }
 
-  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
-    return this.publishSerialized(messages.map((m) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m) })));
+  async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
+    return this.publishSerialized(
+      messages.map((m, i) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m), trace: traces?.[i] })),
+    );
   }
 
   /**
@@ -490,7 +518,7 @@ export class AmqpBus implements Bus {
             messageId: m.id,
             contentType: 'application/json',
             timestamp,
-            headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+            headers: m.trace ? { ...m.trace, ...(m.request_id ? { 'x-request-id': m.request_id } : {}) } : m.request_id ? { 'x-request-id': m.request_id } : undefined,
           },
           (err: unknown) => {
             if (err) errors[i] = err as Error;
@@ -676,7 +704,7 @@ export class AmqpBus implements Bus {
     let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
-      await sub.handler(msg);
+      await handled(sub.queue, msg, 'rabbitmq', () => carrierFromHeaders(raw.properties.headers), () => sub.handler(msg));
     } catch (err) {
       failure = { err };
     }
@@ -765,19 +793,25 @@ export class MemoryBus implements Bus {
 
   constructor(private readonly log: Logger) {}
 
-  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
+  async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
     if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
+    // the trace context of each message, handed to its consumers as RabbitMQ's headers would be
+    const traceOf = traces?.length ? new Map(messages.map((m, i) => [m, traces[i]])) : undefined;
     const work: Promise<Refusal[]>[] = [];
     for (const sub of this.subs) {
       const mine = messages.filter((m) => sub.bindings.some((b) => topicMatches(b, m.type)));
-      if (mine.length) work.push(this.deliver(sub, mine));
+      if (mine.length) work.push(this.deliver(sub, mine, traceOf));
     }
     return { refused: (await Promise.all(work)).flat() };
   }
 
-  /** One consumer's messages: the batch at once if it can, else in order, one by one. */
-  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<Refusal[]> {
-    if (sub.handleBatch && msgs.length > 1) {
+  /**
+   * One consumer's messages: the batch at once if it can, else in order, one by
+   * one. With tracing on always one by one: each message's handling is then a
+   * span in its own trace (a batch's one transaction could be in only one).
+   */
+  private async deliver(sub: SubscribeOptions, msgs: BusMessage[], traceOf?: Map<BusMessage, TraceCarrier | undefined>): Promise<Refusal[]> {
+    if (sub.handleBatch && msgs.length > 1 && !tracingOn()) {
       try {
         for (const msg of msgs) observeLag(sub.queue, msg);
         // copies, so a consumer never shares objects with the publisher
@@ -791,7 +825,7 @@ export class MemoryBus implements Bus {
     }
     const refused: Refusal[] = [];
     for (const msg of msgs) {
-      const r = await this.deliverOne(sub, msg);
+      const r = await this.deliverOne(sub, msg, traceOf?.get(msg));
       if (r) refused.push(r);
     }
     return refused;
@@ -802,11 +836,12 @@ export class MemoryBus implements Bus {
     if (this.waits.size) this.waits.delete(key);
   }
 
-  private async deliverOne(sub: SubscribeOptions, msg: BusMessage): Promise<Refusal | undefined> {
+  private async deliverOne(sub: SubscribeOptions, msg: BusMessage, trace?: TraceCarrier): Promise<Refusal | undefined> {
     const key = `${sub.queue}|${msg.id}`;
     try {
       observeLag(sub.queue, msg);
-      await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
+      const copy = JSON.parse(JSON.stringify(msg)) as BusMessage;
+      await handled(sub.queue, msg, 'in_process', () => trace, () => sub.handler(copy));
       this.forget(key);
       metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       return undefined;
