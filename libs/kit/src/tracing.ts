@@ -41,7 +41,7 @@ const UNTRACED_PATHS = new Set(['/metrics', '/livez', '/readyz', '/healthz']);
 /**
  * Sets tracing up for this process when an OTLP endpoint is configured, and
  * says whether it did. Must run before the modules it instruments are first
- * required (http, express, @grpc/grpc-js, pg): each service's main imports its
+ * required (http, @grpc/grpc-js, pg): each service's main imports its
  * `tracing.ts` first for that. `service` is the default of OTEL_SERVICE_NAME;
  * OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_SCHEDULE_DELAY and
  * the exporter's own OTEL_EXPORTER_OTLP_* variables apply as the specification
@@ -53,13 +53,13 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   // Loaded only now: with tracing off none of these modules is even read.
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
-  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
+  const core = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
+  const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = core;
   const { defaultResource, detectResources, envDetector, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const { BatchSpanProcessor, TracerProvider } = require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http');
   const { registerInstrumentations } = require('@opentelemetry/instrumentation') as typeof import('@opentelemetry/instrumentation');
   const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
-  const { ExpressInstrumentation, ExpressLayerType } = require('@opentelemetry/instrumentation-express') as typeof import('@opentelemetry/instrumentation-express');
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc') as typeof import('@opentelemetry/instrumentation-grpc');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   /* eslint-enable @typescript-eslint/no-require-imports */
@@ -87,8 +87,6 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
         // expected) would be traces of their own: only those inside a trace count
         requireParentforOutgoingSpans: true,
       }),
-      // the route names the gateway's server span; one span per middleware would be noise
-      new ExpressInstrumentation({ ignoreLayersType: [ExpressLayerType.MIDDLEWARE] }),
       // health checks and watches are probes, not requests
       new GrpcInstrumentation({ ignoreGrpcMethods: ['Check', 'Watch'] }),
       // statements of a request or a message only: the relay's and the workers'
@@ -96,8 +94,26 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
       new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
     ],
   });
+  httpRequestOf = (ctx) => {
+    const meta = core.getRPCMetadata(ctx);
+    return meta?.type === core.RPCType.HTTP ? meta : undefined;
+  };
   provider = tracerProvider;
   return true;
+}
+
+/** The HTTP instrumentation's record of the request being served (it names the server span from its route). */
+let httpRequestOf: ((ctx: Context) => { route?: string } | undefined) | undefined;
+
+/**
+ * Names the HTTP server span of the request being served after its route
+ * ("POST /v1/samples", attribute http.route), as a web framework's
+ * instrumentation does: the gateway routes with its own table, not express's.
+ */
+export function nameHttpRoute(route: string): void {
+  if (!provider) return;
+  const request = httpRequestOf?.(context.active());
+  if (request) request.route = route;
 }
 
 /**
