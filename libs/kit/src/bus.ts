@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { DomainError, isTransientFailure } from './errors.js';
-import { carrierFromHeaders, inSpan, SpanKind, tracingOn, type TraceCarrier } from './tracing.js';
+import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
 /**
  * The envelope of every message on the bus: domain events (experiment.created),
@@ -66,7 +66,7 @@ export interface SerializedMessage {
   request_id?: string;
   /** the whole BusMessage as JSON */
   body: string;
-  /** the trace context the message continues (sent as `traceparent` / `tracestate` headers) */
+  /** the trace context the message continues (the RabbitMQ instrumentation sends it on in the headers) */
   trace?: TraceCarrier;
 }
 
@@ -146,28 +146,6 @@ export function topicMatches(pattern: string, key: string): boolean {
 function observeLag(queue: string, msg: BusMessage): void {
   const at = Date.parse(msg.occurred_at);
   if (Number.isFinite(at)) metrics().consumeLag.observe({ queue }, Math.max(0, (Date.now() - at) / 1000));
-}
-
-/**
- * A consumer's handling of one message: with tracing on, in a consumer span that
- * continues the trace the message carries (the request that wrote it), so the
- * handler's statements and calls, and its log lines, belong to that trace.
- */
-function handled(queue: string, msg: BusMessage, system: string, carrier: () => TraceCarrier | undefined, handle: () => Promise<void>): Promise<void> {
-  if (!tracingOn()) return handle();
-  return inSpan(
-    `process ${queue}`,
-    SpanKind.CONSUMER,
-    carrier(),
-    {
-      'messaging.system': system,
-      'messaging.operation.type': 'process',
-      'messaging.destination.name': msg.type,
-      'messaging.consumer.group.name': queue,
-      'messaging.message.id': msg.id,
-    },
-    handle,
-  );
 }
 
 /** Delay before retry n (1-based): exponential with jitter, capped. */
@@ -509,22 +487,27 @@ export class AmqpBus implements Bus {
     const timestamp = Math.floor(Date.now() / 1000);
     try {
       for (const [i, m] of messages.entries()) {
-        ch.publish(
-          this.exchange,
-          m.type,
-          Buffer.from(m.body),
-          {
-            persistent: true,
-            messageId: m.id,
-            contentType: 'application/json',
-            timestamp,
-            headers: m.trace ? { ...m.trace, ...(m.request_id ? { 'x-request-id': m.request_id } : {}) } : m.request_id ? { 'x-request-id': m.request_id } : undefined,
-          },
-          (err: unknown) => {
-            if (err) errors[i] = err as Error;
-            if (--pending === 0) settle();
-          },
-        );
+        const publish = () =>
+          ch.publish(
+            this.exchange,
+            m.type,
+            Buffer.from(m.body),
+            {
+              persistent: true,
+              messageId: m.id,
+              contentType: 'application/json',
+              timestamp,
+              headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+            },
+            (err: unknown) => {
+              if (err) errors[i] = err as Error;
+              if (--pending === 0) settle();
+            },
+          );
+        // in the trace of the write that stored the message: the publish span, and
+        // the context the headers carry to the consumer, belong to it
+        if (m.trace) withTraceContext(m.trace, publish);
+        else publish();
       }
     } catch (err) {
       // a channel that closed under the loop throws on the next publish
@@ -704,7 +687,8 @@ export class AmqpBus implements Bus {
     let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
-      await handled(sub.queue, msg, 'rabbitmq', () => carrierFromHeaders(raw.properties.headers), () => sub.handler(msg));
+      // with tracing on, in the instrumentation's consumer span, which continues the message's trace
+      await sub.handler(msg);
     } catch (err) {
       failure = { err };
     }
@@ -765,6 +749,27 @@ export class AmqpBus implements Bus {
     await this.model?.close().catch(() => undefined);
     this.channels = [];
   }
+}
+
+/**
+ * A consumer's handling of a message of the in-process bus, as the RabbitMQ
+ * instrumentation shows one (tracing on): a consumer span continuing the trace
+ * the message carries, so the handler's statements, calls and log lines belong
+ * to the request that wrote it.
+ */
+function processSpan(queue: string, msg: BusMessage, trace: TraceCarrier, handle: () => Promise<void>): Promise<void> {
+  return inSpan(
+    `${queue} process`,
+    SpanKind.CONSUMER,
+    trace,
+    {
+      'messaging.system': 'in_process',
+      'messaging.operation': 'process',
+      'messaging.rabbitmq.routing_key': msg.type,
+      'messaging.message_id': msg.id,
+    },
+    handle,
+  );
 }
 
 /**
@@ -841,7 +846,8 @@ export class MemoryBus implements Bus {
     try {
       observeLag(sub.queue, msg);
       const copy = JSON.parse(JSON.stringify(msg)) as BusMessage;
-      await handled(sub.queue, msg, 'in_process', () => trace, () => sub.handler(copy));
+      if (trace) await processSpan(sub.queue, msg, trace, () => sub.handler(copy));
+      else await sub.handler(copy);
       this.forget(key);
       metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       return undefined;

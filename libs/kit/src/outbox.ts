@@ -530,37 +530,38 @@ export class Outbox {
   }
 
   /**
-   * publish() with tracing on: each row written inside a trace gets a producer
-   * span there (its start shows how long the row waited in the outbox, its end
-   * when the broker confirmed), and the message carries that span's context on
-   * to its consumers.
+   * publish() with tracing on: each message goes out in the trace of the write
+   * that stored it. To RabbitMQ the bus publishes it inside that context (the
+   * instrumentation makes the producer span and puts its context in the
+   * headers); for the in-process bus the relay makes the producer span itself
+   * and hands its context over with the message. Either way the span's start
+   * shows how long the row waited in the outbox.
    */
   private async publishTraced(claimed: ClaimedRow[]): Promise<PublishOutcome | void> {
     const { bus, service } = this.opts;
-    const system = bus.deliversInProcess ? 'in_process' : 'rabbitmq';
-    const spans = claimed.map((r) =>
-      r.traceparent
-        ? startDetachedSpan(`publish ${r.type}`, SpanKind.PRODUCER, { traceparent: r.traceparent, tracestate: r.tracestate ?? undefined }, {
-            'messaging.system': system,
-            'messaging.operation.type': 'send',
-            'messaging.destination.name': r.type,
-            'messaging.message.id': r.id,
+    const stored = (r: ClaimedRow): TraceCarrier | undefined =>
+      r.traceparent ? { traceparent: r.traceparent, tracestate: r.tracestate ?? undefined } : undefined;
+    if (bus.publishSerialized && !bus.deliversInProcess) {
+      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message, trace: stored(r) })));
+    }
+    const spans = claimed.map((r) => {
+      const parent = stored(r);
+      return parent
+        ? startDetachedSpan(`publish ${r.type}`, SpanKind.PRODUCER, parent, {
+            'messaging.system': 'in_process',
+            'messaging.operation': 'publish',
+            'messaging.rabbitmq.routing_key': r.type,
+            'messaging.message_id': r.id,
             'lab.outbox.service': service,
             'lab.outbox.wait_s': Number(r.age_s),
           })
-        : undefined,
-    );
-    const traces = spans.map((s) => s?.carrier);
+        : undefined;
+    });
     try {
-      const outcome =
-        bus.publishSerialized && !bus.deliversInProcess
-          ? await bus.publishSerialized(
-              claimed.map((r, i) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message, trace: traces[i] })),
-            )
-          : await bus.publish(
-              claimed.map((r) => JSON.parse(r.message) as BusMessage),
-              traces,
-            );
+      const outcome = await bus.publish(
+        claimed.map((r) => JSON.parse(r.message) as BusMessage),
+        spans.map((s) => s?.carrier),
+      );
       const refused = new Map((outcome?.refused ?? []).map((r) => [r.id, r.error]));
       claimed.forEach((r, i) => {
         if (refused.has(r.id) && spans[i]) failSpan(spans[i]!.span, refused.get(r.id));

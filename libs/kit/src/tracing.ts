@@ -41,7 +41,7 @@ const UNTRACED_PATHS = new Set(['/metrics', '/livez', '/readyz', '/healthz']);
 /**
  * Sets tracing up for this process when an OTLP endpoint is configured, and
  * says whether it did. Must run before the modules it instruments are first
- * required (http, @grpc/grpc-js, pg): each service's main imports its
+ * required (http, @grpc/grpc-js, pg, amqplib): each service's main imports its
  * `tracing.ts` first for that. `service` is the default of OTEL_SERVICE_NAME;
  * OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER(_ARG), OTEL_BSP_SCHEDULE_DELAY and
  * the exporter's own OTEL_EXPORTER_OTLP_* variables apply as the specification
@@ -62,6 +62,7 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc') as typeof import('@opentelemetry/instrumentation-grpc');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
+  const { AmqplibInstrumentation } = require('@opentelemetry/instrumentation-amqplib') as typeof import('@opentelemetry/instrumentation-amqplib');
   /* eslint-enable @typescript-eslint/no-require-imports */
 
   const delay = env.OTEL_BSP_SCHEDULE_DELAY ? Number(env.OTEL_BSP_SCHEDULE_DELAY) : NaN;
@@ -92,6 +93,10 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
       // statements of a request or a message only: the relay's and the workers'
       // polls would otherwise be a trace each, every second, in every service
       new PgInstrumentation({ requireParentSpan: true, ignoreConnectSpans: true }),
+      // RabbitMQ: a producer span per publish (its context in the message's
+      // headers) and a consumer span per delivery, continuing that context, until
+      // the message is settled
+      new AmqplibInstrumentation(),
     ],
   });
   httpRequestOf = (ctx) => {
@@ -181,14 +186,14 @@ function parentOf(carrier: TraceCarrier | undefined | null): Context {
   return propagation.extract(ROOT_CONTEXT, carrier);
 }
 
-/** A carrier read from message headers (RabbitMQ hands them back as given, strings or Buffers). */
-export function carrierFromHeaders(headers: Record<string, unknown> | undefined): TraceCarrier | undefined {
-  if (!provider || !headers) return undefined;
-  const text = (v: unknown) => (typeof v === 'string' ? v : Buffer.isBuffer(v) ? v.toString('latin1') : undefined);
-  const traceparent = text(headers.traceparent);
-  if (!traceparent) return undefined;
-  const tracestate = text(headers.tracestate);
-  return tracestate ? { traceparent, tracestate } : { traceparent };
+/**
+ * Runs fn (synchronous) with the context a stored carrier names as the active
+ * one: what the instrumentations do inside it (a RabbitMQ publish) is then part
+ * of that trace.
+ */
+export function withTraceContext<T>(carrier: TraceCarrier | undefined, fn: () => T): T {
+  if (!provider || !carrier?.traceparent) return fn();
+  return context.with(parentOf(carrier), fn);
 }
 
 const tracer = () => trace.getTracer('@lab/kit');
