@@ -1,6 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { startCluster, type Cluster } from '../src/cluster';
@@ -283,5 +285,87 @@ describeCluster('tracing off', () => {
     const lines = ['gateway', ...services].flatMap((s) => jsonLines(cluster!.output(s)));
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.filter((l) => 'trace_id' in l || 'span_id' in l)).toEqual([]);
+  });
+});
+
+describeCluster('tracing in the standalone process', () => {
+  jest.setTimeout(150_000);
+
+  it('carries a keyed write\'s trace through the in-process bus to the audit consumer', async () => {
+    const otlp = await startOtlpReceiver();
+    const baseUrl = new URL(process.env.DATABASE_URL!);
+    const dbName = `lab_trace_${randomBytes(5).toString('hex')}`;
+    await query(baseUrl.toString(), `create database ${dbName}`);
+    const databaseUrl = new URL(baseUrl);
+    databaseUrl.pathname = `/${dbName}`;
+    const dataDir = await mkdtemp(join(tmpdir(), 'lab-trace-'));
+    const operatorToken = `op_${randomBytes(24).toString('hex')}`;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      DATABASE_URL: databaseUrl.toString(),
+      PORT: '0',
+      HOST: '127.0.0.1',
+      METRICS_PORT: '0',
+      LAB_DATA_DIR: dataDir,
+      LAB_OPERATOR_TOKEN: operatorToken,
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+    };
+    // the in-process bus: no broker
+    delete env.AMQP_URL;
+    delete env.NODE_OPTIONS;
+    const child = spawn(process.execPath, [join(root, 'services/standalone/dist/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const onData = (b: Buffer) => {
+          output += b.toString();
+          const ready = jsonLines(output).find((l) => typeof l.msg === 'string' && l.msg.startsWith('lab notebook service ready on '));
+          if (ready) resolve(String(ready.url));
+        };
+        child.stdout!.on('data', onData);
+        child.stderr!.on('data', onData);
+        child.once('exit', (code) => reject(new Error(`the standalone exited (${code}) before it was ready:\n${output.slice(-3000)}`)));
+      });
+      const { orgId, token } = await seedOrg({ url, operatorToken } as Cluster);
+      const created = await request(url, 'POST', '/v1/samples', {
+        token,
+        body: { name: 'traced in one process', type: 'tracing' },
+        headers: { 'Idempotency-Key': `standalone-${randomUUID()}` },
+      });
+      expect(created.status).toBe(201);
+      expect(orgId).toBeDefined();
+
+      const rootSpan = await eventually(
+        'the server span of the POST',
+        async () => otlp.spans().find((s) => s.service === 'lab' && s.kind === SPAN_KIND.server && s.name === 'POST /v1/samples'),
+        30_000,
+      );
+      const trace = await eventually(
+        'the audit consumer in the trace',
+        async () => {
+          const spans = otlp.spans().filter((s) => s.traceId === rootSpan.traceId);
+          const audit = spans.find((s) => s.kind === SPAN_KIND.consumer && s.attributes[ROUTING_KEY] === 'audit.record');
+          return audit && parentsPresent(spans) ? { spans, audit } : undefined;
+        },
+        30_000,
+      );
+      expect(trace.spans.filter((s) => !s.parentSpanId)).toEqual([rootSpan]);
+      const chain = ancestry(trace.audit, trace.spans);
+      // consumer <- the relay's publish <- ... <- the service's gRPC server span <- the request
+      expect(chain[1]).toMatchObject({ kind: SPAN_KIND.producer, name: 'publish audit.record' });
+      // (the notebook's records engine: lab.common.v1.RecordService, over loopback gRPC)
+      expect(chain.some((s) => s.kind === SPAN_KIND.server && s.name === 'grpc.lab.common.v1.RecordService/CreateRecord')).toBe(true);
+      expect(chain.at(-1)).toBe(rootSpan);
+    } finally {
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(killer);
+      await otlp.close();
+      await query(baseUrl.toString(), `drop database if exists ${dbName} with (force)`).catch(() => undefined);
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
