@@ -35,8 +35,11 @@ export function tracesEndpoint(env: NodeJS.ProcessEnv = process.env): string | u
   return env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || undefined;
 }
 
-/** Ports whose requests are not traced: probes and scrapes would each be a trace of their own. */
-const UNTRACED_PATHS = new Set(['/metrics', '/livez', '/readyz', '/healthz']);
+/**
+ * Requests that are not traced: probes (the gateway's liveness probe is
+ * /v1/health) and scrapes would each be a trace of their own, every few seconds.
+ */
+const UNTRACED_PATHS = new Set(['/metrics', '/livez', '/readyz', '/healthz', '/v1/health']);
 
 /**
  * Sets tracing up for this process when an OTLP endpoint is configured, and
@@ -51,7 +54,6 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   if (provider) return true;
   if (!tracesEndpoint(env)) return false;
   // Loaded only now: with tracing off none of these modules is even read.
-  /* eslint-disable @typescript-eslint/no-require-imports */
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
   const core = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = core;
@@ -63,7 +65,6 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc') as typeof import('@opentelemetry/instrumentation-grpc');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   const { AmqplibInstrumentation } = require('@opentelemetry/instrumentation-amqplib') as typeof import('@opentelemetry/instrumentation-amqplib');
-  /* eslint-enable @typescript-eslint/no-require-imports */
 
   const delay = env.OTEL_BSP_SCHEDULE_DELAY ? Number(env.OTEL_BSP_SCHEDULE_DELAY) : NaN;
   const tracerProvider = new TracerProvider({
