@@ -487,27 +487,22 @@ export class AmqpBus implements Bus {
     const timestamp = Math.floor(Date.now() / 1000);
     try {
       for (const [i, m] of messages.entries()) {
-        const publish = () =>
-          ch.publish(
-            this.exchange,
-            m.type,
-            Buffer.from(m.body),
-            {
-              persistent: true,
-              messageId: m.id,
-              contentType: 'application/json',
-              timestamp,
-              headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
-            },
-            (err: unknown) => {
-              if (err) errors[i] = err as Error;
-              if (--pending === 0) settle();
-            },
-          );
+        const body = Buffer.from(m.body);
+        const options = {
+          persistent: true,
+          messageId: m.id,
+          contentType: 'application/json',
+          timestamp,
+          headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+        };
+        const confirmed = (err: unknown) => {
+          if (err) errors[i] = err as Error;
+          if (--pending === 0) settle();
+        };
         // in the trace of the write that stored the message: the publish span, and
         // the context the headers carry to the consumer, belong to it
-        if (m.trace) withTraceContext(m.trace, publish);
-        else publish();
+        if (m.trace) withTraceContext(m.trace, () => ch.publish(this.exchange, m.type, body, options, confirmed));
+        else ch.publish(this.exchange, m.type, body, options, confirmed);
       }
     } catch (err) {
       // a channel that closed under the loop throws on the next publish

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, errText, failSpan, inSpan, rows, SpanKind, type Database, type Logger, type Outbox } from '@lab/kit';
+import { CoalescedRunner, errText, failSpan, inSpan, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
@@ -215,8 +215,12 @@ export class DeliveryWorker {
    * One attempt, with tracing on a span of the event's trace (the HTTP client
    * span of the POST, and the traceparent header the receiver gets, below it).
    */
-  private attempt(d: Claimed): Promise<void> {
-    return inSpan(
+  private async attempt(d: Claimed): Promise<void> {
+    if (!tracingOn()) {
+      await this.send(d);
+      return;
+    }
+    await inSpan(
       `deliver ${d.event}`,
       SpanKind.INTERNAL,
       d.traceparent ? { traceparent: d.traceparent, tracestate: d.tracestate ?? undefined } : undefined,

@@ -1,6 +1,6 @@
 import { EVENT_ROUTES } from '@lab/contracts';
 import { sql } from 'drizzle-orm';
-import { activeTraceCarrier, errText, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor, type TraceCarrier } from '@lab/kit';
+import { activeTraceCarrier, errText, tracingOn, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor, type TraceCarrier } from '@lab/kit';
 import { subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
@@ -107,7 +107,7 @@ class FanOutBatcher {
         const stored = await fanOut(
           this.db.orm,
           batch.map((b) => b.msg),
-          batch.map((b) => b.trace),
+          tracingOn() ? batch.map((b) => b.trace) : undefined,
         );
         for (const b of batch) b.done();
         if (stored > 0) this.onStored();
