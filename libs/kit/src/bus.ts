@@ -757,6 +757,7 @@ function processSpan(queue: string, msg: BusMessage, trace: TraceCarrier, handle
     `${queue} process`,
     SpanKind.CONSUMER,
     trace,
+    // the RabbitMQ instrumentation's attribute names, so one query finds both
     {
       'messaging.system': 'in_process',
       'messaging.operation': 'process',
