@@ -291,7 +291,7 @@ describeCluster('tracing off', () => {
 describeCluster('tracing in the standalone process', () => {
   jest.setTimeout(150_000);
 
-  it('carries a keyed write\'s trace through the in-process bus to the audit consumer', async () => {
+  it('carries a keyed write\'s trace through the in-process bus to the audit consumer, and a job\'s to its run', async () => {
     const otlp = await startOtlpReceiver();
     const baseUrl = new URL(process.env.DATABASE_URL!);
     const dbName = `lab_trace_${randomBytes(5).toString('hex')}`;
@@ -358,6 +358,22 @@ describeCluster('tracing in the standalone process', () => {
       // (the notebook's records engine: lab.common.v1.RecordService, over loopback gRPC)
       expect(chain.some((s) => s.kind === SPAN_KIND.server && s.name === 'grpc.lab.common.v1.RecordService/CreateRecord')).toBe(true);
       expect(chain.at(-1)).toBe(rootSpan);
+
+      // a background job: its run, whenever the worker takes it, is in the trace of the request that asked for it
+      const job = await request(url, 'POST', '/v1/jobs', { token, body: { job_type: 'box_layout_pdf', input: { rows: 2, cols: 2 } } });
+      expect(job.status).toBe(202);
+      const jobTrace = await eventually(
+        'the run of the job in the trace of its request',
+        async () => {
+          const spans = otlp.spans();
+          const post = spans.find((s) => s.kind === SPAN_KIND.server && s.name === 'POST /v1/jobs');
+          const inTrace = post ? spans.filter((s) => s.traceId === post.traceId) : [];
+          const run = inTrace.find((s) => s.name === 'run box_layout_pdf' && s.attributes['lab.job.id'] === job.body.data.id);
+          return post && run && parentsPresent(inTrace) ? { post, run, spans: inTrace } : undefined;
+        },
+        60_000,
+      );
+      expect(ancestry(jobTrace.run, jobTrace.spans).at(-1)).toBe(jobTrace.post);
     } finally {
       child.kill('SIGTERM');
       const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
