@@ -26,3 +26,4 @@ export * from './waits.js';
 export * from './retention.js';
 export * from './housekeeping.js';
 export * from './records/index.js';
+export * from './tracing.js';

@@ -1,3 +1,4 @@
+import './tracing.js';
 import { z } from 'zod';
 import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, grpcTarget, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
 import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from './index.js';
