@@ -1,6 +1,6 @@
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { Sampler } from '@opentelemetry/sdk-trace';
-import { errText } from './logger.js';
+import { errText } from './error-text.js';
 
 /**
  * Distributed tracing (OpenTelemetry), on only when an OTLP endpoint is set
