@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { DomainError, isTransientFailure } from './errors.js';
+import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
 /**
  * The envelope of every message on the bus: domain events (experiment.created),
@@ -65,14 +66,17 @@ export interface SerializedMessage {
   request_id?: string;
   /** the whole BusMessage as JSON */
   body: string;
+  /** the trace context the message continues (the RabbitMQ instrumentation sends it on in the headers) */
+  trace?: TraceCarrier;
 }
 
 export interface Bus {
   /**
    * Resolves once the broker has confirmed (or refused, one by one) every
    * message; rejects when the batch could not be handed over at all.
+   * `traces[i]`, when given, is the trace context message i continues.
    */
-  publish(messages: BusMessage[]): Promise<PublishOutcome | void>;
+  publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome | void>;
   subscribe(opts: SubscribeOptions): Promise<void>;
   readonly connected: boolean;
   /** Calls `listener` each time the bus (re)connects: a backlog can go out at once. */
@@ -106,9 +110,9 @@ export function heldUntilOpen(bus: Bus): Bus & { open(): void } {
   let open!: () => void;
   const opened = new Promise<void>((resolve) => (open = resolve));
   return {
-    publish: async (messages) => {
+    publish: async (messages, traces) => {
       await opened;
-      return bus.publish(messages);
+      return bus.publish(messages, traces);
     },
     subscribe: (opts) => bus.subscribe(opts),
     get connected() {
@@ -458,8 +462,10 @@ export class AmqpBus implements Bus {
     }, delayMs).unref();
   }
 
-  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
-    return this.publishSerialized(messages.map((m) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m) })));
+  async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
+    return this.publishSerialized(
+      messages.map((m, i) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m), trace: traces?.[i] })),
+    );
   }
 
   /**
@@ -481,22 +487,22 @@ export class AmqpBus implements Bus {
     const timestamp = Math.floor(Date.now() / 1000);
     try {
       for (const [i, m] of messages.entries()) {
-        ch.publish(
-          this.exchange,
-          m.type,
-          Buffer.from(m.body),
-          {
-            persistent: true,
-            messageId: m.id,
-            contentType: 'application/json',
-            timestamp,
-            headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
-          },
-          (err: unknown) => {
-            if (err) errors[i] = err as Error;
-            if (--pending === 0) settle();
-          },
-        );
+        const body = Buffer.from(m.body);
+        const options = {
+          persistent: true,
+          messageId: m.id,
+          contentType: 'application/json',
+          timestamp,
+          headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+        };
+        const confirmed = (err: unknown) => {
+          if (err) errors[i] = err as Error;
+          if (--pending === 0) settle();
+        };
+        // in the trace of the write that stored the message: the publish span, and
+        // the context the headers carry to the consumer, belong to it
+        if (m.trace) withTraceContext(m.trace, () => ch.publish(this.exchange, m.type, body, options, confirmed));
+        else ch.publish(this.exchange, m.type, body, options, confirmed);
       }
     } catch (err) {
       // a channel that closed under the loop throws on the next publish
@@ -676,6 +682,7 @@ export class AmqpBus implements Bus {
     let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
+      // with tracing on, in the instrumentation's consumer span, which continues the message's trace
       await sub.handler(msg);
     } catch (err) {
       failure = { err };
@@ -740,6 +747,28 @@ export class AmqpBus implements Bus {
 }
 
 /**
+ * A consumer's handling of a message of the in-process bus, as the RabbitMQ
+ * instrumentation shows one (tracing on): a consumer span continuing the trace
+ * the message carries, so the handler's statements, calls and log lines belong
+ * to the request that wrote it.
+ */
+function processSpan(queue: string, msg: BusMessage, trace: TraceCarrier, handle: () => Promise<void>): Promise<void> {
+  return inSpan(
+    `${queue} process`,
+    SpanKind.CONSUMER,
+    trace,
+    // the RabbitMQ instrumentation's attribute names, so one query finds both
+    {
+      'messaging.system': 'in_process',
+      'messaging.operation': 'process',
+      'messaging.rabbitmq.routing_key': msg.type,
+      'messaging.message_id': msg.id,
+    },
+    handle,
+  );
+}
+
+/**
  * In-process bus for the standalone mode: same topic semantics. `publish`
  * resolves only once every matching consumer has handled the message, so the
  * outbox row is deleted only after its effect is stored: a crash in between
@@ -765,19 +794,25 @@ export class MemoryBus implements Bus {
 
   constructor(private readonly log: Logger) {}
 
-  async publish(messages: BusMessage[]): Promise<PublishOutcome> {
+  async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
     if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
+    // the trace context of each message, handed to its consumers as RabbitMQ's headers would be
+    const traceOf = traces?.length ? new Map(messages.map((m, i) => [m, traces[i]])) : undefined;
     const work: Promise<Refusal[]>[] = [];
     for (const sub of this.subs) {
       const mine = messages.filter((m) => sub.bindings.some((b) => topicMatches(b, m.type)));
-      if (mine.length) work.push(this.deliver(sub, mine));
+      if (mine.length) work.push(this.deliver(sub, mine, traceOf));
     }
     return { refused: (await Promise.all(work)).flat() };
   }
 
-  /** One consumer's messages: the batch at once if it can, else in order, one by one. */
-  private async deliver(sub: SubscribeOptions, msgs: BusMessage[]): Promise<Refusal[]> {
-    if (sub.handleBatch && msgs.length > 1) {
+  /**
+   * One consumer's messages: the batch at once if it can, else in order, one by
+   * one. With tracing on always one by one: each message's handling is then a
+   * span in its own trace (a batch's one transaction could be in only one).
+   */
+  private async deliver(sub: SubscribeOptions, msgs: BusMessage[], traceOf?: Map<BusMessage, TraceCarrier | undefined>): Promise<Refusal[]> {
+    if (sub.handleBatch && msgs.length > 1 && !tracingOn()) {
       try {
         for (const msg of msgs) observeLag(sub.queue, msg);
         // copies, so a consumer never shares objects with the publisher
@@ -791,7 +826,7 @@ export class MemoryBus implements Bus {
     }
     const refused: Refusal[] = [];
     for (const msg of msgs) {
-      const r = await this.deliverOne(sub, msg);
+      const r = await this.deliverOne(sub, msg, traceOf?.get(msg));
       if (r) refused.push(r);
     }
     return refused;
@@ -802,11 +837,13 @@ export class MemoryBus implements Bus {
     if (this.waits.size) this.waits.delete(key);
   }
 
-  private async deliverOne(sub: SubscribeOptions, msg: BusMessage): Promise<Refusal | undefined> {
+  private async deliverOne(sub: SubscribeOptions, msg: BusMessage, trace?: TraceCarrier): Promise<Refusal | undefined> {
     const key = `${sub.queue}|${msg.id}`;
     try {
       observeLag(sub.queue, msg);
-      await sub.handler(JSON.parse(JSON.stringify(msg)) as BusMessage);
+      const copy = JSON.parse(JSON.stringify(msg)) as BusMessage;
+      if (trace) await processSpan(sub.queue, msg, trace, () => sub.handler(copy));
+      else await sub.handler(copy);
       this.forget(key);
       metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       return undefined;

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Metadata } from '@grpc/grpc-js';
-import { isSaneIdempotencyKey, isSaneRequestId, type CallerContext } from './context.js';
+import { isSaneIdempotencyKey, isSaneRequestHash, isSaneRequestId, type CallerContext } from './context.js';
 import { DomainError } from './errors.js';
 
 const CTX_KEY = 'x-lab-caller';
@@ -9,6 +9,8 @@ const SIG_KEY = 'x-lab-caller-sig';
 const REQUEST_ID_KEY = 'x-lab-request-id';
 /** So does the client's Idempotency-Key (see CallerContext.idempotency_key). */
 const IDEMPOTENCY_KEY = 'x-lab-idempotency-key';
+/** and the hash of the keyed request (CallerContext.request_hash) */
+const REQUEST_HASH = 'x-lab-request-hash';
 /** A signed context older than this is refused (limits replay of captured metadata). */
 const MAX_AGE_MS = 5 * 60_000;
 /**
@@ -21,7 +23,7 @@ const RESIGN_MS = 60_000;
 /** Bound of each side's cache; cleared when full (a burst of distinct callers). */
 const MAX_CACHED = 10_000;
 
-type Who = Omit<CallerContext, 'request_id' | 'idempotency_key'>;
+type Who = Omit<CallerContext, 'request_id' | 'idempotency_key' | 'request_hash'>;
 
 const mac = (secret: string, payload: string) => createHmac('sha256', secret).update(payload).digest('base64url');
 
@@ -42,7 +44,7 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
 
 /** Puts the caller context, HMAC-signed with the internal secret, into gRPC metadata. */
 export function signCallerContext(md: Metadata, ctx: CallerContext, secret: string): void {
-  const { request_id, idempotency_key, ...who } = ctx;
+  const { request_id, idempotency_key, request_hash, ...who } = ctx;
   const signed = cacheOf(signedBySecret, secret);
   const key = JSON.stringify(who);
   const now = Date.now();
@@ -56,6 +58,7 @@ export function signCallerContext(md: Metadata, ctx: CallerContext, secret: stri
   md.set(SIG_KEY, s.sig);
   md.set(REQUEST_ID_KEY, request_id);
   if (idempotency_key) md.set(IDEMPOTENCY_KEY, idempotency_key);
+  if (idempotency_key && request_hash) md.set(REQUEST_HASH, request_hash);
 }
 
 /** Verifies and decodes the caller context; a missing or forged one is UNAUTHENTICATED. */
@@ -83,5 +86,7 @@ export function verifyCallerContext(md: Metadata, secret: string): CallerContext
   const rid = md.get(REQUEST_ID_KEY)[0];
   const request_id = isSaneRequestId(rid) ? rid : (v.who as Partial<CallerContext>).request_id ?? '';
   const key = md.get(IDEMPOTENCY_KEY)[0];
-  return (isSaneIdempotencyKey(key) ? { ...v.who, request_id, idempotency_key: key } : { ...v.who, request_id }) as CallerContext;
+  if (!isSaneIdempotencyKey(key)) return { ...v.who, request_id } as CallerContext;
+  const hash = md.get(REQUEST_HASH)[0];
+  return (isSaneRequestHash(hash) ? { ...v.who, request_id, idempotency_key: key, request_hash: hash } : { ...v.who, request_id, idempotency_key: key }) as CallerContext;
 }

@@ -22,6 +22,12 @@ export interface CallerContext {
    * what it keeps under it by the signed org and token.
    */
   idempotency_key?: string;
+  /**
+   * What "the same request" means for that key: a SHA-256 of the HTTP method,
+   * path and canonical body, set by the gateway beside the key. A retry whose
+   * hash differs from the one its key was first used with is a conflict.
+   */
+  request_hash?: string;
   connector_id?: string | null;
   device_ids?: string[];
 }
@@ -32,6 +38,13 @@ export interface RequestScope {
   caller?: CallerContext;
   /** the client's Idempotency-Key of the call being served (never passed on to peers) */
   idempotency_key?: string;
+  /** the hash of the keyed request (CallerContext.request_hash) */
+  request_hash?: string;
+  /**
+   * Set on the gateway's request scope when a service answered a keyed call
+   * from its receipt: the answer is a replay (Idempotent-Replay: true).
+   */
+  replayed?: boolean;
   /**
    * Whether a write of this keyed call has claimed its receipt (receipts.ts), and
    * whether that write kept the call's answer with it.
@@ -49,6 +62,9 @@ export const isSaneRequestId = (v: unknown): v is string => typeof v === 'string
 /** An Idempotency-Key as the API takes it: 8 to 200 visible ASCII characters. */
 export const isSaneIdempotencyKey = (v: unknown): v is string => typeof v === 'string' && /^[\x21-\x7e]{8,200}$/.test(v);
 
+/** A request hash as the gateway makes it: SHA-256 in hex. */
+export const isSaneRequestHash = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+
 export function currentRequestId(): string | undefined {
   return requestScope.getStore()?.request_id;
 }
@@ -60,8 +76,8 @@ export function currentRequestId(): string | undefined {
  * the notebook) must not make the peer's writes count as the client's keyed one.
  */
 export function callScope(caller: CallerContext): { scope: RequestScope; caller: CallerContext } {
-  const { idempotency_key, ...rest } = caller;
-  return { scope: { request_id: caller.request_id, caller: rest, idempotency_key }, caller: rest };
+  const { idempotency_key, request_hash, ...rest } = caller;
+  return { scope: { request_id: caller.request_id, caller: rest, idempotency_key, request_hash }, caller: rest };
 }
 
 export function systemContext(request_id: string, org_id: string | null = null): CallerContext {

@@ -437,8 +437,18 @@ function kitTables(schema: string): string {
       message jsonb not null,
       attempts integer not null default 0,
       next_attempt_at timestamptz not null default now(),
-      created_at timestamptz not null default now()
+      created_at timestamptz not null default now(),
+      traceparent text,
+      tracestate text
     );
+    -- the W3C trace context of the write (tracing.ts), added to outboxes created
+    -- before it; checked first, so a start finding it there takes no table lock
+    do $$ begin
+      if not exists (select 1 from information_schema.columns
+                     where table_schema = '${schema}' and table_name = 'outbox' and column_name = 'traceparent') then
+        alter table ${schema}.outbox add column traceparent text, add column tracestate text;
+      end if;
+    end $$;
     create index if not exists outbox_due_idx on ${schema}.outbox (next_attempt_at, seq);
     create table if not exists ${schema}.dead_letters (
       id uuid primary key,
@@ -464,5 +474,6 @@ function kitTables(schema: string): string {
       created_at timestamptz not null default now(),
       primary key (org_id, token_id, key)
     );
-    create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);`;
+    create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);
+    alter table ${schema}.call_receipts add column if not exists request_hash text;`;
 }

@@ -11,6 +11,7 @@ import {
   type ServerWritableStream,
   type ServerReadableStream,
   type ClientWritableStream,
+  type ClientUnaryCall,
   type sendUnaryData,
   type Client,
   type UntypedServiceImplementation,
@@ -61,7 +62,14 @@ interface AnswerCodec {
 }
 
 /** How a handler's call ended: its answer, or its failure and the status it maps to. */
-type Outcome = { ok: true; res: unknown } | { ok: false; err: unknown; mapped: ServiceError };
+/** `replayed`: the answer is a keyed call's first answer, given again from its receipt. */
+type Outcome = { ok: true; res: unknown; replayed?: boolean } | { ok: false; err: unknown; mapped: ServiceError };
+
+/**
+ * Response metadata of a keyed call answered from its receipt (receipts.ts): the
+ * gateway marks its HTTP answer `Idempotent-Replay: true`.
+ */
+const REPLAYED_KEY = 'x-lab-replayed';
 
 /** A client-streaming handler as a server of this process runs it. */
 type LocalClientStream = (messages: AsyncIterable<unknown>, caller: CallerContext) => Promise<unknown>;
@@ -244,7 +252,15 @@ export class GrpcServer {
       // the messages' stream watches for a cancel from now on, not from when the handler starts
       const request = clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request;
       this.run(path, caller, started, (c) => handler(request, c))
-        .then((o) => (o.ok ? callback(null, o.res) : callback(o.mapped)))
+        .then((o) => {
+          if (!o.ok) return callback(o.mapped);
+          if (o.replayed) {
+            const md = new Metadata();
+            md.set(REPLAYED_KEY, '1');
+            call.sendMetadata(md);
+          }
+          callback(null, o.res);
+        })
         .catch((err: unknown) => this.opts.logger.error({ err, rpc: path }, 'rpc answer not sent'));
     };
   }
@@ -285,7 +301,7 @@ export class GrpcServer {
             if (!recovered) return failed(err);
             if ('error' in recovered) return failed(recovered.error);
             observe(name, path, 'OK', started);
-            return { ok: true, res: codec!.decode(recovered.answer) };
+            return { ok: true, res: codec!.decode(recovered.answer), replayed: true };
           },
         )
         // an answer the codec cannot encode (or a stored one it cannot decode) is
@@ -505,9 +521,16 @@ export class RpcClient<D extends Definition> {
     const fn = (this.client as unknown as Record<string, Function>)[method];
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
-      fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
+      const sent = fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
         err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err)) : fromServiceError(err)) : resolve(res),
-      );
+      ) as ClientUnaryCall;
+      // only keyed calls can be answered from a receipt; the response headers come before the answer
+      if (caller.idempotency_key) {
+        const scope = requestScope.getStore();
+        sent.on('metadata', (m: Metadata) => {
+          if (scope && m.get(REPLAYED_KEY).length) scope.replayed = true;
+        });
+      }
     });
   }
 

@@ -1,11 +1,17 @@
 import pino from 'pino';
 import { requestScope } from './context.js';
+import { logErr } from './error-text.js';
+import { traceFields } from './tracing.js';
+
+export { errText, logErr } from './error-text.js';
 
 export type Logger = pino.Logger;
 
 /**
  * One pino logger per process. The mixin stamps the request id of the current
- * async flow (HTTP request, gRPC call or bus message) on every line.
+ * async flow (HTTP request, gRPC call or bus message) on every line, and, when
+ * tracing is on, the trace and span ids of the active span (tracing.ts), so a
+ * line leads to its trace.
  */
 export function createLogger(service: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
   return pino({
@@ -15,6 +21,8 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? '
     timestamp: pino.stdTimeFunctions.isoTime,
     mixin() {
       const scope = requestScope.getStore();
+      const ids = traceFields();
+      if (ids) return scope ? { request_id: scope.request_id, ...ids } : ids;
       return scope ? { request_id: scope.request_id } : {};
     },
     redact: {
@@ -23,32 +31,4 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? '
     },
     serializers: { err: logErr },
   });
-}
-
-/**
- * pino's error serializer without the values of the statement that failed: the
- * query layer's "Failed query" error carries its bound parameters (in `params` and
- * in its message and stack), and PostgreSQL's `detail` the row's values ("Key
- * (x)=(...)", "Failing row contains ..."): signing secrets and tenant data that
- * must not outlive the request in a log. The statement, the codes and the
- * constraint stay.
- */
-export function logErr(err: unknown): unknown {
-  const out = pino.stdSerializers.err(err as Error) as unknown as Record<string, unknown>;
-  if (out === err || !out || typeof out !== 'object') return out;
-  for (let e = err as { params?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e.params === undefined) continue;
-    const given = `\nparams: ${String(e.params)}`;
-    for (const k of ['message', 'stack'] as const) {
-      if (typeof out[k] === 'string') out[k] = (out[k] as string).split(given).join('\nparams: [redacted]');
-    }
-  }
-  for (const k of ['params', 'detail']) if (out[k] !== undefined) out[k] = '[redacted]';
-  return out;
-}
-
-/** An error's message for a one-line log, without a failed statement's values (see logErr). */
-export function errText(err: unknown): string {
-  const out = logErr(err) as { message?: unknown } | null;
-  return out && typeof out === 'object' && typeof out.message === 'string' ? out.message : String(err);
 }

@@ -8,6 +8,7 @@ import { migrate, openDatabase } from './db.js';
 import { DEFAULT_METRICS_PORT, serveMetrics, type Readiness } from './metrics.js';
 import { runService, type ServiceDefinition } from './service.js';
 import { addressVariablesAreTargets } from './grpc-target.js';
+import { stopTracing } from './tracing.js';
 
 /**
  * Ends the process with a fatal line when its start fails (the database or the
@@ -38,8 +39,9 @@ export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMe
     if (stopping) return;
     stopping = true;
     log.info({ signal }, stoppingMessage);
+    // the spans of what the stop finished are sent before the process ends
     stop().then(
-      () => process.exit(0),
+      () => stopTracing().then(() => process.exit(0)),
       (err: unknown) => {
         log.fatal({ err }, 'stop failed');
         process.exit(1);

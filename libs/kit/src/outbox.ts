@@ -9,6 +9,7 @@ import { currentRequestId } from './context.js';
 import { CoalescedRunner } from './coalesced-runner.js';
 import type { Receipts } from './receipts.js';
 import { withTimeout } from './waits.js';
+import { activeTraceCarrier, failSpan, SpanKind, startDetachedSpan, tracingOn, type TraceCarrier } from './tracing.js';
 
 /** What one audited write changed. */
 export interface AuditEntry {
@@ -124,7 +125,14 @@ interface ClaimedRow {
   message: string;
   attempts: number;
   age_s: number;
+  /** the trace context of the write (selected only when tracing is on) */
+  traceparent?: string | null;
+  tracestate?: string | null;
 }
+
+/** The trace columns of a claimed row, read only when this process traces. */
+const TRACE_COLUMNS = sql.raw(', traceparent, tracestate');
+const traceColumns = () => (tracingOn() ? TRACE_COLUMNS : sql``);
 
 /** How long a claimed row has waited since its transaction wrote it. */
 const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
@@ -282,8 +290,17 @@ export class Outbox {
   /** Inserts messages in the caller's transaction (for code that manages its own). */
   async insert(tx: Tx, messages: BusMessage[]): Promise<void> {
     if (!messages.length) return;
+    // the trace of the request that writes them, continued by their consumers
+    const trace = activeTraceCarrier();
+    if (trace) return this.insertTraced(tx, messages, trace);
     const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb)`);
     await tx.execute(sql`insert into ${this.table} (id, type, message) values ${sql.join(values, sql`, `)}`);
+  }
+
+  private async insertTraced(tx: Tx, messages: BusMessage[], trace: TraceCarrier): Promise<void> {
+    const [parent, state] = [trace.traceparent ?? null, trace.tracestate ?? null];
+    const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb, ${parent}, ${state})`);
+    await tx.execute(sql`insert into ${this.table} (id, type, message, traceparent, tracestate) values ${sql.join(values, sql`, `)}`);
   }
 
   start(): void {
@@ -366,7 +383,7 @@ export class Outbox {
         tx,
         // ordered by the column t.seq (a bare `seq` would be the text alias): the
         // primary key's index scan, which skips deleted rows' entries once seen
-        sql`${PLANNED_PER_CALL}select id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}
+        sql`${PLANNED_PER_CALL}select id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}${traceColumns()}
             from ${this.table} t where next_attempt_at <= now() ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
             order by t.seq limit ${this.batchSize} for update skip locked`,
       );
@@ -401,7 +418,7 @@ export class Outbox {
       sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() + interval '30 seconds'
           where ctid = any(array(select ctid from ${this.table} where next_attempt_at <= now()
                                  order by seq limit ${this.batchSize} for update skip locked))
-          returning id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}`,
+          returning id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}${traceColumns()}`,
     );
     if (!claimed.length) return { claimed: 0, removed: 0 };
     claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
@@ -503,12 +520,59 @@ export class Outbox {
   }
 
   private publish(claimed: ClaimedRow[]): Promise<PublishOutcome | void> {
+    if (tracingOn()) return this.publishTraced(claimed);
     const { bus } = this.opts;
     // a broker in another process takes the rows' JSON text as it is
     if (bus.publishSerialized && !bus.deliversInProcess) {
       return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message })));
     }
     return bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+  }
+
+  /**
+   * publish() with tracing on: each message goes out in the trace of the write
+   * that stored it. To RabbitMQ the bus publishes it inside that context (the
+   * instrumentation makes the producer span and puts its context in the
+   * headers); for the in-process bus the relay makes the producer span itself
+   * and hands its context over with the message. Either way the span's start
+   * shows how long the row waited in the outbox.
+   */
+  private async publishTraced(claimed: ClaimedRow[]): Promise<PublishOutcome | void> {
+    const { bus, service } = this.opts;
+    const stored = (r: ClaimedRow): TraceCarrier | undefined =>
+      r.traceparent ? { traceparent: r.traceparent, tracestate: r.tracestate ?? undefined } : undefined;
+    if (bus.publishSerialized && !bus.deliversInProcess) {
+      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message, trace: stored(r) })));
+    }
+    const spans = claimed.map((r) => {
+      const parent = stored(r);
+      return parent
+        ? startDetachedSpan(`publish ${r.type}`, SpanKind.PRODUCER, parent, {
+            'messaging.system': 'in_process',
+            'messaging.operation': 'publish',
+            'messaging.rabbitmq.routing_key': r.type,
+            'messaging.message_id': r.id,
+            'lab.outbox.service': service,
+            'lab.outbox.wait_s': Number(r.age_s),
+          })
+        : undefined;
+    });
+    try {
+      const outcome = await bus.publish(
+        claimed.map((r) => JSON.parse(r.message) as BusMessage),
+        spans.map((s) => s?.carrier),
+      );
+      const refused = new Map((outcome?.refused ?? []).map((r) => [r.id, r.error]));
+      claimed.forEach((r, i) => {
+        if (refused.has(r.id) && spans[i]) failSpan(spans[i]!.span, refused.get(r.id));
+      });
+      return outcome;
+    } catch (err) {
+      for (const s of spans) if (s) failSpan(s.span, err);
+      throw err;
+    } finally {
+      for (const s of spans) s?.span.end();
+    }
   }
 
   /** The bus away: logged when it starts (not on every pass), counted on every pass. */

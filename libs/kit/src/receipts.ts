@@ -8,17 +8,28 @@ import { DomainError } from './errors.js';
 import type { Logger } from './logger.js';
 
 /**
- * Receipts of keyed calls. The gateway keeps the outcome of each Idempotency-Key,
- * but stores it after the owning service has answered: a gateway that dies in
- * between leaves the key in progress, and once it counts as abandoned the
- * client's retry would write a second time. So a service keeps its own receipt:
- * the first write transaction of a keyed call claims the key in that very
- * transaction (`Outbox.write`), and the call's answer is stored under it once the
- * handler has it (`GrpcServer`). A retry's write then fails on the claim and rolls
- * back everything it did, or its handler fails before writing (a delete finding
- * no record); either way the stored answer is given again. Receipts are scoped by
- * the signed organisation and token (the key itself travels unsigned), and kept
- * as long as the gateway keeps outcomes (24 hours).
+ * The Idempotency-Key rules, kept where the write happens. The spec's rules are:
+ * the same key (per organisation and token) with the same request within 24 hours
+ * gives the first answer again, marked `Idempotent-Replay: true`; with another
+ * request it is a 409 idempotency_key_conflict; the write is made once, however
+ * many duplicates arrive together and whatever process dies in between.
+ *
+ * The owning service keeps a receipt of each keyed call that wrote: the first
+ * write transaction of the call claims the key in that very transaction
+ * (`Outbox.write`), with the request's hash (method, path and canonical body,
+ * made by the gateway) and, where the write decides it, the call's answer; an
+ * answer decided later is stored under the claim once the handler has it
+ * (`GrpcServer`). So the key and the write commit or vanish together, and no
+ * crash, of the gateway or of the service, can leave one without the other.
+ *
+ * A duplicate's own write then fails on the claim (a concurrent one waits for
+ * the first transaction on the primary key, then fails) and rolls back all it
+ * did, or its handler fails before writing (a delete finding no record); either
+ * way `recover` gives the stored answer, which the gateway replays, or the 409
+ * when the hash differs. A keyed request that wrote nothing (refused with a 4xx)
+ * has no receipt here: the gateway keeps that outcome (its `refusals`), the
+ * only thing it stores about keys. Receipts are scoped by the signed
+ * organisation and token (the key travels unsigned beside them), and kept 24 hours.
  */
 
 const RETENTION_HOURS = 24;
@@ -29,9 +40,11 @@ export interface ReceiptKey {
   org_id: string;
   token_id: string;
   key: string;
+  /** the keyed request's hash, when the gateway gave one */
+  hash: string | null;
 }
 
-/** What a failed keyed call turns into once its receipt has been looked up. */
+/** What a failed keyed call turns into once its receipt has been looked up: the first answer (a replay), or an error. */
 export type Recovered = { answer: Buffer } | { error: DomainError } | undefined;
 
 /** The receipt key of the call being served, if it is keyed and signed for an org and token. */
@@ -39,8 +52,10 @@ function keyOfCall(): ReceiptKey | undefined {
   const scope = requestScope.getStore();
   const caller = scope?.caller;
   if (!scope?.idempotency_key || !caller?.org_id || !caller.token_id) return undefined;
-  return { org_id: caller.org_id, token_id: caller.token_id, key: scope.idempotency_key };
+  return { org_id: caller.org_id, token_id: caller.token_id, key: scope.idempotency_key, hash: scope.request_hash ?? null };
 }
+
+const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
 
 /** The violation a second claim of a key raises (pg or PGlite, possibly wrapped by drizzle). */
 const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receipts_pkey']) === 'call_receipts_pkey';
@@ -91,10 +106,10 @@ export class Receipts {
     const kept = answer !== undefined && encode ? encode(answer).toString('base64') : null;
     try {
       await tx.execute(
-        sql`insert into ${this.table} (org_id, token_id, key, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${kept})`,
+        sql`insert into ${this.table} (org_id, token_id, key, request_hash, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${k.hash}, ${kept})`,
       );
     } catch (err) {
-      if (isTaken(err)) throw DomainError.conflict('a request with this Idempotency-Key was already applied', 'idempotency_key_conflict');
+      if (isTaken(err)) throw conflict('a request with this Idempotency-Key was already applied');
       throw err;
     }
   }
@@ -127,9 +142,10 @@ export class Receipts {
    * After the handler failed. A call that claimed its key committed a write and
    * then failed: the claim is released, so a retry runs again as it would have
    * without receipts. Otherwise a receipt of the key means the failure is a
-   * retry's, and its answer is the first call's; a claim without an answer (the
-   * first call's process died after committing) is a conflict the client must
-   * resolve by looking the result up.
+   * duplicate's: with the same request hash, its answer is the first call's;
+   * with another, a conflict. A claim without an answer (the first call's
+   * process died after committing) is a conflict the client must resolve by
+   * looking the result up.
    */
   async recover(): Promise<Recovered> {
     const k = keyOfCall();
@@ -141,19 +157,22 @@ export class Receipts {
       return undefined;
     }
     for (const until = Date.now() + ANSWER_WAIT_MS; ; ) {
-      const [found] = await rows<{ answer: string | null }>(
+      const [found] = await rows<{ answer: string | null; request_hash: string | null }>(
         this.db.orm,
-        sql`select answer from ${this.table} where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`,
+        sql`select answer, request_hash from ${this.table} where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`,
       );
       if (!found) return undefined;
+      // a receipt or a call without a hash (an older gateway) is judged by the key alone
+      if (found.request_hash && k.hash && found.request_hash !== k.hash) {
+        return { error: conflict('Idempotency-Key was already used with a different request') };
+      }
       if (found.answer !== null) return { answer: Buffer.from(found.answer, 'base64') };
       if (Date.now() >= until) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     return {
-      error: DomainError.conflict(
+      error: conflict(
         'a request with this Idempotency-Key was applied, but its answer was lost with the process that served it; look the result up before writing again',
-        'idempotency_key_conflict',
       ),
     };
   }

@@ -4,3 +4,4 @@ export * from './cluster.js';
 export * from './service-harness.js';
 export * from './held-locks.js';
 export * from './reference-owners.js';
+export * from './otlp-receiver.js';

@@ -361,4 +361,32 @@ describe('charts/lab through helm', () => {
       expect([name, spec.volumes.find((v: Json) => v.name === mount?.name)?.persistentVolumeClaim]).toEqual([name, { claimName: expect.any(String) }]);
     }
   });
+  it('tracing: off by default; enabled, the OTEL_* variables in the ConfigMap and egress to the collector', async () => {
+    const config = (objs: K8sObject[]) => named(objs, 'ConfigMap', 'lab-config')!.data as Record<string, string>;
+    const collectorEgress = (objs: K8sObject[]) =>
+      byKind(objs, 'NetworkPolicy').map((p) => (p.spec.egress as Json[]).find((r) => r.ports?.some((port: Json) => port.port === 4318)));
+    expect(Object.keys(config(objects)).filter((k) => k.startsWith('OTEL_'))).toEqual([]);
+    expect(collectorEgress(objects).filter(Boolean)).toEqual([]);
+
+    const traced = await render('lab', [
+      '--set', 'tracing.enabled=true',
+      '--set-json', 'tracing.samplerRatio=0.25',
+      '--set', 'tracing.endpoint=http://collector.obs:4318',
+      '--set-json', 'tracing.collector={"port":4318,"cidrs":[],"namespaceSelector":{"matchLabels":{"name":"obs"}},"podSelector":{}}',
+    ]);
+    expect(config(traced)).toMatchObject({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.obs:4318',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.25',
+      OTEL_RESOURCE_ATTRIBUTES: 'service.namespace=lab',
+    });
+    const egress = collectorEgress(traced);
+    expect(egress.length).toBeGreaterThan(0);
+    for (const rule of egress) expect(rule).toEqual({ ports: [{ protocol: 'TCP', port: 4318 }], to: [{ namespaceSelector: { matchLabels: { name: 'obs' } } }] });
+    expect(invalid(traced)).toEqual([]);
+
+    const wrong = await helm(['lint', '--strict', chart, '--set', 'tracing.enabled=true', '--set', 'tracing.samplerRatio=2']);
+    expect(wrong.code).toBe(1);
+    expect(wrong.stdout + wrong.stderr).toMatch(/samplerRatio/);
+  });
 });

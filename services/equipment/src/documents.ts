@@ -33,7 +33,7 @@ function bounded(data: Record<string, unknown>): { data: Record<string, unknown>
  * A free-form record (calibration, qualification): the body object is stored
  * as given in `data`; clients see its keys merged with the common fields (the
  * calibration and qualification cases of the typed record, libs/contracts
- * record-json.ts). PATCH and PUT
+ * record-json.ts: every answer, a keyed write's replay included). PATCH and PUT
  * merge the given top-level keys into the stored object.
  */
 function documentResource(sub: 'calibrations' | 'qualifications', auditResource: string): Resource {

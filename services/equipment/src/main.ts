@@ -1,3 +1,4 @@
+import './tracing.js';
 import { runServiceMain } from '@lab/kit';
 import { definition } from './index.js';
 

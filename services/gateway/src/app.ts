@@ -7,6 +7,7 @@ import {
   mayHoldHugeNumber,
   MAX_JSON_DEPTH,
   metrics,
+  nameHttpRoute,
   newId,
   requestScope,
   storableText,
@@ -61,6 +62,7 @@ export function createApp(deps: Deps): express.Express {
     if (m.kind === 'found') {
       locals(res).route = m.route;
       locals(res).params = m.params;
+      nameHttpRoute(m.route.path);
       next();
       return;
     }

@@ -6,14 +6,13 @@ import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
 import { oauthStateKey, StateSigner } from './functions/signed-state.js';
-import { IdempotencyStore } from './idempotency.js';
+import { KeyedRefusals } from './idempotency.js';
 import { JobEventsHub } from './job-events.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 import type { TrustProxy } from './client-address.js';
 
-export { abandonedMsSetting } from './idempotency.js';
 export { realtimeStreamsPerOrgSetting } from './job-events.js';
 export { trustProxySetting } from './client-address.js';
 
@@ -43,11 +42,6 @@ export interface GatewayOptions {
    * (raw file uploads) hand their messages to the service directly, not over gRPC.
    */
   inProcessCalls?: boolean;
-  /**
-   * How old an 'in_progress' idempotency record must be before a retry takes it
-   * over as abandoned by a gateway that died (default 60 s, at least 15 s).
-   */
-  idempotencyAbandonedMs?: number;
   /** realtime streams of one organisation on this gateway (default MAX_STREAMS_PER_ORG) */
   realtimeMaxStreamsPerOrg?: number;
   /** proxies trusted to name the client (LAB_TRUST_PROXY; default none) */
@@ -59,7 +53,7 @@ export interface GatewayOptions {
 export interface RunningGateway {
   port: number;
   url: string;
-  /** database (idempotency records) and bus (cache invalidation) behind /readyz */
+  /** database (refusals of keyed requests) and bus (cache invalidation) behind /readyz */
   readiness: Readiness;
   /** the HTTP listener (tests reach its events through it) */
   server: Server;
@@ -79,7 +73,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
   const auth = new Authenticator(clients, cache, opts.operatorToken);
   const limiter = new RateLimiter(log, opts.redisUrl, opts.rateLimitPrefix);
-  const idempotency = new IdempotencyStore(db, opts.idempotencyAbandonedMs);
+  const idempotency = new KeyedRefusals(db);
 
   await opts.bus.subscribe({
     queue: 'gateway.identity-cache',
@@ -91,7 +85,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const jobEvents = new JobEventsHub(log, { maxPerOrg: opts.realtimeMaxStreamsPerOrg });
   await jobEvents.subscribe(opts.bus);
 
-  const purge = new Housekeeping([['idempotency records', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });
+  const purge = new Housekeeping([['refusals of keyed requests', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });
   purge.start();
 
   const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });

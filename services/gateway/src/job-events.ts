@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
+import { DomainError, envInt, isAdministrator, type Bus, type BusMessage, type Logger } from '@lab/kit';
 import type { Principal } from './auth.js';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */
@@ -65,8 +65,8 @@ interface Listener {
  */
 export function maySee(p: Principal, orgId: string | null, e: JobUpdated): boolean {
   if (!orgId || p.org_id !== orgId) return false;
-  if (p.user_id) return p.role === 'admin' || e.created_by === p.user_id;
-  return p.scopes.includes('admin') || p.scopes.includes('*') || (!!e.created_by_token_id && e.created_by_token_id === p.token_id);
+  if (isAdministrator(p)) return true;
+  return p.user_id ? e.created_by === p.user_id : !!e.created_by_token_id && e.created_by_token_id === p.token_id;
 }
 
 export interface JobEventsOptions {

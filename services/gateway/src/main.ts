@@ -1,6 +1,7 @@
+import './tracing.js';
 import { z } from 'zod';
 import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, grpcTarget, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
-import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from './index.js';
+import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (a gRPC target: host:port, dns:///host:port, ipv4:a:p,b:p). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];
@@ -12,7 +13,6 @@ const gatewayEnv = commonEnv.extend({
   LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters'),
   REDIS_URL: z.string().optional(),
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
-  LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
   LAB_TRUST_PROXY: trustProxySetting,
   LAB_RATE_LIMIT_PREFIX: z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only').default('lab:gateway:rl'),
@@ -47,7 +47,6 @@ async function main(log: Logger): Promise<void> {
     bus,
     services,
     tokenCacheTtlMs: cfg.TOKEN_CACHE_TTL_MS,
-    idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
     realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
     trustProxy: cfg.LAB_TRUST_PROXY,
     rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,

@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { DomainError, metrics } from '@lab/kit';
+import { DomainError, metrics, requestScope } from '@lab/kit';
 import { callerOf, operatorCaller } from './auth.js';
 import { clientAddress } from './client-address.js';
 import { authorizationServerMetadata, identityProviderMetadata, protectedResourceMetadata } from './functions/metadata.js';
@@ -19,7 +19,7 @@ import { telemetryAdminHandler, telemetryHandler } from './handlers/telemetry.js
 import { signExperiment, tokenGrant } from './handlers/user.js';
 import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
 import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
-import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
+import { isKeyConflict, parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
@@ -103,28 +103,36 @@ export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
   }
 }
 
-/** Runs the request once per (org, token, key); duplicates replay the stored outcome. */
+/**
+ * A keyed request (the rules: the kit's receipts.ts). A refusal kept here for the
+ * key is replayed; otherwise the request runs with its key and hash, and the
+ * owning service's receipt makes its write happen once: a duplicate's call is
+ * answered from the receipt (the service says so in the call's response
+ * headers, and the answer goes out marked as a replay), or with the 409.
+ */
 async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Request): Promise<Reply> {
-  const claim = await deps.idempotency.claim(scope, requestHash(req.method, req.path, ctx.body));
-  if (claim.kind === 'replay') {
+  const hash = requestHash(req.method, req.path, ctx.body);
+  const refused = await deps.idempotency.replay(scope, hash);
+  if (refused) {
     metrics().idempotentReplays.inc();
-    return claim.reply;
+    return refused;
   }
+  if (ctx.caller) ctx.caller = { ...ctx.caller, idempotency_key: scope.key, request_hash: hash };
   let reply: Reply;
-  // the owning service keeps a receipt under the key too (closing the window of a
-  // gateway that dies between the service's commit and the outcome stored here)
-  if (ctx.caller) ctx.caller = { ...ctx.caller, idempotency_key: scope.key };
   try {
     reply = await dispatch(ctx, deps, ctx.route.handler);
   } catch (err) {
     reply = errorReply(err, deps.log);
   }
-  // The outcome is stored while the answer goes out: the client does not wait
-  // for a second commit. A retry arriving first finds the key in progress and
-  // waits for the outcome. If storing fails, the write still happened: the key
-  // stays 'in_progress' until taken over as abandoned (a retry meanwhile waits,
-  // then gets 409).
-  deps.idempotency.completeInBackground(scope, claim.claimedAt, reply, (err) => deps.log.error({ err }, 'could not store idempotency outcome'));
+  if (requestScope.getStore()?.replayed && reply.status < 300) {
+    metrics().idempotentReplays.inc();
+    return { ...reply, headers: { ...reply.headers, 'Idempotent-Replay': 'true' } };
+  }
+  // A refusal wrote nothing, so no service kept it: kept here, while the answer
+  // goes out (a retry arriving first runs again, and is refused alike).
+  if (reply.status >= 400 && reply.status < 500 && !isKeyConflict(reply) && !reply.stream) {
+    deps.idempotency.rememberInBackground(scope, hash, reply, (err) => deps.log.error({ err }, 'could not keep the refusal of a keyed request'));
+  }
   return reply;
 }
 

@@ -3,7 +3,7 @@ import type { CallerContext, Logger } from '@lab/kit';
 import type { Authenticator, Principal } from './auth.js';
 import type { Clients } from './clients.js';
 import type { StateSigner } from './functions/signed-state.js';
-import type { IdempotencyStore } from './idempotency.js';
+import type { KeyedRefusals } from './idempotency.js';
 import type { JobEventsHub } from './job-events.js';
 import type { RateLimiter, RateState } from './rate-limit.js';
 import type { Reply } from './replies.js';
@@ -30,7 +30,7 @@ export interface Deps {
   clients: Clients;
   auth: Authenticator;
   limiter: RateLimiter;
-  idempotency: IdempotencyStore;
+  idempotency: KeyedRefusals;
   /** signs the state of the OAuth authorization pages */
   oauthState: StateSigner;
   /** server-sent job.updated events (realtime channel background_jobs) */

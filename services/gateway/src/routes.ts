@@ -212,16 +212,6 @@ const deadLetterRoutes = (): Route[] => [
   },
 ];
 
-const pendingAdmin = (method: HttpMethod, path: string, service: string): Route => ({
-  method,
-  path: `/admin/v1${path}`,
-  auth: 'operator',
-  scope: 'none',
-  idempotent: false,
-  service,
-  handler: { kind: 'pending' },
-});
-
 const bearer = (method: HttpMethod, path: string, service: string, handler: RouteHandler, idempotent = false): Route => ({
   method,
   path,

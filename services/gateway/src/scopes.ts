@@ -1,3 +1,5 @@
+import { grantsScope } from '@lab/kit';
+
 /**
  * Token scope rules of the public API, pure so they can be tested alone.
  *   write implies read; admin and `*` imply every scope.
@@ -9,9 +11,7 @@ export type Scope = (typeof SCOPES)[number];
 export type RouteScope = Scope | 'none';
 
 export function hasScope(granted: readonly string[], required: RouteScope): boolean {
-  if (required === 'none') return true;
-  if (granted.includes(required) || granted.includes('admin') || granted.includes('*')) return true;
-  return required === 'read' && granted.includes('write');
+  return required === 'none' || grantsScope(granted, required);
 }
 
 /** The message of a 403 insufficient_scope, naming the missing scope. */

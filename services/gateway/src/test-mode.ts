@@ -1,9 +1,8 @@
-import { DomainError, validationFailed } from '@lab/kit';
+import { DomainError, isAdministrator, validationFailed } from '@lab/kit';
 import type { Principal } from './auth.js';
 import { objectBody } from './handlers/records.js';
 import { json, type Reply } from './replies.js';
 import type { RecordOp } from './routes.js';
-import { hasScope } from './scopes.js';
 
 /**
  * Whether a request asks for test mode: `X-Test-Mode: true` (any case) does,
@@ -27,7 +26,7 @@ export function isTestMode(header: string | string[] | undefined): boolean {
 export function checkWritePermission(p: Principal, op: RecordOp): void {
   if (p.role === 'viewer') throw DomainError.forbidden('a viewer cannot change records', 'forbidden');
   if (op === 'delete') {
-    const admin = p.role === 'admin' || (!p.user_id && hasScope(p.scopes, 'admin'));
+    const admin = isAdministrator(p);
     if (!admin) throw DomainError.forbidden('deleting records needs an administrator role', 'forbidden');
   }
 }

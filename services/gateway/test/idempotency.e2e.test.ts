@@ -135,50 +135,64 @@ describe('Idempotency-Key', () => {
   });
 });
 
-/** The key's record as a gateway leaves it that died before storing the outcome, 2 minutes ago. */
-async function gatewayDiedBeforeStoring(key: string): Promise<void> {
-  const db = new Client({ connectionString: stack.databaseUrl });
-  await db.connect();
-  try {
-    await db.query(
-      `update gateway.idempotency set state = 'in_progress', response_status = null, response_body = null,
-         created_at = now() - interval '2 minutes' where key = $1`,
-      [key],
-    );
-  } finally {
-    await db.end();
-  }
+/** The gateway's rows for a key: refusals only, never a write's outcome. */
+async function gatewayRows(key: string): Promise<number> {
+  return (await onDatabase<{ n: number }>(`select count(*)::int as n from gateway.idempotency where key = $1`, [key])).rows[0]!.n;
 }
 
-// A gateway that died after the service committed but before it stored the
-// outcome leaves the key 'in_progress': once that is older than any idempotent
-// request can run, a retry takes the key over. The service kept a receipt of the
-// write under the key, so the retry writes nothing and gets the first answer.
-(process.env.DATABASE_URL ? it : it.skip)('answers a retry after a gateway died mid-request with the first write, not a second one', async () => {
-  const k = `abandoned-${randomUUID()}`;
-  const first = await post({ name: 'abandoned' }, k);
+// The gateway keeps nothing for a write: a retry after a gateway died (or on
+// another replica) finds exactly what any retry finds, the owning service's
+// receipt, and gets the first answer marked as a replay.
+(process.env.DATABASE_URL ? it : it.skip)('replays a write from the owning service\'s receipt, with nothing kept at the gateway', async () => {
+  const k = `receipt-${randomUUID()}`;
+  const first = await post({ name: 'receipt' }, k);
   expect(first.status).toBe(201);
-  await gatewayDiedBeforeStoring(k);
+  expect(await gatewayRows(k)).toBe(0);
   const before = await total();
-  const retried = await post({ name: 'abandoned' }, k);
+  const retried = await post({ name: 'receipt' }, k);
   expect(retried.status).toBe(201);
-  expect(retried.body.data).toEqual(first.body.data);
+  expect(retried.headers.get('idempotent-replay')).toBe('true');
+  expect(retried.text).toBe(first.text);
   expect(await total()).toBe(before);
-  // and the key holds again from there on
-  const replayed = await post({ name: 'abandoned' }, k);
-  expect(replayed.headers.get('idempotent-replay')).toBe('true');
-  expect(replayed.body.data.id).toBe(first.body.data.id);
+  expect(await gatewayRows(k)).toBe(0);
   await drainEvents();
   expect(eventsFor(first.body.data.id)).toBe(1);
 });
 
-(process.env.DATABASE_URL ? it : it.skip)('answers a retried delete after a gateway died with the first answer, not 404', async () => {
+(process.env.DATABASE_URL ? it : it.skip)('replays a keyed delete with its first answer, not 404', async () => {
   const created = await post({ name: 'to delete' });
-  const k = `abandoned-delete-${randomUUID()}`;
+  const k = `delete-${randomUUID()}`;
   const del = () => call(stack.url, 'DELETE', `/v1/samples/${created.body.data.id}`, { token: adminKey, headers: { 'idempotency-key': k } });
   expect((await del()).status).toBe(204);
-  await gatewayDiedBeforeStoring(k);
-  expect((await del()).status).toBe(204);
+  const again = await del();
+  expect(again.status).toBe(204);
+  expect(again.headers.get('idempotent-replay')).toBe('true');
+});
+
+it('keeps a refusal of the owning service (404) and replays it, and answers 409 for another request under its key', async () => {
+  const k = `refused-${randomUUID()}`;
+  const missing = `/v1/samples/${randomUUID()}`;
+  const patch = (body: unknown) => call(stack.url, 'PATCH', missing, { token: key, body, headers: { 'idempotency-key': k } });
+  const first = await patch({ name: 'nobody' });
+  expect(first.status).toBe(404);
+  expect(first.headers.get('idempotent-replay')).toBeNull();
+  await eventually(async () => {
+    const again = await patch({ name: 'nobody' });
+    return again.headers.get('idempotent-replay') === 'true' ? again : undefined;
+  }).then((again) => expect(again.text).toBe(first.text));
+  const other = await patch({ name: 'somebody' });
+  expect(other.status).toBe(409);
+  expect(other.body.error).toBe('idempotency_key_conflict');
+});
+
+it('answers 409 for a request another than the one a write was keyed with, and writes nothing', async () => {
+  const k = `other-${randomUUID()}`;
+  expect((await post({ name: 'one' }, k)).status).toBe(201);
+  const before = await total();
+  const other = await post({ name: 'two' }, k);
+  expect(other.status).toBe(409);
+  expect(other.body).toEqual({ data: null, error: 'idempotency_key_conflict', meta: { message: expect.stringMatching(/different request/) } });
+  expect(await total()).toBe(before);
 });
 
 /** Runs one statement on the stack's database. */
@@ -206,14 +220,14 @@ function keyedJob(label: string) {
 
 // Receipts are the kit's, claimed by the first write of any keyed call, so every
 // service's writes have them, not only the records engine's.
-(process.env.DATABASE_URL ? it : it.skip)('answers the retry of a job created before the gateway died with the first job, not a second', async () => {
+(process.env.DATABASE_URL ? it : it.skip)('answers the retry of a keyed job with the first job, not a second', async () => {
   const job = keyedJob('abandoned-job');
   const first = await job.send();
   expect(first.status).toBe(202);
-  await gatewayDiedBeforeStoring(job.k);
   const before = await jobsBeside(first.body.data.id);
   const retried = await job.send();
   expect(retried.status).toBe(202);
+  expect(retried.headers.get('idempotent-replay')).toBe('true');
   expect(retried.body.data.id).toBe(first.body.data.id);
   expect(await jobsBeside(first.body.data.id)).toBe(before);
 });
@@ -222,7 +236,6 @@ function keyedJob(label: string) {
   const job = keyedJob('lost-answer');
   const first = await job.send();
   expect(first.status).toBe(202);
-  await gatewayDiedBeforeStoring(job.k);
   const before = await jobsBeside(first.body.data.id);
   // as a service leaves the receipt that died after committing, before keeping the
   // answer (which is kept just after the call is answered: wait for it, then drop it)
@@ -237,7 +250,7 @@ function keyedJob(label: string) {
 });
 
 (process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
-  const { IdempotencyStore } = await import('../src/idempotency');
+  const { KeyedRefusals } = await import('../src/idempotency');
   const { DELETE_BATCH, openDatabase } = await import('@lab/kit');
   const org = randomUUID();
   const raw = new Client({ connectionString: stack.databaseUrl });
@@ -252,7 +265,7 @@ function keyedJob(label: string) {
        select $1::uuid, 'purge-test', 'new-' || n, 'h', 'done', now() - interval '23 hours' from generate_series(1, 3) n`,
       [org, expired],
     );
-    const gone = await new IdempotencyStore(db).purgeExpired();
+    const gone = await new KeyedRefusals(db).purgeExpired();
     // other tests' records are all fresh: only these expired ones go
     expect(gone).toBe(expired);
     const left = await raw.query(`select key from gateway.idempotency where org_id = $1 order by key`, [org]);
@@ -260,83 +273,5 @@ function keyedJob(label: string) {
   } finally {
     await db.close();
     await raw.end();
-  }
-});
-
-// Two duplicates (here on two gateways) that both read the same abandoned record:
-// the later one must not delete the claim the earlier one made in its place.
-(process.env.DATABASE_URL ? it : it.skip)('lets only one of two duplicates that read one abandoned record take it over', async () => {
-  const { IdempotencyStore } = await import('../src/idempotency');
-  const { openDatabase } = await import('@lab/kit');
-  const scope = { org_id: randomUUID(), token_id: 'takeover-test', key: `takeover-${randomUUID()}` };
-  await onDatabase(
-    `insert into gateway.idempotency (org_id, token_id, key, request_hash, state, created_at)
-     values ($1::uuid, $2, $3, 'h', 'in_progress', now() - interval '2 minutes')`,
-    [scope.org_id, scope.token_id, scope.key],
-  );
-  const dbA = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
-  const dbB = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
-  try {
-    const a = new IdempotencyStore(dbA);
-    const b = new IdempotencyStore(dbB);
-    // A reads the abandoned record, then is held until B has taken the key over
-    let aHasRead!: () => void;
-    const aRead = new Promise<void>((r) => (aHasRead = r));
-    let releaseA!: () => void;
-    const aMayGoOn = new Promise<void>((r) => (releaseA = r));
-    const patched = a as unknown as { read: (s: typeof scope) => Promise<unknown> };
-    const read = patched.read.bind(a);
-    let held = false;
-    patched.read = async (s) => {
-      const row = await read(s);
-      if (!held) {
-        held = true;
-        aHasRead();
-        await aMayGoOn;
-      }
-      return row;
-    };
-    const claimA = a.claim(scope, 'h');
-    await aRead;
-    const claimB = await b.claim(scope, 'h');
-    expect(claimB).toMatchObject({ kind: 'run', claimedAt: expect.any(String) });
-    releaseA();
-    // B finishes; A, a duplicate of B's run now, replays B's answer instead of running
-    await b.complete(scope, (claimB as { claimedAt: string }).claimedAt, { status: 201, body: '{"data":{"id":"b"}}', contentType: 'application/json' });
-    const outcome = await claimA;
-    expect(outcome.kind).toBe('replay');
-    expect(outcome.kind === 'replay' && outcome.reply.body).toBe('{"data":{"id":"b"}}');
-  } finally {
-    await dbA.close();
-    await dbB.close();
-  }
-});
-
-// A request that outlived the abandonment window: its key was taken over by a
-// duplicate; its late outcome (an answer or a 5xx) must not touch the new claim.
-(process.env.DATABASE_URL ? it : it.skip)('keeps a late outcome of an abandoned claim off the claim that took its key over', async () => {
-  const { IdempotencyStore } = await import('../src/idempotency');
-  const { openDatabase } = await import('@lab/kit');
-  const db = await openDatabase({ url: stack.databaseUrl, poolSize: 2 });
-  try {
-    const store = new IdempotencyStore(db);
-    for (const late of [{ status: 201, body: '{"data":{"id":"late"}}' }, { status: 503, body: '{"error":{}}' }]) {
-      const scope = { org_id: randomUUID(), token_id: 'late-test', key: `late-${randomUUID()}` };
-      const first = await store.claim(scope, 'h');
-      // its gateway seems dead: the claim ages past the abandonment window
-      await onDatabase(`update gateway.idempotency set created_at = now() - interval '2 minutes' where key = $1`, [scope.key]);
-      const second = await store.claim(scope, 'h');
-      expect(second.kind).toBe('run');
-      await store.complete(scope, (first as { claimedAt: string }).claimedAt, { ...late, contentType: 'application/json' });
-      await store.settle();
-      // the new claim is untouched: still in progress, with no answer
-      const row = await onDatabase<{ state: string; response_body: string | null }>(`select state, response_body from gateway.idempotency where key = $1`, [scope.key]);
-      expect(row.rows).toEqual([{ state: 'in_progress', response_body: null }]);
-      await store.complete(scope, (second as { claimedAt: string }).claimedAt, { status: 201, body: '{"data":{"id":"taken over"}}', contentType: 'application/json' });
-      const replay = await store.claim(scope, 'h');
-      expect(replay.kind === 'replay' && replay.reply.body).toBe('{"data":{"id":"taken over"}}');
-    }
-  } finally {
-    await db.close();
   }
 });

@@ -12,11 +12,6 @@ export const isScope = (s: string): s is Scope => ALL.has(s);
 /** Scopes that are not in the allowed set (empty when all are fine). */
 export const unknownScopes = (scopes: readonly string[]): string[] => scopes.filter((s) => !ALL.has(s));
 
-/** `admin` and `*` imply every scope. */
-export function hasScope(granted: readonly string[], required: Scope): boolean {
-  return granted.includes(required) || granted.includes('admin') || granted.includes('*');
-}
-
 /** Scopes only an organisation's administrators may hold through a user's consent (OAuth). */
 export const ADMIN_ONLY_SCOPES: readonly string[] = ['admin', 'audit:read', '*'];
 

@@ -41,7 +41,6 @@ function lines(doc: Pdf, recs: Rec[], keys: string[]): void {
 
 const USAGE = ['started_at', 'ended_at', 'duration_minutes', 'user_id', 'purpose', 'auto_closed'];
 const MAINTENANCE = ['maintenance_type', 'scheduled_date', 'completed_date', 'performed_by', 'result', 'severity'];
-const CALIBRATION = ['created_at', 'created_by'];
 
 /**
  * The manifest as a regulated record prints it: per signature who (name and id),

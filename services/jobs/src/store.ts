@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { jobFromRowJson } from '@lab/contracts';
-import { isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+import { activeTraceCarrier, isAdministrator, isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, tracingOn, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 const T = sql`jobs.jobs`;
 
@@ -33,6 +33,9 @@ export interface JobRow {
   created_by_token_id: string | null;
   creator_role: string | null;
   creator_department_id: string | null;
+  /** the trace of the request or event that made the job (claimNext only, with tracing on) */
+  traceparent?: string | null;
+  tracestate?: string | null;
 }
 
 const ROW = sql`${JOB_JSON}::text as json, j.id, j.org_id, j.job_type, j.input, j.status, j.attempts, j.max_attempts,
@@ -48,8 +51,7 @@ export function emitUpdated(emit: Emitter, r: JobRow): void {
 }
 
 /** Whether a caller sees every job of the organisation. */
-export const isJobAdmin = (c: CallerContext) =>
-  c.user_id ? c.role === 'admin' : c.scopes.includes('admin') || c.scopes.includes('*');
+export const isJobAdmin = (c: CallerContext) => isAdministrator(c);
 
 /** A user sees the jobs they created, a token without a user those it created, administrators all. */
 function visibleTo(c: CallerContext): SQL {
@@ -85,16 +87,20 @@ export async function insertJob(
 ): Promise<JobRow | undefined> {
   const id = newId();
   const dead = job.deadWith !== undefined;
+  // the trace the job is made in, continued by its runs (worker.ts)
+  const trace = activeTraceCarrier();
   const [r] = await rows<JobRow>(
     tx,
     sql`with ins as (
           insert into ${T} (id, org_id, job_type, input, max_attempts, enqueued_at, created_by, created_by_token_id, creator_role,
-            creator_department_id, inbound_event_id, context, status, error_message, finished_at)
+            creator_department_id, inbound_event_id, context, status, error_message, finished_at${trace ? sql`, traceparent, tracestate` : sql``})
           values (${id}::uuid, ${caller.org_id}::uuid, ${job_type}, ${JSON.stringify(input)}::jsonb, ${job.maxAttempts},
             greatest(clock_timestamp(), (select max(enqueued_at) + interval '1 microsecond' from ${T} where org_id = ${caller.org_id}::uuid)),
             ${caller.user_id}::uuid, ${caller.token_id}::uuid, ${caller.role}, ${caller.department_id}::uuid, ${job.inboundEventId ?? null}::uuid,
             ${job.context === undefined ? null : JSON.stringify(job.context)}::jsonb,
-            ${dead ? 'dead' : 'queued'}, ${dead ? job.deadWith!.slice(0, 2000) : null}, ${dead ? sql`now()` : null})
+            ${dead ? 'dead' : 'queued'}, ${dead ? job.deadWith!.slice(0, 2000) : null}, ${dead ? sql`now()` : null}${
+              trace ? sql`, ${trace.traceparent ?? null}, ${trace.tracestate ?? null}` : sql``
+            })
           on conflict (inbound_event_id) where inbound_event_id is not null do nothing
           returning *)
         select ${ROW} from ins j`,
@@ -170,7 +176,7 @@ export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | unde
           update ${T} j set status = 'running', attempts = j.attempts + 1, started_at = coalesce(j.started_at, now()),
             heartbeat_at = now(), worker_id = ${workerId}, progress = 0, status_text = 'started', error_message = null, updated_at = now()
           from next where j.id = next.id returning j.*)
-        select ${ROW} from upd j`,
+        select ${ROW}${tracingOn() ? sql`, j.traceparent, j.tracestate` : sql``} from upd j`,
   );
   return r;
 }

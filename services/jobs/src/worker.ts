@@ -2,7 +2,7 @@ import { EVENT_ROUTES } from '@lab/contracts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, DomainError, type ErrorKind, type ServiceDeps } from '@lab/kit';
+import { CoalescedRunner, DomainError, inSpan, SpanKind, tracingOn, type ErrorKind, type ServiceDeps } from '@lab/kit';
 import type { Artifact } from './artifacts.js';
 import { EXPORT_PRODUCERS } from './exports.js';
 import { INPUTS, isJobType } from './job-types.js';
@@ -109,11 +109,25 @@ export class JobWorker {
 
   private launch(job: JobRow): void {
     const abort = new AbortController();
-    const done = this.run(job, abort.signal).finally(() => {
+    const done = (tracingOn() ? this.traced(job, abort.signal) : this.run(job, abort.signal)).finally(() => {
       this.running.delete(job.id);
       this.kick();
     });
     this.running.set(job.id, { abort, done });
+  }
+
+  /**
+   * A run as a span of the trace the job was made in (the request or event that
+   * asked for it), however long after: its reads, writes and events are below it.
+   */
+  private traced(job: JobRow, signal: AbortSignal): Promise<void> {
+    return inSpan(
+      `run ${job.job_type}`,
+      SpanKind.INTERNAL,
+      job.traceparent ? { traceparent: job.traceparent, tracestate: job.tracestate ?? undefined } : undefined,
+      { 'lab.job.id': job.id, 'lab.job.type': job.job_type, 'lab.job.attempt': job.attempts },
+      () => this.run(job, signal),
+    );
   }
 
   /** Changes the held job and emits job.updated; a job no longer held interrupts the run. */

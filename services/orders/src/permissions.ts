@@ -1,4 +1,4 @@
-import { DomainError, type CallerContext } from '@lab/kit';
+import { DomainError, isAdministrator, type CallerContext } from '@lab/kit';
 
 /**
  * Who may do what with orders. Every member of the organisation reads orders
@@ -17,6 +17,6 @@ export function assertCanRelease(caller: CallerContext): void {
     if (caller.role === 'admin' || caller.role === 'qm') return;
     throw DomainError.forbidden('releasing a result needs the admin or qm role', 'forbidden', { required_roles: ['admin', 'qm'] });
   }
-  if (caller.scopes.includes('admin') || caller.scopes.includes('*')) return;
+  if (isAdministrator(caller)) return;
   throw DomainError.forbidden('releasing a result with a token without a user needs the admin scope', 'forbidden', { required_scope: 'admin' });
 }

@@ -1,3 +1,4 @@
+import './tracing.js';
 import { createLogger, exitOnFailure, loadConfig, stopOnSignals } from '@lab/kit';
 import { prepareEmbeddedDataDir } from './embedded-data-dir.js';
 import { standaloneEnv, startStandalone, type StandaloneConfig } from './standalone.js';

@@ -11,7 +11,7 @@ import {
   type Logger,
   type RunningService,
 } from '@lab/kit';
-import { abandonedMsSetting, realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from '@lab/gateway';
+import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from '@lab/gateway';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
 
@@ -21,7 +21,6 @@ export const standaloneEnv = commonEnv.extend({
   LAB_OPERATOR_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   REDIS_URL: z.string().optional(),
   LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
-  LAB_IDEMPOTENCY_ABANDONED_MS: abandonedMsSetting,
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
   LAB_TRUST_PROXY: trustProxySetting,
   LAB_RATE_LIMIT_PREFIX: z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only').default('lab:gateway:rl'),
@@ -78,7 +77,6 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       services: Object.fromEntries(services.map((s) => [s.name, s.address])),
       // one process: uploads reach the telemetry service without a gRPC hop
       inProcessCalls: true,
-      idempotencyAbandonedMs: cfg.LAB_IDEMPOTENCY_ABANDONED_MS,
       realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
       trustProxy: cfg.LAB_TRUST_PROXY,
       rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
+import { DomainError, grantsScope, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
 import type { telemetry } from '@lab/contracts';
 
 /** The caller's organisation; every statement of this service filters by it. */
@@ -21,9 +21,8 @@ export function idOf(id: string, what = 'record'): string {
   return id.toLowerCase();
 }
 
-/** Token scope rule of the spec: admin and `*` imply every scope. */
-export const hasScope = (caller: CallerContext, scope: string): boolean =>
-  caller.scopes.includes(scope) || caller.scopes.includes('admin') || caller.scopes.includes('*');
+/** The token scope rule (kit access.ts) on the caller's scopes. */
+export const hasScope = (caller: CallerContext, scope: string): boolean => grantsScope(caller.scopes, scope);
 
 export const uuid = z.string().refine(isGuid, 'must be a UUID').transform((s) => s.toLowerCase());
 export const text = (max: number) => z.string().trim().min(1).max(max);

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, errText, rows, type Database, type Logger, type Outbox } from '@lab/kit';
+import { CoalescedRunner, errText, failSpan, inSpan, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
@@ -78,6 +78,9 @@ interface Claimed {
   secret: string;
   /** the secret a rotation replaced, while it still signs (24 hours) */
   previous_secret: string | null;
+  /** the trace of the event the delivery came from (null when it was not traced) */
+  traceparent: string | null;
+  tracestate: string | null;
 }
 
 /** How long a claimed delivery stays invisible to other workers: the request timeout plus margin. */
@@ -170,7 +173,7 @@ export class DeliveryWorker {
           from locked, webhooks.subscriptions s
           where d.id = locked.id and s.org_id = d.org_id and s.id = d.subscription_id
           returning d.id::text, d.org_id::text, d.subscription_id::text, d.event, d.data::text as data, d.host, d.attempts,
-                    s.url, s.secret,
+                    s.url, s.secret, d.traceparent, d.tracestate,
                     case when s.previous_secret_expires_at > now() then s.previous_secret end as previous_secret`,
     );
     // a host may still exceed its share (rows of one host claimed in one batch
@@ -209,10 +212,32 @@ export class DeliveryWorker {
   }
 
   /**
-   * One attempt: the envelope is serialised once and those exact bytes are
-   * signed and sent; the delivery id is the same on every attempt.
+   * One attempt, with tracing on a span of the event's trace (the HTTP client
+   * span of the POST, and the traceparent header the receiver gets, below it).
    */
   private async attempt(d: Claimed): Promise<void> {
+    if (!tracingOn()) {
+      await this.send(d);
+      return;
+    }
+    await inSpan(
+      `deliver ${d.event}`,
+      SpanKind.INTERNAL,
+      d.traceparent ? { traceparent: d.traceparent, tracestate: d.tracestate ?? undefined } : undefined,
+      { 'lab.webhook.delivery_id': d.id, 'lab.webhook.subscription_id': d.subscription_id, 'lab.webhook.attempt': d.attempts + 1, 'server.address': d.host },
+      (span) =>
+        this.send(d).then((o) => {
+          if (o.status !== undefined) span?.setAttribute('http.response.status_code', o.status);
+          if (!o.ok && span) failSpan(span, o.error);
+        }),
+    );
+  }
+
+  /**
+   * Sends and records one attempt: the envelope is serialised once and those
+   * exact bytes are signed and sent; the delivery id is the same on every attempt.
+   */
+  private async send(d: Claimed): Promise<SendOutcome> {
     const deliveredAt = new Date().toISOString();
     const body = Buffer.from(
       `{"id":${JSON.stringify(d.id)},"event":${JSON.stringify(d.event)},"org_id":${JSON.stringify(d.org_id)},"delivered_at":${JSON.stringify(deliveredAt)},"data":${d.data}}`,
@@ -231,6 +256,7 @@ export class DeliveryWorker {
       },
     });
     await this.record(d, outcome);
+    return outcome;
   }
 
   private async record(d: Claimed, o: SendOutcome): Promise<void> {

@@ -1,6 +1,6 @@
 import { EVENT_ROUTES } from '@lab/contracts';
 import { sql } from 'drizzle-orm';
-import { errText, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor } from '@lab/kit';
+import { activeTraceCarrier, errText, tracingOn, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor, type TraceCarrier } from '@lab/kit';
 import { subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
@@ -22,7 +22,7 @@ const FANOUT_PREFETCH = 128;
  * statement (foreign key) and the events are tried again. Returns the number
  * of delivery rows stored.
  */
-export async function fanOut(db: Executor, msgs: BusMessage[]): Promise<number> {
+export async function fanOut(db: Executor, msgs: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<number> {
   if (!msgs.length) return 0;
   const orgs = [...new Set(msgs.filter((m) => m.org_id).map((m) => m.org_id!))];
   const subs = orgs.length
@@ -39,10 +39,12 @@ export async function fanOut(db: Executor, msgs: BusMessage[]): Promise<number> 
     byOrg.set(s.org_id, list);
   }
   const deliveries: Record<string, unknown>[] = [];
-  for (const m of msgs) {
+  for (const [i, m] of msgs.entries()) {
+    // the trace the event's handling is part of, continued by the delivery's attempts
+    const trace = traces?.[i];
     for (const s of (m.org_id && byOrg.get(m.org_id)) || []) {
       if (!subscribed(s.events, m.type)) continue;
-      deliveries.push({ id: newId(), org_id: m.org_id, subscription_id: s.id, event_id: m.id, event: m.type, data: m.data ?? {}, host: s.host });
+      deliveries.push({ id: newId(), org_id: m.org_id, subscription_id: s.id, event_id: m.id, event: m.type, data: m.data ?? {}, host: s.host, ...trace });
     }
   }
   // One statement, so atomic without a transaction around it. The rows travel
@@ -55,10 +57,10 @@ export async function fanOut(db: Executor, msgs: BusMessage[]): Promise<number> 
           select distinct e::uuid from json_array_elements_text(${JSON.stringify(msgs.map((m) => m.id))}::json) as e
           on conflict do nothing returning id
         ), del as (
-          insert into webhooks.deliveries (id, org_id, subscription_id, event_id, event, data, host, next_attempt_at)
-          select v.id, v.org_id, v.subscription_id, v.event_id, v.event, v.data, v.host, now()
+          insert into webhooks.deliveries (id, org_id, subscription_id, event_id, event, data, host, next_attempt_at, traceparent, tracestate)
+          select v.id, v.org_id, v.subscription_id, v.event_id, v.event, v.data, v.host, now(), v.traceparent, v.tracestate
           from json_to_recordset(${JSON.stringify(deliveries)}::json)
-               as v(id uuid, org_id uuid, subscription_id uuid, event_id uuid, event text, data jsonb, host text)
+               as v(id uuid, org_id uuid, subscription_id uuid, event_id uuid, event text, data jsonb, host text, traceparent text, tracestate text)
           where v.event_id in (select id from ins)
           on conflict (subscription_id, event_id) do nothing
           returning 1
@@ -80,7 +82,7 @@ export async function fanOut(db: Executor, msgs: BusMessage[]): Promise<number> 
  * bus) alone.
  */
 class FanOutBatcher {
-  private queue: { msg: BusMessage; done: (err?: unknown) => void }[] = [];
+  private queue: { msg: BusMessage; trace?: TraceCarrier; done: (err?: unknown) => void }[] = [];
   private running = false;
 
   constructor(
@@ -89,9 +91,10 @@ class FanOutBatcher {
     private readonly onStored: () => void,
   ) {}
 
-  add(msg: BusMessage): Promise<void> {
+  /** `trace`: the context of the message's handling (its consumer span), kept with its deliveries. */
+  add(msg: BusMessage, trace?: TraceCarrier): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ msg, done: (err) => (err === undefined ? resolve() : reject(err)) });
+      this.queue.push({ msg, trace, done: (err) => (err === undefined ? resolve() : reject(err)) });
       if (!this.running) void this.drain();
     });
   }
@@ -101,7 +104,11 @@ class FanOutBatcher {
     while (this.queue.length) {
       const batch = this.queue.splice(0, FANOUT_PREFETCH);
       try {
-        const stored = await fanOut(this.db.orm, batch.map((b) => b.msg));
+        const stored = await fanOut(
+          this.db.orm,
+          batch.map((b) => b.msg),
+          tracingOn() ? batch.map((b) => b.trace) : undefined,
+        );
         for (const b of batch) b.done();
         if (stored > 0) this.onStored();
         continue;
@@ -114,7 +121,7 @@ class FanOutBatcher {
       }
       for (const b of batch) {
         try {
-          const stored = await fanOut(this.db.orm, [b.msg]);
+          const stored = await fanOut(this.db.orm, [b.msg], [b.trace]);
           b.done();
           if (stored > 0) this.onStored();
         } catch (err) {
@@ -131,7 +138,7 @@ export async function consumeEvents(deps: ServiceDeps, onStored: () => void): Pr
   await deps.bus.subscribe({
     ...EVENT_ROUTES.webhookDeliveries,
     prefetch: FANOUT_PREFETCH,
-    handler: (msg) => batcher.add(msg),
+    handler: (msg) => batcher.add(msg, activeTraceCarrier()),
     // the in-process bus hands over a relay batch at once: stored by one statement
     handleBatch: async (msgs) => {
       if ((await fanOut(deps.db.orm, msgs)) > 0) onStored();

@@ -140,11 +140,4 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
   };
 }
 
-/**
- * An administrator of the caller's organisation: a member with role admin, or a
- * token without a user (API key without user binding) holding scope admin or *.
- */
-export function isAdministrator(caller: CallerContext): boolean {
-  if (caller.user_id) return caller.role === 'admin';
-  return caller.scopes.includes('admin') || caller.scopes.includes('*');
-}
+export { isAdministrator } from '../access.js';

@@ -3,12 +3,11 @@ import { describeFault, eventQueue, query, seedOrg, sleep, writeLoad } from './s
 
 /**
  * SIGKILL of the gateway in the middle of a write load. The writers retry with
- * the same Idempotency-Key: while the restarted gateway finds their keys still in
- * progress they wait (409, or their own 10 s timeout), and once the record counts
- * as abandoned (15 s here, the least an operator may set) the retry runs. No write
+ * the same Idempotency-Key as soon as the restarted gateway answers. No write
  * answered 2xx is lost, every stored sample's event reaches RabbitMQ, and a write
  * the notebook committed just before the gateway died is not made twice: its
- * retry meets the notebook's receipt of it and gets the first answer.
+ * retry meets the notebook's receipt of it and gets the first answer, marked as
+ * a replay (the gateway keeps nothing about a write that could be left behind).
  */
 describeFault('kill -9 of the gateway', [], () => {
   jest.setTimeout(150_000);
@@ -19,10 +18,7 @@ describeFault('kill -9 of the gateway', [], () => {
   });
 
   it('loses no acknowledged write or event when the gateway is killed', async () => {
-    cluster = await startCluster({
-      services: ['identity', 'notebook', 'audit'],
-      serviceEnv: { gateway: { LAB_IDEMPOTENCY_ABANDONED_MS: '15000' } },
-    });
+    cluster = await startCluster({ services: ['identity', 'notebook', 'audit'] });
     const { orgId, token } = await seedOrg(cluster);
     const events = await eventQueue(process.env.AMQP_URL!, cluster.exchange, ['sample.created']);
     try {

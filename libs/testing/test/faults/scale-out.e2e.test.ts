@@ -45,8 +45,6 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
       services: ['identity', 'notebook', 'audit', 'inventory', 'webhooks', 'notifications', 'jobs'],
       replicas: { gateway: 2, ...Object.fromEntries(DOUBLED.map((s) => [s, 2])) },
       serviceEnv: {
-        // a key left in progress by the killed gateway is taken over after 15 s (the least allowed)
-        gateway: { LAB_IDEMPOTENCY_ABANDONED_MS: '15000' },
         // a short send timeout keeps the delivery lease of a killed process short
         webhooks: { LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: 'true', LAB_WEBHOOKS_TIMEOUT_MS: '2000' },
         // slow steps so that jobs are running when a worker dies; a quick takeover after it

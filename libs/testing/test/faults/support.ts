@@ -61,6 +61,8 @@ export interface Answer {
   status: number;
   body: any;
   text: string;
+  /** the answer's headers (absent without an answer) */
+  headers?: Headers;
   error?: string;
 }
 
@@ -88,7 +90,7 @@ export async function request(
     } catch {
       body = undefined;
     }
-    return { status: res.status, body, text };
+    return { status: res.status, body, text, headers: res.headers };
   } catch (err) {
     return { status: 0, body: undefined, text: '', error: (err as Error).message };
   }

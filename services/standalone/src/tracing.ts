@@ -1,0 +1,6 @@
+// Imported first by main.ts: the instrumentations hook http, gRPC, pg and amqplib
+// only in modules required after them. Off (and nothing loaded) without an OTLP endpoint.
+// The embedded process, like the cluster, traces only when an OTLP endpoint is set.
+import { startTracing } from '@lab/kit/tracing';
+
+startTracing('lab');
