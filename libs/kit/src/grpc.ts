@@ -22,9 +22,10 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
 import { callScope, requestScope } from './context.js';
 import { signCallerContext, verifyCallerContext } from './caller-signing.js';
-import { DomainError, fromServiceError, toServiceError } from './errors.js';
+import { DomainError, fromServiceError, isTransientFailure, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
+import type { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
 
@@ -451,6 +452,13 @@ export interface RpcClientOptions {
    * directly (see `GrpcServer.serveInProcess`); others still go over gRPC.
    */
   inProcess?: boolean;
+  /** the peer's name in logs and errors (default: the contract's service name) */
+  peer?: string;
+  /**
+   * Where the peer's outages are logged: its calls failing UNAVAILABLE or out of
+   * time are one line when they start and one when a call succeeds again.
+   */
+  outages?: OutageLog;
 }
 
 /**
@@ -476,6 +484,23 @@ export class RpcClient<D extends Definition> {
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.deadlineMs = opts.deadlineMs ?? 10_000;
+    // '/lab.notebook.v1.NotebookService/Get' -> 'lab.notebook.v1.NotebookService'
+    const firstPath = Object.values(this.paths)[0] ?? '';
+    this.peer = opts.peer ?? (firstPath.split('/')[1] || address);
+  }
+
+  /** the peer's name in logs, errors and metrics */
+  readonly peer: string;
+
+  /** Counts and logs the outcome of one call for the peer's availability. */
+  private settled(err: unknown): void {
+    if (err === undefined || !(err instanceof DomainError) || !isTransientFailure(err)) {
+      this.opts.outages?.success(this.peer);
+      return;
+    }
+    const code = err.upstream?.grpc_code ?? err.code;
+    metrics().upstreamFailures.inc({ peer: this.peer, code });
+    this.opts.outages?.failure(this.peer, err.upstream ? `${err.upstream.grpc_code}: ${err.upstream.grpc_details}` : err, { peer: this.peer, grpc_code: code });
   }
 
   call<K extends keyof D & string>(
@@ -496,7 +521,16 @@ export class RpcClient<D extends Definition> {
         return send(attempt + 1);
       });
     };
-    return send(1);
+    return send(1).then(
+      (res) => {
+        this.settled(undefined);
+        return res;
+      },
+      (err: unknown) => {
+        this.settled(err);
+        throw err;
+      },
+    );
   }
 
   /**
@@ -522,7 +556,7 @@ export class RpcClient<D extends Definition> {
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
       const sent = fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
-        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err)) : fromServiceError(err)) : resolve(res),
+        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err, this.peer)) : fromServiceError(err, this.peer)) : resolve(res),
       ) as ClientUnaryCall;
       // only keyed calls can be answered from a receipt; the response headers come before the answer
       if (caller.idempotency_key) {
@@ -554,7 +588,7 @@ export class RpcClient<D extends Definition> {
     try {
       for await (const msg of call) yield msg;
     } catch (err) {
-      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError) : err;
+      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError, this.peer) : err;
     } finally {
       call.cancel();
     }
