@@ -612,7 +612,7 @@ export class RpcClient<D extends Definition> {
     let stream!: ClientWritableStream<ReqOf<D[K]>>;
     const response = new Promise<ResOf<D[K]>>((resolve, reject) => {
       stream = fn.call(this.client, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
-        err ? reject(fromServiceError(err)) : resolve(res),
+        err ? reject(fromServiceError(err, this.peer)) : resolve(res),
       );
     });
     return { stream, response };
