@@ -96,6 +96,14 @@ function build() {
         await collectSources(this, deadLetterSources);
       },
     }),
+    outboxPending: new client.Gauge({
+      name: 'lab_outbox_pending',
+      help: 'Rows waiting in the outbox of a service, counted at scrape time (lab_outbox_backlog is what one relay pass claimed, at most a batch)',
+      labelNames: ['service'] as const,
+      async collect() {
+        await collectSources(this, outboxPendingSources);
+      },
+    }),
     dbPoolWaiting: new client.Gauge({
       name: 'lab_db_pool_waiting',
       help: 'Queries waiting for a free connection of the PostgreSQL pool',
@@ -122,6 +130,7 @@ function build() {
 /** A count read at scrape time, by the service it belongs to. */
 type CountSource = () => Promise<number>;
 const deadLetterSources = new Map<string, CountSource>();
+const outboxPendingSources = new Map<string, CountSource>();
 
 /** What the pool gauges read of a pg.Pool. */
 export interface PoolStats {
@@ -145,11 +154,16 @@ async function collectSources(gauge: client.Gauge<'service'>, sources: Map<strin
   );
 }
 
-/** Counts a service's dead letters at each scrape (lab_dead_letters); returns the unregistration. */
-export function registerDeadLetterSource(service: string, count: CountSource): () => void {
-  deadLetterSources.set(service, count);
+/**
+ * Counts a service's outbox rows and dead letters at each scrape (lab_outbox_pending,
+ * lab_dead_letters); returns the unregistration.
+ */
+export function registerOutboxCounts(service: string, counts: { pending: CountSource; deadLetters: CountSource }): () => void {
+  outboxPendingSources.set(service, counts.pending);
+  deadLetterSources.set(service, counts.deadLetters);
   return () => {
-    if (deadLetterSources.get(service) === count) deadLetterSources.delete(service);
+    if (outboxPendingSources.get(service) === counts.pending) outboxPendingSources.delete(service);
+    if (deadLetterSources.get(service) === counts.deadLetters) deadLetterSources.delete(service);
   };
 }
 

@@ -3,7 +3,7 @@ import type { Bus, BusMessage, PublishOutcome, Refusal } from './bus.js';
 import { pipelined, PLANNED_PER_CALL, rows, sqlArray, utcMicros, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import { errText, type Logger } from './logger.js';
-import { metrics, registerDeadLetterSource } from './metrics.js';
+import { metrics, registerOutboxCounts } from './metrics.js';
 import { OutageLog } from './outage-log.js';
 import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
@@ -312,7 +312,7 @@ export class Outbox {
 
   start(): void {
     this.stopped = false;
-    this.unregisterDeadLetters ??= registerDeadLetterSource(this.opts.service, () => this.deadLetterCount());
+    this.unregisterDeadLetters ??= registerOutboxCounts(this.opts.service, { pending: () => this.backlog(), deadLetters: () => this.deadLetterCount() });
     this.relay.resume();
     const tick = () => {
       this.kick();
