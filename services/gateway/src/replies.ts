@@ -102,7 +102,8 @@ export function errorReply(err: unknown): Reply {
   };
 }
 
-function causeOf(err: DomainError): FailureCause {
+/** The cause of a 5xx answered for a DomainError (a handler answering 503 in a shape of its own keeps it too). */
+export function causeOf(err: DomainError): FailureCause {
   if (err.upstream) {
     // a service's own 500 carries the error id its log has the stack under
     const errorId = typeof err.details?.error_id === 'string' ? err.details.error_id : undefined;
