@@ -25,7 +25,7 @@ import { signCallerContext, verifyCallerContext } from './caller-signing.js';
 import { DomainError, fromServiceError, isTransientFailure, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
-import type { OutageLog } from './outage-log.js';
+import { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
 
@@ -182,6 +182,10 @@ class RefusedStreamError extends Error {
   }
 }
 
+/** The key of the database's outages in a server's log, and toServiceError's id of such a failure. */
+const DATABASE = 'database';
+const DATABASE_AWAY_ID = 'db-unavailable';
+
 /** Default maximum age of a server's connection (10% jitter), and of calls left on it. */
 const DEFAULT_MAX_CONNECTION_AGE_MS = 120_000;
 /** The longest call (a raw upload's 15-minute deadline) finishes on an aged connection. */
@@ -200,8 +204,10 @@ export class GrpcServer {
   private readonly inProcessKeys: string[] = [];
   private readonly windowed = new WeakSet<object>();
   private readonly codecs = new Map<string, AnswerCodec>();
+  private readonly databaseOutages: OutageLog;
 
   constructor(private readonly opts: GrpcServerOptions) {
+    this.databaseOutages = new OutageLog(opts.logger, { fields: { service: opts.name } });
     const age = opts.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS;
     this.server = new Server({
       ...CHANNEL_OPTIONS,
@@ -267,6 +273,16 @@ export class GrpcServer {
   }
 
   /**
+   * The database away fails every call alike: logged as it starts and as a call
+   * succeeds again (with the count), not once per call. Anything else (a bug with
+   * its error id, a rollback for a concurrent write) is about the call: one line each.
+   */
+  private logFailure(err: unknown, errorId: string, rpc: string): void {
+    if (errorId === DATABASE_AWAY_ID) this.databaseOutages.failure(DATABASE, err, { rpc });
+    else this.opts.logger.error({ err, error_id: errorId, rpc }, 'rpc failed');
+  }
+
+  /**
    * Runs one call's handler, over gRPC or in process: in the caller's request
    * scope (`callScope`), timed, and with its failure mapped through the status
    * table once (an unexpected one logged with its error id).
@@ -279,7 +295,7 @@ export class GrpcServer {
     const receipts = codec && this.opts.receipts;
     if (codec && served.scope.idempotency_key) served.scope.encode_answer = codec.encode;
     const failed = (err: unknown): Outcome => {
-      const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
+      const mapped = toServiceError(err, (e, errorId) => this.logFailure(e, errorId, path)) as ServiceError;
       observe(name, path, String(mapped.code), started);
       return { ok: false, err, mapped };
     };
@@ -291,6 +307,7 @@ export class GrpcServer {
         .then(
           (res): Outcome => {
             receipts?.keepAnswer(res);
+            this.databaseOutages.success(DATABASE);
             observe(name, path, 'OK', started);
             return { ok: true, res };
           },
@@ -339,7 +356,7 @@ export class GrpcServer {
             observe(name, path, 'OK', started);
             call.end();
           } catch (err) {
-            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
+            const mapped = toServiceError(err, (e, errorId) => this.logFailure(e, errorId, path));
             observe(name, path, String(mapped.code), started);
             call.emit('error', mapped);
           }
