@@ -313,6 +313,7 @@ export class GrpcServer {
           },
           async (err: unknown): Promise<Outcome> => {
             const recovered = await receipts?.recover().catch((e: unknown) => {
+              metrics().idempotencyStoreErrors.inc({ operation: 'receipt_lookup' });
               logger.warn({ err: e, rpc: path }, 'receipt lookup failed');
               return undefined;
             });

@@ -77,7 +77,9 @@ function build() {
     }),
     idempotencyStoreErrors: new client.Counter({
       name: 'lab_idempotency_store_errors_total',
-      help: 'Idempotency record operations that failed, by operation (claim: the request answered 503; complete: the outcome was not stored)',
+      help:
+        'Idempotency-Key records that failed, by operation: read and keep (the gateway\'s refusals: read failing answers 503, ' +
+        'keep failing lets a retry run again), receipt_lookup and receipt_keep (a service\'s receipts: an answer not kept is a 409 for the retry)',
       labelNames: ['operation'] as const,
     }),
     upstreamFailures: new client.Counter({
