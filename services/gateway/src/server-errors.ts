@@ -39,7 +39,8 @@ export function logServerError(log: Logger, res: Response, req: FinishedRequest)
   }
   switch (cause.kind) {
     case 'upstream':
-      log.warn(
+      // a peer's bug (500, its stack under cause.error_id in its own log) is an error; a peer away is a warning
+      log[req.status === 500 ? 'error' : 'warn'](
         { ...base, cause },
         `${req.status} ${req.method} ${req.route}: ${cause.service} answered ${cause.grpc_code}${cause.grpc_details ? ` (${cause.grpc_details})` : ''}`,
       );
