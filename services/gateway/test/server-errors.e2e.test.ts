@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import pino from 'pino';
-import { logErr } from '@lab/kit';
+import { logErr, metrics } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { startGateway, type RunningGateway } from '../src/index';
+import { RateLimiter } from '../src/rate-limit';
 import { call, eventually } from './http';
 
 /**
@@ -140,3 +141,20 @@ it('a second outage is logged again: the state starts over once the service is b
   await eventually(async () => ((await samples()).status === 200 ? true : undefined), 30_000);
   expect(notebookState('available').at(-1)).toMatchObject({ failures: expect.any(Number), msg: expect.stringMatching(/^notebook available again after \d+ failures$/) });
 }, 120_000);
+
+it('a rate-limit store that is down is one line however many requests it fails, and each failed command is counted', async () => {
+  const storeLines: Line[] = [];
+  const log = pino({ level: 'info', serializers: { err: logErr } }, { write: (l: string) => void storeLines.push(JSON.parse(l) as Line) });
+  // nothing listens on port 1
+  const limiter = new RateLimiter(log, 'redis://127.0.0.1:1');
+  const errors = async () => (await metrics().rateLimitBackendErrors.get()).values.reduce((a, v) => a + v.value, 0);
+  const before = await errors();
+  try {
+    for (let i = 0; i < 20; i++) await limiter.consume(`token-${i}`, { per_minute: 10, per_hour: 100 });
+    expect(await errors()).toBeGreaterThanOrEqual(before + 20);
+    expect(storeLines.filter((l) => l.dependency === 'rate limit store' && l.state === 'unavailable').map((l) => l.msg)).toEqual(['rate limit store unavailable']);
+    expect(storeLines.filter((l) => /rate limit/.test(l.msg))).toHaveLength(1);
+  } finally {
+    await limiter.close();
+  }
+});
