@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { chart, dashboardExprs, dashboardsFresh, parsePromQL, render, root, rulesOf, type Rule } from './alert-rules';
+import { helm } from '../src/helm';
+import { chart, dashboardExprs, dashboardsFresh, MONITORING_ON, parsePromQL, render, root, rulesOf, type Rule } from './alert-rules';
 
 const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Record<string, any>;
 const enabled = Object.entries<any>(values.services)
@@ -19,6 +20,11 @@ describe('chart monitoring: PrometheusRule, PodMonitor, dashboards', () => {
   beforeAll(async () => {
     docs = await render();
     rules = rulesOf(docs);
+  });
+
+  it('helm lint --strict passes with all of it on', async () => {
+    const lint = await helm(['lint', '--strict', chart, ...MONITORING_ON]);
+    expect([lint.code, lint.stderr]).toEqual([0, '']);
   });
 
   it('renders nothing of it by default', async () => {
