@@ -35,7 +35,11 @@ function exposedNames(text: string): Set<string> {
   return names;
 }
 
-describe('alerts and dashboards against live /metrics', () => {
+// the processes need PostgreSQL and RabbitMQ: without them the suite is skipped, visibly
+const withBacking = process.env.DATABASE_URL && process.env.AMQP_URL ? describe : describe.skip;
+if (withBacking === describe.skip) console.warn('SKIPPED alerts against live /metrics: DATABASE_URL and AMQP_URL are not both set');
+
+withBacking('alerts and dashboards against live /metrics', () => {
   jest.setTimeout(120_000);
   let cluster: Cluster | undefined;
   let exposed: Set<string>;
