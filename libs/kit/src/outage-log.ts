@@ -1,5 +1,5 @@
+import { errText } from './error-text.js';
 import type { Logger } from './logger.js';
-import { errText } from './logger.js';
 
 /**
  * Logs a dependency's failures as changes of state instead of one line per
