@@ -2,6 +2,7 @@ import { connect, type Channel, type ChannelModel, type ConfirmChannel, type Con
 import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
+import { OutageLog } from './outage-log.js';
 import { DomainError, isTransientFailure } from './errors.js';
 import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
@@ -364,7 +365,11 @@ export class AmqpBus implements Bus {
     private readonly exchange: string,
     private readonly log: Logger,
     private readonly opts: AmqpBusOptions,
-  ) {}
+  ) {
+    this.outages = new OutageLog(log);
+  }
+  /** handlers failing on a database or peer away: logged as outages, not per message */
+  private readonly outages: OutageLog;
 
   static async connect(url: string, exchange: string, log: Logger, opts: AmqpBusOptions = {}): Promise<AmqpBus> {
     const bus = new AmqpBus(url, exchange, log, opts);
@@ -688,6 +693,7 @@ export class AmqpBus implements Bus {
       failure = { err };
     }
     if (!failure) {
+      this.outages.success(`${queue} handler dependency`, { queue });
       metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       onOpenChannel(() => ch.ack(raw));
       return;
@@ -696,7 +702,9 @@ export class AmqpBus implements Bus {
     const waits = Number(raw.properties.headers?.[WAITS_HEADER] ?? 0);
     // a database or peer away for now: retried as long as it lasts, not counted
     const transientFailure = isTransientFailure(failure.err);
-    this.log.warn({ err: failure.err, queue, type: msg.type, id: msg.id, attempt, transient: transientFailure }, 'message handler failed');
+    // an outage fails every message alike: logged as it starts and ends, not per message
+    if (transientFailure) this.outages.failure(`${queue} handler dependency`, failure.err, { queue });
+    else this.log.warn({ err: failure.err, queue, type: msg.type, id: msg.id, attempt, transient: false }, 'message handler failed');
     if (sub.transient) {
       onOpenChannel(() => ch.nack(raw, false, false));
       return;
@@ -705,7 +713,9 @@ export class AmqpBus implements Bus {
       this.park(ch, queue, sub, raw);
       return;
     }
-    metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+    // 'wait' (an outage being waited out) apart from 'retry' (the handler's own
+    // failure): retries while nothing is down are what an operator must look at
+    metrics().consumed.inc({ queue: sub.queue, outcome: transientFailure ? 'wait' : 'retry' });
     // Re-queue through the retry queue with a delay, confirmed before the ack,
     // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
     const headers: Record<string, unknown> = { ...raw.properties.headers };
@@ -792,7 +802,12 @@ export class MemoryBus implements Bus {
   readonly deliversInProcess = true;
   private closed = false;
 
-  constructor(private readonly log: Logger) {}
+  /** handlers failing on a database or peer away: logged as outages, not per message */
+  private readonly outages: OutageLog;
+
+  constructor(private readonly log: Logger) {
+    this.outages = new OutageLog(log);
+  }
 
   async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
     if (this.closed) throw DomainError.unavailable('bus closed', 'bus_unavailable');
@@ -845,6 +860,7 @@ export class MemoryBus implements Bus {
       if (trace) await processSpan(sub.queue, msg, trace, () => sub.handler(copy));
       else await sub.handler(copy);
       this.forget(key);
+      this.outages.success(`${sub.queue} handler dependency`, { queue: sub.queue });
       metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' });
       return undefined;
     } catch (err) {
@@ -853,7 +869,8 @@ export class MemoryBus implements Bus {
       const counted = !isTransientFailure(err);
       const attempt = (this.failures.get(key) ?? 0) + (counted ? 1 : 0);
       const waits = (this.waits.get(key) ?? 0) + (counted ? 0 : 1);
-      this.log.warn({ err, queue: sub.queue, type: msg.type, id: msg.id, attempt, transient: !counted }, 'message handler failed');
+      if (counted) this.log.warn({ err, queue: sub.queue, type: msg.type, id: msg.id, attempt, transient: false }, 'message handler failed');
+      else this.outages.failure(`${sub.queue} handler dependency`, err, { queue: sub.queue });
       // a private consumer (cache invalidation and the like) is not retried
       if (sub.transient) return undefined;
       const error = (err as Error)?.message ?? String(err);
@@ -865,7 +882,7 @@ export class MemoryBus implements Bus {
       }
       if (attempt) this.failures.set(key, attempt);
       if (waits) this.waits.set(key, waits);
-      metrics().consumed.inc({ queue: sub.queue, outcome: 'retry' });
+      metrics().consumed.inc({ queue: sub.queue, outcome: counted ? 'retry' : 'wait' });
       return { id: msg.id, error, transient: !counted };
     }
   }

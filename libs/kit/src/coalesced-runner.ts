@@ -12,9 +12,14 @@ export class CoalescedRunner {
   private again = false;
   private stopped = false;
 
+  /**
+   * onError: a loop of passes failed; onSuccess: one ended without failing (with
+   * an OutageLog, a failing loop is logged as it starts failing and as it recovers)
+   */
   constructor(
     private readonly pass: () => Promise<boolean>,
     private readonly onError: (err: unknown) => void,
+    private readonly onSuccess?: () => void,
   ) {}
 
   kick(): void {
@@ -37,6 +42,7 @@ export class CoalescedRunner {
         this.again = false;
         more = await this.pass();
       } while ((more || this.again) && !this.stopped);
+      this.onSuccess?.();
     } catch (err) {
       this.onError(err);
     }

@@ -7,6 +7,7 @@ import { drizzle as drizzlePg, NodePgSession, NodePgTransaction } from 'drizzle-
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
+import { registerPool } from './metrics.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT, Record<string, never>>;
@@ -241,6 +242,19 @@ function openPg(url: string, max: number, name: string): Database {
   });
   // An idle client losing its connection must not crash the process.
   pool.on('error', () => undefined);
+  // waits for a connection are the first sign of a pool too small for its load
+  const unregister = registerPool(name, {
+    get waitingCount() {
+      return pool.waitingCount;
+    },
+    get idleCount() {
+      return pool.idleCount;
+    },
+    get totalCount() {
+      return pool.totalCount;
+    },
+    max,
+  });
   prepareRepeatedStatements(pool);
   const orm = drizzlePg(pool) as unknown as Orm;
   const dialect = (orm as unknown as { dialect: PgDialect }).dialect;
@@ -252,7 +266,10 @@ function openPg(url: string, max: number, name: string): Database {
     ping: async () => {
       await pool.query('select 1');
     },
-    close: () => pool.end(),
+    close: () => {
+      unregister();
+      return pool.end();
+    },
     rawTx: async (fn) => {
       const { client, release } = await checkOut(pool);
       try {

@@ -21,8 +21,20 @@ export type ErrorKind =
   | 'timeout'
   | 'internal';
 
+/** Where an error a client got came from: the peer it called and the gRPC status it got. */
+export interface UpstreamCause {
+  /** the peer service called (its configured name, e.g. notebook) */
+  service: string;
+  /** gRPC status name, e.g. UNAVAILABLE */
+  grpc_code: string;
+  /** the status's details text as the client got it (grpc-js's own for a transport failure) */
+  grpc_details: string;
+}
+
 export class DomainError extends Error {
   override name = 'DomainError';
+  /** set on the client side of a gRPC call: what the peer (or the transport) answered */
+  upstream?: UpstreamCause;
   constructor(
     readonly kind: ErrorKind,
     readonly code: string,
@@ -118,8 +130,17 @@ export function toServiceError(err: unknown, log?: (e: unknown, errorId: string)
   return { code, details: body.message, metadata };
 }
 
-/** Rebuilds the DomainError on the client side of a gRPC call. */
-export function fromServiceError(err: ServiceError): DomainError {
+/**
+ * Rebuilds the DomainError on the client side of a gRPC call; `peer` names the
+ * service called, kept with the gRPC status as the error's upstream cause.
+ */
+export function fromServiceError(err: ServiceError, peer?: string): DomainError {
+  const out = domainErrorOf(err);
+  if (peer) out.upstream = { service: peer, grpc_code: GrpcStatus[err.code] ?? String(err.code), grpc_details: err.details ?? '' };
+  return out;
+}
+
+function domainErrorOf(err: ServiceError): DomainError {
   const kind = KIND_BY_GRPC.get(err.code) ?? 'internal';
   const raw = err.metadata?.get(ERROR_KEY)?.[0];
   if (raw) {

@@ -22,9 +22,10 @@ import { HealthImplementation } from 'grpc-health-check';
 import type { CallerContext } from './context.js';
 import { callScope, requestScope } from './context.js';
 import { signCallerContext, verifyCallerContext } from './caller-signing.js';
-import { DomainError, fromServiceError, toServiceError } from './errors.js';
+import { DomainError, fromServiceError, isTransientFailure, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
+import { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
 
@@ -181,6 +182,10 @@ class RefusedStreamError extends Error {
   }
 }
 
+/** The key of the database's outages in a server's log, and toServiceError's id of such a failure. */
+const DATABASE = 'database';
+const DATABASE_AWAY_ID = 'db-unavailable';
+
 /** Default maximum age of a server's connection (10% jitter), and of calls left on it. */
 const DEFAULT_MAX_CONNECTION_AGE_MS = 120_000;
 /** The longest call (a raw upload's 15-minute deadline) finishes on an aged connection. */
@@ -199,8 +204,10 @@ export class GrpcServer {
   private readonly inProcessKeys: string[] = [];
   private readonly windowed = new WeakSet<object>();
   private readonly codecs = new Map<string, AnswerCodec>();
+  private readonly databaseOutages: OutageLog;
 
   constructor(private readonly opts: GrpcServerOptions) {
+    this.databaseOutages = new OutageLog(opts.logger, { fields: { service: opts.name } });
     const age = opts.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS;
     this.server = new Server({
       ...CHANNEL_OPTIONS,
@@ -266,6 +273,16 @@ export class GrpcServer {
   }
 
   /**
+   * The database away fails every call alike: logged as it starts and as a call
+   * succeeds again (with the count), not once per call. Anything else (a bug with
+   * its error id, a rollback for a concurrent write) is about the call: one line each.
+   */
+  private logFailure(err: unknown, errorId: string, rpc: string): void {
+    if (errorId === DATABASE_AWAY_ID) this.databaseOutages.failure(DATABASE, err, { rpc });
+    else this.opts.logger.error({ err, error_id: errorId, rpc }, 'rpc failed');
+  }
+
+  /**
    * Runs one call's handler, over gRPC or in process: in the caller's request
    * scope (`callScope`), timed, and with its failure mapped through the status
    * table once (an unexpected one logged with its error id).
@@ -278,7 +295,7 @@ export class GrpcServer {
     const receipts = codec && this.opts.receipts;
     if (codec && served.scope.idempotency_key) served.scope.encode_answer = codec.encode;
     const failed = (err: unknown): Outcome => {
-      const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed')) as ServiceError;
+      const mapped = toServiceError(err, (e, errorId) => this.logFailure(e, errorId, path)) as ServiceError;
       observe(name, path, String(mapped.code), started);
       return { ok: false, err, mapped };
     };
@@ -290,11 +307,13 @@ export class GrpcServer {
         .then(
           (res): Outcome => {
             receipts?.keepAnswer(res);
+            this.databaseOutages.success(DATABASE);
             observe(name, path, 'OK', started);
             return { ok: true, res };
           },
           async (err: unknown): Promise<Outcome> => {
             const recovered = await receipts?.recover().catch((e: unknown) => {
+              metrics().idempotencyStoreErrors.inc({ operation: 'receipt_lookup' });
               logger.warn({ err: e, rpc: path }, 'receipt lookup failed');
               return undefined;
             });
@@ -338,7 +357,7 @@ export class GrpcServer {
             observe(name, path, 'OK', started);
             call.end();
           } catch (err) {
-            const mapped = toServiceError(err, (e, errorId) => logger.error({ err: e, error_id: errorId, rpc: path }, 'rpc failed'));
+            const mapped = toServiceError(err, (e, errorId) => this.logFailure(e, errorId, path));
             observe(name, path, String(mapped.code), started);
             call.emit('error', mapped);
           }
@@ -451,6 +470,13 @@ export interface RpcClientOptions {
    * directly (see `GrpcServer.serveInProcess`); others still go over gRPC.
    */
   inProcess?: boolean;
+  /** the peer's name in logs and errors (default: the contract's service name) */
+  peer?: string;
+  /**
+   * Where the peer's outages are logged: its calls failing UNAVAILABLE or out of
+   * time are one line when they start and one when a call succeeds again.
+   */
+  outages?: OutageLog;
 }
 
 /**
@@ -476,6 +502,23 @@ export class RpcClient<D extends Definition> {
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.deadlineMs = opts.deadlineMs ?? 10_000;
+    // '/lab.notebook.v1.NotebookService/Get' -> 'lab.notebook.v1.NotebookService'
+    const firstPath = Object.values(this.paths)[0] ?? '';
+    this.peer = opts.peer ?? (firstPath.split('/')[1] || address);
+  }
+
+  /** the peer's name in logs, errors and metrics */
+  readonly peer: string;
+
+  /** Counts and logs the outcome of one call for the peer's availability. */
+  private settled(err: unknown): void {
+    if (err === undefined || !(err instanceof DomainError) || !isTransientFailure(err)) {
+      this.opts.outages?.success(this.peer);
+      return;
+    }
+    const code = err.upstream?.grpc_code ?? err.code;
+    metrics().upstreamFailures.inc({ peer: this.peer, code });
+    this.opts.outages?.failure(this.peer, err.upstream ? `${err.upstream.grpc_code}: ${err.upstream.grpc_details}` : err, { peer: this.peer, grpc_code: code });
   }
 
   call<K extends keyof D & string>(
@@ -496,7 +539,16 @@ export class RpcClient<D extends Definition> {
         return send(attempt + 1);
       });
     };
-    return send(1);
+    return send(1).then(
+      (res) => {
+        this.settled(undefined);
+        return res;
+      },
+      (err: unknown) => {
+        this.settled(err);
+        throw err;
+      },
+    );
   }
 
   /**
@@ -522,7 +574,7 @@ export class RpcClient<D extends Definition> {
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
       const sent = fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
-        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err)) : fromServiceError(err)) : resolve(res),
+        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err, this.peer)) : fromServiceError(err, this.peer)) : resolve(res),
       ) as ClientUnaryCall;
       // only keyed calls can be answered from a receipt; the response headers come before the answer
       if (caller.idempotency_key) {
@@ -554,7 +606,7 @@ export class RpcClient<D extends Definition> {
     try {
       for await (const msg of call) yield msg;
     } catch (err) {
-      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError) : err;
+      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError, this.peer) : err;
     } finally {
       call.cancel();
     }
@@ -578,7 +630,7 @@ export class RpcClient<D extends Definition> {
     let stream!: ClientWritableStream<ReqOf<D[K]>>;
     const response = new Promise<ResOf<D[K]>>((resolve, reject) => {
       stream = fn.call(this.client, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
-        err ? reject(fromServiceError(err)) : resolve(res),
+        err ? reject(fromServiceError(err, this.peer)) : resolve(res),
       );
     });
     return { stream, response };

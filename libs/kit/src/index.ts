@@ -7,6 +7,7 @@ export * from './caller-signing.js';
 export * from './grpc.js';
 export * from './grpc-target.js';
 export * from './metrics.js';
+export * from './outage-log.js';
 export * from './db.js';
 export * from './bus.js';
 export * from './coalesced-runner.js';

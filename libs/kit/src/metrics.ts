@@ -46,7 +46,9 @@ function build() {
     }),
     consumed: new client.Counter({
       name: 'lab_bus_consumed_total',
-      help: 'Bus messages handled by outcome (ok, duplicate, retry, dead)',
+      help:
+        'Bus messages handled by outcome: ok, duplicate, retry (the handler failed for a reason of its own; counts toward parking), ' +
+        'wait (a database or peer was away; retried while the outage lasts), dead',
       labelNames: ['queue', 'outcome'] as const,
     }),
     outboxLag: new client.Histogram({
@@ -69,6 +71,109 @@ function build() {
       name: 'lab_idempotent_replays_total',
       help: 'Responses replayed from an idempotency record',
     }),
+    rateLimitBackendErrors: new client.Counter({
+      name: 'lab_rate_limit_backend_errors_total',
+      help: 'Rate-limit counter store (Redis) commands that failed; the request was let through (fail open)',
+    }),
+    idempotencyStoreErrors: new client.Counter({
+      name: 'lab_idempotency_store_errors_total',
+      help:
+        'Idempotency-Key records that failed, by operation: read and keep (the gateway\'s refusals: read failing answers 503, ' +
+        'keep failing lets a retry run again), receipt_lookup and receipt_keep (a service\'s receipts: an answer not kept is a 409 for the retry)',
+      labelNames: ['operation'] as const,
+    }),
+    upstreamFailures: new client.Counter({
+      name: 'lab_upstream_failures_total',
+      help: 'gRPC calls to a peer service that failed because it was unavailable or out of time, by peer and gRPC code',
+      labelNames: ['peer', 'code'] as const,
+    }),
+    // Read at scrape time from the sources registered below (one count query per
+    // service and scrape): a counter of parked messages cannot say whether any are
+    // still there after an operator replayed or dropped them; the table can.
+    deadLetters: new client.Gauge({
+      name: 'lab_dead_letters',
+      help: 'Messages waiting in the dead-letter table of a service (parked by a consumer or refused by the broker)',
+      labelNames: ['service'] as const,
+      async collect() {
+        await collectSources(this, deadLetterSources);
+      },
+    }),
+    outboxPending: new client.Gauge({
+      name: 'lab_outbox_pending',
+      help: 'Rows waiting in the outbox of a service, counted at scrape time (lab_outbox_backlog is what one relay pass claimed, at most a batch)',
+      labelNames: ['service'] as const,
+      async collect() {
+        await collectSources(this, outboxPendingSources);
+      },
+    }),
+    dbPoolWaiting: new client.Gauge({
+      name: 'lab_db_pool_waiting',
+      help: 'Queries waiting for a free connection of the PostgreSQL pool',
+      labelNames: ['pool'] as const,
+      collect() {
+        for (const [pool, p] of poolSources) this.set({ pool }, p.waitingCount);
+      },
+    }),
+    dbPoolConnections: new client.Gauge({
+      name: 'lab_db_pool_connections',
+      help: 'Connections of the PostgreSQL pool by state (idle, busy) and its maximum (max)',
+      labelNames: ['pool', 'state'] as const,
+      collect() {
+        for (const [pool, p] of poolSources) {
+          this.set({ pool, state: 'idle' }, p.idleCount);
+          this.set({ pool, state: 'busy' }, p.totalCount - p.idleCount);
+          this.set({ pool, state: 'max' }, p.max);
+        }
+      },
+    }),
+  };
+}
+
+/** A count read at scrape time, by the service it belongs to. */
+type CountSource = () => Promise<number>;
+const deadLetterSources = new Map<string, CountSource>();
+const outboxPendingSources = new Map<string, CountSource>();
+
+/** What the pool gauges read of a pg.Pool. */
+export interface PoolStats {
+  readonly waitingCount: number;
+  readonly idleCount: number;
+  readonly totalCount: number;
+  readonly max: number;
+}
+const poolSources = new Map<string, PoolStats>();
+
+/** A source that does not answer in time is left out of this scrape, not waited for. */
+const SOURCE_TIMEOUT_MS = 1_000;
+
+async function collectSources(gauge: client.Gauge<'service'>, sources: Map<string, CountSource>): Promise<void> {
+  gauge.reset();
+  await Promise.all(
+    [...sources].map(async ([service, read]) => {
+      const n = await Promise.race([read().catch(() => undefined), new Promise<undefined>((r) => setTimeout(() => r(undefined), SOURCE_TIMEOUT_MS).unref())]);
+      if (n !== undefined) gauge.set({ service }, n);
+    }),
+  );
+}
+
+/**
+ * Counts a service's outbox rows and dead letters at each scrape (lab_outbox_pending,
+ * lab_dead_letters); returns the unregistration.
+ */
+export function registerOutboxCounts(service: string, counts: { pending: CountSource; deadLetters: CountSource }): () => void {
+  outboxPendingSources.set(service, counts.pending);
+  deadLetterSources.set(service, counts.deadLetters);
+  return () => {
+    if (outboxPendingSources.get(service) === counts.pending) outboxPendingSources.delete(service);
+    if (deadLetterSources.get(service) === counts.deadLetters) deadLetterSources.delete(service);
+  };
+}
+
+/** Reports a PostgreSQL pool's waits and connections at each scrape; returns the unregistration. */
+export function registerPool(name: string, pool: PoolStats): () => void {
+  poolSources.set(name, pool);
+  return () => {
+    if (poolSources.get(name) === pool) poolSources.delete(name);
   };
 }
 

@@ -3,7 +3,8 @@ import type { Bus, BusMessage, PublishOutcome, Refusal } from './bus.js';
 import { pipelined, PLANNED_PER_CALL, rows, sqlArray, utcMicros, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
 import { errText, type Logger } from './logger.js';
-import { metrics } from './metrics.js';
+import { metrics, registerOutboxCounts } from './metrics.js';
+import { OutageLog } from './outage-log.js';
 import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
 import { CoalescedRunner } from './coalesced-runner.js';
@@ -225,6 +226,9 @@ export class Outbox {
   private down?: { since: number; passes: number };
   /** stop() has run: a second call (a service stopping after its process flushed) does nothing */
   private stopped = false;
+  /** relay passes failing (the database away): logged when they start and stop failing */
+  private readonly passFailures: OutageLog;
+  private unregisterDeadLetters?: () => void;
 
   constructor(private readonly opts: OutboxOptions) {
     this.table = sql.raw(`${opts.schema}.outbox`);
@@ -233,10 +237,13 @@ export class Outbox {
     this.relay = new CoalescedRunner(
       async () => {
         const r = await this.passes(opts.publishTimeoutMs ?? 10_000);
+        this.passFailures.success('outbox relay', { service: opts.service });
         return !r.down && r.claimed > 0 && r.full;
       },
-      (err) => opts.log.warn({ err }, 'outbox relay pass failed'),
+      // a pass runs every poll: the database away would be a line a second
+      (err) => this.passFailures.failure('outbox relay', err, { service: opts.service }),
     );
+    this.passFailures = new OutageLog(opts.log);
     // a backlog goes out as soon as the broker is back, not at the next poll
     opts.bus.onConnected?.(() => this.kick());
   }
@@ -305,6 +312,7 @@ export class Outbox {
 
   start(): void {
     this.stopped = false;
+    this.unregisterDeadLetters ??= registerOutboxCounts(this.opts.service, { pending: () => this.backlog(), deadLetters: () => this.deadLetterCount() });
     this.relay.resume();
     const tick = () => {
       this.kick();
@@ -612,6 +620,11 @@ export class Outbox {
     for (const r of claimed) metrics().outboxLag.observe({ service }, Number(r.age_s));
   }
 
+  /** Messages in the dead-letter table (lab_dead_letters). */
+  async deadLetterCount(): Promise<number> {
+    return (await this.opts.db.rows<{ n: number }>(sql`select count(*)::int as n from ${this.deadTable}`))[0]!.n;
+  }
+
   /** The dead letters, latest first, and how many there are. */
   async deadLetters(limit: number, offset: number): Promise<{ data: DeadLetter[]; total: number }> {
     const [data, [count]] = await Promise.all([
@@ -649,6 +662,8 @@ export class Outbox {
     if (this.timer) clearTimeout(this.timer);
     if (this.stopped) return;
     this.stopped = true;
+    this.unregisterDeadLetters?.();
+    this.unregisterDeadLetters = undefined;
     // the pass under way is waited for until the deadline at most: one stuck on a
     // broker that stopped confirming must not hold the stop (its rows stay locked
     // or leased, so they stay in the outbox)

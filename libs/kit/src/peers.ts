@@ -28,7 +28,7 @@ export class PeerClient<D extends Definition> {
     const given = typeof this.address === 'function' ? this.address(this.peer) : this.address;
     const address = given ?? process.env[`${this.peer.toUpperCase()}_ADDR`];
     if (!address) throw DomainError.unavailable(`the ${this.peer} service is not configured (${this.peer.toUpperCase()}_ADDR)`);
-    this.client = new RpcClient<D>(this.ctor, address, { secret: this.secret });
+    this.client = new RpcClient<D>(this.ctor, address, { secret: this.secret, peer: this.peer });
     return this.client;
   }
 

@@ -6,6 +6,7 @@ import { PLANNED_PER_CALL, rows, sqlArray, type Database, type Tx } from './db.j
 import { violatedConstraint } from './constraint-errors.js';
 import { DomainError } from './errors.js';
 import type { Logger } from './logger.js';
+import { metrics } from './metrics.js';
 
 /**
  * The Idempotency-Key rules, kept where the write happens. The spec's rules are:
@@ -128,7 +129,10 @@ export class Receipts {
     const k = keyOfCall()!;
     const kept = this.answers
       .add({ k, answer: scope.encode_answer(answer) })
-      .catch((err: unknown) => this.log.warn({ err }, 'receipt answer not kept'));
+      .catch((err: unknown) => {
+        metrics().idempotencyStoreErrors.inc({ operation: 'receipt_keep' });
+        this.log.warn({ err }, 'receipt answer not kept');
+      });
     this.keeping.add(kept);
     void kept.finally(() => this.keeping.delete(kept));
   }

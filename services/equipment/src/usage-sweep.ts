@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { rows, type RecordJson, type ServiceDeps } from '@lab/kit';
+import { OutageLog, rows, type RecordJson, type ServiceDeps } from '@lab/kit';
 import { usageEvents } from './events.js';
 import { usage } from './usage.js';
 
@@ -56,13 +56,16 @@ export function startUsageSweep(deps: Pick<ServiceDeps, 'outbox' | 'log'>, opts:
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let running: Promise<void> | undefined;
+  // a failing sweep (the database away) is logged as it starts and ends, not every pass
+  const outages = new OutageLog(deps.log, { fields: { retry: 'the next pass retries' } });
   const pass = async () => {
     try {
       while (!stopped && (await closeOverdueSessions(deps, opts.maxHours, batch)) === batch) {
         /* a full batch: there may be more */
       }
+      outages.success('usage auto-close sweep');
     } catch (err) {
-      deps.log.warn({ err }, 'usage auto-close sweep failed; next pass retries');
+      outages.failure('usage auto-close sweep', err);
     }
   };
   const tick = () => {

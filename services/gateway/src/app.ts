@@ -16,6 +16,7 @@ import {
 import { authenticate, runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { errorReply, send } from './replies.js';
+import { logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';
 import { ROUTES, Router, type Route } from './routes.js';
 
@@ -51,6 +52,7 @@ export function createApp(deps: Deps): express.Express {
       const route = locals(res).route?.path ?? 'unmatched';
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics().httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
+      logServerError(deps.log, res, { requestId, method: req.method, route, status: res.statusCode });
     });
     requestScope.run({ request_id: requestId }, next);
   });
@@ -122,7 +124,7 @@ export function createApp(deps: Deps): express.Express {
   // what failed before a handler ran: routing, authentication, the body
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     rateHeaders(res, err instanceof RateLimitedError ? err.state : locals(res).ctx?.rate);
-    send(res, errorReply(bodyError(err) ?? err, deps.log));
+    send(res, errorReply(bodyError(err) ?? err));
   });
   return app;
 }
@@ -135,7 +137,7 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
     rateHeaders(res, ctx.rate);
   } catch (err) {
     rateHeaders(res, err instanceof RateLimitedError ? err.state : ctx.rate);
-    reply = errorReply(err, deps.log);
+    reply = errorReply(err);
   }
   send(res, reply);
 }

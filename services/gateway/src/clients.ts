@@ -1,5 +1,5 @@
 import { audit, identity, jobs, notebook, orders, notifications, outbox, records, webhooks, telemetry } from '@lab/contracts';
-import { DomainError, RpcClient, type RpcClientOptions } from '@lab/kit';
+import { DomainError, RpcClient, type OutageLog, type RpcClientOptions } from '@lab/kit';
 
 export type IdentityClient = RpcClient<typeof identity.IdentityServiceService>;
 export type RecordClient = RpcClient<typeof records.RecordServiceService>;
@@ -21,13 +21,17 @@ export class Clients {
 
   private readonly opts: RpcClientOptions;
 
-  /** inProcess: client-streaming calls to services of this process skip gRPC (standalone) */
+  /**
+   * inProcess: client-streaming calls to services of this process skip gRPC (standalone);
+   * outages: where a peer's outages are logged (once as it starts, once as it ends)
+   */
   constructor(
     private readonly addresses: Record<string, string>,
     secret: string,
     inProcess = false,
+    outages?: OutageLog,
   ) {
-    this.opts = { secret, inProcess };
+    this.opts = { secret, inProcess, outages };
   }
 
   has(service: string): boolean {
@@ -39,57 +43,58 @@ export class Clients {
     return Object.keys(this.addresses).filter((s) => !!this.addresses[s]);
   }
 
-  private get<C extends { close(): void }>(service: string, contract: string, make: (address: string) => C): C {
+  private get<C extends { close(): void }>(service: string, contract: string, make: (address: string, opts: RpcClientOptions) => C): C {
     const address = this.addresses[service];
     if (!address) throw DomainError.unavailable(`the ${service} service is not available in this deployment`);
     const id = `${service}/${contract}`;
     let c = this.made.get(id) as C | undefined;
     if (!c) {
-      c = make(address);
+      // every contract of a service shares its name in the outage log
+      c = make(address, { ...this.opts, peer: service });
       this.made.set(id, c);
     }
     return c;
   }
 
   identity(): IdentityClient {
-    return this.get('identity', 'identity', (a) => new RpcClient(identity.IdentityServiceClient, a, this.opts));
+    return this.get('identity', 'identity', (a, o) => new RpcClient(identity.IdentityServiceClient, a, o));
   }
 
   records(service: string): RecordClient {
-    return this.get(service, 'records', (a) => new RpcClient(records.RecordServiceClient, a, this.opts));
+    return this.get(service, 'records', (a, o) => new RpcClient(records.RecordServiceClient, a, o));
   }
 
   notebook(): NotebookClient {
-    return this.get('notebook', 'notebook', (a) => new RpcClient(notebook.NotebookServiceClient, a, this.opts));
+    return this.get('notebook', 'notebook', (a, o) => new RpcClient(notebook.NotebookServiceClient, a, o));
   }
 
   audit(): AuditClient {
-    return this.get('audit', 'audit', (a) => new RpcClient(audit.AuditServiceClient, a, this.opts));
+    return this.get('audit', 'audit', (a, o) => new RpcClient(audit.AuditServiceClient, a, o));
   }
 
   notifications(): NotificationsClient {
-    return this.get('notifications', 'notifications', (a) => new RpcClient(notifications.NotificationsServiceClient, a, this.opts));
+    return this.get('notifications', 'notifications', (a, o) => new RpcClient(notifications.NotificationsServiceClient, a, o));
   }
 
   jobs(): JobsClient {
-    return this.get('jobs', 'jobs', (a) => new RpcClient(jobs.JobsServiceClient, a, this.opts));
+    return this.get('jobs', 'jobs', (a, o) => new RpcClient(jobs.JobsServiceClient, a, o));
   }
 
   webhooks(): WebhooksClient {
-    return this.get('webhooks', 'webhooks', (a) => new RpcClient(webhooks.WebhooksServiceClient, a, this.opts));
+    return this.get('webhooks', 'webhooks', (a, o) => new RpcClient(webhooks.WebhooksServiceClient, a, o));
   }
 
   telemetry(): TelemetryClient {
-    return this.get('telemetry', 'telemetry', (a) => new RpcClient(telemetry.TelemetryServiceClient, a, this.opts));
+    return this.get('telemetry', 'telemetry', (a, o) => new RpcClient(telemetry.TelemetryServiceClient, a, o));
   }
 
   orders(): OrdersClient {
-    return this.get('orders', 'orders', (a) => new RpcClient(orders.OrdersServiceClient, a, this.opts));
+    return this.get('orders', 'orders', (a, o) => new RpcClient(orders.OrdersServiceClient, a, o));
   }
 
   /** The dead letters of a service's outbox (every service serves them). */
   deadLetters(service: string): DeadLetterClient {
-    return this.get(service, 'dead-letters', (a) => new RpcClient(outbox.DeadLetterServiceClient, a, this.opts));
+    return this.get(service, 'dead-letters', (a, o) => new RpcClient(outbox.DeadLetterServiceClient, a, o));
   }
 
   close(): void {

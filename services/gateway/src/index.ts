@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
-import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, type Bus, type Logger, type Readiness } from '@lab/kit';
+import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, OutageLog, type Bus, type Logger, type Readiness } from '@lab/kit';
 import { createApp } from './app.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
@@ -69,7 +69,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const applied = await migrate(db, 'gateway', join(__dirname, '..', 'migrations'));
   if (applied.length) log.info({ applied }, 'migrations applied');
 
-  const clients = new Clients(opts.services, opts.secret, opts.inProcessCalls);
+  // a peer away: one line as it goes, one as it is back (each 5xx has its own line too)
+  const clients = new Clients(opts.services, opts.secret, opts.inProcessCalls, new OutageLog(log));
   const cache = new PrincipalCache(opts.tokenCacheTtlMs ?? 30_000);
   const auth = new Authenticator(clients, cache, opts.operatorToken);
   const limiter = new RateLimiter(log, opts.redisUrl, opts.rateLimitPrefix);

@@ -112,7 +112,12 @@ export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
  */
 async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Request): Promise<Reply> {
   const hash = requestHash(req.method, req.path, ctx.body);
-  const refused = await deps.idempotency.replay(scope, hash);
+  const refused = await deps.idempotency.replay(scope, hash).catch((err: unknown) => {
+    // a key used with another request is the client's (409); anything else is the
+    // gateway's own record of refusals not read: the request answers 503
+    if (!(err instanceof DomainError)) metrics().idempotencyStoreErrors.inc({ operation: 'read' });
+    throw err;
+  });
   if (refused) {
     metrics().idempotentReplays.inc();
     return refused;
@@ -122,7 +127,7 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   try {
     reply = await dispatch(ctx, deps, ctx.route.handler);
   } catch (err) {
-    reply = errorReply(err, deps.log);
+    reply = errorReply(err);
   }
   if (requestScope.getStore()?.replayed && reply.status < 300) {
     metrics().idempotentReplays.inc();
@@ -131,7 +136,10 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   // A refusal wrote nothing, so no service kept it: kept here, while the answer
   // goes out (a retry arriving first runs again, and is refused alike).
   if (reply.status >= 400 && reply.status < 500 && !isKeyConflict(reply) && !reply.stream) {
-    deps.idempotency.rememberInBackground(scope, hash, reply, (err) => deps.log.error({ err }, 'could not keep the refusal of a keyed request'));
+    deps.idempotency.rememberInBackground(scope, hash, reply, (err) => {
+      metrics().idempotencyStoreErrors.inc({ operation: 'keep' });
+      deps.log.error({ err }, 'could not keep the refusal of a keyed request');
+    });
   }
   return reply;
 }

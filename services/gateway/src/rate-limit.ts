@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { DomainError, metrics, type Logger } from '@lab/kit';
+import { DomainError, metrics, OutageLog, type Logger } from '@lab/kit';
+
+/** The counter store's name in the log. */
+const STORE = 'rate limit store';
 
 export const DEFAULT_LIMITS = { per_minute: 120, per_hour: 5000 };
 
@@ -18,8 +21,6 @@ export interface RateState {
 
 /** Redis keys are shared by every gateway replica; the prefix must not vary per process. */
 export const KEY_PREFIX = 'lab:gateway:rl';
-/** At most one "failing open" line per this interval. */
-const FAIL_OPEN_LOG_MS = 30_000;
 /**
  * A read may run beside its count while the token's last count left at least this
  * many requests of the minute: concurrent reads can then not run far past the limit
@@ -148,7 +149,8 @@ export class RateLimiter {
   /** the minute's remaining requests per token, as its last count left them */
   private readonly lastRemaining = new Map<string, number>();
   private readonly redis?: Redis;
-  private lastFailLog = 0;
+  /** the store failing: logged as it starts and ends, not per request */
+  private readonly outages: OutageLog;
 
   constructor(
     private readonly log: Logger,
@@ -156,6 +158,7 @@ export class RateLimiter {
     /** of the Redis keys: one per deployment, the same in every gateway replica */
     private readonly keyPrefix = KEY_PREFIX,
   ) {
+    this.outages = new OutageLog(log, { fields: { effect: 'requests are let through uncounted (fail open)' } });
     if (redisUrl) {
       this.redis = new Redis(redisUrl, {
         // Fail at once while disconnected instead of queueing: we fail open.
@@ -169,7 +172,9 @@ export class RateLimiter {
         // on, and consume() fails open on it like on any store error.
         commandTimeout: COMMAND_TIMEOUT_MS,
       });
-      this.redis.on('error', (err: Error) => this.failOpen(err));
+      // the client's own errors (a reconnect failing) count as the outage going on, not as failed commands
+      this.redis.on('error', (err: Error) => this.outages.failure(STORE, err));
+      this.redis.on('ready', () => this.outages.success(STORE));
     }
   }
 
@@ -221,7 +226,9 @@ export class RateLimiter {
       metrics().rateLimited.inc();
       throw new RateLimitedError(state);
     }
-    for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
+    if (minute.status === 'rejected' || hour.status === 'rejected') {
+      for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
+    } else this.outages.success(STORE);
     return state;
   }
 
@@ -254,10 +261,8 @@ export class RateLimiter {
   }
 
   private failOpen(err: unknown): void {
-    const now = Date.now();
-    if (now - this.lastFailLog < FAIL_OPEN_LOG_MS) return;
-    this.lastFailLog = now;
-    this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'rate limit store unavailable, failing open');
+    metrics().rateLimitBackendErrors.inc();
+    this.outages.failure(STORE, err);
   }
 
   async close(): Promise<void> {

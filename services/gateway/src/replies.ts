@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
-import { DomainError, errText, httpStatusOf, retryLater, type Logger } from '@lab/kit';
+import { recordCause } from './server-errors.js';
+import { DomainError, errText, httpStatusOf, retryLater } from '@lab/kit';
 
 /**
  * What a handler answers, before it is written: a status, a JSON body already
@@ -17,7 +18,25 @@ export interface Reply {
    * status and headers; never stored for idempotency (no such route is idempotent).
    */
   stream?: (res: Response) => Promise<void>;
+  /**
+   * Why a 5xx was answered: logged once when the answer has gone out
+   * (server-errors.ts), never sent nor stored.
+   */
+  cause?: FailureCause;
 }
+
+/**
+ * The cause of a 5xx answer. `upstream`: a peer service answered an error (or
+ * could not be reached) over gRPC; `database`: the gateway's own database is
+ * away or rolled back for a concurrent write; `internal`: a bug (its error id
+ * is in the answer); `gateway`: the gateway refused by itself (the route's
+ * service is not part of this deployment, too many streams).
+ */
+export type FailureCause =
+  | { kind: 'upstream'; service: string; grpc_code: string; grpc_details: string; error_code: string; error_id?: string }
+  | { kind: 'database'; err: string; error_code: string }
+  | { kind: 'internal'; err: unknown; error_id: string }
+  | { kind: 'gateway'; error_code: string; message: string };
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -61,29 +80,40 @@ const IDEMPOTENCY_CONFLICT = 'idempotency_key_conflict';
  * status table into the error envelope; anything else is a 500 with an error id,
  * its cause logged only.
  */
-export function errorReply(err: unknown, log: Logger): Reply {
+export function errorReply(err: unknown): Reply {
   if (err instanceof DomainError) {
     const status = httpStatusOf(err.kind);
     if (err.code === IDEMPOTENCY_CONFLICT) {
       return json(status, { data: null, error: IDEMPOTENCY_CONFLICT, meta: { message: err.message } });
     }
-    if (status >= 500 && err.kind === 'internal') log.error({ err }, 'internal error from a service');
     const headers = err.kind === 'rate_limited' ? { 'Retry-After': '60' } : undefined;
-    return json(status, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } }, headers);
+    const reply = json(status, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } }, headers);
+    if (status >= 500) reply.cause = causeOf(err);
+    return reply;
   }
   // The gateway's own database (idempotency records, sessions) being away is an
   // outage to retry, not a bug: 503 like the services answer, not 500.
   const retry = retryLater(err);
-  if (retry) {
-    log.warn({ err: errText(err) }, retry.message);
-    return json(503, { error: retry });
-  }
+  if (retry) return { ...json(503, { error: retry }), cause: { kind: 'database', err: errText(err), error_code: retry.code } };
   const errorId = randomUUID();
-  log.error({ err, error_id: errorId }, 'unhandled error');
-  return json(500, { error: { code: 'internal_error', message: 'internal error', details: { error_id: errorId } } });
+  return {
+    ...json(500, { error: { code: 'internal_error', message: 'internal error', details: { error_id: errorId } } }),
+    cause: { kind: 'internal', err, error_id: errorId },
+  };
+}
+
+/** The cause of a 5xx answered for a DomainError (a handler answering 503 in a shape of its own keeps it too). */
+export function causeOf(err: DomainError): FailureCause {
+  if (err.upstream) {
+    // a service's own 500 carries the error id its log has the stack under
+    const errorId = typeof err.details?.error_id === 'string' ? err.details.error_id : undefined;
+    return { kind: 'upstream', ...err.upstream, error_code: err.code, ...(errorId ? { error_id: errorId } : {}) };
+  }
+  return { kind: 'gateway', error_code: err.code, message: err.message };
 }
 
 export function send(res: Response, reply: Reply): void {
+  if (reply.cause) recordCause(res, reply.cause);
   if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) res.setHeader(k, v);
   res.status(reply.status);
   if (reply.stream) {

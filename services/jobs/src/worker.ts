@@ -2,7 +2,7 @@ import { EVENT_ROUTES } from '@lab/contracts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, DomainError, inSpan, SpanKind, tracingOn, type ErrorKind, type ServiceDeps } from '@lab/kit';
+import { CoalescedRunner, DomainError, inSpan, OutageLog, SpanKind, tracingOn, type ErrorKind, type ServiceDeps } from '@lab/kit';
 import type { Artifact } from './artifacts.js';
 import { EXPORT_PRODUCERS } from './exports.js';
 import { INPUTS, isJobType } from './job-types.js';
@@ -66,11 +66,15 @@ export class JobWorker {
     private readonly sources: Sources,
     private readonly opts: WorkerOptions,
   ) {
+    // each loop runs every few seconds: the database away would be a line each time
+    this.outages = new OutageLog(deps.log);
     this.claimer = new CoalescedRunner(
       () => this.claimWhileRoom(),
-      (err) => this.deps.log.warn({ err }, 'claiming jobs failed'),
+      (err) => this.outages.failure('job claims', err),
+      () => this.outages.success('job claims'),
     );
   }
+  private readonly outages: OutageLog;
 
   async start(): Promise<void> {
     await this.deps.bus.subscribe({
@@ -78,14 +82,21 @@ export class JobWorker {
       prefetch: this.opts.concurrency,
       handler: async () => this.kick(),
     });
-    const every = (ms: number, fn: () => Promise<unknown>) => {
-      const t = setInterval(() => void fn().catch((err: unknown) => this.deps.log.warn({ err }, 'job worker pass failed')), ms);
+    const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
+      const t = setInterval(
+        () =>
+          void fn().then(
+            () => this.outages.success(what),
+            (err: unknown) => this.outages.failure(what, err),
+          ),
+        ms,
+      );
       t.unref();
       this.timers.push(t);
     };
-    every(this.opts.pollMs, async () => this.kick());
-    every(this.opts.heartbeatMs, () => this.beat());
-    every(Math.max(1_000, Math.round(this.opts.visibilityMs / 3)), () => this.reap());
+    every(this.opts.pollMs, 'job poll', async () => this.kick());
+    every(this.opts.heartbeatMs, 'job heartbeat', () => this.beat());
+    every(Math.max(1_000, Math.round(this.opts.visibilityMs / 3)), 'job reaper', () => this.reap());
     this.kick();
   }
 

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, errText, failSpan, inSpan, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
+import { CoalescedRunner, errText, failSpan, inSpan, OutageLog, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
@@ -99,13 +99,16 @@ const USER_AGENT = 'lab-notebook-webhooks/1.0';
 export class DeliveryWorker {
   private timer?: NodeJS.Timeout;
   private stopped = true;
+  // the claim runs every poll: the database away is logged as it starts and ends
   private readonly claimer = new CoalescedRunner(
     () => this.claimFree(),
-    (err) => this.log.warn({ err: errText(err) }, 'webhook delivery claim failed'),
+    (err) => this.claims.failure('webhook delivery claims', err),
+    () => this.claims.success('webhook delivery claims'),
   );
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly perHost = new Map<string, number>();
   private readonly recorder: BatchRecorder;
+  private readonly claims: OutageLog;
 
   constructor(
     private readonly db: Database,
@@ -114,6 +117,7 @@ export class DeliveryWorker {
     private readonly log: Logger,
   ) {
     this.recorder = new BatchRecorder(db);
+    this.claims = new OutageLog(log);
   }
 
   start(): void {

@@ -171,7 +171,7 @@ function batchRefused(): Reply {
 
 /** The 401 of the MCP authorization spec: where to find the protected resource metadata. */
 function challenge(ctx: Ctx, deps: Deps, err: DomainError): Reply {
-  const reply = errorReply(err, deps.log);
+  const reply = errorReply(err);
   const desc = err.message.replace(/["\\]/g, '');
   return {
     ...reply,

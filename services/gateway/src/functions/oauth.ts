@@ -4,7 +4,7 @@ import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/iden
 import { DomainError, systemContext } from '@lab/kit';
 import { clientAddress } from '../client-address.js';
 import { countedSignIn, RateLimitedError } from '../rate-limit.js';
-import type { Reply } from '../replies.js';
+import { causeOf, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
 import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } from './views.js';
@@ -360,7 +360,7 @@ export async function grantTokens(
     if (err.code === 'invalid_client') return tokenError(401, 'invalid_client', 'client authentication failed', opts.challenge);
     if (err.code === 'invalid_grant' || err.code === 'invalid_scope' || err.code === 'invalid_target') return tokenError(400, err.code, err.message);
     if (err.kind === 'invalid') return tokenError(400, 'invalid_request', err.message);
-    if (err.kind === 'unavailable') return tokenError(503, 'temporarily_unavailable', 'try again later');
+    if (err.kind === 'unavailable') return { ...tokenError(503, 'temporarily_unavailable', 'try again later'), cause: causeOf(err) };
     throw err;
   }
   return {
