@@ -1,5 +1,5 @@
 # Developer shortcuts; npm scripts are the source of truth.
-.PHONY: install build proto proto-check test start clean
+.PHONY: install build proto proto-check proto-breaking test start clean
 
 install:
 	npm install
@@ -11,9 +11,14 @@ build:
 proto:
 	cd proto && ../node_modules/.bin/buf lint && ../node_modules/.bin/buf generate
 
-# Fails when the committed generated code is stale.
+# Fails when the committed generated code is stale (changed, or new and not committed).
 proto-check: proto
 	git diff --exit-code -- libs/contracts/src
+	@test -z "$$(git status --porcelain -- libs/contracts/src)" || { git status --short -- libs/contracts/src; echo "generated code not committed"; exit 1; }
+
+# Fails when proto/ breaks the wire against main without declaring it (.ci/proto-breaking).
+proto-breaking:
+	.ci/proto-breaking
 
 test:
 	npm test

@@ -13,3 +13,30 @@ export * as telemetry from './lab/telemetry/v1/telemetry.js';
 export * as outbox from './lab/outbox/v1/dead_letters.js';
 export { JOB_TYPES, type JobType } from './job-types.js';
 export { DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';
+export * as inventory from './lab/inventory/v1/records.js';
+export * as equipment from './lab/equipment/v1/records.js';
+export * as notebookRecords from './lab/notebook/v1/records.js';
+export {
+  experimentJson,
+  messageFromRow,
+  messageFromRowJson,
+  messageJson,
+  messageObject,
+  messageShape,
+  NOTIFICATION_SHAPE,
+  recordFromRowJson,
+  recordJson,
+  recordObject,
+  recordsJson,
+  signatureObject,
+  signaturesJson,
+  signedExperimentJson,
+  timestampFromText,
+  timestampText,
+  utcMicrosText,
+  type MessageShape,
+  type RecordCase,
+  type RecordObject,
+} from './record-json.js';
+export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
+export { orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';

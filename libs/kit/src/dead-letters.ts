@@ -1,9 +1,9 @@
-import { outbox as contract } from '@lab/contracts';
+import { outbox as contract, timestampFromText } from '@lab/contracts';
 import type { CallerContext } from './context.js';
 import { DomainError } from './errors.js';
 import type { GrpcServer } from './grpc.js';
 import { isUuid } from './ids.js';
-import type { Outbox } from './outbox.js';
+import type { DeadLetter, Outbox } from './outbox.js';
 
 /** The largest page of dead letters one call answers (the management API's list maximum). */
 export const MAX_DEAD_LETTERS_PAGE = 200;
@@ -11,6 +11,16 @@ export const MAX_DEAD_LETTERS_PAGE = 200;
 /** Dead letters are an operator's business: the management API's token, nothing else. */
 function operatorOnly(caller: CallerContext): void {
   if (caller.token_kind !== 'operator') throw DomainError.forbidden('dead letters are for the operator', 'operator_only');
+}
+
+function deadLetterMessage(d: DeadLetter): contract.DeadLetter {
+  return {
+    ...d,
+    queue: d.queue ?? undefined,
+    created_at: timestampFromText(d.created_at),
+    parked_at: timestampFromText(d.parked_at),
+    message: d.message as unknown as Record<string, unknown>,
+  };
 }
 
 /**
@@ -28,7 +38,7 @@ export function serveDeadLetters(server: GrpcServer, outbox: Outbox): void {
         throw DomainError.invalid(`limit must be 1 to ${MAX_DEAD_LETTERS_PAGE} and offset at least 0`);
       }
       const page = await outbox.deadLetters(limit, offset);
-      return { json: JSON.stringify(page.data), total: page.total };
+      return { dead_letters: page.data.map(deadLetterMessage), total: page.total };
     },
     replayDeadLetter: async (req, caller) => {
       operatorOnly(caller);

@@ -1,4 +1,4 @@
-import { identity, records } from '@lab/contracts';
+import { identity, recordObject, records } from '@lab/contracts';
 import { rm } from 'node:fs/promises';
 import { createLogger, newId, runService, RpcClient, type CallerContext, type PeerAddresses, type RunningService } from '@lab/kit';
 import { freshDatabaseUrl, uniqueExchange } from './backing.js';
@@ -76,7 +76,7 @@ export async function startReferenceOwners(names: ('identity' | 'notebook')[] = 
       return user.id;
     },
     notebookRecord: async (resource, body, caller) =>
-      (JSON.parse((await need(nbc, 'notebook').call('createRecord', { resource, json: JSON.stringify(body), parent_id: '' }, caller)).json) as { id: string }).id,
+      recordObject((await need(nbc, 'notebook').call('createRecord', { resource, body, parent_id: '' }, caller)).record!).id as string,
     stop: async () => {
       idc?.close();
       nbc?.close();

@@ -29,25 +29,17 @@ function bounded(data: Record<string, unknown>): { data: Record<string, unknown>
   return { data };
 }
 
-/** A stored document as clients see it: the common fields, then the object's own keys. */
-function flatten(row: Record<string, unknown>): Record<string, unknown> {
-  const { data, ...common } = row;
-  const { created_by, created_at, updated_at, ...ids } = common;
-  return { ...ids, ...(data as object), created_by, created_at, updated_at };
-}
-
-export const flattenDocument = (json: string): string => JSON.stringify(flatten(JSON.parse(json) as Record<string, unknown>));
-export const flattenDocuments = (json: string): string =>
-  JSON.stringify((JSON.parse(json) as Record<string, unknown>[]).map(flatten));
-
 /**
  * A free-form record (calibration, qualification): the body object is stored
- * as given in `data` and returned merged with the common fields. PATCH and PUT
+ * as given in `data`; clients see its keys merged with the common fields (the
+ * calibration and qualification cases of the typed record, libs/contracts
+ * record-json.ts: every answer, a keyed write's replay included). PATCH and PUT
  * merge the given top-level keys into the stored object.
  */
 function documentResource(sub: 'calibrations' | 'qualifications', auditResource: string): Resource {
   return defineResource({
     name: `equipment/${sub}`,
+    record: sub === 'calibrations' ? 'calibration' : 'qualification',
     table: `equipment.${sub}`,
     auditResource,
     parent: underEquipment,
@@ -57,7 +49,6 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
     limits: SUB_LIST_LIMITS,
     rangeColumn: 'created_at',
     ...childAccess(),
-    present: { one: flattenDocument, many: flattenDocuments },
     beforeCreate: async (_tx, _caller, input) => bounded(input as Record<string, unknown>),
     beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...(input as Record<string, unknown>) }),
   });

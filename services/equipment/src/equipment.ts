@@ -21,6 +21,7 @@ const createEquipment = z.strictObject({
 
 export const equipment = defineResource({
   name: 'equipment',
+  record: 'equipment',
   table: 'equipment.equipment',
   create: createEquipment,
   update: createEquipment.partial(),

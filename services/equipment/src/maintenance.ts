@@ -43,6 +43,7 @@ async function completeOnEquipment(tx: Tx, emit: Emitter, caller: CallerContext,
  */
 export const maintenance = defineResource({
   name: 'equipment/maintenance',
+  record: 'maintenance_log',
   table: 'equipment.maintenance_logs',
   auditResource: 'equipment_maintenance',
   parent: underEquipment,

@@ -20,6 +20,7 @@ const createRemote = z.strictObject({
 /** The remote link of a piece of equipment: a link record, at most one per equipment. */
 export const remote = defineResource({
   name: 'equipment/remote',
+  record: 'remote_link',
   table: 'equipment.remote_links',
   auditResource: 'equipment_remote_link',
   parent: underEquipment,
@@ -50,12 +51,12 @@ export function remoteLinkHandlers(base: RecordHandlers, db: Database): RecordHa
     if (!id) throw DomainError.notFound('this equipment has no remote link');
     return id;
   };
-  const upsert = async (json: string, parentId: string, caller: Parameters<RecordHandlers['createRecord']>[1]) => {
+  const upsert = async (body: Record<string, unknown> | undefined, parentId: string, caller: Parameters<RecordHandlers['createRecord']>[1]) => {
     for (let attempt = 0; ; attempt++) {
       const id = await existing(caller.org_id, parentId);
-      if (id) return base.updateRecord({ resource: remote.name, id, json, replace: true, parent_id: parentId }, caller);
+      if (id) return base.updateRecord({ resource: remote.name, id, body, replace: true, parent_id: parentId }, caller);
       try {
-        return await base.createRecord({ resource: remote.name, json, parent_id: parentId }, caller);
+        return await base.createRecord({ resource: remote.name, body, parent_id: parentId }, caller);
       } catch (err) {
         // a concurrent upsert created it first: change that link instead
         if (attempt > 0 || violatedConstraint(err, Object.keys(CONSTRAINT_RULES)) !== 'remote_links_equipment_key') throw err;
@@ -74,11 +75,11 @@ export function remoteLinkHandlers(base: RecordHandlers, db: Database): RecordHa
     },
     createRecord: (req, caller) => {
       if (req.resource !== remote.name) return base.createRecord(req, caller);
-      return upsert(req.json, req.parent_id, caller);
+      return upsert(req.body, req.parent_id, caller);
     },
     updateRecord: async (req, caller) => {
       if (req.resource !== remote.name) return base.updateRecord(req, caller);
-      if (req.replace) return upsert(req.json, req.parent_id, caller);
+      if (req.replace) return upsert(req.body, req.parent_id, caller);
       return base.updateRecord({ ...req, id: await required(caller.org_id, req.parent_id) }, caller);
     },
     deleteRecord: async (req, caller) => {

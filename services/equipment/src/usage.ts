@@ -39,6 +39,7 @@ const completes = (before: RecordJson | null, after: RecordJson) => after.ended_
  */
 export const usage = defineResource({
   name: 'equipment/usage',
+  record: 'usage_session',
   table: 'equipment.usage_sessions',
   auditResource: 'equipment_usage',
   parent: underEquipment,

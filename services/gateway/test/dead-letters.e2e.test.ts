@@ -66,6 +66,9 @@ describePg('dead letters', () => {
       queue: 'some.consumer',
       error: 'cannot read this one',
       attempts: 8,
+      // UTC to the microsecond, as the services have always written them
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
+      parked_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
       message: { id: audit, type: 'thing.parked', data: { schema: 'audit' } },
     });
 

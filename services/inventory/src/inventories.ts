@@ -42,6 +42,7 @@ const updateInventory = z.strictObject({
  */
 export const inventories = defineResource({
   name: 'inventories',
+  record: 'inventory',
   table: 'inventory.inventories',
   auditResource: 'inventory',
   create: createInventory,

@@ -32,6 +32,7 @@ const createReagent = z.strictObject({
 /** Reagent catalog entries: what a substance is; stock items say how much of it is where. */
 export const reagents = defineResource({
   name: 'reagents',
+  record: 'reagent',
   table: 'inventory.reagents',
   auditResource: 'reagent',
   create: createReagent,

@@ -46,6 +46,7 @@ const updateStockItem = z.strictObject({
 /** Stock items: a container or lot of a catalog reagent, with its current quantity. */
 export const stockItems = defineResource({
   name: 'stock-items',
+  record: 'stock_item',
   table: 'inventory.stock_items',
   auditResource: 'stock_item',
   create: createStockItem,

@@ -32,6 +32,7 @@ const createMovement = z
  */
 export const stockMovements = defineResource({
   name: 'stock-movements',
+  record: 'stock_movement',
   table: 'inventory.stock_movements',
   auditResource: 'stock_movement',
   create: createMovement,

@@ -1,4 +1,4 @@
-import { records } from '@lab/contracts';
+import { recordObject, records } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/inventory';
 import { startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
@@ -48,15 +48,15 @@ function org(ids = { org_id: newId(), dept: newId() }) {
 }
 
 const create = async (resource: string, body: unknown, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('createRecord', { resource, json: JSON.stringify(body), parent_id: '' }, caller)).json);
+  recordObject((await rec.call('createRecord', { resource, body: body as Json, parent_id: '' }, caller)).record!);
 const get = async (resource: string, id: string, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).record!);
 const update = async (resource: string, id: string, body: unknown, caller: CallerContext, replace = false): Promise<Json> =>
-  JSON.parse((await rec.call('updateRecord', { resource, id, json: JSON.stringify(body), replace, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('updateRecord', { resource, id, body: body as Json, replace, parent_id: '' }, caller)).record!);
 const remove = (resource: string, id: string, caller: CallerContext) => rec.call('deleteRecord', { resource, id, parent_id: '' }, caller);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext) {
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
-  return { data: JSON.parse(res.json) as Json[], total: Number(res.total) };
+  return { data: res.records.map(recordObject), total: Number(res.total) };
 }
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {

@@ -1,12 +1,13 @@
 import { open } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { z } from 'zod';
+import { jobFromRowJson, type jobs } from '@lab/contracts';
 import {
   DomainError,
   fieldIssues,
   isGuid,
-  parseJsonObject,
   parseWith,
+  structBody,
   validationFailed,
   type CallerContext,
   type Emitter,
@@ -113,15 +114,20 @@ export async function enqueueJob(
 }
 
 /** What the CreateJob handler answers: the job as stored. */
-const jobAnswer = (job: JobRow) => ({ json: job.json });
+const jobAnswer = (job: JobRow): jobs.JobResponse => ({ job: jobFromRowJson(job.json) });
 
 /** POST /v1/jobs: a malformed body 400, then the checks of checkJobRequest. */
-export async function createJob(deps: ServiceDeps, caller: CallerContext, json: string, maxAttempts: number): Promise<string> {
+export async function createJob(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  given: Record<string, unknown> | undefined,
+  maxAttempts: number,
+): Promise<jobs.JobResponse> {
   const org_id = orgOf(caller);
-  const body = parseWith(createBody, parseJsonObject(json));
+  const body = parseWith(createBody, structBody(given));
   const job = checkJobRequest(caller, body.job_type, body.input);
   const row = await enqueueJob(deps, { ...caller, org_id }, job, maxAttempts, { answer: jobAnswer });
-  return row!.json;
+  return jobAnswer(row!);
 }
 
 const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'dead'] as const;
@@ -150,8 +156,8 @@ async function visible(deps: ServiceDeps, caller: CallerContext, id: string): Pr
   return r;
 }
 
-export async function getJob(deps: ServiceDeps, caller: CallerContext, id: string): Promise<string> {
-  return (await visible(deps, caller, id)).json;
+export async function getJob(deps: ServiceDeps, caller: CallerContext, id: string): Promise<jobs.JobResponse> {
+  return jobAnswer(await visible(deps, caller, id));
 }
 
 const CHUNK = 64 * 1024;

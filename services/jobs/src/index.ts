@@ -84,9 +84,9 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
       c.artifactDir ||= path.join(deps.dataDir, 'artifacts');
       const dir = c.artifactDir;
       server.add(jobs.JobsServiceService, {
-        createJob: async (req, caller) => ({ json: await createJob(deps, caller, req.json, c.maxAttempts) }),
+        createJob: (req, caller) => createJob(deps, caller, req.body, c.maxAttempts),
         listJobs: async (req, caller) => listJobs(deps, caller, req.query),
-        getJob: async (req, caller) => ({ json: await getJob(deps, caller, req.id) }),
+        getJob: (req, caller) => getJob(deps, caller, req.id),
         readArtifact: (req, caller) => readArtifact(deps, caller, req.id, dir),
       });
       if (c.role === 'api') return;

@@ -1,4 +1,4 @@
-import { audit, identity, notebook, records } from '@lab/contracts';
+import { audit, identity, notebook, recordObject, records, recordsJson, signatureObject } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -94,7 +94,7 @@ export class Sources {
 
   async get(caller: CallerContext, resource: string, id: string, parent_id = ''): Promise<Rec> {
     const r = await this.records(resource).call('getRecord', { resource, id, parent_id }, caller);
-    return JSON.parse(r.json) as Rec;
+    return recordObject(r.record!) as Rec;
   }
 
   /**
@@ -130,7 +130,8 @@ export class Sources {
     const limit = String(this.pageSize);
     for (let after = {}; ; ) {
       const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, ...after }, caller);
-      yield r.json;
+      // as the API answers it: reports and exports show records as clients see them
+      yield recordsJson(r.records);
       if (!r.next_created_at) return;
       after = { after_created_at: r.next_created_at, after_id: r.next_id };
     }
@@ -175,7 +176,7 @@ export class Sources {
   /** The signature manifest of an experiment version, in signing order. */
   async signatures(caller: CallerContext, experimentId: string): Promise<Rec[]> {
     const r = await this.notebook.get().call('listExperimentSignatures', { id: experimentId }, caller);
-    return JSON.parse(r.json) as Rec[];
+    return r.signatures.map(signatureObject);
   }
 
   async member(caller: CallerContext, user_id: string): Promise<Rec | undefined> {

@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { jobFromRowJson } from '@lab/contracts';
 import { activeTraceCarrier, isAdministrator, isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, tracingOn, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 const T = sql`jobs.jobs`;
@@ -132,7 +133,7 @@ export async function listVisible(db: Executor, caller: CallerContext, org_id: s
   );
   const more = page.length > q.limit;
   const shown = more ? page.slice(0, q.limit) : page;
-  return { json: `[${shown.map((p) => p.json).join(',')}]`, count: shown.length, next_cursor: more ? shown[shown.length - 1]!.enqueued_at : undefined };
+  return { jobs: shown.map((p) => jobFromRowJson(p.json)), count: shown.length, next_cursor: more ? shown[shown.length - 1]!.enqueued_at : undefined };
 }
 
 /**

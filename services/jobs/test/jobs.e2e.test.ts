@@ -158,7 +158,10 @@ describe('POST /v1/jobs', () => {
       ['id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message', 'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at'].sort(),
     );
     expect(r.body.data).toMatchObject({ job_type: 'experiment_entry_pdf', progress: 0, attempts: 0, max_attempts: 3, result_path: null });
-    await finished(researcher, r.body.data.id);
+    // the time as PostgreSQL writes it in JSON (to the microsecond, +00:00), as it always was
+    expect(r.body.data.enqueued_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?\+00:00$/);
+    const done = await finished(researcher, r.body.data.id);
+    expect(done.started_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?\+00:00$/);
   });
 
   it.each([

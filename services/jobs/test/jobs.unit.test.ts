@@ -45,7 +45,7 @@ describe('timestamps PostgreSQL cannot store', () => {
     await expect(listJobs(deps, caller, { cursor })).rejects.toMatchObject({ kind: 'invalid', code: 'validation_failed' });
   });
   it.each(BAD)('refuses an audit_export from %s with 400', async (from) => {
-    await expect(createJob(deps, caller, JSON.stringify({ job_type: 'audit_export', input: { from } }), 3)).rejects.toMatchObject({
+    await expect(createJob(deps, caller, { job_type: 'audit_export', input: { from } }, 3)).rejects.toMatchObject({
       kind: 'invalid',
       details: { field: 'input.from' },
     });

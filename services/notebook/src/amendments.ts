@@ -8,12 +8,11 @@ import {
   DomainError,
   getRecordOr404,
   insertRecord,
-  jsonAnswer,
   listRecords,
-  parseJsonObject,
   parseListQuery,
   parseWith,
   rows,
+  structBody,
   type CallerContext,
   type Executor,
   type RemoteChecks,
@@ -22,6 +21,8 @@ import {
 import { experimentEvents } from './events.js';
 import { createExperiment, experiments } from './experiments.js';
 import { manifest, signaturesOf } from './signatures.js';
+import { experimentIn, experimentOf, signatureMessages } from './answers.js';
+import type { notebook } from '@lab/contracts';
 
 /** An amendment: why (required), and the fields that change (any writable field of an experiment). */
 export const amendBody = z.strictObject({
@@ -48,11 +49,11 @@ export async function amendExperiment(
   deps: Pick<ServiceDeps, 'outbox'>,
   caller: CallerContext,
   id: string,
-  json: string,
+  body: Record<string, unknown> | undefined,
   remote: RemoteChecks,
-): Promise<string> {
+): Promise<notebook.ExperimentResponse> {
   assertNotViewer(caller);
-  const { reason, ...changes } = parseWith(amendBody, parseJsonObject(json));
+  const { reason, ...changes } = parseWith(amendBody, structBody(body));
   // the changes name what an experiment's fields may name, checked as the records engine does
   await checkRemoteReferences(experiments.references, remote, caller, changes);
   return deps.outbox.write(caller, async (tx, emit) => {
@@ -88,27 +89,27 @@ export async function amendExperiment(
       after: created.row,
       reason,
     });
-    return created.json;
-  }, jsonAnswer);
+    return { experiment: experimentOf(created) };
+  }, (answer) => answer);
 }
 
 /** Versions of one entry a list answers at most; an entry amended more often than this is not expected. */
 const MAX_VERSIONS = 500;
 
 /** Every version of the entry the experiment belongs to that the caller may see, oldest first. */
-export async function listVersions(exec: Executor, caller: CallerContext, id: string) {
+export async function listVersions(exec: Executor, caller: CallerContext, id: string): Promise<notebook.ExperimentList> {
   const found = await getRecordOr404(exec, experiments, caller, id);
   const q = parseListQuery(
     { display_id: String(found.row.display_id), order_by: 'version', order: 'asc', limit: String(MAX_VERSIONS) },
     experiments,
   );
   const page = await listRecords(exec, experiments, caller, q);
-  return { json: page.json, total: page.total, limit: page.shown, offset: 0, cut_by_size: page.cut };
+  return { experiments: page.records.map(experimentIn), total: page.total, limit: page.shown, offset: 0, cut_by_size: page.cut };
 }
 
 /** The signature manifest of one experiment version, in signing order. */
-export async function listSignatures(exec: Executor, caller: CallerContext, id: string) {
+export async function listSignatures(exec: Executor, caller: CallerContext, id: string): Promise<notebook.SignatureList> {
   const found = await getRecordOr404(exec, experiments, caller, id);
   const list = manifest(await signaturesOf(exec, caller, id), found.row);
-  return { json: JSON.stringify(list), total: list.length, limit: list.length, offset: 0, cut_by_size: false };
+  return { signatures: signatureMessages(list) };
 }

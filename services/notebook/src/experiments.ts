@@ -37,6 +37,7 @@ export function assertNotSigned(row: RecordJson): void {
  */
 export const experiments = defineResource({
   name: 'experiments',
+  record: 'experiment',
   table: 'notebook.experiments',
   auditResource: 'experiment',
   create: createExperiment,

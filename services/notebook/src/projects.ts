@@ -32,6 +32,7 @@ async function assertNoCycle(tx: Tx, caller: CallerContext, projectId: string, p
 
 export const projects = defineResource({
   name: 'projects',
+  record: 'project',
   table: 'notebook.projects',
   auditResource: 'project',
   create: createProject,

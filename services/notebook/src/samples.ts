@@ -16,6 +16,7 @@ const createSample = z.strictObject({
 
 export const samples = defineResource({
   name: 'samples',
+  record: 'sample',
   table: 'notebook.samples',
   auditResource: 'sample',
   create: createSample,

@@ -1,5 +1,5 @@
 import { notebook, records } from '@lab/contracts';
-import { jsonAnswer, PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { amendExperiment, listSignatures, listVersions } from './amendments.js';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
@@ -15,8 +15,8 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   const remote = { member: peers.member, department: peers.department };
   server.add(records.RecordServiceService, recordServiceHandlers(deps, resources, { remote }));
   server.add(notebook.NotebookServiceService, {
-    signExperiment: async (req, caller) => jsonAnswer(await signExperiment(deps, caller, req)),
-    amendExperiment: async (req, caller) => jsonAnswer(await amendExperiment(deps, caller, req.id, req.json, remote)),
+    signExperiment: (req, caller) => signExperiment(deps, caller, req),
+    amendExperiment: (req, caller) => amendExperiment(deps, caller, req.id, req.body, remote),
     listExperimentVersions: async (req, caller) => listVersions(deps.db.orm, caller, req.id),
     listExperimentSignatures: async (req, caller) => listSignatures(deps.db.orm, caller, req.id),
   });

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, getRecordOr404, jsonAnswer, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, getRecordOr404, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import type { notebook } from '@lab/contracts';
+import { experimentOf, signatureMessages } from './answers.js';
 import { contentHash } from './content-hash.js';
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
@@ -18,7 +19,7 @@ export async function signExperiment(
   deps: Pick<ServiceDeps, 'outbox'>,
   caller: CallerContext,
   req: notebook.SignExperimentRequest,
-): Promise<string> {
+): Promise<notebook.SignedExperiment> {
   if (caller.token_kind !== 'session' || !caller.user_id) {
     throw DomainError.forbidden('only a signed-in user can sign an experiment');
   }
@@ -56,6 +57,6 @@ export async function signExperiment(
       after: { ...after.row, signatures },
       meaning,
     });
-    return JSON.stringify({ ...after.row, signatures });
-  }, jsonAnswer);
+    return { experiment: experimentOf(after), signatures: signatureMessages(signatures) };
+  }, (answer) => answer);
 }

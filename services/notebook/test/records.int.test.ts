@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { notebook, records } from '@lab/contracts';
+import { experimentJson, notebook, recordObject, records, signatureObject, signedExperimentJson } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
 import { holdTransaction, startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
@@ -65,21 +65,25 @@ async function realOrg() {
 }
 
 const create = async (resource: string, body: unknown, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('createRecord', { resource, json: JSON.stringify(body), parent_id: '' }, caller)).json);
+  recordObject((await rec.call('createRecord', { resource, body: body as Json, parent_id: '' }, caller)).record!);
 const get = async (resource: string, id: string, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('getRecord', { resource, id, parent_id: '' }, caller)).record!);
 const update = async (resource: string, id: string, body: unknown, caller: CallerContext, replace = false): Promise<Json> =>
-  JSON.parse((await rec.call('updateRecord', { resource, id, json: JSON.stringify(body), replace, parent_id: '' }, caller)).json);
+  recordObject((await rec.call('updateRecord', { resource, id, body: body as Json, replace, parent_id: '' }, caller)).record!);
 const remove = (resource: string, id: string, caller: CallerContext) => rec.call('deleteRecord', { resource, id, parent_id: '' }, caller);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext) {
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
-  return { data: JSON.parse(res.json) as Json[], total: Number(res.total), limit: res.limit, offset: res.offset };
+  return { data: res.records.map(recordObject), total: Number(res.total), limit: res.limit, offset: res.offset };
 }
+// as the gateway answers them
 const sign = async (id: string, caller: CallerContext, meaning?: string): Promise<Json> =>
-  JSON.parse((await nb.call('signExperiment', { id, meaning, signer_name: 'Signer Name' }, caller)).json);
+  JSON.parse(signedExperimentJson(await nb.call('signExperiment', { id, meaning, signer_name: 'Signer Name' }, caller)));
 const amend = async (id: string, body: unknown, caller: CallerContext): Promise<Json> =>
-  JSON.parse((await nb.call('amendExperiment', { id, json: JSON.stringify(body) }, caller)).json);
-const versions = async (id: string, caller: CallerContext): Promise<Json[]> => JSON.parse((await nb.call('listExperimentVersions', { id }, caller)).json);
+  JSON.parse(experimentJson((await nb.call('amendExperiment', { id, body: body as Json }, caller)).experiment!));
+const versions = async (id: string, caller: CallerContext): Promise<Json[]> =>
+  (await nb.call('listExperimentVersions', { id }, caller)).experiments.map((e) => JSON.parse(experimentJson(e)) as Json);
+const signaturesOf = async (id: string, caller: CallerContext): Promise<Json[]> =>
+  (await nb.call('listExperimentSignatures', { id }, caller)).signatures.map(signatureObject);
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {
   try {
@@ -233,9 +237,7 @@ describe('validation', () => {
     });
     expect((await failure(create('samples', { name: 's', metadata: [1] }, w.admin))).details).toMatchObject({ field: 'metadata' });
     expect((await failure(create('experiments', { tags: ['a', 2] }, w.admin))).details).toMatchObject({ field: 'tags.1' });
-    expect((await failure(rec.call('createRecord', { resource: 'samples', json: '{nope', parent_id: '' }, w.admin))).code).toBe(
-      'validation_failed',
-    );
+    expect((await failure(create('samples', { name: 'nul \u0000 inside' }, w.admin))).details).toMatchObject({ field: 'name' });
     expect((await list('projects', {}, w.admin)).total).toBe(0);
   });
 
@@ -443,7 +445,7 @@ describe('signing', () => {
       );
       expect(kept).toEqual([{ answered: true }]);
       expect(await nb.call('signExperiment', { id: exp.id }, { ...signer, request_id: newId(), idempotency_key: key })).toEqual(first);
-      expect(JSON.parse(first.json)).toMatchObject({ id: exp.id, signed_by: signer.user_id });
+      expect(first.experiment).toMatchObject({ id: exp.id, signed_by: signer.user_id });
       expect(batched).not.toHaveBeenCalled();
     } finally {
       batched.mockRestore();
@@ -532,7 +534,7 @@ describe('signed records', () => {
     const w = org();
     const author = session(w);
     const record = await signedExperiment(w, author);
-    const manifestOf = async () => JSON.parse((await nb.call('listExperimentSignatures', { id: record.id }, w.admin)).json) as Json[];
+    const manifestOf = async () => signaturesOf(record.id, w.admin);
     expect((await manifestOf()).map((s) => s.content_matches)).toEqual([true]);
     await t.svc.deps.db.orm.execute(sql`update notebook.experiments set content = '{"steps": ["forged"]}' where id = ${record.id}::uuid`);
     expect((await manifestOf()).map((s) => s.content_matches)).toEqual([false]);
@@ -575,7 +577,7 @@ describe('signed records', () => {
     expect(approved.signatures.every((s: Json) => s.content_matches === true && s.hash_algorithm === 'sha256')).toBe(true);
     // review and approval leave signed_at / signed_by as the authorship signature set them
     expect(approved).toMatchObject({ signed_by: author.user_id, signed_at: reviewed.signed_at });
-    const listed = JSON.parse((await nb.call('listExperimentSignatures', { id: exp.id }, w.admin)).json);
+    const listed = await signaturesOf(exp.id, w.admin);
     expect(listed).toEqual(approved.signatures);
   });
 });

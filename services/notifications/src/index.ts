@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { identity, notifications } from '@lab/contracts';
-import { jsonAnswer, PeerClient, type ServiceDefinition } from '@lab/kit';
+import { PeerClient, type ServiceDefinition } from '@lab/kit';
 import { createNotifications, listNotifications, updateNotification } from './notifications.js';
 import { consumeReactions } from './reactions.js';
 import { purgeExpired } from './retention.js';
@@ -24,9 +24,9 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
       settings = notificationsSettings(opts.settings);
       const peer = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, opts.identityAddress ?? deps.peers);
       server.add(notifications.NotificationsServiceService, {
-        createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.json),
+        createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.body),
         listNotifications: async (req, caller) => listNotifications(deps, caller, req.query),
-        updateNotification: async (req, caller) => jsonAnswer(await updateNotification(deps, caller, req.id, req.json)),
+        updateNotification: (req, caller) => updateNotification(deps, caller, req.id, req.body),
       });
       await consumeReactions(deps, peer, settings);
       return async () => peer.close();

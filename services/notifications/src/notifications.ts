@@ -1,11 +1,11 @@
 import { z } from 'zod';
+import type { notifications } from '@lab/contracts';
 import {
   DomainError,
   fieldIssues,
   isGuid,
-  jsonAnswer,
-  parseJsonObject,
   parseWith,
+  structBody,
   validationFailed,
   type CallerContext,
   type ServiceDeps,
@@ -41,8 +41,8 @@ export function isHttpLink(v: string): boolean {
 }
 
 /** Validates a create body: bounds, exactly one target kind, then the link. */
-export function parseCreate(json: string): { content: NotificationContent; targets: Targets } {
-  const raw = parseJsonObject(json);
+export function parseCreate(body: Record<string, unknown> | undefined): { content: NotificationContent; targets: Targets } {
+  const raw = structBody(body);
   const parsed = createBody.safeParse(raw, { reportInput: true });
   if (!parsed.success) throw validationFailed(fieldIssues(parsed.error));
   const b = parsed.data;
@@ -76,9 +76,9 @@ function orgOf(caller: CallerContext): string {
 }
 
 /** POST /v1/notifications: one notification per member among the targets. */
-export async function createNotifications(deps: ServiceDeps, identity: IdentityPeer, caller: CallerContext, json: string) {
+export async function createNotifications(deps: ServiceDeps, identity: IdentityPeer, caller: CallerContext, body: Record<string, unknown> | undefined) {
   const org_id = orgOf(caller);
-  const { content, targets } = parseCreate(json);
+  const { content, targets } = parseCreate(body);
   // Asked before the transaction: on the embedded database a call into identity
   // from inside it would wait for it.
   const members = await resolveMembers(identity, caller, org_id, targets);
@@ -101,7 +101,7 @@ const listQuery = z.strictObject({
 export async function listNotifications(deps: ServiceDeps, caller: CallerContext, query: Record<string, string>) {
   const org_id = orgOf(caller);
   const q = parseWith(listQuery, query);
-  if (!caller.user_id) return { json: '[]', count: 0, total: 0, ...q };
+  if (!caller.user_id) return { notifications: [], count: 0, total: 0, ...q };
   const page = await listForUser(deps.db.orm, org_id, caller.user_id, q.limit, q.offset);
   return { ...page, ...q };
 }
@@ -112,14 +112,19 @@ const updateBody = z.strictObject({ read: z.boolean() });
 export const notificationSchemas = { create: createBody, list: listQuery, update: updateBody };
 
 /** PATCH /v1/notifications/{id}: the owner marks it read (read_at now) or unread. */
-export async function updateNotification(deps: ServiceDeps, caller: CallerContext, id: string, json: string): Promise<string> {
+export async function updateNotification(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  id: string,
+  body: Record<string, unknown> | undefined,
+): Promise<notifications.NotificationResponse> {
   const org_id = orgOf(caller);
   if (!isGuid(id) || !caller.user_id) throw DomainError.notFound('notification not found');
-  const { read } = parseWith(updateBody, parseJsonObject(json));
+  const { read } = parseWith(updateBody, structBody(body));
   return deps.outbox.write(caller, async (tx, emit) => {
     const r = await setRead(tx, org_id, caller.user_id!, id.toLowerCase(), read);
     if (!r) throw DomainError.notFound('notification not found');
     emit.audit(org_id, { action: 'update', resource: 'notifications', record_id: id.toLowerCase(), before: r.before, after: r.after });
-    return r.json;
-  }, jsonAnswer);
+    return { notification: r.notification };
+  }, (answer) => answer);
 }

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { messageFromRow, NOTIFICATION_SHAPE, type notifications } from '@lab/contracts';
 import { newId, rows, sqlArray, type Emitter, type Executor, type Tx } from '@lab/kit';
 
 /** What every notification of one create carries; the recipients differ. */
@@ -57,10 +58,12 @@ export async function insertNotifications(
 }
 
 export interface Page {
-  json: string;
+  notifications: notifications.Notification[];
   count: number;
   total: number;
 }
+
+const notification = (row: Record<string, unknown>) => messageFromRow(NOTIFICATION_SHAPE, row) as unknown as notifications.Notification;
 
 /** One page of a user's notifications, newest first (ties by id). */
 export async function listForUser(db: Executor, org_id: string, user_id: string, limit: number, offset: number): Promise<Page> {
@@ -74,7 +77,7 @@ export async function listForUser(db: Executor, org_id: string, user_id: string,
                (select count(*) from page)::int as count,
                (select count(*) from ${TABLE} where org_id = ${org_id}::uuid and user_id = ${user_id}::uuid)::text as total`,
   );
-  return { json: page!.json, count: page!.count, total: Number(page!.total) };
+  return { notifications: (JSON.parse(page!.json) as Record<string, unknown>[]).map(notification), count: page!.count, total: Number(page!.total) };
 }
 
 /** Sets or clears read_at of one of the user's notifications; undefined when it is not theirs. */
@@ -84,7 +87,7 @@ export async function setRead(
   user_id: string,
   id: string,
   read: boolean,
-): Promise<{ before: Record<string, unknown>; after: Record<string, unknown>; json: string } | undefined> {
+): Promise<{ before: Record<string, unknown>; after: Record<string, unknown>; notification: notifications.Notification } | undefined> {
   const [row] = await rows<{ before: Record<string, unknown>; after: string }>(
     tx,
     sql`with old as (
@@ -97,5 +100,6 @@ export async function setRead(
         select (select row_to_json(old) from old) as before, (select row_to_json(upd)::text from upd) as after from old`,
   );
   if (!row) return undefined;
-  return { before: row.before, after: JSON.parse(row.after) as Record<string, unknown>, json: row.after };
+  const after = JSON.parse(row.after) as Record<string, unknown>;
+  return { before: row.before, after, notification: notification(after) };
 }

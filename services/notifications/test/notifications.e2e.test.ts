@@ -269,7 +269,10 @@ describe('PATCH /v1/notifications/{id}', () => {
     const id = (await api('POST', '/v1/notifications', writeKey, { title: 'mark me', user_id: users.alice!.id })).body.data.notification_ids[0];
     const read = await api('PATCH', `/v1/notifications/${id}`, users.alice!.pat, { read: true });
     expect(read.status).toBe(200);
-    expect(read.body.data).toMatchObject({ id, read_at: expect.any(String) });
+    // as PostgreSQL writes a timestamptz in JSON, the fields in the table's order, nulls kept
+    const pgTime = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?\+00:00$/;
+    expect(read.body.data).toMatchObject({ id, body: null, link_url: null, read_at: expect.stringMatching(pgTime), created_at: expect.stringMatching(pgTime) });
+    expect(Object.keys(read.body.data)).toEqual(['id', 'notification_type', 'title', 'body', 'link_url', 'entry_id', 'read_at', 'created_at']);
     expect((await api('PATCH', `/v1/notifications/${id}`, users.bob!.pat, { read: false })).status).toBe(404);
     expect((await api('PATCH', `/v1/notifications/${id}`, writeKey, { read: false })).status).toBe(404);
     expect((await api('PATCH', `/v1/notifications/${id}`, users.alice!.pat, { read: 'yes' })).status).toBe(400);

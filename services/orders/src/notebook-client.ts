@@ -1,4 +1,4 @@
-import { records } from '@lab/contracts';
+import { recordObject, records } from '@lab/contracts';
 import { DomainError, RpcClient, type CallerContext } from '@lab/kit';
 
 export type RecordClient = RpcClient<typeof records.RecordServiceService>;
@@ -30,8 +30,8 @@ export class NotebookSamples {
    * permissions, owns and audits the sample and emits sample.created.
    */
   async create(caller: CallerContext, body: Record<string, unknown>): Promise<{ id: string }> {
-    const r = await this.get().call('createRecord', { resource: 'samples', json: JSON.stringify(body), parent_id: '' }, caller);
-    return JSON.parse(r.json) as { id: string };
+    const r = await this.get().call('createRecord', { resource: 'samples', body, parent_id: '' }, caller);
+    return recordObject(r.record!) as { id: string };
   }
 
   close(): void {

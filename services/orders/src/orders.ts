@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DomainError, isGuid, newId, parseJsonObject, parseWith, rows, type CallerContext, type Outbox, type Tx, type Database } from '@lab/kit';
+import { orderFromRow, type orders } from '@lab/contracts';
+import { DomainError, isGuid, newId, parseWith, rows, structBody, type CallerContext, type Outbox, type Tx, type Database } from '@lab/kit';
 import { createOrderBody, listOrdersQuery, type CreateOrderBody } from './bodies.js';
 import { orderCreated } from './events.js';
 import type { NotebookSamples } from './notebook-client.js';
@@ -36,9 +37,9 @@ interface CreatedSample {
  * order again creates a new one. A crash between steps leaves the order in
  * 'receiving' (visible, never half-linked).
  */
-export async function createOrder(deps: OrdersDeps, caller: CallerContext, json: string): Promise<string> {
+export async function createOrder(deps: OrdersDeps, caller: CallerContext, given: Record<string, unknown> | undefined): Promise<orders.LabOrder> {
   assertCanWrite(caller);
-  const body = parseWith(createOrderBody, parseJsonObject(json));
+  const body = parseWith(createOrderBody, structBody(given));
   const id = newId();
   await deps.outbox.write(caller, (tx) => insertReceiving(tx, caller, id, body));
 
@@ -69,7 +70,7 @@ export async function createOrder(deps: OrdersDeps, caller: CallerContext, json:
     const after = JSON.parse(row!.json) as Record<string, unknown>;
     if (!error) orderCreated(emit, caller, after);
     emit.audit(caller.org_id, { action: 'create', resource: 'lab_order', record_id: id, after });
-    return row!.json;
+    return orderFromRow(after);
   });
   if (failure) throw failureError(failure.err, id, failure.index);
   return order;
@@ -132,15 +133,15 @@ export async function listOrders(deps: OrdersDeps, caller: CallerContext, query:
               order by o.created_at desc, o.id desc limit ${q.limit} offset ${q.offset}) p`,
   );
   const [count] = await deps.db.rows<{ total: number }>(sql`select count(*)::int as total from orders.lab_orders o where ${where}`);
-  return { json: page!.json, total: count!.total, limit: q.limit, offset: q.offset };
+  return { orders: (JSON.parse(page!.json) as Record<string, unknown>[]).map(orderFromRow), total: count!.total, limit: q.limit, offset: q.offset };
 }
 
 /** GET /v1/lab-orders/{id}: the order with its samples (ids and order-sample fields). */
-export async function getOrder(deps: OrdersDeps, caller: CallerContext, id: string): Promise<string> {
+export async function getOrder(deps: OrdersDeps, caller: CallerContext, id: string): Promise<orders.LabOrder> {
   if (!isGuid(id)) throw DomainError.notFound('lab order not found');
   const [row] = await deps.db.rows<{ json: string }>(
     sql`select ${orderJson(true)}::text as json from orders.lab_orders o where o.org_id = ${caller.org_id}::uuid and o.id = ${id}::uuid`,
   );
   if (!row) throw DomainError.notFound('lab order not found');
-  return row.json;
+  return orderFromRow(JSON.parse(row.json) as Record<string, unknown>);
 }

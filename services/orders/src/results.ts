@@ -1,5 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { DomainError, isGuid, jsonAnswer, newId, parseJsonObject, parseWith, rows, validationFailed, type CallerContext, type Tx } from '@lab/kit';
+import { resultsFromJson, type orders } from '@lab/contracts';
+import { DomainError, isGuid, newId, parseWith, rows, structBody, validationFailed, type CallerContext, type Tx } from '@lab/kit';
 import { listResultsQuery, recordResultBody } from './bodies.js';
 import { resultReleased } from './events.js';
 import type { OrdersDeps } from './orders.js';
@@ -35,9 +36,14 @@ async function renderResult(tx: Tx, caller: CallerContext, id: string): Promise<
  * POST /v1/lab-orders/{id}/results: a result for one of the order's samples,
  * stored as 'recorded' (not visible in /v1/lab-results until released).
  */
-export async function recordResult(deps: OrdersDeps, caller: CallerContext, orderId: string, json: string): Promise<string> {
+export async function recordResult(
+  deps: OrdersDeps,
+  caller: CallerContext,
+  orderId: string,
+  given: Record<string, unknown> | undefined,
+): Promise<orders.ResultResponse> {
   assertCanWrite(caller);
-  const body = parseWith(recordResultBody, parseJsonObject(json));
+  const body = parseWith(recordResultBody, structBody(given));
   return deps.outbox.write(caller, async (tx, emit) => {
     await orderOr404(tx, caller, orderId);
     const linked = await rows<{ one: number }>(
@@ -56,8 +62,8 @@ export async function recordResult(deps: OrdersDeps, caller: CallerContext, orde
     );
     const after = await renderResult(tx, caller, id);
     emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
-    return after;
-  }, jsonAnswer);
+    return { result: resultsFromJson(after)[0] };
+  }, (answer) => answer);
 }
 
 /**
@@ -65,7 +71,7 @@ export async function recordResult(deps: OrdersDeps, caller: CallerContext, orde
  * result once. The update is conditional on status 'recorded', so of two
  * concurrent releases the second finds nothing to change: 409 already_released.
  */
-export async function releaseResult(deps: OrdersDeps, caller: CallerContext, orderId: string, resultId: string): Promise<string> {
+export async function releaseResult(deps: OrdersDeps, caller: CallerContext, orderId: string, resultId: string): Promise<orders.ResultResponse> {
   assertCanRelease(caller);
   if (!isGuid(orderId) || !isGuid(resultId)) throw DomainError.notFound('lab result not found');
   return deps.outbox.write(caller, async (tx, emit) => {
@@ -92,8 +98,8 @@ export async function releaseResult(deps: OrdersDeps, caller: CallerContext, ord
       before: JSON.parse(before.json) as Record<string, unknown>,
       after: afterRow,
     });
-    return after;
-  }, jsonAnswer);
+    return { result: resultsFromJson(after)[0] };
+  }, (answer) => answer);
 }
 
 export const rowsWarning = (cap: number) => `299 - "lab results capped at ${cap} rows"`;
@@ -138,5 +144,5 @@ export async function listResults(deps: OrdersDeps, caller: CallerContext, query
   // The cap cut the answer short when the client did not ask for fewer and more remain.
   const capped = limit >= caps.rows && total > q.offset + limit;
   const warnings = [...(capped ? [rowsWarning(caps.rows)] : []), ...(sampleLookupCapped ? [samplesWarning(caps.samples)] : [])];
-  return { json: page!.json, total, limit, offset: q.offset, capped, sample_lookup_capped: sampleLookupCapped, warnings };
+  return { results: resultsFromJson(page!.json), total, limit, offset: q.offset, capped, sample_lookup_capped: sampleLookupCapped, warnings };
 }

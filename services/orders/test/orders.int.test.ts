@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { orders, records } from '@lab/contracts';
+import { orderJson, orders, recordObject, records, resultJson } from '@lab/contracts';
 import {
   Receipts,
   RpcClient,
@@ -81,16 +81,19 @@ const orderBody = (n: number, over: Json = {}) => ({
   ...over,
 });
 
+// as the gateway answers them
+const orderOf = (r: { order?: orders.LabOrder }): Json => JSON.parse(orderJson(r.order!, true));
+const resultOf = (r: { result?: orders.LabResult }): Json => JSON.parse(resultJson(r.result!));
 const create = async (caller: CallerContext, body: unknown, c = client): Promise<Json> =>
-  JSON.parse((await c.call('createOrder', { json: JSON.stringify(body) }, caller)).json);
+  orderOf(await c.call('createOrder', { body: body as Json }, caller));
 const failure = (p: Promise<unknown>) => p.then(() => Promise.reject(new Error('expected a failure')), (e: DomainError) => e);
 const record = async (caller: CallerContext, orderId: string, body: Json): Promise<Json> =>
-  JSON.parse((await client.call('recordResult', { order_id: orderId, json: JSON.stringify(body) }, caller)).json);
+  resultOf(await client.call('recordResult', { order_id: orderId, body }, caller));
 const release = async (caller: CallerContext, orderId: string, resultId: string): Promise<Json> =>
-  JSON.parse((await client.call('releaseResult', { order_id: orderId, result_id: resultId }, caller)).json);
+  resultOf(await client.call('releaseResult', { order_id: orderId, result_id: resultId }, caller));
 const results = async (caller: CallerContext, query: Record<string, string> = {}) => {
   const r = await client.call('listResults', { query }, caller);
-  return { ...r, data: JSON.parse(r.json) as Json[] };
+  return { ...r, data: r.results.map((x) => JSON.parse(resultJson(x)) as Json) };
 };
 
 async function waitFor(pred: (m: BusMessage) => boolean, n: number): Promise<BusMessage[]> {
@@ -122,7 +125,7 @@ describe('orders over gRPC', () => {
     ]);
     // the samples exist in the notebook, owned by it and created by the caller
     for (const s of order.samples as Json[]) {
-      const sample = JSON.parse((await samples.call('getRecord', { resource: 'samples', id: s.sample_id, parent_id: '' }, o.researcher)).json);
+      const sample = recordObject((await samples.call('getRecord', { resource: 'samples', id: s.sample_id, parent_id: '' }, o.researcher)).record!);
       expect(sample).toMatchObject({ id: s.sample_id, name: s.name, type: 'blood', metadata: { tube: s.position }, created_by: o.researcher.user_id });
     }
     const ids = order.samples.map((s: Json) => s.sample_id);
@@ -133,7 +136,7 @@ describe('orders over gRPC', () => {
     const audits = await waitFor((m) => m.type === 'audit.record' && (m.data as Json).record_id === order.id, 1);
     expect(audits[0]!.data).toMatchObject({ action: 'create', resource: 'lab_order', service: 'orders' });
 
-    const got = JSON.parse((await client.call('getOrder', { id: order.id }, o.member('viewer'))).json);
+    const got = orderOf(await client.call('getOrder', { id: order.id }, o.member('viewer')));
     expect(got).toEqual(order);
   });
 
@@ -185,7 +188,7 @@ describe('orders over gRPC', () => {
     const err = await failure(create(o.researcher, body, brokenClient));
     expect(err.kind).toBe('unavailable');
     expect(err.details).toMatchObject({ sample_index: 0, order_id: expect.any(String) });
-    const failed = JSON.parse((await client.call('getOrder', { id: err.details!.order_id as string }, o.researcher)).json);
+    const failed = orderOf(await client.call('getOrder', { id: err.details!.order_id as string }, o.researcher));
     expect(failed).toMatchObject({ status: 'failed', sample_count: 0, samples: [], error: { sample_index: 0, code: err.code } });
     const again = await create(o.researcher, body);
     expect(again).toMatchObject({ status: 'received', sample_count: 2 });
@@ -199,10 +202,10 @@ describe('orders over gRPC', () => {
     const b = await create(o.researcher, orderBody(1));
     const all = await client.call('listOrders', { query: { limit: '1' } }, o.researcher);
     expect([all.total, all.limit, all.offset]).toEqual([2, 1, 0]);
-    expect(JSON.parse(all.json).map((x: Json) => x.id)).toEqual([b.id]);
+    expect(all.orders.map((x) => x.id)).toEqual([b.id]);
     const stat = await client.call('listOrders', { query: { priority: 'stat' } }, o.researcher);
-    expect(JSON.parse(stat.json).map((x: Json) => x.id)).toEqual([a.id]);
-    expect(JSON.parse(stat.json)[0].samples).toBeUndefined();
+    expect(stat.orders.map((x) => x.id)).toEqual([a.id]);
+    expect(stat.orders[0]!.samples).toEqual([]);
     for (const query of [{ limit: '501' }, { limit: '0' }, { status: 'done' }, { other: 'x' }]) {
       expect((await failure(client.call('listOrders', { query }, o.researcher))).code).toBe('validation_failed');
     }
@@ -299,14 +302,14 @@ describe('results', () => {
         expect(await call({ ...who, request_id: newId(), idempotency_key: key })).toEqual(first);
         return first;
       };
-      const body = JSON.stringify({ sample_id, analyte: 'glucose', value: 5.4 });
-      const r = await keyed((c) => client.call('recordResult', { order_id: order.id, json: body }, c), o.researcher);
-      const id = (JSON.parse(r.json) as Json).id as string;
+      const body = { sample_id, analyte: 'glucose', value: 5.4 };
+      const r = await keyed((c) => client.call('recordResult', { order_id: order.id, body }, c), o.researcher);
+      const id = r.result!.id;
       const n = await svc.deps.db.rows<{ n: number }>(sql`select count(*)::int as n from orders.lab_results where order_id = ${order.id}::uuid`);
       expect(n[0]!.n).toBe(1);
       // the retry of a release finds it released (409 already_released) and is given the first answer instead
       const released = await keyed((c) => client.call('releaseResult', { order_id: order.id, result_id: id }, c), o.qm);
-      expect(JSON.parse(released.json)).toMatchObject({ id, status: 'released' });
+      expect(resultOf(released)).toMatchObject({ id, status: 'released' });
       expect(batched).not.toHaveBeenCalled();
     } finally {
       batched.mockRestore();

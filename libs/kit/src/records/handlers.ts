@@ -3,12 +3,12 @@ import type { CallerContext } from '../context.js';
 import type { Executor, Tx } from '../db.js';
 import { DomainError } from '../errors.js';
 import type { Handlers } from '../grpc.js';
-import { jsonAnswer, type Emitter } from '../outbox.js';
+import type { Emitter } from '../outbox.js';
 import type { ServiceDeps } from '../service.js';
 import { parseListQuery } from './list-query.js';
 import { isAdministrator, type RecordJson, type Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
-import { isGuid, parseJsonObject, parseWith, validationFailed } from './validation.js';
+import { isGuid, parseWith, structBody, validationFailed } from './validation.js';
 import { isoTimestamp } from '../storable.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
 
@@ -66,10 +66,6 @@ async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId:
  * visibility predicate; every write commits with its events and audit record.
  * PATCH and PUT (`replace`) behave the same: only the fields given change.
  */
-/** A record's JSON as it leaves the service (Resource.present). */
-const one = (r: Resource, json: string): string => (r.present ? r.present.one(json) : json);
-const many = (r: Resource, json: string): string => (r.present ? r.present.many(json) : json);
-
 export function recordServiceHandlers(
   deps: Deps,
   resources: Resource[],
@@ -109,7 +105,7 @@ export function recordServiceHandlers(
     r: Resource,
     action: 'create' | 'update' | 'delete',
     fn: (tx: Tx, emit: Emitter) => Promise<{ before: StoredRecord | null; after: StoredRecord | null }>,
-  ): Promise<{ json: string } | null> =>
+  ): Promise<StoredRecord | null> =>
     outbox.write(caller, async (tx, emit) => {
       const { before, after } = await fn(tx, emit);
       emit.audit(caller.org_id, {
@@ -119,8 +115,8 @@ export function recordServiceHandlers(
         before: before?.row ?? null,
         after: after?.row ?? null,
       });
-      return after && { json: one(r, after.json) };
-    }, (after) => (after ? jsonAnswer(after.json) : {}));
+      return after;
+    }, (after): records.RecordResponse | records.DeleteRecordResponse => (after ? { record: after.record } : {}));
 
   return {
     listRecords: async (req, caller) => {
@@ -131,7 +127,7 @@ export function recordServiceHandlers(
         const after = keysetOf(req);
         const page = await read(r, caller, parentId, (exec) => listRecordsByKeyset(exec, r, caller, q, parentId, after));
         return {
-          json: many(r, page.json),
+          records: page.records,
           total: 0,
           limit: page.cut ? page.shown : q.limit,
           offset: 0,
@@ -143,20 +139,20 @@ export function recordServiceHandlers(
       const page = await read(r, caller, parentId, (exec) => listRecords(exec, r, caller, q, parentId));
       // a page cut short by its bytes reports what it holds as its limit: offset +
       // limit is then where the next page starts
-      return { json: many(r, page.json), total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
+      return { records: page.records, total: page.total, limit: page.cut ? page.shown : q.limit, offset: q.offset, cut_by_size: page.cut };
     },
 
     getRecord: async (req, caller) => {
       const r = resource(req.resource);
       const parentId = parentOf(r, req.parent_id);
       const found = await read(r, caller, parentId, (exec) => getRecordOr404(exec, r, caller, req.id, { parentId }));
-      return { json: one(r, found.json) };
+      return { record: found.record };
     },
 
     createRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.create, parseJsonObject(req.json));
+      const input = parseWith(r.create, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'create', async (tx, emit) => {
@@ -169,13 +165,13 @@ export function recordServiceHandlers(
         await r.afterCreate?.(tx, emit, caller, null, created.row);
         return { before: null, after: created };
       });
-      return { json: after!.json };
+      return { record: after!.record };
     },
 
     updateRecord: async (req, caller) => {
       const r = resource(req.resource);
       assertNotViewer(caller);
-      const input = parseWith(r.update, parseJsonObject(req.json));
+      const input = parseWith(r.update, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
       const after = await audited(caller, r, 'update', async (tx, emit) => {
@@ -190,7 +186,7 @@ export function recordServiceHandlers(
         await r.afterUpdate?.(tx, emit, caller, before.row, updated.row);
         return { before, after: updated };
       });
-      return { json: after!.json };
+      return { record: after!.record };
     },
 
     deleteRecord: async (req, caller) => {

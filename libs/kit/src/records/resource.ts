@@ -1,5 +1,6 @@
 import type { SQL } from 'drizzle-orm';
 import type { z } from 'zod';
+import type { RecordCase } from '@lab/contracts';
 import type { CallerContext } from '../context.js';
 import type { Tx } from '../db.js';
 import type { Emitter } from '../outbox.js';
@@ -20,6 +21,8 @@ export interface ListLimits {
 export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.ZodType = z.ZodType> {
   /** name in the URL, e.g. "samples" */
   name: string;
+  /** the case of lab.common.v1.Record whose message its records travel as */
+  record: RecordCase;
   /** schema-qualified table; it must have id, org_id, created_at, updated_at */
   table: string;
   /** resource name written into audit records (default: name) */
@@ -77,12 +80,6 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
    * updates and deletes, after the permission checks, on the locked row.
    */
   assertUnlocked?: (row: RecordJson) => void;
-  /**
-   * How the record leaves the service when it differs from the stored row's
-   * JSON (equipment documents are flattened): applied to every answer, and to
-   * the answer a keyed write's receipt keeps, so a replay is the same answer.
-   */
-  present?: { one: (json: string) => string; many: (jsonArray: string) => string };
   /** Delete permission (default: an administrator, see isAdministrator). */
   canDelete?: (caller: CallerContext, row: RecordJson) => boolean;
   /**

@@ -1,4 +1,5 @@
 import { sql, type SQL } from 'drizzle-orm';
+import { recordFromRowJson, type RecordCase, type records } from '@lab/contracts';
 import type { CallerContext } from '../context.js';
 import type { Executor, Tx } from '../db.js';
 import { rows, utcMicros } from '../db.js';
@@ -15,10 +16,14 @@ import { isGuid } from './validation.js';
  * value to its column's type (text[], jsonb, date, uuid) the same way on both.
  */
 
-/** A record as stored: the JSON text sent to clients and the parsed object. */
+/**
+ * A record as stored: the JSON text PostgreSQL rendered, the parsed object
+ * (events and audit entries carry it), and the typed message answers carry.
+ */
 export interface StoredRecord {
   json: string;
   row: RecordJson;
+  record: records.Record;
 }
 
 const IDENT = /^[a-z_][a-z0-9_]*$/;
@@ -62,13 +67,17 @@ function render(exec: Executor, r: Resource): Promise<SQL> {
   return cached;
 }
 
-/** The row is parsed only when asked for: a plain read sends the JSON text on as it is. */
-function stored(json: string): StoredRecord {
+/** The row and the message are made only when asked for: a plain read needs only the message. */
+function stored(kind: RecordCase, json: string): StoredRecord {
   let row: RecordJson | undefined;
+  let record: records.Record | undefined;
   return {
     json,
     get row() {
       return (row ??= JSON.parse(json) as RecordJson);
+    },
+    get record() {
+      return (record ??= recordFromRowJson(kind, json));
     },
   };
 }
@@ -134,7 +143,7 @@ export async function listRecords(
   caller: CallerContext,
   q: ListQuery,
   parentId?: string,
-): Promise<{ json: string; total: number; shown: number; cut: boolean }> {
+): Promise<{ records: records.Record[]; total: number; shown: number; cut: boolean }> {
   const cond = sql.join(listConditions(r, caller, q, parentId), sql` and `);
   const dir = sql.raw(q.order);
   // The total is a count of its own, computed once for the statement: as a window
@@ -166,7 +175,7 @@ export async function listRecords(
   }
   counted = Number(counted);
   return {
-    json: `[${page.map((p) => p.json).join(',')}]`,
+    records: page.map((p) => recordFromRowJson(r.record, p.json)),
     total: counted,
     shown: page.length,
     // short of what the limit and the total allow: the bytes cut it
@@ -210,7 +219,7 @@ export async function listRecordsByKeyset(
   q: ListQuery,
   parentId: string | undefined,
   after: KeysetAfter | undefined,
-): Promise<{ json: string; shown: number; next: KeysetAfter | undefined; cut: boolean }> {
+): Promise<{ records: records.Record[]; shown: number; next: KeysetAfter | undefined; cut: boolean }> {
   const where = listConditions(r, caller, q, parentId);
   if (after?.id) where.push(sql`(t.created_at, t.id) > (${after.created_at}::timestamptz, ${after.id}::uuid)`);
   else if (after) where.push(sql`t.created_at >= ${after.created_at}::timestamptz`);
@@ -227,7 +236,7 @@ export async function listRecordsByKeyset(
   const { shown, more, cut } = keysetPage(fetched, q.limit);
   const last = shown.at(-1);
   return {
-    json: `[${shown.map((p) => p.json).join(',')}]`,
+    records: shown.map((p) => recordFromRowJson(r.record, p.json)),
     shown: shown.length,
     next: more && last ? { created_at: last.k, id: String(last.kid) } : undefined,
     cut,
@@ -268,7 +277,7 @@ export async function findRecord(
     sql`select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
         ${opts.lock ? ROW_LOCKS[opts.lock] : sql``}`,
   );
-  return found ? stored(found.json) : null;
+  return found ? stored(r.record, found.json) : null;
 }
 
 /** The record or 404 (also when it exists in another organisation or is not visible). */
@@ -309,7 +318,7 @@ export async function insertRecord(tx: Tx, r: Resource, caller: CallerContext, v
         select ${cols} from jsonb_populate_record(null::${table(r)}, ${JSON.stringify(full)}::jsonb)
         returning ${await render(tx, r)} as json`,
   );
-  return stored(row!.json);
+  return stored(r.record, row!.json);
 }
 
 /**
@@ -333,7 +342,7 @@ export async function updateColumns(
         where t.id = ${id}::uuid and t.org_id = ${caller.org_id}::uuid
         returning ${await render(tx, r)} as json`,
   );
-  return row ? stored(row.json) : null;
+  return row ? stored(r.record, row.json) : null;
 }
 
 export async function deleteRow(tx: Tx, r: Resource, caller: CallerContext, id: string): Promise<void> {

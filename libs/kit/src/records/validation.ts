@@ -56,6 +56,17 @@ export function parseJsonObject(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+/**
+ * A body that came as a google.protobuf.Struct (an object by construction), with
+ * only text PostgreSQL can store; none at all counts as an empty one.
+ */
+export function structBody(body: Record<string, unknown> | undefined): Record<string, unknown> {
+  const value = body ?? {};
+  // refused here, naming the field, rather than failed in SQL
+  assertStorableJson(value);
+  return value;
+}
+
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Any 8-4-4-4-12 hex id, the shape PostgreSQL's uuid type accepts (as z.guid()). */
 export const isGuid = (v: unknown): v is string => typeof v === 'string' && GUID.test(v);

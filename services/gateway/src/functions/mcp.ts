@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { recordsJson } from '@lab/contracts';
 import { DomainError, type CallerContext } from '@lab/kit';
 import { callerOf, type Principal } from '../auth.js';
 import { errorReply, type Reply } from '../replies.js';
@@ -124,7 +125,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
           const query: Record<string, string> = {};
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
           const r = await deps.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
-          return toolJson(listText(r.json, { limit: r.limit, offset: r.offset, total: r.total }));
+          return toolJson(listText(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total }));
         }),
     );
   }

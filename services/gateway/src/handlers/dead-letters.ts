@@ -1,3 +1,4 @@
+import { utcMicrosText, type outbox } from '@lab/contracts';
 import { z } from 'zod';
 import { DomainError, isUuid } from '@lab/kit';
 import { json, type Reply } from '../replies.js';
@@ -22,6 +23,21 @@ export const deadLettersQuery = z
  * deployment's order), then latest set aside first. The services' counts come
  * first, so that each one is asked only for its part of the page.
  */
+/** A dead letter as the management API shows it: its service first, times in UTC to the microsecond. */
+function deadLetterObject(service: string, d: outbox.DeadLetter): Record<string, unknown> {
+  return {
+    service,
+    id: d.id,
+    type: d.type,
+    queue: d.queue ?? null,
+    error: d.error,
+    attempts: d.attempts,
+    created_at: d.created_at ? utcMicrosText(d.created_at) : null,
+    parked_at: d.parked_at ? utcMicrosText(d.parked_at) : null,
+    message: d.message ?? null,
+  };
+}
+
 export async function listDeadLetters(ctx: Ctx, deps: Deps): Promise<Reply> {
   const q = parseWith(deadLettersQuery, ctx.req.query, 'invalid query');
   const caller = callerIn(ctx);
@@ -39,7 +55,7 @@ export async function listDeadLetters(ctx: Ctx, deps: Deps): Promise<Reply> {
         deps.clients
           .deadLetters(service)
           .call('listDeadLetters', { limit: to - from, offset: from - start }, caller)
-          .then((r) => (JSON.parse(r.json) as Record<string, unknown>[]).map((d) => ({ service, ...d }))),
+          .then((r) => r.dead_letters.map((d) => deadLetterObject(service, d))),
       );
     }
     start += total;

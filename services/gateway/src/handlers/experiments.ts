@@ -1,3 +1,4 @@
+import { experimentJson, signaturesJson } from '@lab/contracts';
 import { itemFromJson, listFromJson, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, recordId } from './records.js';
@@ -16,9 +17,14 @@ export async function experimentHandler(ctx: Ctx, deps: Deps, op: ExperimentOp):
   const nb = deps.clients.notebook();
   const caller = callerIn(ctx);
   if (op === 'amend') {
-    const r = await nb.call('amendExperiment', { id, json: JSON.stringify(objectBody(ctx.body)) }, caller);
-    return itemFromJson(201, r.json);
+    const r = await nb.call('amendExperiment', { id, body: objectBody(ctx.body) }, caller);
+    return itemFromJson(201, experimentJson(r.experiment!));
   }
-  const r = await nb.call(op === 'versions' ? 'listExperimentVersions' : 'listExperimentSignatures', { id }, caller);
-  return listFromJson(r.json, { limit: r.limit, offset: 0, total: Number(r.total) });
+  if (op === 'versions') {
+    const r = await nb.call('listExperimentVersions', { id }, caller);
+    return listFromJson(`[${r.experiments.map(experimentJson).join(',')}]`, { limit: r.limit, offset: 0, total: Number(r.total) });
+  }
+  // a manifest is answered whole
+  const { signatures } = await nb.call('listExperimentSignatures', { id }, caller);
+  return listFromJson(signaturesJson(signatures), { limit: signatures.length, offset: 0, total: signatures.length });
 }

@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import { jobJson } from '@lab/contracts';
 import { DomainError, drainedOrGone } from '@lab/kit';
 import type { Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
@@ -8,8 +9,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** POST /v1/jobs: 202 {data: Job}; the job runs later. */
 export async function createJob(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const r = await deps.clients.jobs().call('createJob', { json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
-  return { status: 202, body: `{"data":${r.json}}`, contentType: JSON_TYPE };
+  const r = await deps.clients.jobs().call('createJob', { body: objectBody(ctx.body) }, callerIn(ctx));
+  return { status: 202, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE };
 }
 
 /** GET /v1/jobs: {data, next_cursor, count}; next_cursor is the enqueued_at of the last item. */
@@ -18,14 +19,14 @@ export async function listJobs(ctx: Ctx, deps: Deps): Promise<Reply> {
   const r = await deps.clients.jobs().call('listJobs', { query }, callerIn(ctx));
   return {
     status: 200,
-    body: `{"data":${r.json},"next_cursor":${JSON.stringify(r.next_cursor ?? null)},"count":${r.count}}`,
+    body: `{"data":[${r.jobs.map(jobJson).join(',')}],"next_cursor":${JSON.stringify(r.next_cursor ?? null)},"count":${r.count}}`,
     contentType: JSON_TYPE,
   };
 }
 
 export async function getJob(ctx: Ctx, deps: Deps): Promise<Reply> {
   const r = await deps.clients.jobs().call('getJob', { id: recordId(ctx.params) }, callerIn(ctx));
-  return { status: 200, body: `{"data":${r.json}}`, contentType: JSON_TYPE };
+  return { status: 200, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE };
 }
 
 /** Long enough for a large export on a slow link; the stream ends the call earlier. */

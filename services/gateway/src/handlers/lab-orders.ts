@@ -1,3 +1,4 @@
+import { orderJson, resultJson } from '@lab/contracts';
 import type { Reply } from '../replies.js';
 import { itemFromJson, listFromJson } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -6,7 +7,7 @@ import { objectBody, queryMap, recordId } from './records.js';
 /**
  * Lab orders and lab results (module sample_intake), served by the orders
  * service. Bodies and queries are validated there; the gateway forwards them
- * and wraps the JSON text it gets back. A capped list of released results
+ * and writes the typed orders and results it gets back as JSON. A capped list of released results
  * carries its Warning values as the HTTP Warning header.
  */
 export type LabOrderOp = 'create' | 'list' | 'get' | 'record_result' | 'release_result' | 'list_results';
@@ -20,31 +21,32 @@ export async function labOrderHandler(ctx: Ctx, deps: Deps, op: LabOrderOp): Pro
   switch (op) {
     case 'create': {
       // up to 200 samples are created one by one in the notebook: more than the default deadline
-      const r = await client.call('createOrder', { json: JSON.stringify(objectBody(ctx.body)) }, caller, CREATE_DEADLINE_MS);
-      return itemFromJson(201, r.json);
+      const r = await client.call('createOrder', { body: objectBody(ctx.body) }, caller, CREATE_DEADLINE_MS);
+      return itemFromJson(201, orderJson(r.order!, true));
     }
     case 'list': {
       const r = await client.call('listOrders', { query: queryMap(ctx.req.query as Record<string, unknown>) }, caller);
-      return listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total });
+      // a list leaves out the samples (sample_count says how many)
+      return listFromJson(`[${r.orders.map((o) => orderJson(o, false)).join(',')}]`, { limit: r.limit, offset: r.offset, total: r.total });
     }
     case 'get': {
       const r = await client.call('getOrder', { id: recordId(ctx.params) }, caller);
-      return itemFromJson(200, r.json);
+      return itemFromJson(200, orderJson(r.order!, true));
     }
     case 'record_result': {
-      const r = await client.call('recordResult', { order_id: recordId(ctx.params), json: JSON.stringify(objectBody(ctx.body)) }, caller);
-      return itemFromJson(201, r.json);
+      const r = await client.call('recordResult', { order_id: recordId(ctx.params), body: objectBody(ctx.body) }, caller);
+      return itemFromJson(201, resultJson(r.result!));
     }
     case 'release_result': {
       const r = await client.call('releaseResult', { order_id: recordId(ctx.params), result_id: recordId(ctx.params, 'result_id') }, caller);
-      return itemFromJson(200, r.json);
+      return itemFromJson(200, resultJson(r.result!));
     }
     case 'list_results': {
       const r = await client.call('listResults', { query: queryMap(ctx.req.query as Record<string, unknown>) }, caller);
       const pagination = { limit: r.limit, offset: r.offset, total: r.total, capped: r.capped, sample_lookup_capped: r.sample_lookup_capped };
       return {
         status: 200,
-        body: `{"data":${r.json},"pagination":${JSON.stringify(pagination)}}`,
+        body: `{"data":[${r.results.map(resultJson).join(',')}],"pagination":${JSON.stringify(pagination)}}`,
         contentType: JSON_TYPE,
         ...(r.warnings.length ? { headers: { Warning: r.warnings.join(', ') } } : {}),
       };

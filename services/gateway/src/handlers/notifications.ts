@@ -1,12 +1,16 @@
+import { messageJson, NOTIFICATION_SHAPE, type notifications, type RecordObject } from '@lab/contracts';
 import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
+/** A notification as its owner has always read it (timestamps as PostgreSQL writes them). */
+const notificationJson = (n: notifications.Notification): string => messageJson(NOTIFICATION_SHAPE, n as unknown as RecordObject);
+
 /** POST /v1/notifications: 201 {data: {created, notification_ids}}. */
 export async function createNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const r = await deps.clients.notifications().call('createNotifications', { json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
+  const r = await deps.clients.notifications().call('createNotifications', { body: objectBody(ctx.body) }, callerIn(ctx));
   return json(201, { data: { created: r.created, notification_ids: r.notification_ids } });
 }
 
@@ -21,7 +25,7 @@ export async function listNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
   const capped = r.total > r.offset + r.count;
   return {
     status: 200,
-    body: `{"data":${r.json},"count":${r.count},"pagination":${JSON.stringify({ limit: r.limit, offset: r.offset, total: r.total })}}`,
+    body: `{"data":[${r.notifications.map(notificationJson).join(',')}],"count":${r.count},"pagination":${JSON.stringify({ limit: r.limit, offset: r.offset, total: r.total })}}`,
     contentType: JSON_TYPE,
     headers: capped ? { Warning: `299 - "results capped at ${r.limit}"` } : undefined,
   };
@@ -30,6 +34,6 @@ export async function listNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
 /** PATCH /v1/notifications/{id} {read}: the owner marks it read or unread. */
 export async function updateNotification(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
-  const r = await deps.clients.notifications().call('updateNotification', { id, json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
-  return { status: 200, body: `{"data":${r.json}}`, contentType: JSON_TYPE };
+  const r = await deps.clients.notifications().call('updateNotification', { id, body: objectBody(ctx.body) }, callerIn(ctx));
+  return { status: 200, body: `{"data":${notificationJson(r.notification!)}}`, contentType: JSON_TYPE };
 }

@@ -1,3 +1,4 @@
+import { recordJson, recordsJson } from '@lab/contracts';
 import { DomainError, isUuid, validationFailed } from '@lab/kit';
 import { itemFromJson, listFromJson, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -64,7 +65,11 @@ function address(ctx: Ctx, nested: 'many' | 'one' | undefined): { parent_id: str
   return { parent_id, id: () => (nested === 'one' ? '' : recordId(ctx.params, 'sub_id')) };
 }
 
-/** Generic CRUD over lab.common.v1.RecordService of the resource's owner. */
+/**
+ * Generic CRUD over lab.common.v1.RecordService of the resource's owner: bodies
+ * go on as given (the owner checks them), typed records come back as the JSON
+ * the API has always answered (recordJson).
+ */
 export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource: string, nested?: 'many' | 'one'): Promise<Reply> {
   const service = ctx.route.service!;
   const client = deps.clients.records(service);
@@ -77,29 +82,27 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
       if (start) {
         const r = await client.call('listRecords', { resource, query, parent_id, keyset: true, ...start }, caller);
         const next = r.next_created_at && r.next_id ? { since_created_at: r.next_created_at, since_id: r.next_id } : null;
-        const reply = listFromJson(r.json, { limit: r.limit, offset: 0, total: null, next_cursor: next });
+        const reply = listFromJson(recordsJson(r.records), { limit: r.limit, offset: 0, total: null, next_cursor: next });
         if (r.cut_by_size) reply.headers = { Warning: `299 - "page cut by size at ${r.limit} records; continue from next_cursor"` };
         return reply;
       }
       const r = await client.call('listRecords', { resource, query, parent_id }, caller);
-      const reply = listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total });
+      const reply = listFromJson(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total });
       if (r.cut_by_size) reply.headers = { Warning: `299 - "page cut by size at ${r.limit} records; continue at offset ${r.offset + r.limit}"` };
       return reply;
     }
     case 'get': {
       const r = await client.call('getRecord', { resource, id: id(), parent_id }, caller);
-      return itemFromJson(200, r.json);
+      return itemFromJson(200, recordJson(r.record!));
     }
     case 'create': {
-      const json = JSON.stringify(objectBody(ctx.body));
-      const r = await client.call('createRecord', { resource, json, parent_id }, caller);
-      return itemFromJson(201, r.json);
+      const r = await client.call('createRecord', { resource, body: objectBody(ctx.body), parent_id }, caller);
+      return itemFromJson(201, recordJson(r.record!));
     }
     case 'update':
     case 'replace': {
-      const json = JSON.stringify(objectBody(ctx.body));
-      const r = await client.call('updateRecord', { resource, id: id(), json, replace: op === 'replace', parent_id }, caller);
-      return itemFromJson(200, r.json);
+      const r = await client.call('updateRecord', { resource, id: id(), body: objectBody(ctx.body), replace: op === 'replace', parent_id }, caller);
+      return itemFromJson(200, recordJson(r.record!));
     }
     case 'delete': {
       await client.call('deleteRecord', { resource, id: id(), parent_id }, caller);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MEANINGS } from '@lab/notebook';
+import { signedExperimentJson } from '@lab/contracts';
 import { DomainError, systemContext } from '@lab/kit';
 import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
@@ -65,5 +66,5 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   }
   // the manifest keeps the signer's name as it is at signing
   const r = await deps.clients.notebook().call('signExperiment', { id, meaning: b.meaning, signer_name: user.name ?? user.email }, caller);
-  return itemFromJson(200, r.json);
+  return itemFromJson(200, signedExperimentJson(r));
 }

@@ -18,10 +18,33 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Equipment, EquipmentDocument, MaintenanceLog, RemoteLink, UsageSession } from "../../equipment/v1/records.js";
+import { Inventory, Reagent, StockItem, StockMovement } from "../../inventory/v1/records.js";
+import { Experiment, Project, Sample } from "../../notebook/v1/records.js";
 
 export const protobufPackage = "lab.common.v1";
 
 export const protobufFileName = "lab/common/v1/records.proto";
+
+/** One record of any generic resource; the case names the resource's message. */
+export interface Record {
+  kind?:
+    | { $case: "sample"; value: Sample }
+    | { $case: "project"; value: Project }
+    | { $case: "experiment"; value: Experiment }
+    | { $case: "reagent"; value: Reagent }
+    | { $case: "stock_item"; value: StockItem }
+    | { $case: "stock_movement"; value: StockMovement }
+    | { $case: "inventory"; value: Inventory }
+    | { $case: "equipment"; value: Equipment }
+    | { $case: "maintenance_log"; value: MaintenanceLog }
+    | { $case: "usage_session"; value: UsageSession }
+    | { $case: "calibration"; value: EquipmentDocument }
+    | { $case: "qualification"; value: EquipmentDocument }
+    | { $case: "remote_link"; value: RemoteLink }
+    | undefined;
+}
 
 export interface ListRecordsRequest {
   /** resource name as in the URL, e.g. "samples" */
@@ -57,8 +80,7 @@ export interface ListRecordsRequest_QueryEntry {
 }
 
 export interface ListRecordsResponse {
-  /** JSON array of records */
-  json: string;
+  records: Record[];
   total: number;
   /** the effective paging, echoed in the list envelope */
   limit: number;
@@ -84,16 +106,18 @@ export interface GetRecordRequest {
 
 export interface CreateRecordRequest {
   resource: string;
-  /** JSON object, the create body */
-  json: string;
+  /** the create body as given, checked by the owning service */
+  body?: { [key: string]: any } | undefined;
   parent_id: string;
 }
 
 export interface UpdateRecordRequest {
   resource: string;
   id: string;
-  /** JSON object of fields to change */
-  json: string;
+  /** the fields to change as given, checked by the owning service */
+  body?:
+    | { [key: string]: any }
+    | undefined;
   /** PUT rather than PATCH; both change only the fields given (see docs/decisions.md) */
   replace: boolean;
   parent_id: string;
@@ -106,12 +130,191 @@ export interface DeleteRecordRequest {
 }
 
 export interface RecordResponse {
-  /** JSON object of the record */
-  json: string;
+  record?: Record | undefined;
 }
 
 export interface DeleteRecordResponse {
 }
+
+function createBaseRecord(): Record {
+  return { kind: undefined };
+}
+
+export const Record: MessageFns<Record> = {
+  encode(message: Record, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.kind?.$case) {
+      case "sample":
+        Sample.encode(message.kind.value, writer.uint32(10).fork()).join();
+        break;
+      case "project":
+        Project.encode(message.kind.value, writer.uint32(18).fork()).join();
+        break;
+      case "experiment":
+        Experiment.encode(message.kind.value, writer.uint32(26).fork()).join();
+        break;
+      case "reagent":
+        Reagent.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+      case "stock_item":
+        StockItem.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
+      case "stock_movement":
+        StockMovement.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
+      case "inventory":
+        Inventory.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
+      case "equipment":
+        Equipment.encode(message.kind.value, writer.uint32(66).fork()).join();
+        break;
+      case "maintenance_log":
+        MaintenanceLog.encode(message.kind.value, writer.uint32(74).fork()).join();
+        break;
+      case "usage_session":
+        UsageSession.encode(message.kind.value, writer.uint32(82).fork()).join();
+        break;
+      case "calibration":
+        EquipmentDocument.encode(message.kind.value, writer.uint32(90).fork()).join();
+        break;
+      case "qualification":
+        EquipmentDocument.encode(message.kind.value, writer.uint32(98).fork()).join();
+        break;
+      case "remote_link":
+        RemoteLink.encode(message.kind.value, writer.uint32(106).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Record {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = { $case: "sample", value: Sample.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = { $case: "project", value: Project.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "experiment", value: Experiment.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "reagent", value: Reagent.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "stock_item", value: StockItem.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "stock_movement", value: StockMovement.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "inventory", value: Inventory.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "equipment", value: Equipment.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.kind = { $case: "maintenance_log", value: MaintenanceLog.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.kind = { $case: "usage_session", value: UsageSession.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.kind = { $case: "calibration", value: EquipmentDocument.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = { $case: "qualification", value: EquipmentDocument.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.kind = { $case: "remote_link", value: RemoteLink.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
 
 function createBaseListRecordsRequest(): ListRecordsRequest {
   return {
@@ -283,7 +486,7 @@ export const ListRecordsRequest_QueryEntry: MessageFns<ListRecordsRequest_QueryE
 
 function createBaseListRecordsResponse(): ListRecordsResponse {
   return {
-    json: "",
+    records: [],
     total: 0,
     limit: 0,
     offset: 0,
@@ -295,8 +498,8 @@ function createBaseListRecordsResponse(): ListRecordsResponse {
 
 export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
   encode(message: ListRecordsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    for (const v of message.records) {
+      Record.encode(v!, writer.uint32(66).fork()).join();
     }
     if (message.total !== 0) {
       writer.uint32(16).int64(message.total);
@@ -332,12 +535,12 @@ export const ListRecordsResponse: MessageFns<ListRecordsResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 8: {
+            if (tag !== 66) {
               break;
             }
 
-            message.json = reader.string();
+            message.records.push(Record.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
@@ -470,7 +673,7 @@ export const GetRecordRequest: MessageFns<GetRecordRequest> = {
 };
 
 function createBaseCreateRecordRequest(): CreateRecordRequest {
-  return { resource: "", json: "", parent_id: "" };
+  return { resource: "", body: undefined, parent_id: "" };
 }
 
 export const CreateRecordRequest: MessageFns<CreateRecordRequest> = {
@@ -478,8 +681,8 @@ export const CreateRecordRequest: MessageFns<CreateRecordRequest> = {
     if (message.resource !== "") {
       writer.uint32(10).string(message.resource);
     }
-    if (message.json !== "") {
-      writer.uint32(18).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(34).fork()).join();
     }
     if (message.parent_id !== "") {
       writer.uint32(26).string(message.parent_id);
@@ -508,12 +711,12 @@ export const CreateRecordRequest: MessageFns<CreateRecordRequest> = {
             message.resource = reader.string();
             continue;
           }
-          case 2: {
-            if (tag !== 18) {
+          case 4: {
+            if (tag !== 34) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
           case 3: {
@@ -538,7 +741,7 @@ export const CreateRecordRequest: MessageFns<CreateRecordRequest> = {
 };
 
 function createBaseUpdateRecordRequest(): UpdateRecordRequest {
-  return { resource: "", id: "", json: "", replace: false, parent_id: "" };
+  return { resource: "", id: "", body: undefined, replace: false, parent_id: "" };
 }
 
 export const UpdateRecordRequest: MessageFns<UpdateRecordRequest> = {
@@ -549,8 +752,8 @@ export const UpdateRecordRequest: MessageFns<UpdateRecordRequest> = {
     if (message.id !== "") {
       writer.uint32(18).string(message.id);
     }
-    if (message.json !== "") {
-      writer.uint32(26).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(50).fork()).join();
     }
     if (message.replace !== false) {
       writer.uint32(32).bool(message.replace);
@@ -590,12 +793,12 @@ export const UpdateRecordRequest: MessageFns<UpdateRecordRequest> = {
             message.id = reader.string();
             continue;
           }
-          case 3: {
-            if (tag !== 26) {
+          case 6: {
+            if (tag !== 50) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
           case 4: {
@@ -696,13 +899,13 @@ export const DeleteRecordRequest: MessageFns<DeleteRecordRequest> = {
 };
 
 function createBaseRecordResponse(): RecordResponse {
-  return { json: "" };
+  return { record: undefined };
 }
 
 export const RecordResponse: MessageFns<RecordResponse> = {
   encode(message: RecordResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.record !== undefined) {
+      Record.encode(message.record, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -720,12 +923,12 @@ export const RecordResponse: MessageFns<RecordResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.record = Record.decode(reader, reader.uint32());
             continue;
           }
         }

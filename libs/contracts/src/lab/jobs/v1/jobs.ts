@@ -20,14 +20,58 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct, Value } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.jobs.v1";
 
 export const protobufFileName = "lab/jobs/v1/jobs.proto";
 
+export enum JobStatus {
+  JOB_STATUS_UNSPECIFIED = 0,
+  JOB_STATUS_QUEUED = 1,
+  JOB_STATUS_RUNNING = 2,
+  JOB_STATUS_SUCCEEDED = 3,
+  JOB_STATUS_FAILED = 4,
+  JOB_STATUS_DEAD = 5,
+  UNRECOGNIZED = -1,
+}
+
 export interface CreateJobRequest {
-  /** JSON object, the create body {job_type, input} */
-  json: string;
+  /** the create body as given ({job_type, input}), checked by the service */
+  body?: { [key: string]: any } | undefined;
+}
+
+/**
+ * The Job of the spec; a job made of an inbound webhook event also names the
+ * event and carries what the sender sent.
+ */
+export interface Job {
+  id: string;
+  job_type: string;
+  status: JobStatus;
+  /** 0 to 100 */
+  progress: number;
+  status_text?: string | undefined;
+  result_path?:
+    | string
+    | undefined;
+  /** free-form (the spec's result_meta: the artifact's type, size, name...) */
+  result_meta?: { [key: string]: any } | undefined;
+  error_message?: string | undefined;
+  attempts: number;
+  max_attempts: number;
+  enqueued_at?: Timestamp | undefined;
+  started_at?: Timestamp | undefined;
+  finished_at?:
+    | Timestamp
+    | undefined;
+  /** the inbound webhook event the job was made of (absent for jobs made through the API) */
+  inbound_event_id?:
+    | string
+    | undefined;
+  /** the event's payload as the sender sent it: free-form JSON, with inbound_event_id only */
+  context?: any | undefined;
 }
 
 export interface ListJobsRequest {
@@ -41,8 +85,7 @@ export interface ListJobsRequest_QueryEntry {
 }
 
 export interface ListJobsResponse {
-  /** JSON array of jobs */
-  json: string;
+  jobs: Job[];
   count: number;
   next_cursor?: string | undefined;
 }
@@ -52,8 +95,7 @@ export interface GetJobRequest {
 }
 
 export interface JobResponse {
-  /** JSON object of the job */
-  json: string;
+  job?: Job | undefined;
 }
 
 export interface ArtifactChunk {
@@ -65,13 +107,13 @@ export interface ArtifactChunk {
 }
 
 function createBaseCreateJobRequest(): CreateJobRequest {
-  return { json: "" };
+  return { body: undefined };
 }
 
 export const CreateJobRequest: MessageFns<CreateJobRequest> = {
   encode(message: CreateJobRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -89,12 +131,228 @@ export const CreateJobRequest: MessageFns<CreateJobRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseJob(): Job {
+  return {
+    id: "",
+    job_type: "",
+    status: 0,
+    progress: 0,
+    status_text: undefined,
+    result_path: undefined,
+    result_meta: undefined,
+    error_message: undefined,
+    attempts: 0,
+    max_attempts: 0,
+    enqueued_at: undefined,
+    started_at: undefined,
+    finished_at: undefined,
+    inbound_event_id: undefined,
+    context: undefined,
+  };
+}
+
+export const Job: MessageFns<Job> = {
+  encode(message: Job, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.job_type !== "") {
+      writer.uint32(18).string(message.job_type);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.progress !== 0) {
+      writer.uint32(32).int32(message.progress);
+    }
+    if (message.status_text !== undefined) {
+      writer.uint32(42).string(message.status_text);
+    }
+    if (message.result_path !== undefined) {
+      writer.uint32(50).string(message.result_path);
+    }
+    if (message.result_meta !== undefined) {
+      Struct.encode(Struct.wrap(message.result_meta), writer.uint32(58).fork()).join();
+    }
+    if (message.error_message !== undefined) {
+      writer.uint32(66).string(message.error_message);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(72).int32(message.attempts);
+    }
+    if (message.max_attempts !== 0) {
+      writer.uint32(80).int32(message.max_attempts);
+    }
+    if (message.enqueued_at !== undefined) {
+      Timestamp.encode(message.enqueued_at, writer.uint32(90).fork()).join();
+    }
+    if (message.started_at !== undefined) {
+      Timestamp.encode(message.started_at, writer.uint32(98).fork()).join();
+    }
+    if (message.finished_at !== undefined) {
+      Timestamp.encode(message.finished_at, writer.uint32(106).fork()).join();
+    }
+    if (message.inbound_event_id !== undefined) {
+      writer.uint32(114).string(message.inbound_event_id);
+    }
+    if (message.context !== undefined) {
+      Value.encode(Value.wrap(message.context), writer.uint32(122).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Job {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
           case 1: {
             if (tag !== 10) {
               break;
             }
 
-            message.json = reader.string();
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.job_type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.progress = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.status_text = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.result_path = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.result_meta = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.error_message = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.attempts = reader.int32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.max_attempts = reader.int32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.enqueued_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.started_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.finished_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.inbound_event_id = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.context = Value.unwrap(Value.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -217,13 +475,13 @@ export const ListJobsRequest_QueryEntry: MessageFns<ListJobsRequest_QueryEntry> 
 };
 
 function createBaseListJobsResponse(): ListJobsResponse {
-  return { json: "", count: 0, next_cursor: undefined };
+  return { jobs: [], count: 0, next_cursor: undefined };
 }
 
 export const ListJobsResponse: MessageFns<ListJobsResponse> = {
   encode(message: ListJobsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    for (const v of message.jobs) {
+      Job.encode(v!, writer.uint32(34).fork()).join();
     }
     if (message.count !== 0) {
       writer.uint32(16).int32(message.count);
@@ -247,12 +505,12 @@ export const ListJobsResponse: MessageFns<ListJobsResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 4: {
+            if (tag !== 34) {
               break;
             }
 
-            message.json = reader.string();
+            message.jobs.push(Job.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
@@ -331,13 +589,13 @@ export const GetJobRequest: MessageFns<GetJobRequest> = {
 };
 
 function createBaseJobResponse(): JobResponse {
-  return { json: "" };
+  return { job: undefined };
 }
 
 export const JobResponse: MessageFns<JobResponse> = {
   encode(message: JobResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.job !== undefined) {
+      Job.encode(message.job, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -355,12 +613,12 @@ export const JobResponse: MessageFns<JobResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.job = Job.decode(reader, reader.uint32());
             continue;
           }
         }

@@ -18,7 +18,9 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { ListRecordsResponse, RecordResponse } from "../../common/v1/records.js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
+import { Experiment } from "./records.js";
 
 export const protobufPackage = "lab.notebook.v1";
 
@@ -36,12 +38,56 @@ export interface SignExperimentRequest {
 
 export interface AmendExperimentRequest {
   id: string;
-  /** JSON object: reason (required) and the fields that change */
-  json: string;
+  /** the body as given: reason (required) and the fields that change, checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface ExperimentRequest {
   id: string;
+}
+
+/** One signature of an experiment version, as the manifest shows it. */
+export interface ExperimentSignature {
+  id: string;
+  experiment_id: string;
+  /** authorship, review or approval */
+  meaning: string;
+  signer_id: string;
+  /** the signer's name as identity knew it at signing */
+  signer_name?: string | undefined;
+  signed_at?:
+    | Timestamp
+    | undefined;
+  /** the hash of the content signed; absent for signatures made before manifests kept it */
+  content_hash?: string | undefined;
+  hash_algorithm: string;
+  /** whether the version's content still gives content_hash (absent without a hash) */
+  content_matches?: boolean | undefined;
+}
+
+/** One experiment version. */
+export interface ExperimentResponse {
+  experiment?: Experiment | undefined;
+}
+
+/** Experiment versions, with the paging of a records list. */
+export interface ExperimentList {
+  experiments: Experiment[];
+  total: number;
+  limit: number;
+  offset: number;
+  cut_by_size: boolean;
+}
+
+/** A signed experiment and its manifest. */
+export interface SignedExperiment {
+  experiment?: Experiment | undefined;
+  signatures: ExperimentSignature[];
+}
+
+/** The manifest of one experiment version, in signing order. */
+export interface SignatureList {
+  signatures: ExperimentSignature[];
 }
 
 function createBaseSignExperimentRequest(): SignExperimentRequest {
@@ -113,7 +159,7 @@ export const SignExperimentRequest: MessageFns<SignExperimentRequest> = {
 };
 
 function createBaseAmendExperimentRequest(): AmendExperimentRequest {
-  return { id: "", json: "" };
+  return { id: "", body: undefined };
 }
 
 export const AmendExperimentRequest: MessageFns<AmendExperimentRequest> = {
@@ -121,8 +167,8 @@ export const AmendExperimentRequest: MessageFns<AmendExperimentRequest> = {
     if (message.id !== "") {
       writer.uint32(10).string(message.id);
     }
-    if (message.json !== "") {
-      writer.uint32(18).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -148,12 +194,12 @@ export const AmendExperimentRequest: MessageFns<AmendExperimentRequest> = {
             message.id = reader.string();
             continue;
           }
-          case 2: {
-            if (tag !== 18) {
+          case 3: {
+            if (tag !== 26) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -215,6 +261,389 @@ export const ExperimentRequest: MessageFns<ExperimentRequest> = {
   },
 };
 
+function createBaseExperimentSignature(): ExperimentSignature {
+  return {
+    id: "",
+    experiment_id: "",
+    meaning: "",
+    signer_id: "",
+    signer_name: undefined,
+    signed_at: undefined,
+    content_hash: undefined,
+    hash_algorithm: "",
+    content_matches: undefined,
+  };
+}
+
+export const ExperimentSignature: MessageFns<ExperimentSignature> = {
+  encode(message: ExperimentSignature, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.experiment_id !== "") {
+      writer.uint32(18).string(message.experiment_id);
+    }
+    if (message.meaning !== "") {
+      writer.uint32(26).string(message.meaning);
+    }
+    if (message.signer_id !== "") {
+      writer.uint32(34).string(message.signer_id);
+    }
+    if (message.signer_name !== undefined) {
+      writer.uint32(42).string(message.signer_name);
+    }
+    if (message.signed_at !== undefined) {
+      Timestamp.encode(message.signed_at, writer.uint32(50).fork()).join();
+    }
+    if (message.content_hash !== undefined) {
+      writer.uint32(58).string(message.content_hash);
+    }
+    if (message.hash_algorithm !== "") {
+      writer.uint32(66).string(message.hash_algorithm);
+    }
+    if (message.content_matches !== undefined) {
+      writer.uint32(72).bool(message.content_matches);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExperimentSignature {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExperimentSignature();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.experiment_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.meaning = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.signer_id = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.signer_name = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.signed_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.content_hash = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.hash_algorithm = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.content_matches = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseExperimentResponse(): ExperimentResponse {
+  return { experiment: undefined };
+}
+
+export const ExperimentResponse: MessageFns<ExperimentResponse> = {
+  encode(message: ExperimentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.experiment !== undefined) {
+      Experiment.encode(message.experiment, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExperimentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExperimentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.experiment = Experiment.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseExperimentList(): ExperimentList {
+  return { experiments: [], total: 0, limit: 0, offset: 0, cut_by_size: false };
+}
+
+export const ExperimentList: MessageFns<ExperimentList> = {
+  encode(message: ExperimentList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.experiments) {
+      Experiment.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.total !== 0) {
+      writer.uint32(16).int64(message.total);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(32).int32(message.offset);
+    }
+    if (message.cut_by_size !== false) {
+      writer.uint32(40).bool(message.cut_by_size);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ExperimentList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseExperimentList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.experiments.push(Experiment.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.cut_by_size = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseSignedExperiment(): SignedExperiment {
+  return { experiment: undefined, signatures: [] };
+}
+
+export const SignedExperiment: MessageFns<SignedExperiment> = {
+  encode(message: SignedExperiment, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.experiment !== undefined) {
+      Experiment.encode(message.experiment, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.signatures) {
+      ExperimentSignature.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SignedExperiment {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSignedExperiment();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.experiment = Experiment.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.signatures.push(ExperimentSignature.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseSignatureList(): SignatureList {
+  return { signatures: [] };
+}
+
+export const SignatureList: MessageFns<SignatureList> = {
+  encode(message: SignatureList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.signatures) {
+      ExperimentSignature.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SignatureList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSignatureList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.signatures.push(ExperimentSignature.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 /**
  * Notebook-specific operations beyond the generic record protocol
  * (lab.common.v1.RecordService, which the notebook service also serves for
@@ -236,8 +665,8 @@ export const NotebookServiceService = {
     requestSerialize: (value: SignExperimentRequest): Buffer =>
       Buffer.from(SignExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): SignExperimentRequest => SignExperimentRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: SignedExperiment): Buffer => Buffer.from(SignedExperiment.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SignedExperiment => SignedExperiment.decode(value),
   },
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
@@ -250,8 +679,8 @@ export const NotebookServiceService = {
     requestSerialize: (value: AmendExperimentRequest): Buffer =>
       Buffer.from(AmendExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): AmendExperimentRequest => AmendExperimentRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: ExperimentResponse): Buffer => Buffer.from(ExperimentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExperimentResponse => ExperimentResponse.decode(value),
   },
   /** Every version of the experiment's entry, oldest first. */
   listExperimentVersions: {
@@ -260,8 +689,8 @@ export const NotebookServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
-    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+    responseSerialize: (value: ExperimentList): Buffer => Buffer.from(ExperimentList.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExperimentList => ExperimentList.decode(value),
   },
   /** The signature manifest of one experiment version, in signing order. */
   listExperimentSignatures: {
@@ -270,8 +699,8 @@ export const NotebookServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ExperimentRequest): Buffer => Buffer.from(ExperimentRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ExperimentRequest => ExperimentRequest.decode(value),
-    responseSerialize: (value: ListRecordsResponse): Buffer => Buffer.from(ListRecordsResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListRecordsResponse => ListRecordsResponse.decode(value),
+    responseSerialize: (value: SignatureList): Buffer => Buffer.from(SignatureList.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SignatureList => SignatureList.decode(value),
   },
 } as const;
 
@@ -283,16 +712,16 @@ export interface NotebookServiceServer extends UntypedServiceImplementation {
    * experiment and emits experiment.signed; a second signature of the same
    * meaning is ALREADY_EXISTS (409). Answers the experiment with its signatures.
    */
-  signExperiment: handleUnaryCall<SignExperimentRequest, RecordResponse>;
+  signExperiment: handleUnaryCall<SignExperimentRequest, SignedExperiment>;
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
    * required reason. Answers the new version.
    */
-  amendExperiment: handleUnaryCall<AmendExperimentRequest, RecordResponse>;
+  amendExperiment: handleUnaryCall<AmendExperimentRequest, ExperimentResponse>;
   /** Every version of the experiment's entry, oldest first. */
-  listExperimentVersions: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
+  listExperimentVersions: handleUnaryCall<ExperimentRequest, ExperimentList>;
   /** The signature manifest of one experiment version, in signing order. */
-  listExperimentSignatures: handleUnaryCall<ExperimentRequest, ListRecordsResponse>;
+  listExperimentSignatures: handleUnaryCall<ExperimentRequest, SignatureList>;
 }
 
 export interface NotebookServiceClient extends Client {
@@ -305,18 +734,18 @@ export interface NotebookServiceClient extends Client {
    */
   signExperiment(
     request: SignExperimentRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: SignedExperiment) => void,
   ): ClientUnaryCall;
   signExperiment(
     request: SignExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: SignedExperiment) => void,
   ): ClientUnaryCall;
   signExperiment(
     request: SignExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: SignedExperiment) => void,
   ): ClientUnaryCall;
   /**
    * Amends a signed experiment: a new, unsigned version linked to it, with a
@@ -324,50 +753,50 @@ export interface NotebookServiceClient extends Client {
    */
   amendExperiment(
     request: AmendExperimentRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentResponse) => void,
   ): ClientUnaryCall;
   amendExperiment(
     request: AmendExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentResponse) => void,
   ): ClientUnaryCall;
   amendExperiment(
     request: AmendExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentResponse) => void,
   ): ClientUnaryCall;
   /** Every version of the experiment's entry, oldest first. */
   listExperimentVersions(
     request: ExperimentRequest,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentList) => void,
   ): ClientUnaryCall;
   listExperimentVersions(
     request: ExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentList) => void,
   ): ClientUnaryCall;
   listExperimentVersions(
     request: ExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: ExperimentList) => void,
   ): ClientUnaryCall;
   /** The signature manifest of one experiment version, in signing order. */
   listExperimentSignatures(
     request: ExperimentRequest,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: SignatureList) => void,
   ): ClientUnaryCall;
   listExperimentSignatures(
     request: ExperimentRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: SignatureList) => void,
   ): ClientUnaryCall;
   listExperimentSignatures(
     request: ExperimentRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListRecordsResponse) => void,
+    callback: (error: ServiceError | null, response: SignatureList) => void,
   ): ClientUnaryCall;
 }
 
@@ -379,6 +808,17 @@ export const NotebookServiceClient = makeGenericClientConstructor(
   service: typeof NotebookServiceService;
   serviceName: string;
 };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

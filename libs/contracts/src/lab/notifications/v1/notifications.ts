@@ -18,14 +18,16 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.notifications.v1";
 
 export const protobufFileName = "lab/notifications/v1/notifications.proto";
 
 export interface CreateNotificationsRequest {
-  /** JSON object, the create body */
-  json: string;
+  /** the create body as given, checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface CreateNotificationsResponse {
@@ -43,9 +45,23 @@ export interface ListNotificationsRequest_QueryEntry {
   value: string;
 }
 
+/** One notification of a member, as its owner reads it. */
+export interface Notification {
+  id: string;
+  notification_type: string;
+  title: string;
+  body?: string | undefined;
+  link_url?: string | undefined;
+  entry_id?:
+    | string
+    | undefined;
+  /** absent while unread */
+  read_at?: Timestamp | undefined;
+  created_at?: Timestamp | undefined;
+}
+
 export interface ListNotificationsResponse {
-  /** JSON array of notifications */
-  json: string;
+  notifications: Notification[];
   count: number;
   limit: number;
   offset: number;
@@ -54,23 +70,22 @@ export interface ListNotificationsResponse {
 
 export interface UpdateNotificationRequest {
   id: string;
-  /** JSON object {read: boolean} */
-  json: string;
+  /** the body as given ({read: boolean}), checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface NotificationResponse {
-  /** JSON object of the notification */
-  json: string;
+  notification?: Notification | undefined;
 }
 
 function createBaseCreateNotificationsRequest(): CreateNotificationsRequest {
-  return { json: "" };
+  return { body: undefined };
 }
 
 export const CreateNotificationsRequest: MessageFns<CreateNotificationsRequest> = {
   encode(message: CreateNotificationsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -88,12 +103,12 @@ export const CreateNotificationsRequest: MessageFns<CreateNotificationsRequest> 
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -272,14 +287,146 @@ export const ListNotificationsRequest_QueryEntry: MessageFns<ListNotificationsRe
   },
 };
 
+function createBaseNotification(): Notification {
+  return {
+    id: "",
+    notification_type: "",
+    title: "",
+    body: undefined,
+    link_url: undefined,
+    entry_id: undefined,
+    read_at: undefined,
+    created_at: undefined,
+  };
+}
+
+export const Notification: MessageFns<Notification> = {
+  encode(message: Notification, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.notification_type !== "") {
+      writer.uint32(18).string(message.notification_type);
+    }
+    if (message.title !== "") {
+      writer.uint32(26).string(message.title);
+    }
+    if (message.body !== undefined) {
+      writer.uint32(34).string(message.body);
+    }
+    if (message.link_url !== undefined) {
+      writer.uint32(42).string(message.link_url);
+    }
+    if (message.entry_id !== undefined) {
+      writer.uint32(50).string(message.entry_id);
+    }
+    if (message.read_at !== undefined) {
+      Timestamp.encode(message.read_at, writer.uint32(58).fork()).join();
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Notification {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNotification();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.notification_type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.title = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.body = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.link_url = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.entry_id = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.read_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseListNotificationsResponse(): ListNotificationsResponse {
-  return { json: "", count: 0, limit: 0, offset: 0, total: 0 };
+  return { notifications: [], count: 0, limit: 0, offset: 0, total: 0 };
 }
 
 export const ListNotificationsResponse: MessageFns<ListNotificationsResponse> = {
   encode(message: ListNotificationsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    for (const v of message.notifications) {
+      Notification.encode(v!, writer.uint32(50).fork()).join();
     }
     if (message.count !== 0) {
       writer.uint32(16).int32(message.count);
@@ -309,12 +456,12 @@ export const ListNotificationsResponse: MessageFns<ListNotificationsResponse> = 
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 6: {
+            if (tag !== 50) {
               break;
             }
 
-            message.json = reader.string();
+            message.notifications.push(Notification.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
@@ -363,7 +510,7 @@ export const ListNotificationsResponse: MessageFns<ListNotificationsResponse> = 
 };
 
 function createBaseUpdateNotificationRequest(): UpdateNotificationRequest {
-  return { id: "", json: "" };
+  return { id: "", body: undefined };
 }
 
 export const UpdateNotificationRequest: MessageFns<UpdateNotificationRequest> = {
@@ -371,8 +518,8 @@ export const UpdateNotificationRequest: MessageFns<UpdateNotificationRequest> = 
     if (message.id !== "") {
       writer.uint32(10).string(message.id);
     }
-    if (message.json !== "") {
-      writer.uint32(18).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -398,12 +545,12 @@ export const UpdateNotificationRequest: MessageFns<UpdateNotificationRequest> = 
             message.id = reader.string();
             continue;
           }
-          case 2: {
-            if (tag !== 18) {
+          case 3: {
+            if (tag !== 26) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -420,13 +567,13 @@ export const UpdateNotificationRequest: MessageFns<UpdateNotificationRequest> = 
 };
 
 function createBaseNotificationResponse(): NotificationResponse {
-  return { json: "" };
+  return { notification: undefined };
 }
 
 export const NotificationResponse: MessageFns<NotificationResponse> = {
   encode(message: NotificationResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.notification !== undefined) {
+      Notification.encode(message.notification, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -444,12 +591,12 @@ export const NotificationResponse: MessageFns<NotificationResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.notification = Notification.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -466,9 +613,10 @@ export const NotificationResponse: MessageFns<NotificationResponse> = {
 };
 
 /**
- * In-app notifications of organisation members. Create bodies travel as JSON text
- * and are validated by the notifications service (bounds of the spec, exactly one
- * target kind), like the generic record protocol.
+ * In-app notifications of organisation members. Create and update bodies travel
+ * as the client gave them (a Struct) and are validated by the notifications
+ * service (bounds of the spec, exactly one target kind), like the generic record
+ * protocol; notifications travel typed.
  */
 export type NotificationsServiceService = typeof NotificationsServiceService;
 export const NotificationsServiceService = {

@@ -18,15 +18,39 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { RecordResponse } from "../../common/v1/records.js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.orders.v1";
 
 export const protobufFileName = "lab/orders/v1/orders.proto";
 
+export enum OrderStatus {
+  ORDER_STATUS_UNSPECIFIED = 0,
+  ORDER_STATUS_RECEIVING = 1,
+  ORDER_STATUS_RECEIVED = 2,
+  ORDER_STATUS_FAILED = 3,
+  UNRECOGNIZED = -1,
+}
+
+export enum OrderPriority {
+  ORDER_PRIORITY_UNSPECIFIED = 0,
+  ORDER_PRIORITY_ROUTINE = 1,
+  ORDER_PRIORITY_URGENT = 2,
+  ORDER_PRIORITY_STAT = 3,
+  UNRECOGNIZED = -1,
+}
+
+export enum ResultStatus {
+  RESULT_STATUS_UNSPECIFIED = 0,
+  RESULT_STATUS_RECORDED = 1,
+  RESULT_STATUS_RELEASED = 2,
+  UNRECOGNIZED = -1,
+}
+
 export interface CreateOrderRequest {
-  /** JSON object, the order body with its samples */
-  json: string;
+  /** the order body with its samples as given, checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface ListOrdersRequest {
@@ -45,8 +69,8 @@ export interface GetOrderRequest {
 
 export interface RecordResultRequest {
   order_id: string;
-  /** JSON object, the result body */
-  json: string;
+  /** the result body as given, checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface ReleaseResultRequest {
@@ -64,9 +88,82 @@ export interface ListResultsRequest_QueryEntry {
   value: string;
 }
 
-export interface ListResponse {
-  /** JSON array of records */
-  json: string;
+export interface Requester {
+  name: string;
+  email?: string | undefined;
+  organisation?: string | undefined;
+}
+
+/** A sample of an order (created in the notebook), in the order of the request body. */
+export interface OrderSample {
+  sample_id: string;
+  position: number;
+  name: string;
+  type?: string | undefined;
+  external_sample_id?: string | undefined;
+}
+
+export interface LabOrder {
+  id: string;
+  external_order_number: string;
+  status: OrderStatus;
+  priority: OrderPriority;
+  requester?: Requester | undefined;
+  notes?:
+    | string
+    | undefined;
+  /** why creating its samples failed (a failed order): free-form JSON, the error of that call */
+  error?: { [key: string]: any } | undefined;
+  sample_count: number;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+  updated_at?: Timestamp | undefined;
+  received_at?:
+    | Timestamp
+    | undefined;
+  /** one order with its samples (CreateOrder, GetOrder); empty in lists, which leave them out */
+  samples: OrderSample[];
+}
+
+export interface LabResult {
+  id: string;
+  order_id: string;
+  external_order_number: string;
+  sample_id: string;
+  external_sample_id?: string | undefined;
+  analyte: string;
+  /** a number (its decimal text as stored, answered as that JSON number) or a text */
+  value?: { $case: "number"; value: string } | { $case: "text"; value: string } | undefined;
+  unit?: string | undefined;
+  reference_range?: string | undefined;
+  flag?: string | undefined;
+  measured_at?: Timestamp | undefined;
+  status: ResultStatus;
+  released_at?: Timestamp | undefined;
+  released_by?: string | undefined;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+  updated_at?: Timestamp | undefined;
+}
+
+export interface OrderResponse {
+  order?: LabOrder | undefined;
+}
+
+export interface ResultResponse {
+  result?: LabResult | undefined;
+}
+
+export interface ListOrdersResponse {
+  /** without their samples */
+  orders: LabOrder[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+export interface ListResultsResponse {
+  results: LabResult[];
   total: number;
   limit: number;
   offset: number;
@@ -82,13 +179,13 @@ export interface ListResponse {
 }
 
 function createBaseCreateOrderRequest(): CreateOrderRequest {
-  return { json: "" };
+  return { body: undefined };
 }
 
 export const CreateOrderRequest: MessageFns<CreateOrderRequest> = {
   encode(message: CreateOrderRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -106,12 +203,12 @@ export const CreateOrderRequest: MessageFns<CreateOrderRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -280,7 +377,7 @@ export const GetOrderRequest: MessageFns<GetOrderRequest> = {
 };
 
 function createBaseRecordResultRequest(): RecordResultRequest {
-  return { order_id: "", json: "" };
+  return { order_id: "", body: undefined };
 }
 
 export const RecordResultRequest: MessageFns<RecordResultRequest> = {
@@ -288,8 +385,8 @@ export const RecordResultRequest: MessageFns<RecordResultRequest> = {
     if (message.order_id !== "") {
       writer.uint32(10).string(message.order_id);
     }
-    if (message.json !== "") {
-      writer.uint32(18).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -315,12 +412,12 @@ export const RecordResultRequest: MessageFns<RecordResultRequest> = {
             message.order_id = reader.string();
             continue;
           }
-          case 2: {
-            if (tag !== 18) {
+          case 3: {
+            if (tag !== 26) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -499,14 +596,788 @@ export const ListResultsRequest_QueryEntry: MessageFns<ListResultsRequest_QueryE
   },
 };
 
-function createBaseListResponse(): ListResponse {
-  return { json: "", total: 0, limit: 0, offset: 0, capped: false, sample_lookup_capped: false, warnings: [] };
+function createBaseRequester(): Requester {
+  return { name: "", email: undefined, organisation: undefined };
 }
 
-export const ListResponse: MessageFns<ListResponse> = {
-  encode(message: ListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+export const Requester: MessageFns<Requester> = {
+  encode(message: Requester, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.email !== undefined) {
+      writer.uint32(18).string(message.email);
+    }
+    if (message.organisation !== undefined) {
+      writer.uint32(26).string(message.organisation);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Requester {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequester();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.email = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.organisation = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseOrderSample(): OrderSample {
+  return { sample_id: "", position: 0, name: "", type: undefined, external_sample_id: undefined };
+}
+
+export const OrderSample: MessageFns<OrderSample> = {
+  encode(message: OrderSample, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sample_id !== "") {
+      writer.uint32(10).string(message.sample_id);
+    }
+    if (message.position !== 0) {
+      writer.uint32(16).int32(message.position);
+    }
+    if (message.name !== "") {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.type !== undefined) {
+      writer.uint32(34).string(message.type);
+    }
+    if (message.external_sample_id !== undefined) {
+      writer.uint32(42).string(message.external_sample_id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OrderSample {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOrderSample();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sample_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.position = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.external_sample_id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseLabOrder(): LabOrder {
+  return {
+    id: "",
+    external_order_number: "",
+    status: 0,
+    priority: 0,
+    requester: undefined,
+    notes: undefined,
+    error: undefined,
+    sample_count: 0,
+    created_by: undefined,
+    created_at: undefined,
+    updated_at: undefined,
+    received_at: undefined,
+    samples: [],
+  };
+}
+
+export const LabOrder: MessageFns<LabOrder> = {
+  encode(message: LabOrder, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.external_order_number !== "") {
+      writer.uint32(18).string(message.external_order_number);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.priority !== 0) {
+      writer.uint32(32).int32(message.priority);
+    }
+    if (message.requester !== undefined) {
+      Requester.encode(message.requester, writer.uint32(42).fork()).join();
+    }
+    if (message.notes !== undefined) {
+      writer.uint32(50).string(message.notes);
+    }
+    if (message.error !== undefined) {
+      Struct.encode(Struct.wrap(message.error), writer.uint32(58).fork()).join();
+    }
+    if (message.sample_count !== 0) {
+      writer.uint32(64).int32(message.sample_count);
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(74).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(82).fork()).join();
+    }
+    if (message.updated_at !== undefined) {
+      Timestamp.encode(message.updated_at, writer.uint32(90).fork()).join();
+    }
+    if (message.received_at !== undefined) {
+      Timestamp.encode(message.received_at, writer.uint32(98).fork()).join();
+    }
+    for (const v of message.samples) {
+      OrderSample.encode(v!, writer.uint32(106).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LabOrder {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLabOrder();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.external_order_number = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.priority = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.requester = Requester.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.notes = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.error = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.sample_count = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.updated_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.received_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.samples.push(OrderSample.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseLabResult(): LabResult {
+  return {
+    id: "",
+    order_id: "",
+    external_order_number: "",
+    sample_id: "",
+    external_sample_id: undefined,
+    analyte: "",
+    value: undefined,
+    unit: undefined,
+    reference_range: undefined,
+    flag: undefined,
+    measured_at: undefined,
+    status: 0,
+    released_at: undefined,
+    released_by: undefined,
+    created_by: undefined,
+    created_at: undefined,
+    updated_at: undefined,
+  };
+}
+
+export const LabResult: MessageFns<LabResult> = {
+  encode(message: LabResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.order_id !== "") {
+      writer.uint32(18).string(message.order_id);
+    }
+    if (message.external_order_number !== "") {
+      writer.uint32(26).string(message.external_order_number);
+    }
+    if (message.sample_id !== "") {
+      writer.uint32(34).string(message.sample_id);
+    }
+    if (message.external_sample_id !== undefined) {
+      writer.uint32(42).string(message.external_sample_id);
+    }
+    if (message.analyte !== "") {
+      writer.uint32(50).string(message.analyte);
+    }
+    switch (message.value?.$case) {
+      case "number":
+        writer.uint32(58).string(message.value.value);
+        break;
+      case "text":
+        writer.uint32(66).string(message.value.value);
+        break;
+    }
+    if (message.unit !== undefined) {
+      writer.uint32(74).string(message.unit);
+    }
+    if (message.reference_range !== undefined) {
+      writer.uint32(82).string(message.reference_range);
+    }
+    if (message.flag !== undefined) {
+      writer.uint32(90).string(message.flag);
+    }
+    if (message.measured_at !== undefined) {
+      Timestamp.encode(message.measured_at, writer.uint32(98).fork()).join();
+    }
+    if (message.status !== 0) {
+      writer.uint32(104).int32(message.status);
+    }
+    if (message.released_at !== undefined) {
+      Timestamp.encode(message.released_at, writer.uint32(114).fork()).join();
+    }
+    if (message.released_by !== undefined) {
+      writer.uint32(122).string(message.released_by);
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(130).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(138).fork()).join();
+    }
+    if (message.updated_at !== undefined) {
+      Timestamp.encode(message.updated_at, writer.uint32(146).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LabResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLabResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.order_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.external_order_number = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.sample_id = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.external_sample_id = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.analyte = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.value = { $case: "number", value: reader.string() };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.value = { $case: "text", value: reader.string() };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.reference_range = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.flag = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.measured_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.released_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.released_by = reader.string();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.updated_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseOrderResponse(): OrderResponse {
+  return { order: undefined };
+}
+
+export const OrderResponse: MessageFns<OrderResponse> = {
+  encode(message: OrderResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.order !== undefined) {
+      LabOrder.encode(message.order, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): OrderResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseOrderResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.order = LabOrder.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResultResponse(): ResultResponse {
+  return { result: undefined };
+}
+
+export const ResultResponse: MessageFns<ResultResponse> = {
+  encode(message: ResultResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      LabResult.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResultResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResultResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = LabResult.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListOrdersResponse(): ListOrdersResponse {
+  return { orders: [], total: 0, limit: 0, offset: 0 };
+}
+
+export const ListOrdersResponse: MessageFns<ListOrdersResponse> = {
+  encode(message: ListOrdersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.orders) {
+      LabOrder.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.total !== 0) {
+      writer.uint32(16).int64(message.total);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(24).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(32).int32(message.offset);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListOrdersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListOrdersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.orders.push(LabOrder.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListResultsResponse(): ListResultsResponse {
+  return { results: [], total: 0, limit: 0, offset: 0, capped: false, sample_lookup_capped: false, warnings: [] };
+}
+
+export const ListResultsResponse: MessageFns<ListResultsResponse> = {
+  encode(message: ListResultsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      LabResult.encode(v!, writer.uint32(10).fork()).join();
     }
     if (message.total !== 0) {
       writer.uint32(16).int64(message.total);
@@ -529,7 +1400,7 @@ export const ListResponse: MessageFns<ListResponse> = {
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): ListResponse {
+  decode(input: BinaryReader | Uint8Array, length?: number): ListResultsResponse {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
     if (previousRecursionDepth >= 100) {
@@ -538,7 +1409,7 @@ export const ListResponse: MessageFns<ListResponse> = {
     (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
     try {
       const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseListResponse();
+      const message = createBaseListResultsResponse();
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
@@ -547,7 +1418,7 @@ export const ListResponse: MessageFns<ListResponse> = {
               break;
             }
 
-            message.json = reader.string();
+            message.results.push(LabResult.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
@@ -613,9 +1484,9 @@ export const ListResponse: MessageFns<ListResponse> = {
 
 /**
  * Lab orders with their samples, and the results recorded and released for
- * those samples (module sample_intake). Bodies travel as JSON text, like the
- * generic record protocol: the orders service validates them with its own zod
- * schemas and PostgreSQL renders the rows.
+ * those samples (module sample_intake). Bodies travel as the client gave them (a
+ * Struct), like the generic record protocol: the orders service validates them
+ * with its own zod schemas. Orders and results travel typed.
  */
 export type OrdersServiceService = typeof OrdersServiceService;
 export const OrdersServiceService = {
@@ -631,8 +1502,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: CreateOrderRequest): Buffer => Buffer.from(CreateOrderRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): CreateOrderRequest => CreateOrderRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: OrderResponse): Buffer => Buffer.from(OrderResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): OrderResponse => OrderResponse.decode(value),
   },
   listOrders: {
     path: "/lab.orders.v1.OrdersService/ListOrders" as const,
@@ -640,8 +1511,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ListOrdersRequest): Buffer => Buffer.from(ListOrdersRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ListOrdersRequest => ListOrdersRequest.decode(value),
-    responseSerialize: (value: ListResponse): Buffer => Buffer.from(ListResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListResponse => ListResponse.decode(value),
+    responseSerialize: (value: ListOrdersResponse): Buffer => Buffer.from(ListOrdersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListOrdersResponse => ListOrdersResponse.decode(value),
   },
   /** The order with its samples. */
   getOrder: {
@@ -650,8 +1521,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: GetOrderRequest): Buffer => Buffer.from(GetOrderRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): GetOrderRequest => GetOrderRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: OrderResponse): Buffer => Buffer.from(OrderResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): OrderResponse => OrderResponse.decode(value),
   },
   /** Records a result for a sample of the order (status 'recorded'). */
   recordResult: {
@@ -660,8 +1531,8 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: RecordResultRequest): Buffer => Buffer.from(RecordResultRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): RecordResultRequest => RecordResultRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: ResultResponse): Buffer => Buffer.from(ResultResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResultResponse => ResultResponse.decode(value),
   },
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
   releaseResult: {
@@ -670,18 +1541,18 @@ export const OrdersServiceService = {
     responseStream: false as const,
     requestSerialize: (value: ReleaseResultRequest): Buffer => Buffer.from(ReleaseResultRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ReleaseResultRequest => ReleaseResultRequest.decode(value),
-    responseSerialize: (value: RecordResponse): Buffer => Buffer.from(RecordResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): RecordResponse => RecordResponse.decode(value),
+    responseSerialize: (value: ResultResponse): Buffer => Buffer.from(ResultResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResultResponse => ResultResponse.decode(value),
   },
-  /** Released results only, capped (see ListResponse.warnings). */
+  /** Released results only, capped (see ListResultsResponse.warnings). */
   listResults: {
     path: "/lab.orders.v1.OrdersService/ListResults" as const,
     requestStream: false as const,
     responseStream: false as const,
     requestSerialize: (value: ListResultsRequest): Buffer => Buffer.from(ListResultsRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): ListResultsRequest => ListResultsRequest.decode(value),
-    responseSerialize: (value: ListResponse): Buffer => Buffer.from(ListResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ListResponse => ListResponse.decode(value),
+    responseSerialize: (value: ListResultsResponse): Buffer => Buffer.from(ListResultsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListResultsResponse => ListResultsResponse.decode(value),
   },
 } as const;
 
@@ -692,16 +1563,16 @@ export interface OrdersServiceServer extends UntypedServiceImplementation {
    * the order set 'received'. A failed sample creation leaves the order 'failed'
    * and returns that error. A duplicate external_order_number is ALREADY_EXISTS.
    */
-  createOrder: handleUnaryCall<CreateOrderRequest, RecordResponse>;
-  listOrders: handleUnaryCall<ListOrdersRequest, ListResponse>;
+  createOrder: handleUnaryCall<CreateOrderRequest, OrderResponse>;
+  listOrders: handleUnaryCall<ListOrdersRequest, ListOrdersResponse>;
   /** The order with its samples. */
-  getOrder: handleUnaryCall<GetOrderRequest, RecordResponse>;
+  getOrder: handleUnaryCall<GetOrderRequest, OrderResponse>;
   /** Records a result for a sample of the order (status 'recorded'). */
-  recordResult: handleUnaryCall<RecordResultRequest, RecordResponse>;
+  recordResult: handleUnaryCall<RecordResultRequest, ResultResponse>;
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
-  releaseResult: handleUnaryCall<ReleaseResultRequest, RecordResponse>;
-  /** Released results only, capped (see ListResponse.warnings). */
-  listResults: handleUnaryCall<ListResultsRequest, ListResponse>;
+  releaseResult: handleUnaryCall<ReleaseResultRequest, ResultResponse>;
+  /** Released results only, capped (see ListResultsResponse.warnings). */
+  listResults: handleUnaryCall<ListResultsRequest, ListResultsResponse>;
 }
 
 export interface OrdersServiceClient extends Client {
@@ -713,97 +1584,97 @@ export interface OrdersServiceClient extends Client {
    */
   createOrder(
     request: CreateOrderRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   createOrder(
     request: CreateOrderRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   createOrder(
     request: CreateOrderRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   listOrders(
     request: ListOrdersRequest,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListOrdersResponse) => void,
   ): ClientUnaryCall;
   listOrders(
     request: ListOrdersRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListOrdersResponse) => void,
   ): ClientUnaryCall;
   listOrders(
     request: ListOrdersRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListOrdersResponse) => void,
   ): ClientUnaryCall;
   /** The order with its samples. */
   getOrder(
     request: GetOrderRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   getOrder(
     request: GetOrderRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   getOrder(
     request: GetOrderRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: OrderResponse) => void,
   ): ClientUnaryCall;
   /** Records a result for a sample of the order (status 'recorded'). */
   recordResult(
     request: RecordResultRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
   recordResult(
     request: RecordResultRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
   recordResult(
     request: RecordResultRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
   /** Releases a recorded result (role admin or qm); emits lab_result.released. */
   releaseResult(
     request: ReleaseResultRequest,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
   releaseResult(
     request: ReleaseResultRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
   releaseResult(
     request: ReleaseResultRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: RecordResponse) => void,
+    callback: (error: ServiceError | null, response: ResultResponse) => void,
   ): ClientUnaryCall;
-  /** Released results only, capped (see ListResponse.warnings). */
+  /** Released results only, capped (see ListResultsResponse.warnings). */
   listResults(
     request: ListResultsRequest,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListResultsResponse) => void,
   ): ClientUnaryCall;
   listResults(
     request: ListResultsRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListResultsResponse) => void,
   ): ClientUnaryCall;
   listResults(
     request: ListResultsRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ListResponse) => void,
+    callback: (error: ServiceError | null, response: ListResultsResponse) => void,
   ): ClientUnaryCall;
 }
 

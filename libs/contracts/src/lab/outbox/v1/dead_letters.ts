@@ -18,6 +18,8 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.outbox.v1";
 
@@ -29,9 +31,26 @@ export interface ListDeadLettersRequest {
   offset: number;
 }
 
+/** A message set aside. */
+export interface DeadLetter {
+  /** the message id */
+  id: string;
+  /** its routing key, e.g. "sample.created" */
+  type: string;
+  /** the consumer(s) that gave up on it; absent when the broker refused it */
+  queue?: string | undefined;
+  error: string;
+  attempts: number;
+  created_at?: Timestamp | undefined;
+  parked_at?:
+    | Timestamp
+    | undefined;
+  /** the message as the bus carries it (envelope and event payload): free-form JSON */
+  message?: { [key: string]: any } | undefined;
+}
+
 export interface ListDeadLettersResponse {
-  /** JSON array of {id, type, queue, error, attempts, created_at, parked_at, message} */
-  json: string;
+  dead_letters: DeadLetter[];
   /** how many dead letters the service holds */
   total: number;
 }
@@ -103,14 +122,146 @@ export const ListDeadLettersRequest: MessageFns<ListDeadLettersRequest> = {
   },
 };
 
+function createBaseDeadLetter(): DeadLetter {
+  return {
+    id: "",
+    type: "",
+    queue: undefined,
+    error: "",
+    attempts: 0,
+    created_at: undefined,
+    parked_at: undefined,
+    message: undefined,
+  };
+}
+
+export const DeadLetter: MessageFns<DeadLetter> = {
+  encode(message: DeadLetter, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.type !== "") {
+      writer.uint32(18).string(message.type);
+    }
+    if (message.queue !== undefined) {
+      writer.uint32(26).string(message.queue);
+    }
+    if (message.error !== "") {
+      writer.uint32(34).string(message.error);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(40).int32(message.attempts);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(50).fork()).join();
+    }
+    if (message.parked_at !== undefined) {
+      Timestamp.encode(message.parked_at, writer.uint32(58).fork()).join();
+    }
+    if (message.message !== undefined) {
+      Struct.encode(Struct.wrap(message.message), writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetter {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetter();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.queue = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.attempts = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.parked_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.message = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseListDeadLettersResponse(): ListDeadLettersResponse {
-  return { json: "", total: 0 };
+  return { dead_letters: [], total: 0 };
 }
 
 export const ListDeadLettersResponse: MessageFns<ListDeadLettersResponse> = {
   encode(message: ListDeadLettersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    for (const v of message.dead_letters) {
+      DeadLetter.encode(v!, writer.uint32(26).fork()).join();
     }
     if (message.total !== 0) {
       writer.uint32(16).int64(message.total);
@@ -131,12 +282,12 @@ export const ListDeadLettersResponse: MessageFns<ListDeadLettersResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 3: {
+            if (tag !== 26) {
               break;
             }
 
-            message.json = reader.string();
+            message.dead_letters.push(DeadLetter.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
