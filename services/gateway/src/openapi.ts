@@ -13,7 +13,10 @@ import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction 
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
-import { RECORD_FIELDS, type FieldType } from './record-fields.js';
+import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
+import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
+import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
+import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
 /**
@@ -34,11 +37,74 @@ export interface OpenApiOptions {
 
 const ref = (kind: 'schemas' | 'parameters' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
+interface RecordDef {
+  create: z.ZodType;
+  update?: z.ZodType;
+  orderBy: string[];
+  filters: Record<string, string>;
+}
+
 /** A zod schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema of what a client sends. */
 export function jsonSchemaOf(schema: z.ZodType): Json {
   const s = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
   delete s.$schema;
-  return s;
+  return markSecrets(typeArrays(s)) as Json;
+}
+
+const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
+
+/**
+ * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1
+ * way generators read best: `type: [string, null]` (null added to an enum too).
+ * X without a plain type (a $ref, another anyOf) keeps the anyOf.
+ */
+function typeArrays(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(typeArrays);
+  if (!x || typeof x !== 'object') return x;
+  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
+  const alts = o.anyOf;
+  if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
+    const other = alts.find((a) => !isNullSchema(a)) as Json;
+    if (typeof other?.type === 'string') {
+      const { anyOf: _anyOf, ...rest } = o;
+      return { ...rest, ...nullableOf(other) };
+    }
+  }
+  return o;
+}
+
+/** The schema with null allowed (a type array; null also in its enum). */
+function nullableOf(s: Json): Json {
+  if (s.type === undefined) return s.anyOf || s.oneOf || s.$ref ? { anyOf: [s, { type: 'null' }] } : s;
+  const types = Array.isArray(s.type) ? s.type : [s.type];
+  const out: Json = { ...s, type: types.includes('null') ? types : [...types, 'null'] };
+  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...s.enum, null];
+  return out;
+}
+
+/** The schema with null taken out again (a NOT NULL column). */
+function withoutNull(s: Json): Json {
+  if (!Array.isArray(s.type)) return s;
+  const types = s.type.filter((t) => t !== 'null');
+  const out: Json = { ...s, type: types.length === 1 ? types[0] : types };
+  if (Array.isArray(s.enum)) out.enum = s.enum.filter((v) => v !== null);
+  return out;
+}
+
+/** Passwords and secrets a client sends are never answered: writeOnly. */
+function markSecrets(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(markSecrets);
+  if (!x || typeof x !== 'object') return x;
+  const o = x as Json;
+  if (o.properties && typeof o.properties === 'object') {
+    const props = o.properties as Record<string, Json>;
+    for (const k of Object.keys(props)) {
+      props[k] = markSecrets(props[k]) as Json;
+      if (/password|secret/.test(k) && typeof props[k] === 'object') props[k] = { ...props[k], writeOnly: true };
+    }
+  }
+  for (const k of ['items', 'anyOf', 'oneOf', 'allOf']) if (o[k]) o[k] = markSecrets(o[k]);
+  return o;
 }
 
 // ---------------------------------------------------------------- components
@@ -120,10 +186,13 @@ const SCHEMAS: Record<string, Json> = {
             type: 'object',
             required: ['operation', 'resource'],
             properties: { operation: { enum: ['create', 'update', 'replace', 'delete'] }, resource: { type: 'string' }, id: UUID, body: { type: 'object' } },
+            additionalProperties: false,
           },
         },
+        additionalProperties: false,
       },
     },
+    additionalProperties: false,
   },
   Ping: {
     type: 'object',
@@ -154,6 +223,7 @@ const HEADERS: Record<string, Json> = {
   'X-RateLimit-Limit': { description: 'Requests allowed per minute for this token', schema: { type: 'integer' } },
   'X-RateLimit-Remaining': { description: 'Requests left in the current minute', schema: { type: 'integer' } },
   'Retry-After': { description: 'Seconds to wait before retrying (60)', schema: { type: 'integer' } },
+  Location: { description: 'Where the created record (or the redirect) is', schema: { type: 'string', format: 'uri-reference' } },
   'X-Request-Id': { description: 'Request id, also in the logs; an incoming sane X-Request-Id is kept', schema: { type: 'string' } },
   Warning: { description: 'Set when a cap cut the answer short, e.g. 299 - "lab results capped at 2000 rows"', schema: { type: 'string' } },
   'Idempotent-Replay': { description: '"true" when the answer is replayed from an earlier request with the same Idempotency-Key', schema: { const: 'true' } },
@@ -198,54 +268,110 @@ const SECURITY_SCHEMES: Record<string, Json> = {
   },
   session: { type: 'http', scheme: 'bearer', description: 'A signed-in user\'s access token from POST /auth/v1/token; send X-Org-Id.' },
   operator: { type: 'http', scheme: 'bearer', description: 'The operator token (LAB_OPERATOR_TOKEN) of the management API under /admin/v1.' },
+  mcp: {
+    type: 'oauth2',
+    description:
+      'OAuth access tokens for the MCP function (MCP authorization spec): authorization code with PKCE (S256) at the identity provider, public clients registered dynamically (RFC 7591); tokens are bound to the MCP function (resource).',
+    flows: {
+      authorizationCode: {
+        authorizationUrl: '/auth/v1/oauth/authorize',
+        tokenUrl: '/auth/v1/oauth/token',
+        refreshUrl: '/auth/v1/oauth/token',
+        scopes: { read: 'read the organisation\'s records' },
+      },
+    },
+  },
 };
 
 // ---------------------------------------------------------------- generic records
 
-function fieldSchema(t: FieldType): Json {
-  if (typeof t !== 'string') return { type: 'string', enum: [...t] };
-  switch (t) {
-    case 'uuid':
-    case 'date':
-    case 'date-time':
-    case 'uri':
-      return { type: 'string', format: t };
-    case 'string[]':
-      return { type: 'array', items: { type: 'string' } };
-    case 'object':
-      return { type: 'object', additionalProperties: true };
-    default:
-      return { type: t };
-  }
-}
+/** Each generic resource's create and update schemas, list order and filters, as its owning service declares them. */
+const RECORD_DEFS: Record<string, RecordDef> = { ...NOTEBOOK_RECORDS, ...INVENTORY_RECORDS, ...EQUIPMENT_RECORDS };
 
 const pascal = (s: string) => s.replace(/(^|[-_/])([a-z])/g, (_m, _sep, c: string) => c.toUpperCase());
+/** Schema name of one record of a resource: Sample, StockItem, EquipmentUsage... */
+const recordName = (resource: string) => {
+  const p = pascal(resource);
+  return p.endsWith('ies') ? `${p.slice(0, -3)}y` : p.endsWith('s') ? p.slice(0, -1) : p;
+};
 
-/** Create and update schemas of each resource in the spec's field table. */
+/**
+ * A writable field as answered: its body schema without what only a request
+ * has (defaults, write-side bounds stay: stored values meet them), null allowed
+ * unless the column is NOT NULL.
+ */
+function answeredField(s: Json, neverNull: boolean): Json {
+  const { default: _default, ...rest } = s;
+  if (neverNull) return withoutNull(rest);
+  return nullableOf(rest);
+}
+
+/** Create, update and answer schemas of each generic resource, from its service's zod schemas. */
 function recordSchemas(): Record<string, Json> {
   const out: Record<string, Json> = {};
-  for (const [resource, f] of Object.entries(RECORD_FIELDS)) {
-    const properties = Object.fromEntries(Object.entries(f.fields).map(([k, t]) => [k, fieldSchema(t)]));
-    out[`${pascal(resource)}Create`] = {
+  for (const [resource, def] of Object.entries(RECORD_DEFS)) {
+    const answer = RECORD_ANSWERS[resource];
+    if (!answer) throw new Error(`no answer shape for resource ${resource}`);
+    const name = recordName(resource);
+    const create = jsonSchemaOf(def.create);
+    out[`${name}Create`] = { ...create, description: `${answer.title}: create body. Unknown and read-only fields are refused (400).` };
+    if (def.update) out[`${name}Update`] = { ...jsonSchemaOf(def.update), description: `${answer.title}: the writable fields to change.` };
+    const readOnly = Object.fromEntries(Object.entries(answer.readOnly).map(([k, v]) => [k, { ...v, readOnly: true }]));
+    const writable = answer.freeForm
+      ? {}
+      : Object.fromEntries(
+          Object.entries((create.properties ?? {}) as Record<string, Json>)
+            .filter(([k]) => !(k in readOnly))
+            .map(([k, v]) => [k, answeredField(v, answer.neverNull.includes(k))]),
+        );
+    const properties = { ...readOnly, ...writable };
+    out[name] = {
       type: 'object',
-      description: `${f.title}: create body. The owning service validates it and refuses unknown or read-only fields.`,
+      description: answer.freeForm ? `${answer.title}: the service's fields and the object's own keys` : answer.title,
+      required: Object.keys(answer.freeForm ? readOnly : properties),
       properties,
-      ...(f.required.length ? { required: f.required } : {}),
+      additionalProperties: answer.freeForm ? true : false,
     };
-    if (f.updatable !== false) {
-      out[`${pascal(resource)}Update`] = {
-        type: 'object',
-        description: `${f.title}: the allowlisted writable fields to change.`,
-        properties,
-      };
-    }
+    out[`${name}Item`] = { type: 'object', required: ['data'], properties: { data: ref('schemas', name) }, additionalProperties: false };
+    out[`${name}List`] = {
+      type: 'object',
+      required: ['data', 'pagination'],
+      properties: { data: { type: 'array', items: ref('schemas', name) }, pagination: ref('schemas', 'Pagination') },
+      additionalProperties: false,
+    };
   }
   return out;
 }
 
+const FILTER_SCHEMA: Record<string, Json> = {
+  uuid: UUID,
+  string: { type: 'string' },
+  date: { type: 'string', format: 'date' },
+  boolean: { type: 'string', enum: ['true', 'false'] },
+};
+
+/** List query of a resource: paging, its allowlisted orders and its equality filters. */
+function recordListQuery(resource: string, nested: boolean): Json[] {
+  const def = RECORD_DEFS[resource];
+  const base = nested ? NESTED_LIST_QUERY : LIST_QUERY;
+  if (!def) return base;
+  const query = base.map((p) => (p.name === 'order_by' ? { ...p, schema: { type: 'string', enum: def.orderBy } } : p));
+  const taken = new Set(query.map((p) => p.name as string));
+  for (const [name, type] of Object.entries(def.filters)) {
+    if (taken.has(name)) continue;
+    query.push({ name, in: 'query', required: false, description: `only the records whose ${name} equals this`, schema: FILTER_SCHEMA[type] ?? { type: 'string' } });
+  }
+  return query;
+}
+
 const LIST_QUERY: Json[] = [
   { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } },
-  { name: 'offset', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
+  {
+    name: 'offset',
+    in: 'query',
+    description: 'records to skip; 0 (the default) may be sent with keyset paging too',
+    schema: { type: 'integer', minimum: 0, default: 0 },
+  },
   { name: 'order_by', in: 'query', description: 'an allowlisted column of the resource (created_at always)', schema: { type: 'string' } },
   { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'] } },
   {
@@ -322,7 +448,65 @@ interface Op {
   /** of the request body: application/json unless said */
   bodyType?: string;
   /** answers beside the success and the pipeline's errors */
-  extraStatuses?: { status: string; description: string; schema: Json }[];
+  extraStatuses?: { status: string; description: string; schema?: Json; contentType?: string; headers?: Json }[];
+  /** of the success answer: application/json unless said */
+  successContentType?: string;
+  /** headers of the success answer beside the common ones (Location of a created record) */
+  successHeaders?: Json;
+  /** OpenAPI links from the success answer to the operations that take its id */
+  links?: Json;
+  /** the route takes no errors from the generic pipeline list (it states its own) */
+  ownErrors?: boolean;
+}
+
+type RecordHandler = Extract<Route['handler'], { kind: 'record' }>;
+
+/** The operationId of a route (also the target of links). */
+export const operationIdOf = (method: string, path: string) =>
+  `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+
+/**
+ * A generic CRUD operation, typed from its resource's schemas. Test mode has its
+ * own status where it can (create: 201 real, 200 echo; delete: 204 real, 200 echo);
+ * an update's 200 is one of two closed shapes that cannot both match: the record
+ * (no test_mode field) or the echo (test_mode: true).
+ */
+function describeRecordOp(route: Route, h: RecordHandler): Op {
+  const s = RECORD_SUCCESS[h.op];
+  const name = recordName(h.resource);
+  const def = RECORD_DEFS[h.resource];
+  const writes = h.op === 'create' || h.op === 'update' || h.op === 'replace';
+  const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
+  const body = writes ? (def ? okSchema(bodyName) : { type: 'object' }) : undefined;
+  const testMode = honoursTestMode(h);
+  const success = !s.schema ? undefined : h.op === 'list' ? okSchema(`${name}List`) : okSchema(`${name}Item`);
+  const echo = { status: '200', description: 'X-Test-Mode: true: what would apply; nothing changed', schema: okSchema('TestModeEcho') };
+  const itemPath = h.nested === 'one' ? route.path : h.nested === 'many' ? `${route.path}/:sub_id` : `${route.path}/:id`;
+  const created = h.op === 'create';
+  return {
+    successStatus: s.status,
+    successDescription: h.op === 'delete' ? 'deleted (needs an administrator role)' : `${h.resource}: ${h.op}`,
+    successSchema: testMode && success && s.status === '200' ? { oneOf: [success, okSchema('TestModeEcho')] } : success,
+    body,
+    bodyRequired: h.op === 'create',
+    query: h.op === 'list' ? recordListQuery(h.resource, h.nested !== undefined) : undefined,
+    extraStatuses: testMode && s.status !== '200' ? [echo] : undefined,
+    successHeaders: created ? { Location: ref('headers', 'Location') } : undefined,
+    links: created && h.nested !== 'one' ? recordLinks(route, h, itemPath) : undefined,
+  };
+}
+
+/** From a created record to reading, changing and deleting it. */
+function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
+  const params: Json = h.nested === 'many' ? { id: '$request.path.id', sub_id: '$response.body#/data/id' } : { id: '$response.body#/data/id' };
+  const out: Json = {};
+  const targets: [string, string][] = h.nested ? [['update', 'PATCH']] : [['get', 'GET'], ['update', 'PATCH'], ['delete', 'DELETE']];
+  for (const [verb, method] of targets) {
+    if (!ROUTES_BY_KEY.has(`${method} ${itemPath}`)) continue;
+    out[`${verb}${recordName(h.resource)}`] = { operationId: operationIdOf(method, itemPath), parameters: params, description: `the ${recordName(h.resource)} just created` };
+  }
+  void route;
+  return out;
 }
 
 /** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
@@ -387,6 +571,137 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
   },
 };
 
+const okSchema = (name: string) => ref('schemas', name);
+const HTML = 'text/html';
+const page = (status: string, description: string) => ({ status, description, schema: { type: 'string' }, contentType: HTML });
+const redirect = (description: string) => ({ status: '302', description, headers: { Location: ref('headers', 'Location') } });
+
+/** The job.updated events of the realtime channel background_jobs, as server-sent events. */
+const REALTIME_JOBS: Op = {
+  successStatus: '200',
+  successDescription:
+    'A stream of server-sent events that stays open: `event: job.updated` with `data:` the job as JSON ({id, job_type, status, ...}) for each change of a job of the organisation; comment lines keep it alive.',
+  successContentType: 'text/event-stream',
+  successSchema: { type: 'string', description: 'text/event-stream frames' },
+};
+
+/** The functions base's authorization endpoint: HTML pages, errors as pages or redirects. */
+const OAUTH_AUTHORIZE: Op = {
+  successStatus: '200',
+  successDescription:
+    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error and state.',
+  successContentType: HTML,
+  successSchema: { type: 'string' },
+  bodyType: 'application/x-www-form-urlencoded',
+  body: { type: 'object', additionalProperties: { type: 'string' } },
+  ownErrors: true,
+  extraStatuses: [
+    redirect('to redirect_uri with code and state, or with error and state'),
+    page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
+    page('401', 'the sign-in page again: wrong email or password'),
+    page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
+    page('429', 'too many sign-in attempts from this address'),
+    page('503', 'the identity service is unavailable'),
+  ],
+};
+
+/** RFC 6749 5.2 error body of the token endpoints. */
+const OAUTH_TOKEN_ERROR: Json = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: { type: 'string', enum: ['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target', 'temporarily_unavailable', 'slow_down'] },
+    error_description: { type: 'string' },
+  },
+};
+const tokenError = (status: string, description: string) => ({ status, description, schema: OAUTH_TOKEN_ERROR });
+
+/** The functions base's token endpoint (confidential clients: client secret by Basic or form). */
+const OAUTH_TOKEN: Op = {
+  successStatus: '200',
+  successDescription: 'RFC 6749 token answer',
+  successSchema: {
+    type: 'object',
+    required: ['access_token', 'token_type', 'expires_in'],
+    properties: {
+      access_token: { type: 'string' },
+      token_type: { type: 'string', enum: ['bearer', 'Bearer'] },
+      expires_in: { type: 'integer' },
+      refresh_token: { type: 'string' },
+      scope: { type: 'string' },
+    },
+  },
+  bodyType: 'application/x-www-form-urlencoded',
+  body: {
+    type: 'object',
+    required: ['grant_type'],
+    properties: {
+      grant_type: { type: 'string', enum: ['authorization_code', 'refresh_token', 'client_credentials'] },
+      code: { type: 'string' },
+      redirect_uri: { type: 'string', format: 'uri' },
+      code_verifier: { type: 'string' },
+      refresh_token: { type: 'string' },
+      client_id: { type: 'string' },
+      client_secret: { type: 'string', writeOnly: true },
+      scope: { type: 'string' },
+      resource: { type: 'string', format: 'uri' },
+    },
+  },
+  bodyRequired: true,
+  ownErrors: true,
+  extraStatuses: [
+    tokenError('400', 'invalid_request, invalid_grant, unsupported_grant_type, invalid_scope or invalid_target'),
+    { ...tokenError('401', 'invalid_client (with WWW-Authenticate: Basic)'), headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } },
+    tokenError('503', 'temporarily_unavailable'),
+  ],
+};
+
+const OAUTH_METADATA: Json = {
+  type: 'object',
+  description: 'RFC 8414 authorization server metadata or RFC 9728 protected resource metadata',
+  properties: {
+    issuer: { type: 'string', format: 'uri' },
+    resource: { type: 'string', format: 'uri' },
+    authorization_endpoint: { type: 'string', format: 'uri' },
+    token_endpoint: { type: 'string', format: 'uri' },
+    registration_endpoint: { type: 'string', format: 'uri' },
+    authorization_servers: { type: 'array', items: { type: 'string', format: 'uri' } },
+    scopes_supported: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+/** MCP (streamable HTTP, JSON-RPC 2.0) with the OAuth access tokens of the MCP authorization spec. */
+const MCP: Op = {
+  successStatus: '200',
+  successDescription: 'the JSON-RPC answer (application/json) or a stream of them (text/event-stream)',
+  successSchema: { type: 'object', description: 'a JSON-RPC 2.0 response' },
+  body: { type: 'object', required: ['jsonrpc'], properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } } },
+  bodyRequired: true,
+  ownErrors: true,
+  extraStatuses: [
+    { status: '202', description: 'a notification or response was accepted (no body)' },
+    {
+      status: '401',
+      description: 'no or a bad access token: WWW-Authenticate names the protected resource metadata (resource_metadata=...)',
+      headers: { 'WWW-Authenticate': { schema: { type: 'string' } } },
+      schema: okSchema('Error'),
+    },
+    { status: '400', description: 'not a JSON-RPC request', schema: { type: 'object' } },
+    { status: '403', description: 'the token lacks the scope', schema: okSchema('Error') },
+    { status: '503', description: 'unavailable', schema: okSchema('Error') },
+  ],
+};
+
+/** The inbound webhook receiver: authenticated by its HMAC signature. */
+const INBOUND_WEBHOOK: Op = {
+  successStatus: '202',
+  successDescription: 'the event is received (a replayed Idempotency-Key answers the first receipt again)',
+  successSchema: okSchema('Item'),
+  body: { type: 'object', description: 'the sender\'s event (any JSON object)' },
+  bodyRequired: true,
+  extraStatuses: [{ status: '200', description: 'a repeated delivery (same Idempotency-Key): already received', schema: okSchema('Item') }],
+};
+
 const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
 /** One create body per job type, its input typed as the jobs service validates it. */
 const JOB_CREATE_SCHEMAS: Record<string, Json> = Object.fromEntries(
@@ -416,7 +731,6 @@ const JOB_LIST_QUERY: Json[] = [
 ];
 
 const jsonContent = (schema: Json) => ({ 'application/json': { schema } });
-const okSchema = (name: string) => ref('schemas', name);
 
 const mib = (bytes: number) => bytes / (1024 * 1024);
 const RAW_UPLOAD: Json = {
@@ -530,28 +844,8 @@ function describe(route: Route): Op {
       return { successStatus: '200', successDescription: 'this document', successSchema: { type: 'object' } };
     case 'ping':
       return { successStatus: '200', successDescription: 'who the token is', successSchema: okSchema('Ping') };
-    case 'record': {
-      const s = RECORD_SUCCESS[h.op];
-      const name = pascal(h.resource);
-      const writes = h.op === 'create' || h.op === 'update' || h.op === 'replace';
-      const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
-      const known = writes && RECORD_FIELDS[h.resource] !== undefined;
-      const body = writes ? (known ? okSchema(bodyName) : { type: 'object' }) : undefined;
-      // X-Test-Mode belongs to generic CRUD, not to records under a parent nor to stock movements
-      const testMode = honoursTestMode(h);
-      const success = s.schema ? okSchema(s.schema) : undefined;
-      return {
-        successStatus: s.status,
-        successDescription: h.op === 'delete' ? 'deleted (needs an administrator role)' : `${h.resource}: ${h.op}`,
-        successSchema: testMode && success ? { oneOf: [success, okSchema('TestModeEcho')] } : success,
-        body,
-        bodyRequired: h.op === 'create',
-        query: h.op === 'list' ? (h.nested ? NESTED_LIST_QUERY : LIST_QUERY) : undefined,
-        // X-Test-Mode answers 200 with the echo for every write, delete included
-        extraStatuses:
-          testMode && s.status !== '200' ? [{ status: '200', description: 'X-Test-Mode echo', schema: okSchema('TestModeEcho') }] : undefined,
-      };
-    }
+    case 'record':
+      return describeRecordOp(route, h);
     case 'audit':
       return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
     case 'audit_verify':
@@ -661,6 +955,18 @@ function describe(route: Route): Op {
             successDescription: 'the message is back in its outbox, with its id {id, service, replayed}; 404 when no service has it',
             successSchema: okSchema('Item'),
           };
+    case 'realtime_jobs':
+      return REALTIME_JOBS;
+    case 'oauth_authorize':
+      return OAUTH_AUTHORIZE;
+    case 'oauth_token':
+      return OAUTH_TOKEN;
+    case 'oauth_metadata':
+      return { successStatus: '200', successDescription: `OAuth metadata (${h.document.replace(/_/g, ' ')}; RFC 8414 / RFC 9728)`, successSchema: OAUTH_METADATA };
+    case 'mcp':
+      return MCP;
+    case 'inbound_webhook':
+      return INBOUND_WEBHOOK;
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -735,13 +1041,19 @@ function operation(route: Route): Json {
   };
   responses[op.successStatus] = {
     description: op.successDescription,
-    headers: successHeaders,
-    ...(op.successSchema ? { content: jsonContent(op.successSchema) } : {}),
+    headers: { ...successHeaders, ...(op.successHeaders ?? {}) },
+    ...(op.successSchema ? { content: { [op.successContentType ?? 'application/json']: { schema: op.successSchema } } } : {}),
+    ...(op.links && Object.keys(op.links).length ? { links: op.links } : {}),
   };
   for (const x of op.extraStatuses ?? []) {
-    responses[x.status] = { description: x.description, headers: commonHeaders, content: jsonContent(x.schema) };
+    responses[x.status] = {
+      description: x.description,
+      headers: { ...commonHeaders, ...(x.headers ?? {}) },
+      ...(x.schema ? { content: { [x.contentType ?? 'application/json']: { schema: x.schema } } } : {}),
+    };
   }
-  for (const status of errorStatuses(route, op)) {
+  for (const status of op.ownErrors ? [] : errorStatuses(route, op)) {
+    if (responses[status]) continue;
     const schema =
       status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');
     const headers = status === '429' ? { ...commonHeaders, 'Retry-After': ref('headers', 'Retry-After') } : commonHeaders;
@@ -754,7 +1066,7 @@ function operation(route: Route): Json {
   responses.default = { description: 'Unexpected error (500 carries details.error_id)', content: jsonContent(okSchema('Error')) };
 
   const scope = route.scope;
-  const scheme = route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
+  const scheme = h.kind === 'mcp' ? 'mcp' : route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
   const notes = [
     scope !== 'none' ? `Requires scope \`${scope}\` (write implies read; admin and * imply all).` : undefined,
     route.module ? `Needs the organisation module \`${route.module}\`.` : undefined,
@@ -762,11 +1074,11 @@ function operation(route: Route): Json {
   ].filter(Boolean);
 
   return {
-    operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, ''),
+    operationId: operationIdOf(route.method, route.path),
     summary: `${route.method} ${toOpenApiPath(route.path)}`,
     ...(notes.length ? { description: notes.join(' ') } : {}),
     tags: [tagOf(route)],
-    security: scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
+    security: scheme === 'mcp' ? [{ mcp: ['read'] }] : scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
     parameters,
     ...(op.body ? { requestBody: { required: op.bodyRequired ?? false, content: { [op.bodyType ?? 'application/json']: { schema: op.body } } } } : {}),
     responses,
@@ -786,10 +1098,14 @@ function tagOf(route: Route): string {
   return route.path.split('/')[2] ?? 'other';
 }
 
+/** The routes of the document being built, by "METHOD path" (links name only operations that exist). */
+let ROUTES_BY_KEY = new Set<string>();
+
 const METHOD_ORDER: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** The whole document; every route of the table appears once under its method. */
 export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Json {
+  ROUTES_BY_KEY = new Set(routes.map((r) => `${r.method} ${r.path}`));
   const paths: Record<string, Record<string, Json>> = {};
   const sorted = [...routes].sort((a, b) => METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method));
   for (const r of sorted) (paths[toOpenApiPath(r.path)] ??= {})[r.method.toLowerCase()] = operation(r);

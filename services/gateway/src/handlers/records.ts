@@ -64,6 +64,16 @@ function address(ctx: Ctx, nested: 'many' | 'one' | undefined): { parent_id: str
   return { parent_id, id: () => (nested === 'one' ? '' : recordId(ctx.params, 'sub_id')) };
 }
 
+/**
+ * The Location of a created record: its item path (the parent's path for the
+ * one record of a parent, the remote link), as the document's links say.
+ */
+function createdAt(ctx: Ctx, nested: 'many' | 'one' | undefined, recordJson: string): string {
+  const base = ctx.req.path.replace(/\/+$/, '');
+  if (nested === 'one') return base;
+  return `${base}/${(JSON.parse(recordJson) as { id: string }).id}`;
+}
+
 /** Generic CRUD over lab.common.v1.RecordService of the resource's owner. */
 export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource: string, nested?: 'many' | 'one'): Promise<Reply> {
   const service = ctx.route.service!;
@@ -93,7 +103,7 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
     case 'create': {
       const json = JSON.stringify(objectBody(ctx.body));
       const r = await client.call('createRecord', { resource, json, parent_id }, caller);
-      return itemFromJson(201, r.json);
+      return { ...itemFromJson(201, r.json), headers: { Location: createdAt(ctx, nested, r.json) } };
     }
     case 'update':
     case 'replace': {
