@@ -134,7 +134,7 @@ const SCHEMAS: Record<string, Json> = {
     required: ['data', 'error', 'meta'],
     properties: {
       data: { type: 'null' },
-      error: { const: 'idempotency_key_conflict' },
+      error: { type: 'string', const: 'idempotency_key_conflict' },
       meta: { type: 'object', required: ['message'], properties: { message: { type: 'string' } } },
     },
   },
@@ -307,7 +307,7 @@ function answeredField(s: Json, neverNull: boolean): Json {
 }
 
 /** Create, update and answer schemas of each generic resource, from its service's zod schemas. */
-function recordSchemas(): Record<string, Json> {
+function recordSchemas(listed: Set<string>): Record<string, Json> {
   const out: Record<string, Json> = {};
   for (const [resource, def] of Object.entries(RECORD_DEFS)) {
     const answer = RECORD_ANSWERS[resource];
@@ -333,7 +333,7 @@ function recordSchemas(): Record<string, Json> {
       additionalProperties: answer.freeForm ? true : false,
     };
     out[`${name}Item`] = { type: 'object', required: ['data'], properties: { data: ref('schemas', name) }, additionalProperties: false };
-    out[`${name}List`] = {
+    if (listed.has(resource)) out[`${name}List`] = {
       type: 'object',
       required: ['data', 'pagination'],
       properties: { data: { type: 'array', items: ref('schemas', name) }, pagination: ref('schemas', 'Pagination') },
@@ -434,6 +434,7 @@ const REASONS: Record<string, string> = {
   '403': 'Insufficient scope (insufficient_scope), module not enabled (module_not_enabled), role or organisation not allowed',
   '404': 'Not found in this organisation',
   '409': 'Conflict',
+  '413': 'The request body is over its limit (payload_too_large)',
   '429': 'Rate limit exceeded; retry after Retry-After seconds',
   '503': 'The service behind this route is unavailable or not part of this deployment',
 };
@@ -1008,6 +1009,8 @@ function errorStatuses(route: Route, op: Op): string[] {
     (h.kind === 'admin' && (route.method !== 'DELETE' || h.action === 'deleteDepartment')) ||
     (h.kind === 'webhooks_admin' && (h.action === 'createSubscription' || h.action === 'createInboundEndpoint' || h.action === 'redeliver'));
   if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
+  // every JSON body is read with a 1 MB bound
+  if (op.body) out.add('413');
   if (publicAuth) out.add('429');
   if (route.service || route.handler.kind === 'pending' || route.handler.kind === 'dead_letters') out.add('503');
   return [...out];
@@ -1117,6 +1120,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     info: {
       title: 'Laboratory Notebook Service API',
       version: opts.version ?? '1.1.0',
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description:
         'Public REST API (/v1), management API (/admin/v1, operator token) and user sign-in (/auth/v1, /app/v1). ' +
         'Every request acts within one organisation. Errors use {error: {code, message, details?}}, except the idempotency conflict.',
@@ -1127,7 +1131,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },
