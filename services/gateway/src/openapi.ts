@@ -314,13 +314,16 @@ function recordSchemas(listed: Set<string>): Record<string, Json> {
     if (!answer) throw new Error(`no answer shape for resource ${resource}`);
     const name = recordName(resource);
     const create = jsonSchemaOf(def.create);
+    const update = def.update ? jsonSchemaOf(def.update) : undefined;
     out[`${name}Create`] = { ...create, description: `${answer.title}: create body. Unknown and read-only fields are refused (400).` };
-    if (def.update) out[`${name}Update`] = { ...jsonSchemaOf(def.update), description: `${answer.title}: the writable fields to change.` };
+    if (update) out[`${name}Update`] = { ...update, description: `${answer.title}: the writable fields to change.` };
+    // a field only an update sets (an inventory's closed_at) is answered too
+    const bodyFields = { ...((update?.properties ?? {}) as Record<string, Json>), ...((create.properties ?? {}) as Record<string, Json>) };
     const readOnly = Object.fromEntries(Object.entries(answer.readOnly).map(([k, v]) => [k, { ...v, readOnly: true }]));
     const writable = answer.freeForm
       ? {}
       : Object.fromEntries(
-          Object.entries((create.properties ?? {}) as Record<string, Json>)
+          Object.entries(bodyFields)
             .filter(([k]) => !(k in readOnly))
             .map(([k, v]) => [k, answeredField(v, answer.neverNull.includes(k))]),
         );
@@ -454,6 +457,8 @@ interface Op {
   successContentType?: string;
   /** headers of the success answer beside the common ones (Location of a created record) */
   successHeaders?: Json;
+  /** more media types of the success answer */
+  extraContent?: Json;
   /** OpenAPI links from the success answer to the operations that take its id */
   links?: Json;
   /** the route takes no errors from the generic pipeline list (it states its own) */
@@ -724,6 +729,59 @@ const JOB_CREATE: Json = {
   oneOf: JOB_TYPES.map((t) => ref('schemas', jobCreateName(t))),
   discriminator: { propertyName: 'job_type', mapping: Object.fromEntries(JOB_TYPES.map((t) => [t, `#/components/schemas/${jobCreateName(t)}`])) },
 };
+const BINARY: Json = { type: 'string', contentMediaType: 'application/octet-stream' };
+const nullableRef = (s: Json) => nullableOf(s);
+/** The Job of the spec as the jobs service renders it (exactly these fields; inbound ones for a job of a webhook event). */
+const JOB_SCHEMAS: Record<string, Json> = {
+  Job: {
+    type: 'object',
+    required: [
+      'id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message',
+      'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at',
+    ],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      job_type: { type: 'string', enum: [...JOB_TYPES] },
+      status: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] },
+      progress: { type: 'integer', minimum: 0, maximum: 100 },
+      status_text: nullableRef({ type: 'string' }),
+      result_path: { ...nullableRef({ type: 'string' }), description: 'set once the job succeeded: fetch the file at GET /v1/jobs/{id}/artifact' },
+      result_meta: {
+        ...nullableRef({ type: 'object' }),
+        description: 'the artifact: {size, sha256, content_type, pages?, rows?, files?}',
+        properties: {
+          size: { type: 'integer' },
+          sha256: { type: 'string' },
+          content_type: { type: 'string' },
+          pages: { type: 'integer' },
+          rows: { type: 'integer' },
+          files: { type: 'array', items: { type: 'string' } },
+        },
+      },
+      error_message: nullableRef({ type: 'string' }),
+      attempts: { type: 'integer', minimum: 0 },
+      max_attempts: { type: 'integer', minimum: 1 },
+      enqueued_at: { type: 'string', format: 'date-time' },
+      started_at: nullableRef({ type: 'string', format: 'date-time' }),
+      finished_at: nullableRef({ type: 'string', format: 'date-time' }),
+      inbound_event_id: { ...UUID, description: 'a job made of an inbound webhook event: the event' },
+      context: { description: "a job made of an inbound webhook event: the sender's payload" },
+    },
+    additionalProperties: false,
+  },
+  JobItem: { type: 'object', required: ['data'], properties: { data: ref('schemas', 'Job') }, additionalProperties: false },
+  JobList: {
+    type: 'object',
+    required: ['data', 'next_cursor', 'count'],
+    properties: {
+      data: { type: 'array', items: ref('schemas', 'Job') },
+      next_cursor: { type: ['string', 'null'], format: 'date-time', description: 'send as cursor for the next page; null on the last' },
+      count: { type: 'integer', minimum: 0 },
+    },
+    additionalProperties: false,
+  },
+};
+
 const JOB_LIST_QUERY: Json[] = [
   { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
   { name: 'status', in: 'query', schema: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] } },
@@ -871,7 +929,17 @@ function describe(route: Route): Op {
     case 'idp_oauth':
       return IDP_OAUTH_OPS[h.op];
     case 'token_grant':
-      return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
+      return {
+        successStatus: '200',
+        successDescription: 'tokens',
+        successSchema: okSchema('TokenResponse'),
+        body: jsonSchemaOf(grantBody),
+        bodyRequired: true,
+        extraStatuses: [
+          { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
+          { status: '429', description: 'too many password attempts for this account or from this address', schema: okSchema('Error'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
+        ],
+      };
     case 'sign_experiment':
       return {
         successStatus: '200',
@@ -907,19 +975,24 @@ function describe(route: Route): Op {
       };
     }
     case 'jobs':
+      if (h.op === 'artifact') {
+        return {
+          successStatus: '200',
+          successDescription: 'the artifact file, streamed (Content-Disposition names it)',
+          successContentType: 'application/pdf',
+          successSchema: BINARY,
+          extraContent: { 'application/zip': { schema: BINARY }, 'application/octet-stream': { schema: BINARY } },
+        };
+      }
       return {
         // accepted, not done: the job runs in the background
         successStatus: h.op === 'create' ? '202' : '200',
-        successDescription: {
-          create: 'the queued job {data: Job}',
-          list: 'jobs {data, next_cursor, count}',
-          get: 'the job {data: Job}',
-          artifact: 'the artifact file (PDF or ZIP), streamed',
-        }[h.op],
-        successSchema: h.op === 'artifact' ? undefined : { type: 'object' },
+        successDescription: { create: 'the queued job', list: 'jobs, newest first', get: 'the job' }[h.op],
+        successSchema: okSchema(h.op === 'list' ? 'JobList' : 'JobItem'),
         body: h.op === 'create' ? JOB_CREATE : undefined,
         bodyRequired: h.op === 'create',
         query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
+        links: h.op === 'create' ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } } : undefined,
       };
     case 'telemetry':
     case 'telemetry_admin':
@@ -1045,7 +1118,7 @@ function operation(route: Route): Json {
   responses[op.successStatus] = {
     description: op.successDescription,
     headers: { ...successHeaders, ...(op.successHeaders ?? {}) },
-    ...(op.successSchema ? { content: { [op.successContentType ?? 'application/json']: { schema: op.successSchema } } } : {}),
+    ...(op.successSchema ? { content: { [op.successContentType ?? 'application/json']: { schema: op.successSchema }, ...(op.extraContent ?? {}) } } : {}),
     ...(op.links && Object.keys(op.links).length ? { links: op.links } : {}),
   };
   for (const x of op.extraStatuses ?? []) {
@@ -1131,7 +1204,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },
