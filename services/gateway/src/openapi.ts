@@ -438,7 +438,7 @@ const REASONS: Record<string, string> = {
   '404': 'Not found in this organisation',
   '409': 'Conflict',
   '413': 'The request body is over its limit (payload_too_large)',
-  '429': 'Rate limit exceeded; retry after Retry-After seconds',
+  '429': 'Rate limit exceeded (or, on the management API, an address that guessed the operator token wrong too often); retry after Retry-After seconds',
   '503': 'The service behind this route is unavailable or not part of this deployment',
 };
 
@@ -519,6 +519,30 @@ function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
 const OAUTH_ERROR: Json = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, error_description: { type: 'string' } } };
 const oauthError = (status: string, description: string) => ({ status, description, schema: OAUTH_ERROR });
 
+const HTML = 'text/html';
+const page = (status: string, description: string) => ({ status, description, schema: { type: 'string' }, contentType: HTML });
+const redirect = (description: string) => ({ status: '302', description, headers: { Location: ref('headers', 'Location') } });
+
+/** An authorization endpoint: HTML pages, errors as pages or redirects. */
+const OAUTH_AUTHORIZE_PAGES: Op = {
+  successStatus: '200',
+  successDescription:
+    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error and state.',
+  successContentType: HTML,
+  successSchema: { type: 'string' },
+  bodyType: 'application/x-www-form-urlencoded',
+  body: { type: 'object', additionalProperties: { type: 'string' } },
+  ownErrors: true,
+  extraStatuses: [
+    redirect('to redirect_uri with code and state, or with error and state'),
+    page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
+    page('401', 'the sign-in page again: wrong email or password'),
+    page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
+    page('429', 'too many sign-in attempts from this address'),
+    page('503', 'the identity service is unavailable'),
+  ],
+};
+
 /** The identity provider's OAuth endpoints for MCP clients (public clients, PKCE S256, tokens bound to the MCP function). */
 const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
   register: {
@@ -540,16 +564,18 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
       },
     },
     bodyRequired: true,
-    extraStatuses: [oauthError('400', 'invalid_redirect_uri or invalid_client_metadata')],
+    extraStatuses: [
+      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata'),
+      { ...oauthError('429', 'temporarily_unavailable: too many registrations from this address'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
+    ],
   },
+  // the same pages as the functions base's authorization endpoint, posting back to their own path
   authorize: {
-    successStatus: '200',
+    ...OAUTH_AUTHORIZE_PAGES,
     successDescription:
       'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code and state. ' +
       'Query: response_type=code, client_id, redirect_uri, code_challenge and code_challenge_method=S256 (required), state, scope (read), resource (the MCP function URL). ' +
       'POST: the pages\' forms (application/x-www-form-urlencoded).',
-    bodyType: 'application/x-www-form-urlencoded',
-    body: { type: 'object' },
   },
   token: {
     successStatus: '200',
@@ -573,15 +599,15 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
       },
     },
     bodyRequired: true,
-    extraStatuses: [oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'), oauthError('401', 'invalid_client')],
+    extraStatuses: [
+      oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'),
+      oauthError('401', 'invalid_client'),
+      oauthError('503', 'temporarily_unavailable'),
+    ],
   },
 };
 
 const okSchema = (name: string) => ref('schemas', name);
-const HTML = 'text/html';
-const page = (status: string, description: string) => ({ status, description, schema: { type: 'string' }, contentType: HTML });
-const redirect = (description: string) => ({ status: '302', description, headers: { Location: ref('headers', 'Location') } });
-
 /** The job.updated events of the realtime channel background_jobs, as server-sent events. */
 const REALTIME_JOBS: Op = {
   successStatus: '200',
@@ -591,25 +617,8 @@ const REALTIME_JOBS: Op = {
   successSchema: { type: 'string', description: 'text/event-stream frames' },
 };
 
-/** The functions base's authorization endpoint: HTML pages, errors as pages or redirects. */
-const OAUTH_AUTHORIZE: Op = {
-  successStatus: '200',
-  successDescription:
-    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error and state.',
-  successContentType: HTML,
-  successSchema: { type: 'string' },
-  bodyType: 'application/x-www-form-urlencoded',
-  body: { type: 'object', additionalProperties: { type: 'string' } },
-  ownErrors: true,
-  extraStatuses: [
-    redirect('to redirect_uri with code and state, or with error and state'),
-    page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
-    page('401', 'the sign-in page again: wrong email or password'),
-    page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
-    page('429', 'too many sign-in attempts from this address'),
-    page('503', 'the identity service is unavailable'),
-  ],
-};
+/** The functions base's authorization endpoint. */
+const OAUTH_AUTHORIZE: Op = OAUTH_AUTHORIZE_PAGES;
 
 /** RFC 6749 5.2 error body of the token endpoints. */
 const OAUTH_TOKEN_ERROR: Json = {
@@ -1084,7 +1093,8 @@ function errorStatuses(route: Route, op: Op): string[] {
   if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
   // every JSON body is read with a 1 MB bound
   if (op.body) out.add('413');
-  if (publicAuth) out.add('429');
+  // the public API's rate limit; the operator door's throttle of an address guessing the token
+  if (route.auth !== 'none') out.add('429');
   if (route.service || route.handler.kind === 'pending' || route.handler.kind === 'dead_letters') out.add('503');
   return [...out];
 }

@@ -105,8 +105,9 @@ describe('OpenAPI document', () => {
       const publicApi = route.auth === 'bearer' || route.auth === 'session';
       expect(paramNames(op, 'header').includes('X-Org-Id')).toBe(publicApi);
       expect(paramNames(op, 'query').includes('org_id')).toBe(publicApi);
-      // the sign-in pages have their own throttle (a 429 page)
-      expect(op.responses['429'] !== undefined).toBe(publicApi || route.handler.kind === 'oauth_authorize');
+      // every authenticated route is throttled (the operator door too); of the others, sign-in, sign-in pages and registration
+      const throttled = route.auth !== 'none' || ['oauth_authorize', 'token_grant'].includes(route.handler.kind) || (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token');
+      expect(op.responses['429'] !== undefined).toBe(throttled);
       if (publicApi) {
         expect(Object.keys(op.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
         const success = Object.keys(op.responses).find((s) => s.startsWith('2'))!;
@@ -229,7 +230,7 @@ describe('OpenAPI document', () => {
   it('has the error, idempotency-conflict and envelope schemas', () => {
     const s = doc.components.schemas;
     expect(s.Error.required).toEqual(['error']);
-    expect(s.IdempotencyConflict.properties.error).toEqual({ const: 'idempotency_key_conflict' });
+    expect(s.IdempotencyConflict.properties.error).toEqual({ type: 'string', const: 'idempotency_key_conflict' });
     expect(s.List.required).toEqual(['data', 'pagination']);
     expect(s.Item.required).toEqual(['data']);
     expect(s.CursorList.required).toEqual(['data', 'next_cursor', 'count']);
