@@ -194,6 +194,13 @@ const SCHEMAS: Record<string, Json> = {
     },
     additionalProperties: false,
   },
+  InboundReceipt: {
+    type: 'object',
+    description: 'The receipt of an inbound webhook event (not in the data envelope: the sender is a machine of another product).',
+    required: ['event_id', 'duplicate'],
+    properties: { event_id: UUID, duplicate: { type: 'boolean', description: 'true: this event was received before; nothing new was done' } },
+    additionalProperties: false,
+  },
   Ping: {
     type: 'object',
     required: ['ok', 'authenticated_as', 'resources', 'docs'],
@@ -711,10 +718,10 @@ const MCP: Op = {
 const INBOUND_WEBHOOK: Op = {
   successStatus: '202',
   successDescription: 'the event is received (a replayed Idempotency-Key answers the first receipt again)',
-  successSchema: okSchema('Item'),
+  successSchema: { $ref: '#/components/schemas/InboundReceipt' },
   body: { type: 'object', description: 'the sender\'s event (any JSON object)' },
   bodyRequired: true,
-  extraStatuses: [{ status: '200', description: 'a repeated delivery (same Idempotency-Key): already received', schema: okSchema('Item') }],
+  extraStatuses: [{ status: '200', description: 'a repeated delivery (same Idempotency-Key or external id): already received', schema: { $ref: '#/components/schemas/InboundReceipt' } }],
 };
 
 const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
@@ -1090,7 +1097,10 @@ function errorStatuses(route: Route, op: Op): string[] {
   const conflicts =
     (h.kind === 'admin' && (route.method !== 'DELETE' || h.action === 'deleteDepartment')) ||
     (h.kind === 'webhooks_admin' && (h.action === 'createSubscription' || h.action === 'createInboundEndpoint' || h.action === 'redeliver'));
-  if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
+  // telemetry writes name devices, connectors and points that may be gone (404) or whose names are taken (409)
+  const telemetryWrite = (h.kind === 'telemetry' || h.kind === 'telemetry_admin' || h.kind === 'raw_upload') && route.method !== 'GET';
+  if (telemetryWrite) out.add('404');
+  if (route.idempotent || h.kind === 'sign_experiment' || conflicts || telemetryWrite) out.add('409');
   // every JSON body is read with a 1 MB bound
   if (op.body) out.add('413');
   // the public API's rate limit; the operator door's throttle of an address guessing the token
