@@ -7,31 +7,16 @@
  * casts, so a document that types these answers loosely or wrongly fails here.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
-import { openApiDocument } from '../src/openapi';
-import { ROUTES } from '../src/routes';
+import { generateClientTypes } from './client/generate';
 
 const run = promisify(execFile);
 const CLIENT_DIR = path.join(__dirname, 'client');
 // the package's exports do not list its CLI: found by the workspace's node_modules
-const GENERATOR = path.resolve(__dirname, '../../../node_modules/openapi-typescript/bin/cli.js');
 const TSC = require.resolve('typescript/bin/tsc');
-
-/** Generates schema.d.ts from the document. */
-async function generate(document: unknown, out: string): Promise<void> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'openapi-client-'));
-  try {
-    const file = path.join(dir, 'openapi.json');
-    writeFileSync(file, JSON.stringify(document));
-    await run(process.execPath, [GENERATOR, file, '-o', out], { maxBuffer: 16 * 1024 * 1024 });
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** tsc --noEmit, strict, over the given files of the client directory: its diagnostics ('' when they fit). */
 async function typeCheck(files: string[]): Promise<string> {
@@ -82,7 +67,7 @@ function escapes(source: string): string[] {
 
 describe('a client generated from the OpenAPI document', () => {
   beforeAll(async () => {
-    await generate(openApiDocument(ROUTES), path.join(CLIENT_DIR, 'schema.d.ts'));
+    await generateClientTypes();
   }, 120_000);
 
   it('type-checks the integrator scenario (strict, no any, no casts)', async () => {

@@ -23,8 +23,13 @@ function failed(step: string, status: number, error: unknown): Error {
   return new Error(`${step}: ${status} ${code}`);
 }
 
-export async function scenario(baseUrl: string, token: string, isDone: (job: Schemas['Job']) => boolean): Promise<ScenarioResult> {
-  const client = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${token}` } });
+export async function scenario(
+  baseUrl: string,
+  token: string,
+  isDone: (job: Schemas['Job']) => boolean,
+  fetchImpl?: (request: Request) => Promise<Response>,
+): Promise<ScenarioResult> {
+  const client = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${token}` }, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
 
   // create a sample: 201 with the record (200 would be the X-Test-Mode echo)
   const created = await client.POST('/v1/samples', { body: { name: 'client sample', type: 'serum', metadata: { tube: 'A1' } } });
