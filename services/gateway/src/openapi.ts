@@ -12,6 +12,7 @@ import { amendBody } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
+import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS } from './openapi-management.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
@@ -936,7 +937,7 @@ function describe(route: Route): Op {
       return {
         successStatus: s.status,
         successDescription: s.description,
-        successSchema: s.status === '204' ? undefined : okSchema(query ? 'List' : 'Item'),
+        successSchema: s.status === '204' ? undefined : okSchema(MANAGEMENT_ANSWERS[h.action] ?? (query ? 'List' : 'Item')),
         query: query ? queryParams(query) : undefined,
         body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
         bodyRequired: schema !== undefined,
@@ -1224,7 +1225,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },

@@ -577,7 +577,10 @@ describe('bug classes the fuzzer found, swept over the document', () => {
   }, 300_000);
 
   it('refuses null, arrays and scalars as a body with 400 in the error envelope wherever an object is expected', async () => {
-    const objectOps = ops.filter((o) => withBody(o.method) && bodySchema(o.op) && !isFunctions(o.path) && !o.path.startsWith('/auth/v1/oauth/'));
+    // (the signing route takes a signed-in user's session token, which this test has not: it is 401 before the body)
+    const objectOps = ops.filter(
+      (o) => withBody(o.method) && bodySchema(o.op) && !isFunctions(o.path) && !o.path.startsWith('/auth/v1/oauth/') && !securityKinds(o.op).includes('session'),
+    );
     expect(objectOps.length).toBeGreaterThan(40);
     const reqs: Req[] = [];
     for (const o of objectOps) {
