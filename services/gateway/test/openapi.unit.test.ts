@@ -303,3 +303,39 @@ describe('OpenAPI job creation', () => {
     expect(served).toBe(valid);
   });
 });
+
+describe('OpenAPI record bodies agree with the services that validate them', () => {
+  const Ajv2020 = require('ajv/dist/2020').default as typeof import('ajv/dist/2020').default;
+  const addFormats = require('ajv-formats') as typeof import('ajv-formats').default;
+  const ajv = new Ajv2020({ strict: false });
+  addFormats(ajv);
+  ajv.addSchema({ components: doc.components }, 'doc');
+  const compiled = (name: string) => ajv.compile({ $ref: `doc#/components/schemas/${name}` });
+  const id = '0b7e5a8c-1f2d-4c3b-9a8e-7d6c5b4a3f21';
+
+  it.each([
+    [{ stock_item_id: id, movement_type: 'consume', quantity_delta: -2 }, true],
+    [{ stock_item_id: id, movement_type: 'consume', quantity_delta: 2 }, false], // consumption takes stock out
+    [{ stock_item_id: id, movement_type: 'restock', quantity_delta: -2 }, false],
+    [{ stock_item_id: id, movement_type: 'adjustment', quantity_delta: -2 }, true],
+    [{ stock_item_id: id, movement_type: 'transfer', quantity_delta: 5 }, true],
+    [{ stock_item_id: id, movement_type: 'dispose', quantity_delta: 0 }, false],
+    [{ stock_item_id: id, movement_type: 'adjustment', quantity_delta: 1, quantity_after: 3 }, false], // read-only
+    [{ stock_item_id: 'S-1', movement_type: 'consume', quantity_delta: -1 }, false],
+  ])('stock movement %j: valid=%s in the document and in the inventory service', (body, valid) => {
+    expect(compiled('StockMovementCreate')(body)).toBe(valid);
+    expect(INVENTORY_RECORDS['stock-movements'].create.safeParse(body).success).toBe(valid);
+  });
+
+  it.each([
+    [{ name: 'serum 1' }, true],
+    [{ name: '' }, false],
+    [{ name: 'x', id }, false], // read-only fields are refused
+    [{ name: 'x', created_at: '2026-01-01T00:00:00Z' }, false],
+    [{ name: 'x', type: null, owner_id: id }, true],
+    [{ name: 'x', owner_id: 'me' }, false],
+  ])('sample %j: valid=%s in the document and in the notebook service', (body, valid) => {
+    expect(compiled('SampleCreate')(body)).toBe(valid);
+    expect(NOTEBOOK_RECORDS.samples.create.safeParse(body).success).toBe(valid);
+  });
+});
