@@ -8,7 +8,7 @@ import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
-import { amendBody } from '@lab/notebook';
+import { amendBody, MEANINGS } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
@@ -164,15 +164,6 @@ const SCHEMAS: Record<string, Json> = {
     required: ['data', 'pagination'],
     properties: { data: { type: 'array', items: { type: 'object' } }, pagination: ref('schemas', 'Pagination') },
   },
-  CursorList: {
-    type: 'object',
-    required: ['data', 'next_cursor', 'count'],
-    properties: {
-      data: { type: 'array', items: { type: 'object' } },
-      next_cursor: { oneOf: [{ type: 'null' }, ref('schemas', 'KeysetCursor')] },
-      count: { type: 'integer' },
-    },
-  },
   TestModeEcho: {
     type: 'object',
     description: 'Answer of a generic CRUD write under X-Test-Mode: true; nothing was validated or changed.',
@@ -193,6 +184,69 @@ const SCHEMAS: Record<string, Json> = {
         additionalProperties: false,
       },
     },
+    additionalProperties: false,
+  },
+  AuditRecord: {
+    type: 'object',
+    description: 'One audit record: who did what to which record, with the record before and after and its place in the hash chain',
+    required: [
+      'id', 'created_at', 'occurred_at', 'service', 'action', 'resource', 'record_id', 'actor_user_id', 'actor_token_id', 'token_kind',
+      'changed_fields', 'before', 'after', 'request_id', 'reason', 'meaning', 'seq', 'prev_hash', 'hash',
+    ],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      created_at: { type: 'string', format: 'date-time' },
+      occurred_at: { type: 'string', format: 'date-time' },
+      service: { type: 'string' },
+      action: { type: 'string', examples: ['create', 'update', 'delete', 'sign'] },
+      resource: { type: 'string', examples: ['sample', 'experiment'] },
+      record_id: { type: ['string', 'null'] },
+      actor_user_id: { type: ['string', 'null'], format: 'uuid' },
+      actor_token_id: { type: ['string', 'null'], format: 'uuid' },
+      token_kind: { type: ['string', 'null'] },
+      changed_fields: { type: ['array', 'null'], items: { type: 'string' } },
+      before: { type: ['object', 'null'] },
+      after: { type: ['object', 'null'] },
+      request_id: { type: ['string', 'null'] },
+      reason: { type: ['string', 'null'] },
+      meaning: { type: ['string', 'null'] },
+      seq: { type: ['integer', 'null'] },
+      prev_hash: { type: ['string', 'null'] },
+      hash: { type: ['string', 'null'] },
+    },
+    additionalProperties: false,
+  },
+  AuditList: {
+    type: 'object',
+    required: ['data', 'next_cursor', 'count'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/AuditRecord' } },
+      next_cursor: { oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/KeysetCursor' }] },
+      count: { type: 'integer', minimum: 0 },
+    },
+    additionalProperties: false,
+  },
+  Signature: {
+    type: 'object',
+    description: 'A signature of an experiment version, with whether the content it signed is still the content',
+    required: ['id', 'experiment_id', 'meaning', 'signer_id', 'signer_name', 'signed_at', 'content_hash', 'hash_algorithm', 'content_matches'],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      experiment_id: UUID,
+      meaning: { type: 'string', enum: [...MEANINGS] },
+      signer_id: UUID,
+      signer_name: { type: ['string', 'null'] },
+      signed_at: { type: 'string', format: 'date-time' },
+      content_hash: { type: ['string', 'null'], pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of the signed content; null for signatures made before manifests were kept' },
+      hash_algorithm: { const: 'sha256' },
+      content_matches: { type: ['boolean', 'null'], description: 'null when the signature has no content hash' },
+    },
+    additionalProperties: false,
+  },
+  SignatureList: {
+    type: 'object',
+    required: ['data', 'pagination'],
+    properties: { data: { type: 'array', items: { $ref: '#/components/schemas/Signature' } }, pagination: { $ref: '#/components/schemas/Pagination' } },
     additionalProperties: false,
   },
   InboundReceipt: {
@@ -923,7 +977,7 @@ function describe(route: Route): Op {
     case 'record':
       return describeRecordOp(route, h);
     case 'audit':
-      return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
+      return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('AuditList'), query: queryParams(auditQuery) };
     case 'audit_verify':
       return {
         successStatus: '200',
@@ -973,12 +1027,12 @@ function describe(route: Route): Op {
           successStatus: '201',
           successDescription:
             'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
-          successSchema: okSchema('Item'),
+          successSchema: okSchema('ExperimentItem'),
           body: jsonSchemaOf(amendBody),
           bodyRequired: true,
         },
-        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('List') },
-        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('List') },
+        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('ExperimentList') },
+        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('SignatureList') },
       }[h.op];
     case 'lab_orders': {
       const d = describeLabOrderOp(h.op);

@@ -233,7 +233,7 @@ describe('OpenAPI document', () => {
     expect(s.IdempotencyConflict.properties.error).toEqual({ type: 'string', const: 'idempotency_key_conflict' });
     expect(s.List.required).toEqual(['data', 'pagination']);
     expect(s.Item.required).toEqual(['data']);
-    expect(s.CursorList.required).toEqual(['data', 'next_cursor', 'count']);
+    expect(s.AuditList.required).toEqual(['data', 'next_cursor', 'count']);
   });
 
   it('documents the audit query from its zod schema', () => {
