@@ -2,7 +2,8 @@ import { MODULES, ROLES } from '@lab/identity';
 
 /**
  * The answers of the management API (/admin/v1) as its handlers render them
- * (handlers/admin.ts: orgView, userView, memberView, tokenView, ...): one
+ * (handlers/admin.ts: orgView, userView, memberView, tokenView, ...; handlers/
+ * webhooks.ts: subscriptionView, endpointView, deliveries): one
  * schema per view, closed, so a generated client types an organisation, a user
  * or a token field by field.
  */
@@ -78,13 +79,82 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
   }),
 };
 
+const eventList = { type: 'array', items: { type: 'string' }, examples: [['sample.created', 'experiment.*']] };
+Object.assign(MANAGEMENT_SCHEMAS, {
+  NewSubscription: closed(['id', 'url', 'events', 'secret', 'active'], {
+    id: readOnlyId,
+    url: { type: 'string', format: 'uri' },
+    events: eventList,
+    secret: { type: 'string', description: 'shown only here' },
+    active: { type: 'boolean' },
+  }),
+  Subscription: closed(['id', 'url', 'events', 'active', 'disabled_reason', 'created_at', 'updated_at', 'previous_secret_expires_at'], {
+    id: readOnlyId,
+    url: { type: 'string', format: 'uri' },
+    events: eventList,
+    active: { type: 'boolean' },
+    disabled_reason: { ...nullable({ type: 'string' }), description: 'why deliveries stopped by themselves (set with active: false)' },
+    created_at: TIME,
+    updated_at: TIME,
+    previous_secret_expires_at: { ...nullable(TIME), description: 'until then the replaced secret signs too' },
+  }),
+  SecretRotation: closed(['secret', 'previous_secret_expires_at'], { secret: { type: 'string', description: 'shown only here' }, previous_secret_expires_at: TIME }),
+  Delivery: closed(['id', 'event', 'status', 'attempts', 'last_status_code', 'next_attempt_at', 'delivered_at', 'last_error', 'created_at'], {
+    id: readOnlyId,
+    event: { type: 'string' },
+    status: { type: 'string', examples: ['pending', 'delivered', 'failed'] },
+    attempts: { type: 'integer', minimum: 0 },
+    last_status_code: nullable({ type: 'integer' }),
+    next_attempt_at: nullable(TIME),
+    delivered_at: nullable(TIME),
+    last_error: nullable({ type: 'string' }),
+    created_at: TIME,
+  }),
+  Redelivery: closed(['id', 'status'], { id: UUID, status: { const: 'pending' } }),
+  NewInboundEndpoint: closed(['id', 'slug', 'secret', 'url', 'allowed_event_types', 'job_type'], {
+    id: readOnlyId,
+    slug: { type: 'string' },
+    secret: { type: 'string', description: 'shown only here' },
+    url: { type: 'string', format: 'uri', description: 'where senders post' },
+    allowed_event_types: { type: 'array', items: { type: 'string' } },
+    job_type: nullable({ type: 'string' }),
+  }),
+  InboundEndpoint: closed(['id', 'slug', 'url', 'allowed_event_types', 'job_type', 'active', 'created_at', 'updated_at', 'previous_secret_expires_at'], {
+    id: readOnlyId,
+    slug: { type: 'string' },
+    url: { type: 'string', format: 'uri' },
+    allowed_event_types: { type: 'array', items: { type: 'string' } },
+    job_type: nullable({ type: 'string' }),
+    active: { type: 'boolean' },
+    created_at: TIME,
+    updated_at: TIME,
+    previous_secret_expires_at: nullable(TIME),
+  }),
+});
+
 /** The item and list envelopes of the management views (the ones some route answers). */
-for (const name of ['Organisation', 'Department', 'Membership', 'User', 'NewApiKey', 'NewPat', 'NewOAuthClient', 'OAuthClient']) {
+for (const name of ['Organisation', 'Department', 'Membership', 'User', 'NewApiKey', 'NewPat', 'NewOAuthClient', 'OAuthClient', 'NewSubscription', 'Subscription', 'SecretRotation', 'Redelivery', 'NewInboundEndpoint', 'InboundEndpoint']) {
   MANAGEMENT_SCHEMAS[`${name}Item`] = closed(['data'], { data: ref(name) });
 }
-for (const name of ['Organisation', 'Department', 'User', 'Member', 'Token', 'OAuthClient']) {
+for (const name of ['Organisation', 'Department', 'User', 'Member', 'Token', 'OAuthClient', 'Subscription', 'Delivery', 'InboundEndpoint']) {
   MANAGEMENT_SCHEMAS[`${name}List`] = closed(['data', 'pagination'], { data: { type: 'array', items: ref(name) }, pagination: ref('Pagination') });
 }
+
+/** The answer schema of each webhook management action that answers a body. */
+export const WEBHOOK_ANSWERS: Record<string, string> = {
+  createSubscription: 'NewSubscriptionItem',
+  listSubscriptions: 'SubscriptionList',
+  getSubscription: 'SubscriptionItem',
+  updateSubscription: 'SubscriptionItem',
+  rotateSubscriptionSecret: 'SecretRotationItem',
+  rotateInboundSecret: 'SecretRotationItem',
+  listDeliveries: 'DeliveryList',
+  redeliver: 'RedeliveryItem',
+  createInboundEndpoint: 'NewInboundEndpointItem',
+  listInboundEndpoints: 'InboundEndpointList',
+  getInboundEndpoint: 'InboundEndpointItem',
+  updateInboundEndpoint: 'InboundEndpointItem',
+};
 
 /** The answer schema of each management action that answers a body. */
 export const MANAGEMENT_ANSWERS: Record<string, string> = {

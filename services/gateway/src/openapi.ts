@@ -12,7 +12,7 @@ import { amendBody, MEANINGS } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
-import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS } from './openapi-management.js';
+import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
@@ -223,6 +223,46 @@ const SCHEMAS: Record<string, Json> = {
       data: { type: 'array', items: { $ref: '#/components/schemas/AuditRecord' } },
       next_cursor: { oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/KeysetCursor' }] },
       count: { type: 'integer', minimum: 0 },
+    },
+    additionalProperties: false,
+  },
+  Notification: {
+    type: 'object',
+    description: "An in-app notification of the token's user",
+    required: ['id', 'notification_type', 'title', 'body', 'link_url', 'entry_id', 'read_at', 'created_at'],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      notification_type: { type: 'string', minLength: 1, maxLength: 64 },
+      title: { type: 'string', minLength: 1, maxLength: 200 },
+      body: { type: ['string', 'null'], maxLength: 2000 },
+      link_url: { type: ['string', 'null'], maxLength: 2000 },
+      entry_id: { type: ['string', 'null'], format: 'uuid' },
+      read_at: { type: ['string', 'null'], format: 'date-time', description: 'null while unread' },
+      created_at: { type: 'string', format: 'date-time', readOnly: true },
+    },
+    additionalProperties: false,
+  },
+  NotificationItem: { type: 'object', required: ['data'], properties: { data: { $ref: '#/components/schemas/Notification' } }, additionalProperties: false },
+  NotificationList: {
+    type: 'object',
+    required: ['data', 'count', 'pagination'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/Notification' } },
+      count: { type: 'integer', minimum: 0 },
+      pagination: { $ref: '#/components/schemas/Pagination' },
+    },
+    additionalProperties: false,
+  },
+  NotificationsCreated: {
+    type: 'object',
+    required: ['data'],
+    properties: {
+      data: {
+        type: 'object',
+        required: ['created', 'notification_ids'],
+        properties: { created: { type: 'integer', minimum: 0 }, notification_ids: { type: 'array', items: UUID } },
+        additionalProperties: false,
+      },
     },
     additionalProperties: false,
   },
@@ -1080,15 +1120,18 @@ function describe(route: Route): Op {
       };
     case 'notifications':
       return {
-        create: created(
-          'one notification per target member {data: {created, notification_ids}}; 400 no_valid_targets when no target is a member',
-          notificationSchemas.create,
-        ),
-        list: list("the token user's notifications, newest first {data, count, pagination}; Warning when more exist", notificationSchemas.list),
-        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200' },
+        create: {
+          ...created('one notification per target member; 400 no_valid_targets when no target is a member', notificationSchemas.create),
+          successSchema: okSchema('NotificationsCreated'),
+        },
+        list: { ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list), successSchema: okSchema('NotificationList') },
+        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200', successSchema: okSchema('NotificationItem') },
       }[h.op];
-    case 'webhooks_admin':
-      return WEBHOOKS_ADMIN_OPS[h.action];
+    case 'webhooks_admin': {
+      const op = WEBHOOKS_ADMIN_OPS[h.action];
+      const answer = WEBHOOK_ANSWERS[h.action];
+      return answer ? { ...op, successSchema: okSchema(answer) } : op;
+    }
     case 'dead_letters':
       return h.op === 'list'
         ? list(
