@@ -13,6 +13,7 @@ import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction 
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
+import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
@@ -941,7 +942,7 @@ const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
   deletePoint: {
     successStatus: '204',
     successDescription: 'point deleted; a point with readings is deactivated instead and answered 200 with the point (active: false)',
-    extraStatuses: [{ status: '200', description: 'the point had readings: deactivated, not deleted', schema: okSchema('Item') }],
+    extraStatuses: [{ status: '200', description: 'the point had readings: deactivated, not deleted', schema: okSchema('EnvironmentalPointItem') }],
   },
   listReadings: list('readings, newest first', readingSchemas.list),
   ingestReadings: {
@@ -1106,8 +1107,14 @@ function describe(route: Route): Op {
         links: h.op === 'create' ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } } : undefined,
       };
     case 'telemetry':
-    case 'telemetry_admin':
-      return TELEMETRY_OPS[h.op];
+    case 'telemetry_admin': {
+      const op = TELEMETRY_OPS[h.op];
+      const answer = TELEMETRY_ANSWERS[h.op];
+      if (!answer) return op;
+      // the same record where an operation answers it on another status too (a heartbeat's 200, a deactivated point)
+      const extraStatuses = op.extraStatuses?.map((x) => (x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x));
+      return { ...op, successSchema: okSchema(answer), extraStatuses };
+    }
     case 'raw_upload':
       return {
         successStatus: '201',
@@ -1322,7 +1329,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS, ...TELEMETRY_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },
