@@ -14,6 +14,7 @@ import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
+import { ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
@@ -1080,7 +1081,7 @@ function describe(route: Route): Op {
       return {
         successStatus: d.successStatus,
         successDescription: d.successDescription,
-        successSchema: okSchema(d.successSchemaRef),
+        successSchema: okSchema(ORDER_ANSWERS[h.op] ?? d.successSchemaRef),
         body: d.bodyRef ? okSchema(d.bodyRef) : undefined,
         bodyRequired: d.bodyRef !== undefined,
         query: d.query,
@@ -1329,7 +1330,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS, ...TELEMETRY_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...ORDER_SCHEMAS, LabResultList: typedResultList(LAB_ORDER_SCHEMAS.LabResultList!), ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS, ...TELEMETRY_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },
