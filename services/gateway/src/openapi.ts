@@ -447,6 +447,17 @@ function recordSchemas(listed: Set<string>): Record<string, Json> {
       additionalProperties: false,
     };
   }
+  // what signing answers: the experiment with its signature manifest
+  const experiment = out.Experiment as { required: string[]; properties: Json } | undefined;
+  if (experiment) {
+    out.SignedExperiment = {
+      ...experiment,
+      description: 'Experiment with the signature manifest of this version',
+      required: [...experiment.required, 'signatures'],
+      properties: { ...experiment.properties, signatures: { type: 'array', items: ref('schemas', 'Signature') } },
+    };
+    out.SignedExperimentItem = { type: 'object', required: ['data'], properties: { data: ref('schemas', 'SignedExperiment') }, additionalProperties: false };
+  }
   return out;
 }
 
@@ -1059,7 +1070,7 @@ function describe(route: Route): Op {
         successDescription:
           'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
           '409 already_signed (that meaning is signed), authorship_required; 403 signer_is_author, signer_already_signed, invalid_password',
-        successSchema: okSchema('Item'),
+        successSchema: okSchema('SignedExperimentItem'),
         body: jsonSchemaOf(signBody),
         bodyRequired: true,
       };
