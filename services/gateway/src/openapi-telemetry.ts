@@ -112,6 +112,28 @@ export const TELEMETRY_SCHEMAS: Record<string, Json> = {
   }),
 };
 
+/** A batch of readings: each stored or rejected on its own. */
+TELEMETRY_SCHEMAS.ReadingsIngested = closed({
+  created: { type: 'integer', minimum: 0 },
+  breaches: { type: 'integer', minimum: 0, description: 'stored readings outside their limits (an environmental.breach event each)' },
+  readings: { type: 'array', items: ref('EnvironmentalReading') },
+  rejected: {
+    type: 'array',
+    items: {
+      type: 'object',
+      required: ['index', 'code', 'message'],
+      properties: {
+        index: { type: 'integer', minimum: 0, description: 'of the reading in the request' },
+        code: { type: 'string', enum: ['point_not_found', 'point_inactive', 'validation_failed'] },
+        message: { type: 'string' },
+        point_id: { type: 'string' },
+        external_code: { type: 'string' },
+      },
+      additionalProperties: false,
+    },
+  },
+});
+
 /** A heartbeat's answer: the connector and how many devices it reported. */
 TELEMETRY_SCHEMAS.ConnectorHeartbeat = {
   ...TELEMETRY_SCHEMAS.Connector,
@@ -119,7 +141,7 @@ TELEMETRY_SCHEMAS.ConnectorHeartbeat = {
   properties: { ...((TELEMETRY_SCHEMAS.Connector as { properties: Json }).properties), devices_synced: { type: 'integer', minimum: 0, description: 'devices of this heartbeat registered or updated' } },
 };
 
-for (const name of ['EnvironmentalPoint', 'Device', 'Result', 'ResultChart', 'Connector', 'ConnectorHeartbeat']) {
+for (const name of ['EnvironmentalPoint', 'Device', 'Result', 'ResultChart', 'Connector', 'ConnectorHeartbeat', 'ReadingsIngested']) {
   TELEMETRY_SCHEMAS[`${name}Item`] = closed({ data: ref(name) });
 }
 for (const name of ['EnvironmentalPoint', 'EnvironmentalReading', 'Device', 'Result', 'Connector']) {
@@ -133,6 +155,7 @@ export const TELEMETRY_ANSWERS: Record<string, string> = {
   createPoint: 'EnvironmentalPointItem',
   updatePoint: 'EnvironmentalPointItem',
   listReadings: 'EnvironmentalReadingList',
+  ingestReadings: 'ReadingsIngestedItem',
   registerDevice: 'DeviceItem',
   listDevices: 'DeviceList',
   ingestResult: 'ResultItem',

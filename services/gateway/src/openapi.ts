@@ -268,6 +268,40 @@ const SCHEMAS: Record<string, Json> = {
     },
     additionalProperties: false,
   },
+  AuditChainReport: {
+    description: 'The hash chain of an organisation\'s audit records checked: sound to its head, or where it breaks',
+    oneOf: [
+      {
+        type: 'object',
+        title: 'sound',
+        required: ['ok', 'entries', 'head_hash'],
+        properties: { ok: { const: true }, entries: { type: 'integer', minimum: 0 }, head_hash: { type: ['string', 'null'] } },
+        additionalProperties: false,
+      },
+      {
+        type: 'object',
+        title: 'broken',
+        required: ['ok', 'entries', 'broken'],
+        properties: {
+          ok: { const: false },
+          entries: { type: 'integer', minimum: 0, description: 'entries found sound before the broken one' },
+          broken: {
+            type: 'object',
+            required: ['seq', 'id', 'problem'],
+            properties: {
+              seq: { type: 'integer' },
+              id: { type: ['string', 'null'], format: 'uuid', description: 'null: past the last entry' },
+              problem: { type: 'string', enum: ['hash_mismatch', 'prev_hash_mismatch', 'sequence_gap', 'head_mismatch'] },
+              expected_seq: { type: 'integer' },
+            },
+            additionalProperties: false,
+          },
+        },
+        additionalProperties: false,
+      },
+    ],
+  },
+  AuditChainReportItem: { type: 'object', required: ['data'], properties: { data: { $ref: '#/components/schemas/AuditChainReport' } }, additionalProperties: false },
   Signature: {
     type: 'object',
     description: 'A signature of an experiment version, with whether the content it signed is still the content',
@@ -1035,7 +1069,7 @@ function describe(route: Route): Op {
       return {
         successStatus: '200',
         successDescription: "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
-        successSchema: okSchema('Item'),
+        successSchema: okSchema('AuditChainReportItem'),
       };
     case 'admin': {
       const s = ADMIN_SUCCESS[h.action];
