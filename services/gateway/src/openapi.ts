@@ -1164,8 +1164,8 @@ function describe(route: Route): Op {
     case 'raw_upload':
       return {
         successStatus: '201',
-        successDescription: 'the stored raw file {id, filename, content_type, size_bytes, sha256, ...}',
-        successSchema: okSchema('Item'),
+        successDescription: 'a result of the device with no values, its raw_file the stored file {id, filename, size, sha256, content_type}',
+        successSchema: okSchema('ResultItem'),
         body: RAW_UPLOAD,
         bodyType: 'multipart/form-data',
         bodyRequired: true,
