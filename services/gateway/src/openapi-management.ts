@@ -132,11 +132,26 @@ Object.assign(MANAGEMENT_SCHEMAS, {
   }),
 });
 
+Object.assign(MANAGEMENT_SCHEMAS, {
+  DeadLetter: closed(['service', 'id', 'type', 'queue', 'error', 'attempts', 'created_at', 'parked_at', 'message'], {
+    service: { type: 'string', description: 'whose outbox set it aside' },
+    id: UUID,
+    type: { type: 'string', description: 'the event or command type' },
+    queue: nullable({ type: 'string' }),
+    error: nullable({ type: 'string', description: 'why the last attempt failed' }),
+    attempts: { type: 'integer', minimum: 0 },
+    created_at: TIME,
+    parked_at: TIME,
+    message: { description: 'the message as it was to be sent' },
+  }),
+  DeadLetterReplay: closed(['id', 'service', 'replayed'], { id: UUID, service: { type: 'string' }, replayed: { const: true } }),
+});
+
 /** The item and list envelopes of the management views (the ones some route answers). */
-for (const name of ['Organisation', 'Department', 'Membership', 'User', 'NewApiKey', 'NewPat', 'NewOAuthClient', 'OAuthClient', 'NewSubscription', 'Subscription', 'SecretRotation', 'Redelivery', 'NewInboundEndpoint', 'InboundEndpoint']) {
+for (const name of ['Organisation', 'Department', 'Membership', 'User', 'NewApiKey', 'NewPat', 'NewOAuthClient', 'OAuthClient', 'NewSubscription', 'Subscription', 'SecretRotation', 'Redelivery', 'NewInboundEndpoint', 'InboundEndpoint', 'DeadLetterReplay']) {
   MANAGEMENT_SCHEMAS[`${name}Item`] = closed(['data'], { data: ref(name) });
 }
-for (const name of ['Organisation', 'Department', 'User', 'Member', 'Token', 'OAuthClient', 'Subscription', 'Delivery', 'InboundEndpoint']) {
+for (const name of ['Organisation', 'Department', 'User', 'Member', 'Token', 'OAuthClient', 'Subscription', 'Delivery', 'InboundEndpoint', 'DeadLetter']) {
   MANAGEMENT_SCHEMAS[`${name}List`] = closed(['data', 'pagination'], { data: { type: 'array', items: ref(name) }, pagination: ref('Pagination') });
 }
 

@@ -1187,14 +1187,11 @@ function describe(route: Route): Op {
     }
     case 'dead_letters':
       return h.op === 'list'
-        ? list(
-            "every service's dead letters {service, id, type, queue, error, attempts, created_at, parked_at, message}, by service, latest first",
-            deadLettersQuery,
-          )
+        ? { ...list("every service's dead letters, by service, latest first", deadLettersQuery), successSchema: okSchema('DeadLetterList') }
         : {
             successStatus: '202',
-            successDescription: 'the message is back in its outbox, with its id {id, service, replayed}; 404 when no service has it',
-            successSchema: okSchema('Item'),
+            successDescription: 'the message is back in its outbox, with its id; 404 when no service has it',
+            successSchema: okSchema('DeadLetterReplayItem'),
           };
     case 'realtime_jobs':
       return REALTIME_JOBS;
