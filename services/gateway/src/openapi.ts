@@ -160,12 +160,6 @@ const SCHEMAS: Record<string, Json> = {
     required: ['since_created_at', 'since_id'],
     properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID },
   },
-  Item: { type: 'object', required: ['data'], properties: { data: { type: 'object' } } },
-  List: {
-    type: 'object',
-    required: ['data', 'pagination'],
-    properties: { data: { type: 'array', items: { type: 'object' } }, pagination: ref('schemas', 'Pagination') },
-  },
   TestModeEcho: {
     type: 'object',
     description: 'Answer of a generic CRUD write under X-Test-Mode: true; nothing was validated or changed.',
