@@ -8,12 +8,18 @@ import { auditQuery } from './handlers/audit.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
-import { amendBody } from '@lab/notebook';
+import { amendBody, MEANINGS } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
 import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
+import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
+import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
+import { ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
-import { RECORD_FIELDS, type FieldType } from './record-fields.js';
+import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
+import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
+import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
+import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 
 /**
@@ -34,11 +40,74 @@ export interface OpenApiOptions {
 
 const ref = (kind: 'schemas' | 'parameters' | 'headers' | 'responses', name: string) => ({ $ref: `#/components/${kind}/${name}` });
 
+interface RecordDef {
+  create: z.ZodType;
+  update?: z.ZodType;
+  orderBy: string[];
+  filters: Record<string, string>;
+}
+
 /** A zod schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema of what a client sends. */
 export function jsonSchemaOf(schema: z.ZodType): Json {
   const s = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
   delete s.$schema;
-  return s;
+  return markSecrets(typeArrays(s)) as Json;
+}
+
+const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
+
+/**
+ * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1
+ * way generators read best: `type: [string, null]` (null added to an enum too).
+ * X without a plain type (a $ref, another anyOf) keeps the anyOf.
+ */
+function typeArrays(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(typeArrays);
+  if (!x || typeof x !== 'object') return x;
+  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
+  const alts = o.anyOf;
+  if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
+    const other = alts.find((a) => !isNullSchema(a)) as Json;
+    if (typeof other?.type === 'string') {
+      const { anyOf: _anyOf, ...rest } = o;
+      return { ...rest, ...nullableOf(other) };
+    }
+  }
+  return o;
+}
+
+/** The schema with null allowed (a type array; null also in its enum). */
+function nullableOf(s: Json): Json {
+  if (s.type === undefined) return s.anyOf || s.oneOf || s.$ref ? { anyOf: [s, { type: 'null' }] } : s;
+  const types = Array.isArray(s.type) ? s.type : [s.type];
+  const out: Json = { ...s, type: types.includes('null') ? types : [...types, 'null'] };
+  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...s.enum, null];
+  return out;
+}
+
+/** The schema with null taken out again (a NOT NULL column). */
+function withoutNull(s: Json): Json {
+  if (!Array.isArray(s.type)) return s;
+  const types = s.type.filter((t) => t !== 'null');
+  const out: Json = { ...s, type: types.length === 1 ? types[0] : types };
+  if (Array.isArray(s.enum)) out.enum = s.enum.filter((v) => v !== null);
+  return out;
+}
+
+/** Passwords and secrets a client sends are never answered: writeOnly. */
+function markSecrets(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(markSecrets);
+  if (!x || typeof x !== 'object') return x;
+  const o = x as Json;
+  if (o.properties && typeof o.properties === 'object') {
+    const props = o.properties as Record<string, Json>;
+    for (const k of Object.keys(props)) {
+      props[k] = markSecrets(props[k]) as Json;
+      if (/password|secret/.test(k) && typeof props[k] === 'object') props[k] = { ...props[k], writeOnly: true };
+    }
+  }
+  for (const k of ['items', 'anyOf', 'oneOf', 'allOf']) if (o[k]) o[k] = markSecrets(o[k]);
+  return o;
 }
 
 // ---------------------------------------------------------------- components
@@ -68,7 +137,7 @@ const SCHEMAS: Record<string, Json> = {
     required: ['data', 'error', 'meta'],
     properties: {
       data: { type: 'null' },
-      error: { const: 'idempotency_key_conflict' },
+      error: { type: 'string', const: 'idempotency_key_conflict' },
       meta: { type: 'object', required: ['message'], properties: { message: { type: 'string' } } },
     },
   },
@@ -91,21 +160,6 @@ const SCHEMAS: Record<string, Json> = {
     required: ['since_created_at', 'since_id'],
     properties: { since_created_at: { type: 'string', format: 'date-time' }, since_id: UUID },
   },
-  Item: { type: 'object', required: ['data'], properties: { data: { type: 'object' } } },
-  List: {
-    type: 'object',
-    required: ['data', 'pagination'],
-    properties: { data: { type: 'array', items: { type: 'object' } }, pagination: ref('schemas', 'Pagination') },
-  },
-  CursorList: {
-    type: 'object',
-    required: ['data', 'next_cursor', 'count'],
-    properties: {
-      data: { type: 'array', items: { type: 'object' } },
-      next_cursor: { oneOf: [{ type: 'null' }, ref('schemas', 'KeysetCursor')] },
-      count: { type: 'integer' },
-    },
-  },
   TestModeEcho: {
     type: 'object',
     description: 'Answer of a generic CRUD write under X-Test-Mode: true; nothing was validated or changed.',
@@ -120,10 +174,157 @@ const SCHEMAS: Record<string, Json> = {
             type: 'object',
             required: ['operation', 'resource'],
             properties: { operation: { enum: ['create', 'update', 'replace', 'delete'] }, resource: { type: 'string' }, id: UUID, body: { type: 'object' } },
+            additionalProperties: false,
           },
         },
+        additionalProperties: false,
       },
     },
+    additionalProperties: false,
+  },
+  AuditRecord: {
+    type: 'object',
+    description: 'One audit record: who did what to which record, with the record before and after and its place in the hash chain',
+    required: [
+      'id', 'created_at', 'occurred_at', 'service', 'action', 'resource', 'record_id', 'actor_user_id', 'actor_token_id', 'token_kind',
+      'changed_fields', 'before', 'after', 'request_id', 'reason', 'meaning', 'seq', 'prev_hash', 'hash',
+    ],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      created_at: { type: 'string', format: 'date-time' },
+      occurred_at: { type: 'string', format: 'date-time' },
+      service: { type: 'string' },
+      action: { type: 'string', examples: ['create', 'update', 'delete', 'sign'] },
+      resource: { type: 'string', examples: ['sample', 'experiment'] },
+      record_id: { type: ['string', 'null'] },
+      actor_user_id: { type: ['string', 'null'], format: 'uuid' },
+      actor_token_id: { type: ['string', 'null'], format: 'uuid' },
+      token_kind: { type: ['string', 'null'] },
+      changed_fields: { type: ['array', 'null'], items: { type: 'string' } },
+      before: { type: ['object', 'null'] },
+      after: { type: ['object', 'null'] },
+      request_id: { type: ['string', 'null'] },
+      reason: { type: ['string', 'null'] },
+      meaning: { type: ['string', 'null'] },
+      seq: { type: ['integer', 'null'] },
+      prev_hash: { type: ['string', 'null'] },
+      hash: { type: ['string', 'null'] },
+    },
+    additionalProperties: false,
+  },
+  AuditList: {
+    type: 'object',
+    required: ['data', 'next_cursor', 'count'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/AuditRecord' } },
+      next_cursor: { oneOf: [{ type: 'null' }, { $ref: '#/components/schemas/KeysetCursor' }] },
+      count: { type: 'integer', minimum: 0 },
+    },
+    additionalProperties: false,
+  },
+  Notification: {
+    type: 'object',
+    description: "An in-app notification of the token's user",
+    required: ['id', 'notification_type', 'title', 'body', 'link_url', 'entry_id', 'read_at', 'created_at'],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      notification_type: { type: 'string', minLength: 1, maxLength: 64 },
+      title: { type: 'string', minLength: 1, maxLength: 200 },
+      body: { type: ['string', 'null'], maxLength: 2000 },
+      link_url: { type: ['string', 'null'], maxLength: 2000 },
+      entry_id: { type: ['string', 'null'], format: 'uuid' },
+      read_at: { type: ['string', 'null'], format: 'date-time', description: 'null while unread' },
+      created_at: { type: 'string', format: 'date-time', readOnly: true },
+    },
+    additionalProperties: false,
+  },
+  NotificationItem: { type: 'object', required: ['data'], properties: { data: { $ref: '#/components/schemas/Notification' } }, additionalProperties: false },
+  NotificationList: {
+    type: 'object',
+    required: ['data', 'count', 'pagination'],
+    properties: {
+      data: { type: 'array', items: { $ref: '#/components/schemas/Notification' } },
+      count: { type: 'integer', minimum: 0 },
+      pagination: { $ref: '#/components/schemas/Pagination' },
+    },
+    additionalProperties: false,
+  },
+  NotificationsCreated: {
+    type: 'object',
+    required: ['data'],
+    properties: {
+      data: {
+        type: 'object',
+        required: ['created', 'notification_ids'],
+        properties: { created: { type: 'integer', minimum: 0 }, notification_ids: { type: 'array', items: UUID } },
+        additionalProperties: false,
+      },
+    },
+    additionalProperties: false,
+  },
+  AuditChainReport: {
+    description: 'The hash chain of an organisation\'s audit records checked: sound to its head, or where it breaks',
+    oneOf: [
+      {
+        type: 'object',
+        title: 'sound',
+        required: ['ok', 'entries', 'head_hash'],
+        properties: { ok: { const: true }, entries: { type: 'integer', minimum: 0 }, head_hash: { type: ['string', 'null'] } },
+        additionalProperties: false,
+      },
+      {
+        type: 'object',
+        title: 'broken',
+        required: ['ok', 'entries', 'broken'],
+        properties: {
+          ok: { const: false },
+          entries: { type: 'integer', minimum: 0, description: 'entries found sound before the broken one' },
+          broken: {
+            type: 'object',
+            required: ['seq', 'id', 'problem'],
+            properties: {
+              seq: { type: 'integer' },
+              id: { type: ['string', 'null'], format: 'uuid', description: 'null: past the last entry' },
+              problem: { type: 'string', enum: ['hash_mismatch', 'prev_hash_mismatch', 'sequence_gap', 'head_mismatch'] },
+              expected_seq: { type: 'integer' },
+            },
+            additionalProperties: false,
+          },
+        },
+        additionalProperties: false,
+      },
+    ],
+  },
+  AuditChainReportItem: { type: 'object', required: ['data'], properties: { data: { $ref: '#/components/schemas/AuditChainReport' } }, additionalProperties: false },
+  Signature: {
+    type: 'object',
+    description: 'A signature of an experiment version, with whether the content it signed is still the content',
+    required: ['id', 'experiment_id', 'meaning', 'signer_id', 'signer_name', 'signed_at', 'content_hash', 'hash_algorithm', 'content_matches'],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      experiment_id: UUID,
+      meaning: { type: 'string', enum: [...MEANINGS] },
+      signer_id: UUID,
+      signer_name: { type: ['string', 'null'] },
+      signed_at: { type: 'string', format: 'date-time' },
+      content_hash: { type: ['string', 'null'], pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of the signed content; null for signatures made before manifests were kept' },
+      hash_algorithm: { const: 'sha256' },
+      content_matches: { type: ['boolean', 'null'], description: 'null when the signature has no content hash' },
+    },
+    additionalProperties: false,
+  },
+  SignatureList: {
+    type: 'object',
+    required: ['data', 'pagination'],
+    properties: { data: { type: 'array', items: { $ref: '#/components/schemas/Signature' } }, pagination: { $ref: '#/components/schemas/Pagination' } },
+    additionalProperties: false,
+  },
+  InboundReceipt: {
+    type: 'object',
+    description: 'The receipt of an inbound webhook event (not in the data envelope: the sender is a machine of another product).',
+    required: ['event_id', 'duplicate'],
+    properties: { event_id: UUID, duplicate: { type: 'boolean', description: 'true: this event was received before; nothing new was done' } },
+    additionalProperties: false,
   },
   Ping: {
     type: 'object',
@@ -154,6 +355,7 @@ const HEADERS: Record<string, Json> = {
   'X-RateLimit-Limit': { description: 'Requests allowed per minute for this token', schema: { type: 'integer' } },
   'X-RateLimit-Remaining': { description: 'Requests left in the current minute', schema: { type: 'integer' } },
   'Retry-After': { description: 'Seconds to wait before retrying (60)', schema: { type: 'integer' } },
+  Location: { description: 'Where the created record (or the redirect) is', schema: { type: 'string', format: 'uri-reference' } },
   'X-Request-Id': { description: 'Request id, also in the logs; an incoming sane X-Request-Id is kept', schema: { type: 'string' } },
   Warning: { description: 'Set when a cap cut the answer short, e.g. 299 - "lab results capped at 2000 rows"', schema: { type: 'string' } },
   'Idempotent-Replay': { description: '"true" when the answer is replayed from an earlier request with the same Idempotency-Key', schema: { const: 'true' } },
@@ -198,54 +400,124 @@ const SECURITY_SCHEMES: Record<string, Json> = {
   },
   session: { type: 'http', scheme: 'bearer', description: 'A signed-in user\'s access token from POST /auth/v1/token; send X-Org-Id.' },
   operator: { type: 'http', scheme: 'bearer', description: 'The operator token (LAB_OPERATOR_TOKEN) of the management API under /admin/v1.' },
+  mcp: {
+    type: 'oauth2',
+    description:
+      'OAuth access tokens for the MCP function (MCP authorization spec): authorization code with PKCE (S256) at the identity provider, public clients registered dynamically (RFC 7591); tokens are bound to the MCP function (resource).',
+    flows: {
+      authorizationCode: {
+        authorizationUrl: '/auth/v1/oauth/authorize',
+        tokenUrl: '/auth/v1/oauth/token',
+        refreshUrl: '/auth/v1/oauth/token',
+        scopes: { read: 'read the organisation\'s records' },
+      },
+    },
+  },
 };
 
 // ---------------------------------------------------------------- generic records
 
-function fieldSchema(t: FieldType): Json {
-  if (typeof t !== 'string') return { type: 'string', enum: [...t] };
-  switch (t) {
-    case 'uuid':
-    case 'date':
-    case 'date-time':
-    case 'uri':
-      return { type: 'string', format: t };
-    case 'string[]':
-      return { type: 'array', items: { type: 'string' } };
-    case 'object':
-      return { type: 'object', additionalProperties: true };
-    default:
-      return { type: t };
-  }
-}
+/** Each generic resource's create and update schemas, list order and filters, as its owning service declares them. */
+const RECORD_DEFS: Record<string, RecordDef> = { ...NOTEBOOK_RECORDS, ...INVENTORY_RECORDS, ...EQUIPMENT_RECORDS };
 
 const pascal = (s: string) => s.replace(/(^|[-_/])([a-z])/g, (_m, _sep, c: string) => c.toUpperCase());
+/** Schema name of one record of a resource: Sample, StockItem, EquipmentUsage... */
+const recordName = (resource: string) => {
+  const p = pascal(resource);
+  return p.endsWith('ies') ? `${p.slice(0, -3)}y` : p.endsWith('s') ? p.slice(0, -1) : p;
+};
 
-/** Create and update schemas of each resource in the spec's field table. */
-function recordSchemas(): Record<string, Json> {
+/**
+ * A writable field as answered: its body schema without what only a request
+ * has (defaults, write-side bounds stay: stored values meet them), null allowed
+ * unless the column is NOT NULL.
+ */
+function answeredField(s: Json, neverNull: boolean): Json {
+  const { default: _default, ...rest } = s;
+  if (neverNull) return withoutNull(rest);
+  return nullableOf(rest);
+}
+
+/** Create, update and answer schemas of each generic resource, from its service's zod schemas. */
+function recordSchemas(listed: Set<string>): Record<string, Json> {
   const out: Record<string, Json> = {};
-  for (const [resource, f] of Object.entries(RECORD_FIELDS)) {
-    const properties = Object.fromEntries(Object.entries(f.fields).map(([k, t]) => [k, fieldSchema(t)]));
-    out[`${pascal(resource)}Create`] = {
+  for (const [resource, def] of Object.entries(RECORD_DEFS)) {
+    const answer = RECORD_ANSWERS[resource];
+    if (!answer) throw new Error(`no answer shape for resource ${resource}`);
+    const name = recordName(resource);
+    const create = jsonSchemaOf(def.create);
+    const update = def.update ? jsonSchemaOf(def.update) : undefined;
+    out[`${name}Create`] = { ...create, description: `${answer.title}: create body. Unknown and read-only fields are refused (400).` };
+    if (update) out[`${name}Update`] = { ...update, description: `${answer.title}: the writable fields to change.` };
+    // a field only an update sets (an inventory's closed_at) is answered too
+    const bodyFields = { ...((update?.properties ?? {}) as Record<string, Json>), ...((create.properties ?? {}) as Record<string, Json>) };
+    const readOnly = Object.fromEntries(Object.entries(answer.readOnly).map(([k, v]) => [k, { ...v, readOnly: true }]));
+    const writable = answer.freeForm
+      ? {}
+      : Object.fromEntries(
+          Object.entries(bodyFields)
+            .filter(([k]) => !(k in readOnly))
+            .map(([k, v]) => [k, answeredField(v, answer.neverNull.includes(k))]),
+        );
+    const properties = { ...readOnly, ...writable };
+    out[name] = {
       type: 'object',
-      description: `${f.title}: create body. The owning service validates it and refuses unknown or read-only fields.`,
+      description: answer.freeForm ? `${answer.title}: the service's fields and the object's own keys` : answer.title,
+      required: Object.keys(answer.freeForm ? readOnly : properties),
       properties,
-      ...(f.required.length ? { required: f.required } : {}),
+      additionalProperties: answer.freeForm ? true : false,
     };
-    if (f.updatable !== false) {
-      out[`${pascal(resource)}Update`] = {
-        type: 'object',
-        description: `${f.title}: the allowlisted writable fields to change.`,
-        properties,
-      };
-    }
+    out[`${name}Item`] = { type: 'object', required: ['data'], properties: { data: ref('schemas', name) }, additionalProperties: false };
+    if (listed.has(resource)) out[`${name}List`] = {
+      type: 'object',
+      required: ['data', 'pagination'],
+      properties: { data: { type: 'array', items: ref('schemas', name) }, pagination: ref('schemas', 'Pagination') },
+      additionalProperties: false,
+    };
+  }
+  // what signing answers: the experiment with its signature manifest
+  const experiment = out.Experiment as { required: string[]; properties: Json } | undefined;
+  if (experiment) {
+    out.SignedExperiment = {
+      ...experiment,
+      description: 'Experiment with the signature manifest of this version',
+      required: [...experiment.required, 'signatures'],
+      properties: { ...experiment.properties, signatures: { type: 'array', items: ref('schemas', 'Signature') } },
+    };
+    out.SignedExperimentItem = { type: 'object', required: ['data'], properties: { data: ref('schemas', 'SignedExperiment') }, additionalProperties: false };
   }
   return out;
 }
 
+const FILTER_SCHEMA: Record<string, Json> = {
+  uuid: UUID,
+  string: { type: 'string' },
+  date: { type: 'string', format: 'date' },
+  boolean: { type: 'string', enum: ['true', 'false'] },
+};
+
+/** List query of a resource: paging, its allowlisted orders and its equality filters. */
+function recordListQuery(resource: string, nested: boolean): Json[] {
+  const def = RECORD_DEFS[resource];
+  const base = nested ? NESTED_LIST_QUERY : LIST_QUERY;
+  if (!def) return base;
+  const query = base.map((p) => (p.name === 'order_by' ? { ...p, schema: { type: 'string', enum: def.orderBy } } : p));
+  const taken = new Set(query.map((p) => p.name as string));
+  for (const [name, type] of Object.entries(def.filters)) {
+    if (taken.has(name)) continue;
+    query.push({ name, in: 'query', required: false, description: `only the records whose ${name} equals this`, schema: FILTER_SCHEMA[type] ?? { type: 'string' } });
+  }
+  return query;
+}
+
 const LIST_QUERY: Json[] = [
   { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } },
-  { name: 'offset', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
+  {
+    name: 'offset',
+    in: 'query',
+    description: 'records to skip; 0 (the default) may be sent with keyset paging too',
+    schema: { type: 'integer', minimum: 0, default: 0 },
+  },
   { name: 'order_by', in: 'query', description: 'an allowlisted column of the resource (created_at always)', schema: { type: 'string' } },
   { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'] } },
   {
@@ -308,7 +580,8 @@ const REASONS: Record<string, string> = {
   '403': 'Insufficient scope (insufficient_scope), module not enabled (module_not_enabled), role or organisation not allowed',
   '404': 'Not found in this organisation',
   '409': 'Conflict',
-  '429': 'Rate limit exceeded; retry after Retry-After seconds',
+  '413': 'The request body is over its limit (payload_too_large)',
+  '429': 'Rate limit exceeded (or, on the management API, an address that guessed the operator token wrong too often); retry after Retry-After seconds',
   '503': 'The service behind this route is unavailable or not part of this deployment',
 };
 
@@ -322,12 +595,96 @@ interface Op {
   /** of the request body: application/json unless said */
   bodyType?: string;
   /** answers beside the success and the pipeline's errors */
-  extraStatuses?: { status: string; description: string; schema: Json }[];
+  extraStatuses?: { status: string; description: string; schema?: Json; contentType?: string; headers?: Json }[];
+  /** of the success answer: application/json unless said */
+  successContentType?: string;
+  /** headers of the success answer beside the common ones (Location of a created record) */
+  successHeaders?: Json;
+  /** more media types of the success answer */
+  extraContent?: Json;
+  /** OpenAPI links from the success answer to the operations that take its id */
+  links?: Json;
+  /** the route takes no errors from the generic pipeline list (it states its own) */
+  ownErrors?: boolean;
+}
+
+type RecordHandler = Extract<Route['handler'], { kind: 'record' }>;
+
+/** The operationId of a route (also the target of links). */
+export const operationIdOf = (method: string, path: string) =>
+  `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+
+/**
+ * A generic CRUD operation, typed from its resource's schemas. Test mode has its
+ * own status where it can (create: 201 real, 200 echo; delete: 204 real, 200 echo);
+ * an update's 200 is one of two closed shapes that cannot both match: the record
+ * (no test_mode field) or the echo (test_mode: true).
+ */
+function describeRecordOp(route: Route, h: RecordHandler): Op {
+  const s = RECORD_SUCCESS[h.op];
+  const name = recordName(h.resource);
+  const def = RECORD_DEFS[h.resource];
+  const writes = h.op === 'create' || h.op === 'update' || h.op === 'replace';
+  const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
+  const body = writes ? (def ? okSchema(bodyName) : { type: 'object' }) : undefined;
+  const testMode = honoursTestMode(h);
+  const success = !s.schema ? undefined : h.op === 'list' ? okSchema(`${name}List`) : okSchema(`${name}Item`);
+  const echo = { status: '200', description: 'X-Test-Mode: true: what would apply; nothing changed', schema: okSchema('TestModeEcho') };
+  const itemPath = h.nested === 'one' ? route.path : h.nested === 'many' ? `${route.path}/:sub_id` : `${route.path}/:id`;
+  const created = h.op === 'create';
+  return {
+    successStatus: s.status,
+    successDescription: h.op === 'delete' ? 'deleted (needs an administrator role)' : `${h.resource}: ${h.op}`,
+    successSchema: testMode && success && s.status === '200' ? { oneOf: [success, okSchema('TestModeEcho')] } : success,
+    body,
+    bodyRequired: h.op === 'create',
+    query: h.op === 'list' ? recordListQuery(h.resource, h.nested !== undefined) : undefined,
+    extraStatuses: testMode && s.status !== '200' ? [echo] : undefined,
+    successHeaders: created ? { Location: ref('headers', 'Location') } : undefined,
+    links: created && h.nested !== 'one' ? recordLinks(route, h, itemPath) : undefined,
+  };
+}
+
+/** From a created record to reading, changing and deleting it. */
+function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
+  const params: Json = h.nested === 'many' ? { id: '$request.path.id', sub_id: '$response.body#/data/id' } : { id: '$response.body#/data/id' };
+  const out: Json = {};
+  const targets: [string, string][] = h.nested ? [['update', 'PATCH']] : [['get', 'GET'], ['update', 'PATCH'], ['delete', 'DELETE']];
+  for (const [verb, method] of targets) {
+    if (!ROUTES_BY_KEY.has(`${method} ${itemPath}`)) continue;
+    out[`${verb}${recordName(h.resource)}`] = { operationId: operationIdOf(method, itemPath), parameters: params, description: `the ${recordName(h.resource)} just created` };
+  }
+  void route;
+  return out;
 }
 
 /** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
 const OAUTH_ERROR: Json = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, error_description: { type: 'string' } } };
 const oauthError = (status: string, description: string) => ({ status, description, schema: OAUTH_ERROR });
+
+const HTML = 'text/html';
+const page = (status: string, description: string) => ({ status, description, schema: { type: 'string' }, contentType: HTML });
+const redirect = (description: string) => ({ status: '302', description, headers: { Location: ref('headers', 'Location') } });
+
+/** An authorization endpoint: HTML pages, errors as pages or redirects. */
+const OAUTH_AUTHORIZE_PAGES: Op = {
+  successStatus: '200',
+  successDescription:
+    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error and state.',
+  successContentType: HTML,
+  successSchema: { type: 'string' },
+  bodyType: 'application/x-www-form-urlencoded',
+  body: { type: 'object', additionalProperties: { type: 'string' } },
+  ownErrors: true,
+  extraStatuses: [
+    redirect('to redirect_uri with code and state, or with error and state'),
+    page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
+    page('401', 'the sign-in page again: wrong email or password'),
+    page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
+    page('429', 'too many sign-in attempts from this address'),
+    page('503', 'the identity service is unavailable'),
+  ],
+};
 
 /** The identity provider's OAuth endpoints for MCP clients (public clients, PKCE S256, tokens bound to the MCP function). */
 const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
@@ -350,16 +707,18 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
       },
     },
     bodyRequired: true,
-    extraStatuses: [oauthError('400', 'invalid_redirect_uri or invalid_client_metadata')],
+    extraStatuses: [
+      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata'),
+      { ...oauthError('429', 'temporarily_unavailable: too many registrations from this address'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
+    ],
   },
+  // the same pages as the functions base's authorization endpoint, posting back to their own path
   authorize: {
-    successStatus: '200',
+    ...OAUTH_AUTHORIZE_PAGES,
     successDescription:
       'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code and state. ' +
       'Query: response_type=code, client_id, redirect_uri, code_challenge and code_challenge_method=S256 (required), state, scope (read), resource (the MCP function URL). ' +
       'POST: the pages\' forms (application/x-www-form-urlencoded).',
-    bodyType: 'application/x-www-form-urlencoded',
-    body: { type: 'object' },
   },
   token: {
     successStatus: '200',
@@ -383,8 +742,122 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
       },
     },
     bodyRequired: true,
-    extraStatuses: [oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'), oauthError('401', 'invalid_client')],
+    extraStatuses: [
+      oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'),
+      oauthError('401', 'invalid_client'),
+      oauthError('503', 'temporarily_unavailable'),
+    ],
   },
+};
+
+const okSchema = (name: string) => ref('schemas', name);
+/** The job.updated events of the realtime channel background_jobs, as server-sent events. */
+const REALTIME_JOBS: Op = {
+  successStatus: '200',
+  successDescription:
+    'A stream of server-sent events that stays open: `event: job.updated` with `data:` the job as JSON ({id, job_type, status, ...}) for each change of a job of the organisation; comment lines keep it alive.',
+  successContentType: 'text/event-stream',
+  successSchema: { type: 'string', description: 'text/event-stream frames' },
+};
+
+/** The functions base's authorization endpoint. */
+const OAUTH_AUTHORIZE: Op = OAUTH_AUTHORIZE_PAGES;
+
+/** RFC 6749 5.2 error body of the token endpoints. */
+const OAUTH_TOKEN_ERROR: Json = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: { type: 'string', enum: ['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target', 'temporarily_unavailable', 'slow_down'] },
+    error_description: { type: 'string' },
+  },
+};
+const tokenError = (status: string, description: string) => ({ status, description, schema: OAUTH_TOKEN_ERROR });
+
+/** The functions base's token endpoint (confidential clients: client secret by Basic or form). */
+const OAUTH_TOKEN: Op = {
+  successStatus: '200',
+  successDescription: 'RFC 6749 token answer',
+  successSchema: {
+    type: 'object',
+    required: ['access_token', 'token_type', 'expires_in'],
+    properties: {
+      access_token: { type: 'string' },
+      token_type: { type: 'string', enum: ['bearer', 'Bearer'] },
+      expires_in: { type: 'integer' },
+      refresh_token: { type: 'string' },
+      scope: { type: 'string' },
+    },
+  },
+  bodyType: 'application/x-www-form-urlencoded',
+  body: {
+    type: 'object',
+    required: ['grant_type'],
+    properties: {
+      grant_type: { type: 'string', enum: ['authorization_code', 'refresh_token', 'client_credentials'] },
+      code: { type: 'string' },
+      redirect_uri: { type: 'string', format: 'uri' },
+      code_verifier: { type: 'string' },
+      refresh_token: { type: 'string' },
+      client_id: { type: 'string' },
+      client_secret: { type: 'string', writeOnly: true },
+      scope: { type: 'string' },
+      resource: { type: 'string', format: 'uri' },
+    },
+  },
+  bodyRequired: true,
+  ownErrors: true,
+  extraStatuses: [
+    tokenError('400', 'invalid_request, invalid_grant, unsupported_grant_type, invalid_scope or invalid_target'),
+    { ...tokenError('401', 'invalid_client (with WWW-Authenticate: Basic)'), headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } },
+    tokenError('503', 'temporarily_unavailable'),
+  ],
+};
+
+const OAUTH_METADATA: Json = {
+  type: 'object',
+  description: 'RFC 8414 authorization server metadata or RFC 9728 protected resource metadata',
+  properties: {
+    issuer: { type: 'string', format: 'uri' },
+    resource: { type: 'string', format: 'uri' },
+    authorization_endpoint: { type: 'string', format: 'uri' },
+    token_endpoint: { type: 'string', format: 'uri' },
+    registration_endpoint: { type: 'string', format: 'uri' },
+    authorization_servers: { type: 'array', items: { type: 'string', format: 'uri' } },
+    scopes_supported: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+/** MCP (streamable HTTP, JSON-RPC 2.0) with the OAuth access tokens of the MCP authorization spec. */
+const MCP: Op = {
+  successStatus: '200',
+  successDescription: 'the JSON-RPC answer (application/json) or a stream of them (text/event-stream)',
+  successSchema: { type: 'object', description: 'a JSON-RPC 2.0 response' },
+  body: { type: 'object', required: ['jsonrpc'], properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } } },
+  bodyRequired: true,
+  ownErrors: true,
+  extraStatuses: [
+    { status: '202', description: 'a notification or response was accepted (no body)' },
+    {
+      status: '401',
+      description: 'no or a bad access token: WWW-Authenticate names the protected resource metadata (resource_metadata=...)',
+      headers: { 'WWW-Authenticate': { schema: { type: 'string' } } },
+      schema: okSchema('Error'),
+    },
+    { status: '400', description: 'not a JSON-RPC request', schema: { type: 'object' } },
+    { status: '403', description: 'the token lacks the scope', schema: okSchema('Error') },
+    { status: '503', description: 'unavailable', schema: okSchema('Error') },
+  ],
+};
+
+/** The inbound webhook receiver: authenticated by its HMAC signature. */
+const INBOUND_WEBHOOK: Op = {
+  successStatus: '202',
+  successDescription: 'the event is received (a replayed Idempotency-Key answers the first receipt again)',
+  successSchema: { $ref: '#/components/schemas/InboundReceipt' },
+  body: { type: 'object', description: 'the sender\'s event (any JSON object)' },
+  bodyRequired: true,
+  extraStatuses: [{ status: '200', description: 'a repeated delivery (same Idempotency-Key or external id): already received', schema: { $ref: '#/components/schemas/InboundReceipt' } }],
 };
 
 const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
@@ -408,6 +881,59 @@ const JOB_CREATE: Json = {
   oneOf: JOB_TYPES.map((t) => ref('schemas', jobCreateName(t))),
   discriminator: { propertyName: 'job_type', mapping: Object.fromEntries(JOB_TYPES.map((t) => [t, `#/components/schemas/${jobCreateName(t)}`])) },
 };
+const BINARY: Json = { type: 'string', contentMediaType: 'application/octet-stream' };
+const nullableRef = (s: Json) => nullableOf(s);
+/** The Job of the spec as the jobs service renders it (exactly these fields; inbound ones for a job of a webhook event). */
+const JOB_SCHEMAS: Record<string, Json> = {
+  Job: {
+    type: 'object',
+    required: [
+      'id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message',
+      'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at',
+    ],
+    properties: {
+      id: { ...UUID, readOnly: true },
+      job_type: { type: 'string', enum: [...JOB_TYPES] },
+      status: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] },
+      progress: { type: 'integer', minimum: 0, maximum: 100 },
+      status_text: nullableRef({ type: 'string' }),
+      result_path: { ...nullableRef({ type: 'string' }), description: 'set once the job succeeded: fetch the file at GET /v1/jobs/{id}/artifact' },
+      result_meta: {
+        ...nullableRef({ type: 'object' }),
+        description: 'the artifact: {size, sha256, content_type, pages?, rows?, files?}',
+        properties: {
+          size: { type: 'integer' },
+          sha256: { type: 'string' },
+          content_type: { type: 'string' },
+          pages: { type: 'integer' },
+          rows: { type: 'integer' },
+          files: { type: 'array', items: { type: 'string' } },
+        },
+      },
+      error_message: nullableRef({ type: 'string' }),
+      attempts: { type: 'integer', minimum: 0 },
+      max_attempts: { type: 'integer', minimum: 1 },
+      enqueued_at: { type: 'string', format: 'date-time' },
+      started_at: nullableRef({ type: 'string', format: 'date-time' }),
+      finished_at: nullableRef({ type: 'string', format: 'date-time' }),
+      inbound_event_id: { ...UUID, description: 'a job made of an inbound webhook event: the event' },
+      context: { description: "a job made of an inbound webhook event: the sender's payload" },
+    },
+    additionalProperties: false,
+  },
+  JobItem: { type: 'object', required: ['data'], properties: { data: ref('schemas', 'Job') }, additionalProperties: false },
+  JobList: {
+    type: 'object',
+    required: ['data', 'next_cursor', 'count'],
+    properties: {
+      data: { type: 'array', items: ref('schemas', 'Job') },
+      next_cursor: { type: ['string', 'null'], format: 'date-time', description: 'send as cursor for the next page; null on the last' },
+      count: { type: 'integer', minimum: 0 },
+    },
+    additionalProperties: false,
+  },
+};
+
 const JOB_LIST_QUERY: Json[] = [
   { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200, default: 50 } },
   { name: 'status', in: 'query', schema: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] } },
@@ -416,7 +942,6 @@ const JOB_LIST_QUERY: Json[] = [
 ];
 
 const jsonContent = (schema: Json) => ({ 'application/json': { schema } });
-const okSchema = (name: string) => ref('schemas', name);
 
 const mib = (bytes: number) => bytes / (1024 * 1024);
 const RAW_UPLOAD: Json = {
@@ -457,7 +982,7 @@ const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
   deletePoint: {
     successStatus: '204',
     successDescription: 'point deleted; a point with readings is deactivated instead and answered 200 with the point (active: false)',
-    extraStatuses: [{ status: '200', description: 'the point had readings: deactivated, not deleted', schema: okSchema('Item') }],
+    extraStatuses: [{ status: '200', description: 'the point had readings: deactivated, not deleted', schema: okSchema('EnvironmentalPointItem') }],
   },
   listReadings: list('readings, newest first', readingSchemas.list),
   ingestReadings: {
@@ -530,35 +1055,15 @@ function describe(route: Route): Op {
       return { successStatus: '200', successDescription: 'this document', successSchema: { type: 'object' } };
     case 'ping':
       return { successStatus: '200', successDescription: 'who the token is', successSchema: okSchema('Ping') };
-    case 'record': {
-      const s = RECORD_SUCCESS[h.op];
-      const name = pascal(h.resource);
-      const writes = h.op === 'create' || h.op === 'update' || h.op === 'replace';
-      const bodyName = h.op === 'create' ? `${name}Create` : `${name}Update`;
-      const known = writes && RECORD_FIELDS[h.resource] !== undefined;
-      const body = writes ? (known ? okSchema(bodyName) : { type: 'object' }) : undefined;
-      // X-Test-Mode belongs to generic CRUD, not to records under a parent nor to stock movements
-      const testMode = honoursTestMode(h);
-      const success = s.schema ? okSchema(s.schema) : undefined;
-      return {
-        successStatus: s.status,
-        successDescription: h.op === 'delete' ? 'deleted (needs an administrator role)' : `${h.resource}: ${h.op}`,
-        successSchema: testMode && success ? { oneOf: [success, okSchema('TestModeEcho')] } : success,
-        body,
-        bodyRequired: h.op === 'create',
-        query: h.op === 'list' ? (h.nested ? NESTED_LIST_QUERY : LIST_QUERY) : undefined,
-        // X-Test-Mode answers 200 with the echo for every write, delete included
-        extraStatuses:
-          testMode && s.status !== '200' ? [{ status: '200', description: 'X-Test-Mode echo', schema: okSchema('TestModeEcho') }] : undefined,
-      };
-    }
+    case 'record':
+      return describeRecordOp(route, h);
     case 'audit':
-      return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('CursorList'), query: queryParams(auditQuery) };
+      return { successStatus: '200', successDescription: 'keyset-paged audit records', successSchema: okSchema('AuditList'), query: queryParams(auditQuery) };
     case 'audit_verify':
       return {
         successStatus: '200',
         successDescription: "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
-        successSchema: okSchema('Item'),
+        successSchema: okSchema('AuditChainReportItem'),
       };
     case 'admin': {
       const s = ADMIN_SUCCESS[h.action];
@@ -567,7 +1072,7 @@ function describe(route: Route): Op {
       return {
         successStatus: s.status,
         successDescription: s.description,
-        successSchema: s.status === '204' ? undefined : okSchema(query ? 'List' : 'Item'),
+        successSchema: s.status === '204' ? undefined : okSchema(MANAGEMENT_ANSWERS[h.action] ?? (query ? 'List' : 'Item')),
         query: query ? queryParams(query) : undefined,
         body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
         bodyRequired: schema !== undefined,
@@ -576,14 +1081,24 @@ function describe(route: Route): Op {
     case 'idp_oauth':
       return IDP_OAUTH_OPS[h.op];
     case 'token_grant':
-      return { successStatus: '200', successDescription: 'tokens', successSchema: okSchema('TokenResponse'), body: jsonSchemaOf(grantBody), bodyRequired: true };
+      return {
+        successStatus: '200',
+        successDescription: 'tokens',
+        successSchema: okSchema('TokenResponse'),
+        body: jsonSchemaOf(grantBody),
+        bodyRequired: true,
+        extraStatuses: [
+          { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
+          { status: '429', description: 'too many password attempts for this account or from this address', schema: okSchema('Error'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
+        ],
+      };
     case 'sign_experiment':
       return {
         successStatus: '200',
         successDescription:
           'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
           '409 already_signed (that meaning is signed), authorship_required; 403 signer_is_author, signer_already_signed, invalid_password',
-        successSchema: okSchema('Item'),
+        successSchema: okSchema('SignedExperimentItem'),
         body: jsonSchemaOf(signBody),
         bodyRequired: true,
       };
@@ -593,47 +1108,58 @@ function describe(route: Route): Op {
           successStatus: '201',
           successDescription:
             'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
-          successSchema: okSchema('Item'),
+          successSchema: okSchema('ExperimentItem'),
           body: jsonSchemaOf(amendBody),
           bodyRequired: true,
         },
-        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('List') },
-        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('List') },
+        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('ExperimentList') },
+        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('SignatureList') },
       }[h.op];
     case 'lab_orders': {
       const d = describeLabOrderOp(h.op);
       return {
         successStatus: d.successStatus,
         successDescription: d.successDescription,
-        successSchema: okSchema(d.successSchemaRef),
+        successSchema: okSchema(ORDER_ANSWERS[h.op] ?? d.successSchemaRef),
         body: d.bodyRef ? okSchema(d.bodyRef) : undefined,
         bodyRequired: d.bodyRef !== undefined,
         query: d.query,
       };
     }
     case 'jobs':
+      if (h.op === 'artifact') {
+        return {
+          successStatus: '200',
+          successDescription: 'the artifact file, streamed (Content-Disposition names it)',
+          successContentType: 'application/pdf',
+          successSchema: BINARY,
+          extraContent: { 'application/zip': { schema: BINARY }, 'application/octet-stream': { schema: BINARY } },
+        };
+      }
       return {
         // accepted, not done: the job runs in the background
         successStatus: h.op === 'create' ? '202' : '200',
-        successDescription: {
-          create: 'the queued job {data: Job}',
-          list: 'jobs {data, next_cursor, count}',
-          get: 'the job {data: Job}',
-          artifact: 'the artifact file (PDF or ZIP), streamed',
-        }[h.op],
-        successSchema: h.op === 'artifact' ? undefined : { type: 'object' },
+        successDescription: { create: 'the queued job', list: 'jobs, newest first', get: 'the job' }[h.op],
+        successSchema: okSchema(h.op === 'list' ? 'JobList' : 'JobItem'),
         body: h.op === 'create' ? JOB_CREATE : undefined,
         bodyRequired: h.op === 'create',
         query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
+        links: h.op === 'create' ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } } : undefined,
       };
     case 'telemetry':
-    case 'telemetry_admin':
-      return TELEMETRY_OPS[h.op];
+    case 'telemetry_admin': {
+      const op = TELEMETRY_OPS[h.op];
+      const answer = TELEMETRY_ANSWERS[h.op];
+      if (!answer) return op;
+      // the same record where an operation answers it on another status too (a heartbeat's 200, a deactivated point)
+      const extraStatuses = op.extraStatuses?.map((x) => (x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x));
+      return { ...op, successSchema: okSchema(answer), extraStatuses };
+    }
     case 'raw_upload':
       return {
         successStatus: '201',
-        successDescription: 'the stored raw file {id, filename, content_type, size_bytes, sha256, ...}',
-        successSchema: okSchema('Item'),
+        successDescription: 'a result of the device with no values, its raw_file the stored file {id, filename, size, sha256, content_type}',
+        successSchema: okSchema('ResultItem'),
         body: RAW_UPLOAD,
         bodyType: 'multipart/form-data',
         bodyRequired: true,
@@ -641,26 +1167,38 @@ function describe(route: Route): Op {
       };
     case 'notifications':
       return {
-        create: created(
-          'one notification per target member {data: {created, notification_ids}}; 400 no_valid_targets when no target is a member',
-          notificationSchemas.create,
-        ),
-        list: list("the token user's notifications, newest first {data, count, pagination}; Warning when more exist", notificationSchemas.list),
-        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200' },
+        create: {
+          ...created('one notification per target member; 400 no_valid_targets when no target is a member', notificationSchemas.create),
+          successSchema: okSchema('NotificationsCreated'),
+        },
+        list: { ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list), successSchema: okSchema('NotificationList') },
+        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200', successSchema: okSchema('NotificationItem') },
       }[h.op];
-    case 'webhooks_admin':
-      return WEBHOOKS_ADMIN_OPS[h.action];
+    case 'webhooks_admin': {
+      const op = WEBHOOKS_ADMIN_OPS[h.action];
+      const answer = WEBHOOK_ANSWERS[h.action];
+      return answer ? { ...op, successSchema: okSchema(answer) } : op;
+    }
     case 'dead_letters':
       return h.op === 'list'
-        ? list(
-            "every service's dead letters {service, id, type, queue, error, attempts, created_at, parked_at, message}, by service, latest first",
-            deadLettersQuery,
-          )
+        ? { ...list("every service's dead letters, by service, latest first", deadLettersQuery), successSchema: okSchema('DeadLetterList') }
         : {
             successStatus: '202',
-            successDescription: 'the message is back in its outbox, with its id {id, service, replayed}; 404 when no service has it',
-            successSchema: okSchema('Item'),
+            successDescription: 'the message is back in its outbox, with its id; 404 when no service has it',
+            successSchema: okSchema('DeadLetterReplayItem'),
           };
+    case 'realtime_jobs':
+      return REALTIME_JOBS;
+    case 'oauth_authorize':
+      return OAUTH_AUTHORIZE;
+    case 'oauth_token':
+      return OAUTH_TOKEN;
+    case 'oauth_metadata':
+      return { successStatus: '200', successDescription: `OAuth metadata (${h.document.replace(/_/g, ' ')}; RFC 8414 / RFC 9728)`, successSchema: OAUTH_METADATA };
+    case 'mcp':
+      return MCP;
+    case 'inbound_webhook':
+      return INBOUND_WEBHOOK;
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -701,8 +1239,14 @@ function errorStatuses(route: Route, op: Op): string[] {
   const conflicts =
     (h.kind === 'admin' && (route.method !== 'DELETE' || h.action === 'deleteDepartment')) ||
     (h.kind === 'webhooks_admin' && (h.action === 'createSubscription' || h.action === 'createInboundEndpoint' || h.action === 'redeliver'));
-  if (route.idempotent || h.kind === 'sign_experiment' || conflicts) out.add('409');
-  if (publicAuth) out.add('429');
+  // telemetry writes name devices, connectors and points that may be gone (404) or whose names are taken (409)
+  const telemetryWrite = (h.kind === 'telemetry' || h.kind === 'telemetry_admin' || h.kind === 'raw_upload') && route.method !== 'GET';
+  if (telemetryWrite) out.add('404');
+  if (route.idempotent || h.kind === 'sign_experiment' || conflicts || telemetryWrite) out.add('409');
+  // every JSON body is read with a 1 MB bound
+  if (op.body) out.add('413');
+  // the public API's rate limit; the operator door's throttle of an address guessing the token
+  if (route.auth !== 'none') out.add('429');
   if (route.service || route.handler.kind === 'pending' || route.handler.kind === 'dead_letters') out.add('503');
   return [...out];
 }
@@ -735,13 +1279,19 @@ function operation(route: Route): Json {
   };
   responses[op.successStatus] = {
     description: op.successDescription,
-    headers: successHeaders,
-    ...(op.successSchema ? { content: jsonContent(op.successSchema) } : {}),
+    headers: { ...successHeaders, ...(op.successHeaders ?? {}) },
+    ...(op.successSchema ? { content: { [op.successContentType ?? 'application/json']: { schema: op.successSchema }, ...(op.extraContent ?? {}) } } : {}),
+    ...(op.links && Object.keys(op.links).length ? { links: op.links } : {}),
   };
   for (const x of op.extraStatuses ?? []) {
-    responses[x.status] = { description: x.description, headers: commonHeaders, content: jsonContent(x.schema) };
+    responses[x.status] = {
+      description: x.description,
+      headers: { ...commonHeaders, ...(x.headers ?? {}) },
+      ...(x.schema ? { content: { [x.contentType ?? 'application/json']: { schema: x.schema } } } : {}),
+    };
   }
-  for (const status of errorStatuses(route, op)) {
+  for (const status of op.ownErrors ? [] : errorStatuses(route, op)) {
+    if (responses[status]) continue;
     const schema =
       status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');
     const headers = status === '429' ? { ...commonHeaders, 'Retry-After': ref('headers', 'Retry-After') } : commonHeaders;
@@ -754,7 +1304,7 @@ function operation(route: Route): Json {
   responses.default = { description: 'Unexpected error (500 carries details.error_id)', content: jsonContent(okSchema('Error')) };
 
   const scope = route.scope;
-  const scheme = route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
+  const scheme = h.kind === 'mcp' ? 'mcp' : route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
   const notes = [
     scope !== 'none' ? `Requires scope \`${scope}\` (write implies read; admin and * imply all).` : undefined,
     route.module ? `Needs the organisation module \`${route.module}\`.` : undefined,
@@ -762,11 +1312,11 @@ function operation(route: Route): Json {
   ].filter(Boolean);
 
   return {
-    operationId: `${route.method.toLowerCase()}${toOpenApiPath(route.path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, ''),
+    operationId: operationIdOf(route.method, route.path),
     summary: `${route.method} ${toOpenApiPath(route.path)}`,
     ...(notes.length ? { description: notes.join(' ') } : {}),
     tags: [tagOf(route)],
-    security: scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
+    security: scheme === 'mcp' ? [{ mcp: ['read'] }] : scheme ? [{ [scheme]: scope === 'none' ? [] : [scope] }] : [],
     parameters,
     ...(op.body ? { requestBody: { required: op.bodyRequired ?? false, content: { [op.bodyType ?? 'application/json']: { schema: op.body } } } } : {}),
     responses,
@@ -786,10 +1336,14 @@ function tagOf(route: Route): string {
   return route.path.split('/')[2] ?? 'other';
 }
 
+/** The routes of the document being built, by "METHOD path" (links name only operations that exist). */
+let ROUTES_BY_KEY = new Set<string>();
+
 const METHOD_ORDER: HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** The whole document; every route of the table appears once under its method. */
 export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Json {
+  ROUTES_BY_KEY = new Set(routes.map((r) => `${r.method} ${r.path}`));
   const paths: Record<string, Record<string, Json>> = {};
   const sorted = [...routes].sort((a, b) => METHOD_ORDER.indexOf(a.method) - METHOD_ORDER.indexOf(b.method));
   for (const r of sorted) (paths[toOpenApiPath(r.path)] ??= {})[r.method.toLowerCase()] = operation(r);
@@ -801,6 +1355,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     info: {
       title: 'Laboratory Notebook Service API',
       version: opts.version ?? '1.1.0',
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description:
         'Public REST API (/v1), management API (/admin/v1, operator token) and user sign-in (/auth/v1, /app/v1). ' +
         'Every request acts within one organisation. Errors use {error: {code, message, details?}}, except the idempotency conflict.',
@@ -811,7 +1366,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...JOB_CREATE_SCHEMAS },
+      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...ORDER_SCHEMAS, LabResultList: typedResultList(LAB_ORDER_SCHEMAS.LabResultList!), ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS, ...TELEMETRY_SCHEMAS },
       parameters: PARAMETERS,
       headers: HEADERS,
     },

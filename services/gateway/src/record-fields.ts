@@ -1,178 +1,92 @@
 /**
- * Create fields of the generic CRUD resources, as the spec lists them. The owning
- * services validate bodies with their own zod schemas, which the gateway does not
- * import (it forwards JSON untouched); this table exists only to describe those
- * bodies in the OpenAPI document. The services stay the authority on what is
- * accepted: a field the spec omits may still be refused or allowed there.
+ * What the answers of the generic CRUD resources hold beyond their bodies. The
+ * bodies themselves are described from the zod schemas the owning services
+ * validate with (their `record-schemas` exports); a record as answered is every
+ * column of its table but org_id (row_to_json in kit's records store), so its
+ * shape is: the fields the service sets (read-only, listed here with their
+ * column types), and the writable fields, null when not set unless the column
+ * is NOT NULL (listed in `neverNull`).
  */
-export type FieldType = 'string' | 'number' | 'uuid' | 'date' | 'date-time' | 'uri' | 'object' | 'string[]' | 'boolean' | readonly string[];
+type Json = Record<string, unknown>;
 
-export interface RecordFields {
+export interface RecordAnswer {
   /** one line for the schema's description */
   title: string;
-  fields: Record<string, FieldType>;
-  /** required on create */
-  required: string[];
-  /** false when the resource has no update route */
-  updatable?: boolean;
+  /** set by the service, never taken from a body: readOnly in the document */
+  readOnly: Record<string, Json>;
+  /** writable fields whose column is NOT NULL (a default fills them) */
+  neverNull: string[];
+  /** a free-form object: its own keys are answered beside the read-only fields */
+  freeForm?: boolean;
 }
 
-const strings = (names: string[]): Record<string, FieldType> => Object.fromEntries(names.map((n) => [n, 'string' as const]));
-const typed = (names: string[], type: FieldType): Record<string, FieldType> => Object.fromEntries(names.map((n) => [n, type]));
+const nullable = (s: Json): Json => ({ ...s, type: [s.type as string, 'null'] });
+const uuid: Json = { type: 'string', format: 'uuid' };
+const time: Json = { type: 'string', format: 'date-time' };
 
-export const RECORD_FIELDS: Record<string, RecordFields> = {
+/** The columns every record table has (org_id is never answered). */
+const COMMON: Record<string, Json> = {
+  id: uuid,
+  created_by: { ...nullable(uuid), description: 'the user who created it; null for an API key acting as no user' },
+  created_at: time,
+  updated_at: time,
+};
+const child = { equipment_id: uuid };
+
+export const RECORD_ANSWERS: Record<string, RecordAnswer> = {
   experiments: {
     title: 'Experiment (laboratory entry)',
-    fields: { title: 'string', description: 'string', content: 'object', status: 'string', tags: 'string[]', project_id: 'uuid', template_id: 'uuid' },
-    required: [],
-  },
-  projects: {
-    title: 'Project',
-    fields: {
-      name: 'string',
-      description: 'string',
-      status: 'string',
-      tags: 'string[]',
-      department_id: 'uuid',
-      lead_researcher_id: 'uuid',
-      parent_project_id: 'uuid',
-      start_date: 'date',
+    readOnly: {
+      ...COMMON,
+      display_id: { type: 'string', pattern: '^EXP-\\d+$', examples: ['EXP-000001'] },
+      author_id: nullable(uuid),
+      signed_at: nullable(time),
+      signed_by: nullable(uuid),
+      version: { type: 'integer', minimum: 1 },
+      amends_id: nullable(uuid),
+      amendment_reason: nullable({ type: 'string' }),
     },
-    required: ['name'],
+    neverNull: ['content', 'status', 'tags'],
   },
-  samples: {
-    title: 'Sample',
-    fields: {
-      name: 'string',
-      type: 'string',
-      status: 'string',
-      metadata: 'object',
-      storage_location: 'string',
-      department_id: 'uuid',
-      owner_id: 'uuid',
-    },
-    required: ['name'],
-  },
-  equipment: {
-    title: 'Equipment',
-    fields: {
-      name: 'string',
-      ...strings(['manufacturer', 'model', 'serial_number', 'status', 'location', 'notes']),
-      tags: 'string[]',
-      ...typed(['department_id', 'room_id', 'storage_location_id'], 'uuid'),
-      ...typed(['last_maintenance_date', 'next_maintenance_date'], 'date'),
-    },
-    required: ['name'],
-  },
+  projects: { title: 'Project', readOnly: COMMON, neverNull: ['name', 'status', 'tags'] },
+  samples: { title: 'Sample', readOnly: COMMON, neverNull: ['name', 'status', 'metadata'] },
+  equipment: { title: 'Equipment', readOnly: COMMON, neverNull: ['name', 'status', 'tags'] },
   'equipment/usage': {
     title: 'Equipment usage session (one open session per equipment)',
-    fields: {
-      ...typed(['started_at', 'ended_at'], 'date-time'),
-      purpose: 'string',
-      ...typed(['project_id', 'entry_id'], 'uuid'),
-      settings: 'object',
-      notes: 'string',
+    readOnly: {
+      ...COMMON,
+      ...child,
+      user_id: nullable(uuid),
+      duration_minutes: { ...nullable({ type: 'integer' }), description: 'set when the session ends' },
+      auto_closed: { type: 'boolean', description: 'closed by the service after the longest allowed session' },
     },
-    required: [],
+    neverNull: ['started_at', 'settings'],
   },
   'equipment/maintenance': {
     title: 'Equipment maintenance record',
-    fields: {
-      maintenance_type: ['scheduled', 'unscheduled', 'repair', 'inspection'],
-      ...typed(['scheduled_date', 'completed_date', 'next_maintenance_date'], 'date'),
-      ...strings(['description', 'result']),
-      performed_by: 'uuid',
-      severity: ['low', 'normal', 'high', 'critical'],
-    },
-    required: ['maintenance_type'],
+    readOnly: { ...COMMON, ...child, log_date: nullable({ type: 'string', format: 'date' }) },
+    neverNull: ['maintenance_type', 'severity'],
   },
-  // free-form objects: any keys except the service-set id, equipment_id, created_*, updated_at
-  'equipment/calibrations': { title: 'Equipment calibration (free-form object)', fields: {}, required: [] },
-  'equipment/qualifications': { title: 'Equipment qualification (free-form object)', fields: {}, required: [] },
+  'equipment/calibrations': { title: 'Equipment calibration (free-form object)', readOnly: { ...COMMON, ...child }, neverNull: [], freeForm: true },
+  'equipment/qualifications': { title: 'Equipment qualification (free-form object)', readOnly: { ...COMMON, ...child }, neverNull: [], freeForm: true },
   'equipment/remote': {
-    title: 'Equipment remote link (POST and PUT upsert; url is needed when there is no link yet)',
-    fields: {
-      url: 'uri',
-      protocol: ['http', 'https', 'vnc', 'rdp', 'ssh', 'vendor', 'other'],
-      ...strings(['label', 'notes']),
-      enabled: 'boolean',
-    },
-    required: [],
+    title: 'Equipment remote link',
+    readOnly: { ...COMMON, ...child },
+    neverNull: ['url', 'protocol', 'enabled'],
   },
-  reagents: {
-    title: 'Reagent catalog entry',
-    fields: {
-      name: 'string',
-      ...strings([
-        'alias',
-        'cas_number',
-        'formula',
-        'purity',
-        'aggregate_state',
-        'storage_temperature',
-        'storage_class',
-        'un_number',
-        'description',
-        'notes',
-      ]),
-      ...typed(['molecular_weight', 'density', 'flash_point'], 'number'),
-      signal_word: ['danger', 'warning', 'none'],
-      ...typed(['h_phrases', 'p_phrases', 'hazard_pictograms'], 'string[]'),
-      external_link: 'uri',
-      department_id: 'uuid',
-    },
-    required: ['name'],
-  },
-  'stock-items': {
-    title: 'Stock item',
-    fields: {
-      catalog_id: 'uuid',
-      quantity: 'number',
-      unit: 'string',
-      ...strings([
-        'name_suffix',
-        'manufacturer',
-        'supplier',
-        'article_number',
-        'order_number',
-        'lot_number',
-        'lot_status',
-        'container_material',
-        'cost_center',
-        'project_number',
-        'intended_use',
-        'notes',
-      ]),
-      ...typed(['package_size_full', 'package_size_current', 'purchase_price', 'min_stock'], 'number'),
-      ...typed(['storage_location_id', 'department_id'], 'uuid'),
-      ...typed(['acquired_on', 'opened_on', 'expires_on', 'inspected_on'], 'date'),
-    },
-    required: ['catalog_id', 'quantity', 'unit'],
-  },
+  reagents: { title: 'Reagent catalog entry', readOnly: COMMON, neverNull: ['name', 'h_phrases', 'p_phrases', 'hazard_pictograms'] },
+  'stock-items': { title: 'Stock item', readOnly: COMMON, neverNull: ['catalog_id', 'quantity', 'unit'] },
   'stock-movements': {
     title: 'Stock movement (created and read; never updated)',
-    fields: {
-      stock_item_id: 'uuid',
-      movement_type: ['consume', 'restock', 'adjustment', 'transfer', 'dispose'],
-      quantity_delta: 'number',
-      reason: 'string',
-      intended_use: 'string',
-      entry_id: 'uuid',
+    readOnly: {
+      ...COMMON,
+      quantity_after: { type: 'number', description: "the stock item's quantity once this movement applied" },
+      unit: { type: 'string', description: "the stock item's unit" },
     },
-    required: ['stock_item_id', 'movement_type', 'quantity_delta'],
-    updatable: false,
+    neverNull: ['stock_item_id', 'movement_type', 'quantity_delta'],
   },
-  inventories: {
-    title: 'Inventory run',
-    fields: {
-      name: 'string',
-      notes: 'string',
-      scope_room_id: 'uuid',
-      scope_location_id: 'uuid',
-      status: ['open', 'closed', 'archived'],
-      closed_at: 'date-time',
-      closed_by: 'uuid',
-    },
-    required: ['name'],
-  },
+  inventories: { title: 'Inventory run', readOnly: COMMON, neverNull: ['name', 'status'] },
 };
+
+/** Resources whose records name a department (a department in use cannot be deleted). */
+export const DEPARTMENT_RESOURCES = new Set(['experiments', 'projects', 'samples', 'equipment', 'reagents', 'stock-items']);

@@ -1,4 +1,10 @@
-/** Small fetch helpers for the gateway's end-to-end tests. */
+/**
+ * Small fetch helpers for the gateway's end-to-end tests. Every answer is
+ * checked against the OpenAPI document the gateway serves (openapi-responses.ts):
+ * an answer the document does not describe fails the test that made the call.
+ */
+import { checkerFor } from './openapi-responses';
+
 export interface Answer<T = any> {
   status: number;
   headers: Headers;
@@ -22,6 +28,7 @@ export async function call<T = any>(base: string, method: string, path: string, 
   }
   const res = await fetch(`${base}${path}`, { method, headers, body });
   const text = await res.text();
+  checkerFor(base).check({ method, path: new URL(`${base}${path}`).pathname, status: res.status, contentType: res.headers.get('content-type'), text });
   let parsed: unknown = undefined;
   try {
     parsed = text ? JSON.parse(text) : undefined;

@@ -1,7 +1,9 @@
 import { z } from 'zod';
 import { adminBodies } from '../src/handlers/admin';
 import { jsonSchemaOf, openApiDocument } from '../src/openapi';
-import { RECORD_FIELDS } from '../src/record-fields';
+import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
+import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
+import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { ROUTES, type Route } from '../src/routes';
 import { SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
 
@@ -76,7 +78,8 @@ describe('OpenAPI document', () => {
     it('appears with its scope, module and security', () => {
       expect(op['x-required-scope']).toBe(route.scope);
       expect(op['x-module']).toBe(route.module);
-      if (route.auth === 'none') expect(op.security).toEqual([]);
+      if (route.handler.kind === 'mcp') expect(op.security).toEqual([{ mcp: ['read'] }]);
+      else if (route.auth === 'none') expect(op.security).toEqual([]);
       else {
         const scheme = { bearer: 'bearer', session: 'session', operator: 'operator' }[route.auth];
         expect(op.security).toEqual([{ [scheme]: route.scope === 'none' ? [] : [route.scope] }]);
@@ -102,7 +105,9 @@ describe('OpenAPI document', () => {
       const publicApi = route.auth === 'bearer' || route.auth === 'session';
       expect(paramNames(op, 'header').includes('X-Org-Id')).toBe(publicApi);
       expect(paramNames(op, 'query').includes('org_id')).toBe(publicApi);
-      expect(op.responses['429'] !== undefined).toBe(publicApi);
+      // every authenticated route is throttled (the operator door too); of the others, sign-in, sign-in pages and registration
+      const throttled = route.auth !== 'none' || ['oauth_authorize', 'token_grant'].includes(route.handler.kind) || (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token');
+      expect(op.responses['429'] !== undefined).toBe(throttled);
       if (publicApi) {
         expect(Object.keys(op.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
         const success = Object.keys(op.responses).find((s) => s.startsWith('2'))!;
@@ -125,16 +130,50 @@ describe('OpenAPI document', () => {
     }
   });
 
-  it('describes the create body of every generic resource from the field table', () => {
+  it('describes the create body of every generic resource from the zod schema its service validates with, closed to unknown fields', () => {
+    const bodies: Record<string, { create: z.ZodType }> = { ...NOTEBOOK_RECORDS, ...INVENTORY_RECORDS, ...EQUIPMENT_RECORDS };
     for (const r of ROUTES) {
       if (r.handler.kind !== 'record' || r.handler.op !== 'create') continue;
-      const fields = RECORD_FIELDS[r.handler.resource];
-      expect([r.handler.resource, fields !== undefined]).toEqual([r.handler.resource, true]);
+      const own = bodies[r.handler.resource];
+      expect([r.handler.resource, own !== undefined]).toEqual([r.handler.resource, true]);
       const body = deref(opOf(r).requestBody.content['application/json'].schema);
-      expect(Object.keys(body.properties).sort()).toEqual(Object.keys(fields!.fields).sort());
-      expect(body.required ?? []).toEqual(fields!.required);
+      const { description: _d, ...schema } = body;
+      expect(schema).toEqual(jsonSchemaOf(own!.create));
     }
-    expect(deref({ $ref: '#/components/schemas/StockItemsCreate' }).required).toEqual(['catalog_id', 'quantity', 'unit']);
+    const stock = deref({ $ref: '#/components/schemas/StockItemCreate' });
+    expect(stock.required).toEqual(expect.arrayContaining(['catalog_id', 'quantity', 'unit']));
+    expect(stock.additionalProperties).toBe(false);
+  });
+
+  it('types every record answer field by field: read-only fields marked, nullable as type arrays, closed', () => {
+    const sample = deref({ $ref: '#/components/schemas/Sample' });
+    expect(sample.additionalProperties).toBe(false);
+    expect(sample.properties.id).toMatchObject({ type: 'string', format: 'uuid', readOnly: true });
+    expect(sample.properties.created_at).toMatchObject({ format: 'date-time', readOnly: true });
+    expect(sample.properties.type.type).toEqual(['string', 'null']);
+    expect(sample.properties.name.type).toBe('string');
+    const movement = deref({ $ref: '#/components/schemas/StockMovement' });
+    expect(movement.properties.quantity_after).toMatchObject({ type: 'number', readOnly: true });
+    expect(deref({ $ref: '#/components/schemas/StockMovementCreate' }).properties.quantity_after).toBeUndefined();
+    const list = doc.paths['/v1/samples']!.get!;
+    expect(list.parameters.map(deref).find((p: any) => p.name === 'order_by').schema.enum).toEqual(expect.arrayContaining(['created_at', 'name']));
+  });
+
+  it('gives created records a Location header and links to their item operations', () => {
+    const created = doc.paths['/v1/samples']!.post!.responses['201'];
+    expect(Object.keys(created.headers)).toContain('Location');
+    expect(created.links.getSample).toEqual(expect.objectContaining({ operationId: doc.paths['/v1/samples/{id}']!.get!.operationId, parameters: { id: '$response.body#/data/id' } }));
+    // test mode has its own status where the real answer's differs: no ambiguous oneOf there
+    expect(created.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/SampleItem' });
+    expect(doc.paths['/v1/samples']!.post!.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/TestModeEcho' });
+  });
+
+  it('documents the realtime channel as server-sent events and the MCP function with its OAuth scheme', () => {
+    expect(Object.keys(doc.paths['/v1/realtime/background_jobs']!.get!.responses['200'].content)).toEqual(['text/event-stream']);
+    expect(doc.paths['/functions/v1/mcp']!.post!.security).toEqual([{ mcp: ['read'] }]);
+    expect(doc.components.securitySchemes!.mcp.type).toBe('oauth2');
+    expect(Object.keys(doc.paths['/functions/v1/oauth-authorize']!.get!.responses['200'].content)).toEqual(['text/html']);
+    expect(doc.paths['/functions/v1/oauth-token']!.post!.responses['400'].content['application/json'].schema.properties.error.enum).toContain('invalid_grant');
   });
 
   it('takes management bodies from the zod schemas that validate them', () => {
@@ -191,10 +230,11 @@ describe('OpenAPI document', () => {
   it('has the error, idempotency-conflict and envelope schemas', () => {
     const s = doc.components.schemas;
     expect(s.Error.required).toEqual(['error']);
-    expect(s.IdempotencyConflict.properties.error).toEqual({ const: 'idempotency_key_conflict' });
-    expect(s.List.required).toEqual(['data', 'pagination']);
-    expect(s.Item.required).toEqual(['data']);
-    expect(s.CursorList.required).toEqual(['data', 'next_cursor', 'count']);
+    expect(s.IdempotencyConflict.properties.error).toEqual({ type: 'string', const: 'idempotency_key_conflict' });
+    // every answer has its own schema: no untyped {data: object} envelope is left
+    expect(s.List).toBeUndefined();
+    expect(s.Item).toBeUndefined();
+    expect(s.AuditList.required).toEqual(['data', 'next_cursor', 'count']);
   });
 
   it('documents the audit query from its zod schema', () => {
@@ -262,5 +302,41 @@ describe('OpenAPI job creation', () => {
     const known = (JOB_TYPES as readonly string[]).includes(body.job_type);
     const served = known && INPUTS[body.job_type as keyof typeof INPUTS].safeParse((body as { input?: unknown }).input ?? {}).success;
     expect(served).toBe(valid);
+  });
+});
+
+describe('OpenAPI record bodies agree with the services that validate them', () => {
+  const Ajv2020 = require('ajv/dist/2020').default as typeof import('ajv/dist/2020').default;
+  const addFormats = require('ajv-formats') as typeof import('ajv-formats').default;
+  const ajv = new Ajv2020({ strict: false });
+  addFormats(ajv);
+  ajv.addSchema({ components: doc.components }, 'doc');
+  const compiled = (name: string) => ajv.compile({ $ref: `doc#/components/schemas/${name}` });
+  const id = '0b7e5a8c-1f2d-4c3b-9a8e-7d6c5b4a3f21';
+
+  it.each([
+    [{ stock_item_id: id, movement_type: 'consume', quantity_delta: -2 }, true],
+    [{ stock_item_id: id, movement_type: 'consume', quantity_delta: 2 }, false], // consumption takes stock out
+    [{ stock_item_id: id, movement_type: 'restock', quantity_delta: -2 }, false],
+    [{ stock_item_id: id, movement_type: 'adjustment', quantity_delta: -2 }, true],
+    [{ stock_item_id: id, movement_type: 'transfer', quantity_delta: 5 }, true],
+    [{ stock_item_id: id, movement_type: 'dispose', quantity_delta: 0 }, false],
+    [{ stock_item_id: id, movement_type: 'adjustment', quantity_delta: 1, quantity_after: 3 }, false], // read-only
+    [{ stock_item_id: 'S-1', movement_type: 'consume', quantity_delta: -1 }, false],
+  ])('stock movement %j: valid=%s in the document and in the inventory service', (body, valid) => {
+    expect(compiled('StockMovementCreate')(body)).toBe(valid);
+    expect(INVENTORY_RECORDS['stock-movements'].create.safeParse(body).success).toBe(valid);
+  });
+
+  it.each([
+    [{ name: 'serum 1' }, true],
+    [{ name: '' }, false],
+    [{ name: 'x', id }, false], // read-only fields are refused
+    [{ name: 'x', created_at: '2026-01-01T00:00:00Z' }, false],
+    [{ name: 'x', type: null, owner_id: id }, true],
+    [{ name: 'x', owner_id: 'me' }, false],
+  ])('sample %j: valid=%s in the document and in the notebook service', (body, valid) => {
+    expect(compiled('SampleCreate')(body)).toBe(valid);
+    expect(NOTEBOOK_RECORDS.samples.create.safeParse(body).success).toBe(valid);
   });
 });

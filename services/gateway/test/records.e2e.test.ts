@@ -54,6 +54,16 @@ describe('generic CRUD of samples', () => {
     expect((await api('GET', `/v1/samples/${id}`, writeKey)).status).toBe(404);
   });
 
+  it('says where a created record is (Location, as the document says), and a dry run creates none', async () => {
+    const created = await api('POST', '/v1/samples', writeKey, { name: 'located' });
+    expect(created.status).toBe(201);
+    const location = created.headers.get('location');
+    expect(location).toBe(`/v1/samples/${created.body.data.id}`);
+    expect((await api('GET', location!, writeKey)).body.data.name).toBe('located');
+    const dry = await api('POST', '/v1/samples', writeKey, { name: 'not made' }, { 'x-test-mode': 'true' });
+    expect([dry.status, dry.headers.get('location'), dry.body.data.test_mode]).toEqual([200, null, true]);
+  });
+
   it('pages lists in the list envelope', async () => {
     for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/samples', writeKey, { name: `page-${i}` })).status).toBe(201);
     const first = await api('GET', '/v1/samples?limit=2&offset=0&order_by=created_at&order=asc', writeKey);

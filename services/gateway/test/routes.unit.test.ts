@@ -39,6 +39,8 @@ describe('route table', () => {
   it('names in Allow the methods of the path the document has, not of a template with a parameter there', () => {
     expect(router.match('OPTIONS' as never, '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
     expect(router.match('PUT', '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+    // not a GET of /v1/results/{id} with the id "upload"
+    expect(router.match('GET', '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
   });
 
   it('answers 405 with the allowed methods and 404 for unknown paths', () => {
@@ -132,8 +134,9 @@ function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
     }
     if (!best || literals > best.literals) best = { route, params, literals };
   }
-  if (best) return { kind: 'found', route: best.route, params: best.params };
   const most = Math.max(...allowed.values());
+  // a more specific template of another method wins the path (it is the document's path)
+  if (best && !(allowed.size && most > best.literals)) return { kind: 'found', route: best.route, params: best.params };
   if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed].filter(([, n]) => n === most).map(([m]) => m) };
   return { kind: 'not_found' };
 }

@@ -25,3 +25,21 @@ export function signProblem(type: MovementType, delta: number): string | null {
   if (sign === 'positive' && delta < 0) return `must be positive for a ${type} movement`;
   return null;
 }
+
+/**
+ * The same rule as JSON Schema, for the OpenAPI document (zod's superRefine does
+ * not travel into it): a quantity_delta that is never zero, negative or positive
+ * as its movement_type says, so generated clients and validators know it.
+ */
+export function signRuleSchema(): Record<string, unknown>[] {
+  const typesOf = (sign: 'negative' | 'positive') => MOVEMENT_TYPES.filter((t) => SIGN[t] === sign);
+  const when = (types: readonly string[], delta: Record<string, unknown>) => ({
+    if: { properties: { movement_type: { enum: [...types] } }, required: ['movement_type'] },
+    then: { properties: { quantity_delta: delta } },
+  });
+  return [
+    { not: { properties: { quantity_delta: { const: 0 } }, required: ['quantity_delta'] } },
+    when(typesOf('negative'), { exclusiveMaximum: 0 }),
+    when(typesOf('positive'), { exclusiveMinimum: 0 }),
+  ];
+}

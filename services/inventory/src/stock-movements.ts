@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DomainError, defineResource, sameOrgRecord } from '@lab/kit';
 import { belowMinStockIfCrossed, movementCreated } from './events.js';
 import { number, reference, short, text } from './fields.js';
-import { MOVEMENT_TYPES, signProblem } from './movement-rules.js';
+import { MOVEMENT_TYPES, signProblem, signRuleSchema } from './movement-rules.js';
 import { assertMayWriteInventory } from './permissions.js';
 
 import { applyDelta } from './stock-level.js';
@@ -20,7 +20,8 @@ const createMovement = z
   .superRefine((m, ctx) => {
     const problem = signProblem(m.movement_type, m.quantity_delta);
     if (problem) ctx.addIssue({ code: 'custom', path: ['quantity_delta'], message: `quantity_delta ${problem}` });
-  });
+  })
+  .meta({ allOf: signRuleSchema() });
 
 /**
  * Stock movements: the append-only log of a stock item's quantity. Creating one

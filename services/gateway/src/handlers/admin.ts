@@ -4,7 +4,7 @@ import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/id
 import { DomainError, isUuid } from '@lab/kit';
 import { json, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import { RECORD_FIELDS } from '../record-fields.js';
+import { DEPARTMENT_RESOURCES } from '../record-fields.js';
 import { RECORD_RESOURCES, type AdminAction } from '../routes.js';
 import { adminPage, adminPageFields, adminPageQuery, listEnvelope } from './admin-page.js';
 import { requireKnownOrg } from './known-org.js';
@@ -117,7 +117,7 @@ const oauthClientView = (c: identity.OAuthClient) => ({
  */
 async function recordsInDepartment(ctx: Ctx, deps: Deps, departmentId: string): Promise<Record<string, number>> {
   const inUse: Record<string, number> = {};
-  const resources = RECORD_RESOURCES.filter((r) => RECORD_FIELDS[r.resource]?.fields.department_id !== undefined && deps.clients.has(r.service));
+  const resources = RECORD_RESOURCES.filter((r) => DEPARTMENT_RESOURCES.has(r.resource) && deps.clients.has(r.service));
   await Promise.all(
     resources.map(async (r) => {
       const page = await deps.clients.records(r.service).call('listRecords', { resource: r.resource, query: { department_id: departmentId, limit: '1' }, parent_id: '' }, callerIn(ctx));

@@ -1,4 +1,5 @@
 import { recordJson, recordsJson } from '@lab/contracts';
+import type { records } from '@lab/contracts';
 import { DomainError, isUuid, validationFailed } from '@lab/kit';
 import { itemFromJson, listFromJson, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -65,6 +66,17 @@ function address(ctx: Ctx, nested: 'many' | 'one' | undefined): { parent_id: str
   return { parent_id, id: () => (nested === 'one' ? '' : recordId(ctx.params, 'sub_id')) };
 }
 
+type RecordMessage = records.Record;
+
+/**
+ * The Location of a created record: its item path (the parent's path for the
+ * one record of a parent, the remote link), as the document's links say.
+ */
+function createdAt(ctx: Ctx, nested: 'many' | 'one' | undefined, record: RecordMessage): string {
+  const base = ctx.req.path.replace(/\/+$/, '');
+  return nested === 'one' ? base : `${base}/${(record.kind?.value as { id?: string } | undefined)?.id ?? ''}`;
+}
+
 /**
  * Generic CRUD over lab.common.v1.RecordService of the resource's owner: bodies
  * go on as given (the owner checks them), typed records come back as the JSON
@@ -97,7 +109,8 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
     }
     case 'create': {
       const r = await client.call('createRecord', { resource, body: objectBody(ctx.body), parent_id }, caller);
-      return itemFromJson(201, recordJson(r.record!));
+      const json = recordJson(r.record!);
+      return { ...itemFromJson(201, json), headers: { Location: createdAt(ctx, nested, r.record!) } };
     }
     case 'update':
     case 'replace': {

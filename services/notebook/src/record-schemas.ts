@@ -1,0 +1,18 @@
+import type { Resource } from '@lab/kit';
+import { experiments } from './experiments.js';
+import { projects } from './projects.js';
+import { samples } from './samples.js';
+
+const listing = (r: Resource) => ({ create: r.create, update: r.update as Resource['update'] | undefined, orderBy: r.orderBy, filters: r.filters });
+
+/**
+ * The zod schemas this service validates record bodies with, for the gateway's
+ * OpenAPI document: it describes create and update bodies from these very
+ * schemas, so the document cannot promise a field the service refuses; with
+ * the columns a list may be ordered and filtered by.
+ */
+export const RECORD_BODIES = {
+  experiments: listing(experiments),
+  projects: listing(projects),
+  samples: listing(samples),
+};
