@@ -1,9 +1,9 @@
 import { join } from 'node:path';
-import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import { connect, type ChannelModel } from 'amqplib';
 import { sql } from 'drizzle-orm';
 import { AmqpBus, createLogger, migrate, newId, openDatabase, Outbox, systemContext, type Database, type Logger } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
+import { cuttableProxy, type CuttableProxy } from '../../testing/src/tcp-proxy';
 
 /**
  * The relay through a broker outage, made by cutting a TCP proxy between the bus
@@ -16,44 +16,13 @@ import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../test
 const amqpUrl = process.env.AMQP_URL;
 const describeBroker = amqpUrl ? describe : describe.skip;
 
-/** A TCP proxy to the broker that can be cut (open sockets destroyed, new ones refused) and restored. */
-async function brokerProxy(target: URL): Promise<{ url: string; cut(): void; restore(): void; close(): Promise<void> }> {
-  let open = true;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    if (!open) return void client.destroy();
-    const upstream = tcpConnect(Number(target.port || 5672), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        sockets.delete(s);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
+/** The broker behind a proxy the test can cut: the URL to reach it through the proxy. */
+async function brokerProxy(target: URL): Promise<CuttableProxy & { url: string }> {
+  const proxy = await cuttableProxy(target.hostname, Number(target.port || 5672));
   const url = new URL(target.toString());
   url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    cut: () => {
-      open = false;
-      for (const s of sockets) s.destroy();
-    },
-    restore: () => {
-      open = true;
-    },
-    close: async () => {
-      open = false;
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
+  url.port = String(proxy.port);
+  return { ...proxy, url: url.toString() };
 }
 
 /** A logger that keeps the messages of its warn and info lines. */

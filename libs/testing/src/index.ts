@@ -5,3 +5,4 @@ export * from './service-harness.js';
 export * from './held-locks.js';
 export * from './reference-owners.js';
 export * from './otlp-receiver.js';
+export * from './tcp-proxy.js';

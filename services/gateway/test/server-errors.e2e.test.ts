@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
 import pino from 'pino';
 import { logErr, metrics } from '@lab/kit';
-import { startStack, type Stack } from '@lab/testing';
+import { cuttableProxy, startStack, type CuttableProxy, type Stack } from '@lab/testing';
+
+/** host and port of a host:port address */
+const hostAndPort = (address: string): [string, number] => [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
 import { startGateway, type RunningGateway } from '../src/index';
 import { RateLimiter } from '../src/rate-limit';
 import { call, eventually } from './http';
@@ -17,55 +19,15 @@ import { call, eventually } from './http';
 
 type Line = Record<string, any> & { msg: string; level: number };
 
-/** A TCP proxy that can be cut (open sockets destroyed, new ones refused) and restored. */
-async function cuttableProxy(target: string): Promise<{ address: string; cut(): void; restore(): void; close(): Promise<void> }> {
-  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
-  let open = true;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    if (!open) return void client.destroy();
-    const upstream = tcpConnect(port, host);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        sockets.delete(s);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const cutAll = () => {
-    for (const s of sockets) s.destroy();
-  };
-  return {
-    address: `127.0.0.1:${(server.address() as { port: number }).port}`,
-    cut: () => {
-      open = false;
-      cutAll();
-    },
-    restore: () => {
-      open = true;
-    },
-    close: async () => {
-      open = false;
-      cutAll();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
-}
-
 let stack: Stack;
-let proxy: Awaited<ReturnType<typeof cuttableProxy>>;
+let proxy: CuttableProxy;
 let gw: RunningGateway;
 const lines: Line[] = [];
 let token: string;
 
 beforeAll(async () => {
   stack = await startStack({ services: ['identity', 'notebook'] });
-  proxy = await cuttableProxy(stack.services.notebook!);
+  proxy = await cuttableProxy(...hostAndPort(stack.services.notebook!));
   // the lines as the process writes them (JSON), kept for the assertions
   const log = pino({ level: 'info', serializers: { err: logErr } }, { write: (l: string) => void lines.push(JSON.parse(l) as Line) });
   gw = await startGateway({

@@ -1,5 +1,5 @@
 import { DomainError } from '@lab/kit';
-import { hasScope } from '../src/scopes';
+import { grantsScope } from '@lab/kit';
 import { parse, schemas } from '../src/validation';
 
 const ORG = '0190a4f0-1234-7abc-8def-0123456789ab';
@@ -28,11 +28,11 @@ describe('scope validation', () => {
     expect(JSON.stringify(err.details)).toContain('scopes');
   });
 
-  it('lets admin and * imply every scope', () => {
-    expect(hasScope(['read'], 'read')).toBe(true);
-    expect(hasScope(['read'], 'write')).toBe(false);
-    expect(hasScope(['admin'], 'audit:read')).toBe(true);
-    expect(hasScope(['*'], 'devices:register')).toBe(true);
+  it('lets admin and * imply every scope (the one rule, kit access.ts)', () => {
+    expect(grantsScope(['read'], 'read')).toBe(true);
+    expect(grantsScope(['read'], 'write')).toBe(false);
+    expect(grantsScope(['admin'], 'audit:read')).toBe(true);
+    expect(grantsScope(['*'], 'devices:register')).toBe(true);
   });
 });
 
