@@ -149,7 +149,9 @@ try {
 
   t = performance.now();
   await seed(c, org.id, SMALL, LARGE);
-  const { rows: [{ n: orgRows }] } = await c.query('select count(*)::int as n from audit.records where org_id = $1', [org.id]);
+  const {
+    rows: [{ n: orgRows }],
+  } = await c.query('select count(*)::int as n from audit.records where org_id = $1', [org.id]);
   console.log(`grew the log to ${orgRows} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
   // 1M: the walk starts mid-log, 500,000 rows deep, and reads rows it has not read before.
@@ -184,11 +186,22 @@ try {
   const pass = ratioFirst <= TARGET && ratioDeep <= TARGET && planOk;
 
   console.log(`audit first page (limit ${LIMIT}), 10k rows: ${fmt(figures.first_page_10k)}`);
-  console.log(`audit first page (limit ${LIMIT}), 1M rows:  ${fmt(figures.first_page_1m)}  ratio 1M/10k ${ratioFirst.toFixed(2)} (target <= ${TARGET}; control drift ${driftFirst.toFixed(2)}, load-corrected ${ratioFirstCorrected.toFixed(2)})`);
+  console.log(
+    `audit first page (limit ${LIMIT}), 1M rows:  ${fmt(figures.first_page_1m)}  ratio 1M/10k ${ratioFirst.toFixed(2)} (target <= ${TARGET}; control drift ${driftFirst.toFixed(2)}, load-corrected ${ratioFirstCorrected.toFixed(2)})`,
+  );
   console.log(`audit deep pages (limit ${LIMIT}, cursor), 10k rows: ${fmt(figures.deep_page_10k)}`);
-  console.log(`audit deep pages (limit ${LIMIT}, cursor), 1M rows:  ${fmt(figures.deep_page_1m)}  ratio 1M/10k ${ratioDeep.toFixed(2)} (target <= ${TARGET}; control drift ${driftDeep.toFixed(2)}, load-corrected ${ratioDeepCorrected.toFixed(2)})`);
-  console.log(`listRecords plan at 1M rows (cursor 900k deep): ${planOk ? 'Index Scan on records_org_keyset_idx' : 'NOT an index-only keyset scan'}, execution ${planMs} ms`);
-  console.log(plan.split('\n').map((l) => `    ${l}`).join('\n'));
+  console.log(
+    `audit deep pages (limit ${LIMIT}, cursor), 1M rows:  ${fmt(figures.deep_page_1m)}  ratio 1M/10k ${ratioDeep.toFixed(2)} (target <= ${TARGET}; control drift ${driftDeep.toFixed(2)}, load-corrected ${ratioDeepCorrected.toFixed(2)})`,
+  );
+  console.log(
+    `listRecords plan at 1M rows (cursor 900k deep): ${planOk ? 'Index Scan on records_org_keyset_idx' : 'NOT an index-only keyset scan'}, execution ${planMs} ms`,
+  );
+  console.log(
+    plan
+      .split('\n')
+      .map((l) => `    ${l}`)
+      .join('\n'),
+  );
   console.log(`audit paging: ${pass ? 'PASS' : 'FAIL'}`);
 
   const rows = [
@@ -205,30 +218,27 @@ try {
       pass: ratioDeep <= TARGET && planOk,
     },
   ];
-  saveResult(
-    'audit-paging',
-      {
-        rows,
-        scenario: 'audit-paging',
-        target: `GET /v1/audit page time at ${LARGE} rows within ${Math.round((TARGET - 1) * 100)}% of the time at ${SMALL} rows; plan is an Index Scan on records_org_keyset_idx`,
-        rows_small: SMALL,
-        rows_large: orgRows,
-        page_limit: LIMIT,
-        pages_per_figure: PAGES,
-        ...figures,
-        ratio_first_page: +ratioFirst.toFixed(3),
-        ratio_deep_page: +ratioDeep.toFixed(3),
-        control_drift_first_page: +driftFirst.toFixed(3),
-        control_drift_deep_page: +driftDeep.toFixed(3),
-        ratio_first_page_load_corrected: +ratioFirstCorrected.toFixed(3),
-        ratio_deep_page_load_corrected: +ratioDeepCorrected.toFixed(3),
-        plan_index_scan: planOk,
-        plan_execution_ms: planMs,
-        plan,
-        statement: stmt.sql,
-        pass,
-      },
-  );
+  saveResult('audit-paging', {
+    rows,
+    scenario: 'audit-paging',
+    target: `GET /v1/audit page time at ${LARGE} rows within ${Math.round((TARGET - 1) * 100)}% of the time at ${SMALL} rows; plan is an Index Scan on records_org_keyset_idx`,
+    rows_small: SMALL,
+    rows_large: orgRows,
+    page_limit: LIMIT,
+    pages_per_figure: PAGES,
+    ...figures,
+    ratio_first_page: +ratioFirst.toFixed(3),
+    ratio_deep_page: +ratioDeep.toFixed(3),
+    control_drift_first_page: +driftFirst.toFixed(3),
+    control_drift_deep_page: +driftDeep.toFixed(3),
+    ratio_first_page_load_corrected: +ratioFirstCorrected.toFixed(3),
+    ratio_deep_page_load_corrected: +ratioDeepCorrected.toFixed(3),
+    plan_index_scan: planOk,
+    plan_execution_ms: planMs,
+    plan,
+    statement: stmt.sql,
+    pass,
+  });
   if (!planOk) {
     console.error('FAIL: the audit page query does not use an Index Scan on records_org_keyset_idx');
     exitCode = 1;

@@ -64,7 +64,13 @@ export function spawnNode(entry, vars, readyText, label) {
       env: {
         ...process.env,
         ...vars,
-        NODE_OPTIONS: [SERVICE_NODE_OPTIONS, process.env.BENCH_PERF ? '--perf-basic-prof-only-functions' : '', process.env.BENCH_CPU_PROF ? `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` : ''].join(' ').trim(),
+        NODE_OPTIONS: [
+          SERVICE_NODE_OPTIONS,
+          process.env.BENCH_PERF ? '--perf-basic-prof-only-functions' : '',
+          process.env.BENCH_CPU_PROF ? `--cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}` : '',
+        ]
+          .join(' ')
+          .trim(),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -121,7 +127,16 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
         children.push(
           await spawnNode(
             `services/${s}/dist/main.js`,
-            { ...common, ...addrs, LOG_LEVEL: 'info', DATABASE_URL: db.url, GRPC_PORT: String(port), GRPC_HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), ...serviceEnv[s] },
+            {
+              ...common,
+              ...addrs,
+              LOG_LEVEL: 'info',
+              DATABASE_URL: db.url,
+              GRPC_PORT: String(port),
+              GRPC_HOST: '127.0.0.1',
+              METRICS_PORT: String(metricsPort),
+              ...serviceEnv[s],
+            },
             `${s} ready`,
             count > 1 ? `${s}-${i}` : s,
           ),
@@ -135,8 +150,19 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
     /** A gateway process over the services; `vars` override its environment. */
     const gateway = async (vars = {}) => {
       const port = await freePort();
-      const gatewayEnv = { ...common, LOG_LEVEL: 'info', ...addrs, METRICS_PORT: '0', PORT: String(port), DATABASE_URL: db.url, REDIS_URL: env.REDIS_URL, LAB_OPERATOR_TOKEN: operatorToken };
-      for (const [k, v] of Object.entries(vars)) if (v === undefined) delete gatewayEnv[k]; else gatewayEnv[k] = v;
+      const gatewayEnv = {
+        ...common,
+        LOG_LEVEL: 'info',
+        ...addrs,
+        METRICS_PORT: '0',
+        PORT: String(port),
+        DATABASE_URL: db.url,
+        REDIS_URL: env.REDIS_URL,
+        LAB_OPERATOR_TOKEN: operatorToken,
+      };
+      for (const [k, v] of Object.entries(vars))
+        if (v === undefined) delete gatewayEnv[k];
+        else gatewayEnv[k] = v;
       children.push(await spawnNode('services/gateway/dist/main.js', gatewayEnv, 'gateway ready', 'gateway'));
       return `http://127.0.0.1:${port}`;
     };
@@ -176,7 +202,8 @@ export async function api(base, method, path, token, body, headers = {}) {
 
 /** An org without effective rate limits, an admin member and an API key acting as them. */
 export async function seedOrg(base, operatorToken, modules = []) {
-  const org = (await api(base, 'POST', '/admin/v1/orgs', operatorToken, { name: 'bench', modules, rate_limit: { per_minute: 1_000_000, per_hour: 1_000_000 } })).data;
+  const org = (await api(base, 'POST', '/admin/v1/orgs', operatorToken, { name: 'bench', modules, rate_limit: { per_minute: 1_000_000, per_hour: 1_000_000 } }))
+    .data;
   const user = (await api(base, 'POST', '/admin/v1/users', operatorToken, { email: `bench-${randomBytes(4).toString('hex')}@example.org` })).data;
   await api(base, 'PUT', `/admin/v1/orgs/${org.id}/members/${user.id}`, operatorToken, { role: 'admin' });
   const key = (await api(base, 'POST', `/admin/v1/orgs/${org.id}/api-keys`, operatorToken, { name: 'bench', scopes: ['*'], user_id: user.id })).data;
@@ -198,13 +225,15 @@ export async function ingestFixture(base, operatorToken) {
   const points = [];
   for (let i = 0; i < 10; i++) {
     points.push(
-      (await api(base, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, operatorToken, {
-        parameter: 'temperature',
-        unit: 'C',
-        external_code: `room-${i}`,
-        limit_min: 2,
-        limit_max: 8,
-      })).data,
+      (
+        await api(base, 'POST', `/admin/v1/orgs/${org.id}/environmental-points`, operatorToken, {
+          parameter: 'temperature',
+          unit: 'C',
+          external_code: `room-${i}`,
+          limit_min: 2,
+          limit_max: 8,
+        })
+      ).data,
     );
   }
   const readings = Array.from({ length: INGEST_BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: ingestValueAt(i) }));

@@ -16,12 +16,25 @@ import { api, ingestFixture, seedOrg, startCluster } from './cluster.mjs';
 const PATH = process.env.BENCH_PATH ?? 'get';
 const ticks = () => {
   const out = {};
-  for (const pid of execSync('ls /proc').toString().split(/\s+/).filter((x) => /^\d+$/.test(x))) {
+  for (const pid of execSync('ls /proc')
+    .toString()
+    .split(/\s+/)
+    .filter((x) => /^\d+$/.test(x))) {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
       const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
       const t = Number(f[11]) + Number(f[12]);
-      const name = /services\/(\w+)\/dist/.exec(cmd)?.[1] ?? (/postgres/.test(cmd) ? 'postgres' : /redis/.test(cmd) ? 'redis' : /beam/.test(cmd) ? 'rabbitmq' : pid === String(process.pid) ? 'autocannon' : undefined);
+      const name =
+        /services\/(\w+)\/dist/.exec(cmd)?.[1] ??
+        (/postgres/.test(cmd)
+          ? 'postgres'
+          : /redis/.test(cmd)
+            ? 'redis'
+            : /beam/.test(cmd)
+              ? 'rabbitmq'
+              : pid === String(process.pid)
+                ? 'autocannon'
+                : undefined);
       if (!name) continue;
       out[name] ??= { ticks: 0, reads: 0, writes: 0 };
       out[name].ticks += t;
@@ -61,13 +74,23 @@ try {
     ({ token } = await seedOrg(cluster.url, cluster.operatorToken));
     let id;
     for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
-    opts = PATH === 'post'
-      ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
-      : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
+    opts =
+      PATH === 'post'
+        ? { url: `${cluster.url}/v1/samples`, method: 'POST', body: JSON.stringify({ name: 'b', type: 'blood' }) }
+        : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
   }
   let n = 0;
-  const run = () => autocannon({ ...opts, connections: Number(process.env.BENCH_CONNECTIONS ?? (INGEST ? 8 : 64)), duration: Number(process.env.BENCH_SECONDS ?? 6), headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    requests: PATH === 'post' && !process.env.BENCH_NOKEY ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }] : undefined });
+  const run = () =>
+    autocannon({
+      ...opts,
+      connections: Number(process.env.BENCH_CONNECTIONS ?? (INGEST ? 8 : 64)),
+      duration: Number(process.env.BENCH_SECONDS ?? 6),
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      requests:
+        PATH === 'post' && !process.env.BENCH_NOKEY
+          ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }]
+          : undefined,
+    });
   await run();
   const tables = process.env.BENCH_TABLES ? await tableCounters(cluster.db.url) : undefined;
   const a = ticks();
@@ -78,13 +101,16 @@ try {
     const after = await tableCounters(cluster.db.url);
     for (const [name, c] of Object.entries(after)) {
       const d = c.map((v, i) => (v - (tables[name]?.[i] ?? 0)) / total);
-      if (d.some((v) => v > 0.001)) console.log(`  ${name.padEnd(32)} ins ${d[0].toFixed(2)} upd ${d[1].toFixed(2)} (hot ${d[2].toFixed(2)}) del ${d[3].toFixed(2)} per request`);
+      if (d.some((v) => v > 0.001))
+        console.log(`  ${name.padEnd(32)} ins ${d[0].toFixed(2)} upd ${d[1].toFixed(2)} (hot ${d[2].toFixed(2)}) del ${d[3].toFixed(2)} per request`);
     }
   }
   console.log(`${PATH}: ${r.requests.average} req/s p50 ${r.latency.p50} p99 ${r.latency.p99} non2xx ${r.non2xx}`);
   const per = (k, f) => (b[k][f] - (a[k]?.[f] ?? 0)) / total;
   for (const k of Object.keys(b)) {
-    console.log(`  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes per request`);
+    console.log(
+      `  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes per request`,
+    );
   }
 } finally {
   await cluster.stop();

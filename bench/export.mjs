@@ -57,7 +57,9 @@ async function exportJob(token) {
     await new Promise((r) => setTimeout(r, 250));
   }
   const seconds = (Date.now() - started) / 1000;
-  console.log(`org_data_export of ${ROWS} samples: ${done.status} in ${seconds.toFixed(1)} s (${done.result_meta?.rows ?? '?'} rows, ${(ROWS / seconds).toFixed(0)} samples/s)`);
+  console.log(
+    `org_data_export of ${ROWS} samples: ${done.status} in ${seconds.toFixed(1)} s (${done.result_meta?.rows ?? '?'} rows, ${(ROWS / seconds).toFixed(0)} samples/s)`,
+  );
   if (done.status !== 'succeeded') process.exitCode = 1;
 }
 
@@ -65,7 +67,7 @@ async function walks(token) {
   const walk = async (first, next) => {
     const t0 = Date.now();
     let n = 0;
-    for (let path = first; path; ) {
+    for (let path = first; path;) {
       const r = await api(cluster.url, 'GET', path, token);
       n += r.data.length;
       path = next(r);
@@ -73,13 +75,18 @@ async function walks(token) {
     return { n, seconds: (Date.now() - t0) / 1000 };
   };
   const byOffset = await walk('/v1/samples?limit=500&order=asc', (r) =>
-    r.pagination.offset + r.pagination.limit < r.pagination.total ? `/v1/samples?limit=500&order=asc&offset=${r.pagination.offset + r.pagination.limit}` : undefined,
+    r.pagination.offset + r.pagination.limit < r.pagination.total
+      ? `/v1/samples?limit=500&order=asc&offset=${r.pagination.offset + r.pagination.limit}`
+      : undefined,
   );
   const byKeyset = await walk('/v1/samples?limit=500&since_created_at=1970-01-01T00:00:00Z', (r) => {
     const c = r.pagination.next_cursor;
     return c ? `/v1/samples?limit=500&since_created_at=${encodeURIComponent(c.since_created_at)}&since_id=${c.since_id}` : undefined;
   });
-  for (const [how, w] of [['offset', byOffset], ['keyset', byKeyset]]) {
+  for (const [how, w] of [
+    ['offset', byOffset],
+    ['keyset', byKeyset],
+  ]) {
     console.log(`GET /v1/samples whole, 500 per page, by ${how}: ${w.n} records in ${w.seconds.toFixed(1)} s`);
   }
 }
@@ -93,5 +100,7 @@ async function firstPage(token) {
     if (r.pagination.total !== ROWS) throw new Error(`total ${r.pagination.total}`);
   }
   times.sort((a, b) => a - b);
-  console.log(`GET /v1/samples?limit=50 with its total over ${ROWS} samples: median ${times[10].toFixed(1)} ms (${times[0].toFixed(1)}-${times[20].toFixed(1)})`);
+  console.log(
+    `GET /v1/samples?limit=50 with its total over ${ROWS} samples: median ${times[10].toFixed(1)} ms (${times[0].toFixed(1)}-${times[20].toFixed(1)})`,
+  );
 }

@@ -139,7 +139,14 @@ try {
   const env = { ...process.env };
   // fully embedded: PGlite, the in-process bus, in-memory rate limits
   for (const k of ['DATABASE_URL', 'AMQP_URL', 'REDIS_URL', 'NODE_OPTIONS']) delete env[k];
-  Object.assign(env, { PORT: String(port), HOST: '127.0.0.1', LAB_DATA_DIR: join(work, 'data'), LAB_OPERATOR_TOKEN: operatorToken, METRICS_PORT: '0', LOG_LEVEL: 'warn' });
+  Object.assign(env, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LAB_DATA_DIR: join(work, 'data'),
+    LAB_OPERATOR_TOKEN: operatorToken,
+    METRICS_PORT: '0',
+    LOG_LEVEL: 'warn',
+  });
   const started = performance.now();
   child = spawn(process.execPath, [join(root, 'services/standalone/dist/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
@@ -150,7 +157,10 @@ try {
   for (;;) {
     if (child.exitCode !== null) throw new Error(`standalone exited with ${child.exitCode}:\n${log}`);
     if (performance.now() - started > 60_000) throw new Error(`standalone not ready after 60 s:\n${log}`);
-    const ok = await fetch(`${base}/v1/health`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/v1/health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     await sleep(100);
   }
@@ -165,10 +175,17 @@ try {
   const idle = await sampleMax(child.pid, 2000);
 
   // org with analytics_qc (devices and raw uploads), an admin member, a key acting as them, a device
-  const org = (await api(base, 'POST', '/admin/v1/orgs', operatorToken, { name: 'bench', modules: ['analytics_qc'], rate_limit: { per_minute: 100_000, per_hour: 100_000 } })).data;
+  const org = (
+    await api(base, 'POST', '/admin/v1/orgs', operatorToken, {
+      name: 'bench',
+      modules: ['analytics_qc'],
+      rate_limit: { per_minute: 100_000, per_hour: 100_000 },
+    })
+  ).data;
   const user = (await api(base, 'POST', '/admin/v1/users', operatorToken, { email: `bench-${randomBytes(4).toString('hex')}@example.org` })).data;
   await api(base, 'PUT', `/admin/v1/orgs/${org.id}/members/${user.id}`, operatorToken, { role: 'admin' });
-  const token = (await api(base, 'POST', `/admin/v1/orgs/${org.id}/api-keys`, operatorToken, { name: 'bench', scopes: ['read', 'write'], user_id: user.id })).data.token;
+  const token = (await api(base, 'POST', `/admin/v1/orgs/${org.id}/api-keys`, operatorToken, { name: 'bench', scopes: ['read', 'write'], user_id: user.id }))
+    .data.token;
   const device = (await api(base, 'POST', '/v1/devices', token, { name: 'Mass spectrometer', identifier: 'ms-bench-1' })).data;
   await sleep(2000);
   const preUpload = await sampleMax(child.pid, 1000);
@@ -182,7 +199,8 @@ try {
     const { peak, samples } = await s.stop();
     if (r.status !== 201) throw new Error(`upload ${run} -> ${r.status} ${JSON.stringify(r.body)}`);
     const raw = r.body.data.raw_file;
-    if (raw.size !== FILE_BYTES || raw.sha256 !== sha256) throw new Error(`upload ${run} stored ${raw.size} bytes, sha256 ${raw.sha256}, expected ${FILE_BYTES} / ${sha256}`);
+    if (raw.size !== FILE_BYTES || raw.sha256 !== sha256)
+      throw new Error(`upload ${run} stored ${raw.size} bytes, sha256 ${raw.sha256}, expected ${FILE_BYTES} / ${sha256}`);
     await sleep(2000);
     const after = await sampleMax(child.pid, 1000);
     uploads.push({ run, ms: Math.round(r.ms), samples, rss_before: before, rss_peak: peak, rss_after: after });

@@ -169,7 +169,9 @@ async function main() {
     }
     const rates = runs.map((x) => x.per_s);
     out.shapes[shape] = { runs, median_per_s: median(rates), min_per_s: Math.min(...rates), max_per_s: Math.max(...rates) };
-    console.log(`${shape}: ${median(rates)} events/s (${Math.min(...rates)}-${Math.max(...rates)}), ${runs.filter((x) => x.complete).length}/${runs.length} runs drained all ${EVENTS}`);
+    console.log(
+      `${shape}: ${median(rates)} events/s (${Math.min(...rates)}-${Math.max(...rates)}), ${runs.filter((x) => x.complete).length}/${runs.length} runs drained all ${EVENTS}`,
+    );
   }
   // the table bench/report.mjs prints: the drain targets per shape
   const TARGETS = { cluster: 5_000, embedded: 2_000 };

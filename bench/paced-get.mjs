@@ -14,9 +14,17 @@ try {
   for (const rate of (process.env.RATES ?? '100,200,400').split(',').map(Number)) {
     const timeline = [];
     console.log('start', Date.now());
-    const r = await pacedLoad(`${cluster.url}/v1/samples/${id}`, { rate, seconds: Number(process.env.BENCH_SECONDS ?? 6), connections: 64, headers: { authorization: `Bearer ${token}` }, timeline });
+    const r = await pacedLoad(`${cluster.url}/v1/samples/${id}`, {
+      rate,
+      seconds: Number(process.env.BENCH_SECONDS ?? 6),
+      connections: 64,
+      headers: { authorization: `Bearer ${token}` },
+      timeline,
+    });
     console.log(rate, JSON.stringify(r));
-    const slow = timeline.filter(([, l]) => l > 30).map(([t, l]) => `${(t/1000).toFixed(2)}:${l.toFixed(0)}`);
+    const slow = timeline.filter(([, l]) => l > 30).map(([t, l]) => `${(t / 1000).toFixed(2)}:${l.toFixed(0)}`);
     console.log('  slow:', slow.length, slow.slice(0, 60).join(' '));
   }
-} finally { await cluster.stop(); }
+} finally {
+  await cluster.stop();
+}

@@ -35,8 +35,7 @@ export function pacedLoad(url, { rate, seconds, connections, headers = {}, timel
           if (res.statusCode >= 200 && res.statusCode < 300) {
             latencies.push(performance.now() - due);
             timeline?.push([due - start, performance.now() - due]);
-          }
-          else non2xx++;
+          } else non2xx++;
           if (++done === total) finish();
         });
       });

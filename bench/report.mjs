@@ -21,7 +21,9 @@ const lines = ['| Scenario | Measured | Target | Met |', '|---|---|---|---|'];
 for (const { data } of named) {
   for (const row of data.rows) lines.push(`| ${row.scenario} | ${row.measured} | ${row.target} | ${row.pass === null ? 'n/a' : row.pass ? 'yes' : 'no'} |`);
 }
-const metas = named.map(({ name, data }) => `${name}: ${data.meta?.date ?? '?'} commit ${data.meta?.commit ?? '?'} load ${data.meta?.load_average_1m?.toFixed?.(2) ?? '?'}`);
+const metas = named.map(
+  ({ name, data }) => `${name}: ${data.meta?.date ?? '?'} commit ${data.meta?.commit ?? '?'} load ${data.meta?.load_average_1m?.toFixed?.(2) ?? '?'}`,
+);
 const m = named[0].data.meta ?? {};
 console.log(`\nMachine: ${m.cpus ?? '?'}, ${m.memory_gib ?? '?'} GiB, Node.js ${m.node ?? '?'}`);
 for (const line of metas) console.log(`  ${line}`);

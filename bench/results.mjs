@@ -11,7 +11,9 @@ export const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results
 export function machine() {
   let commit = 'unknown';
   try {
-    commit = execSync('git rev-parse --short HEAD', { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    commit = execSync('git rev-parse --short HEAD', { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     /* not a checkout */
   }

@@ -28,7 +28,12 @@ async function main() {
     const scenarios = [
       { name: 'GET /v1/samples/{id}', path: `/v1/samples/${sampleId}`, opts: {}, minRatio: 0.6, maxP99: 25 },
       { name: 'GET /v1/samples (50)', path: '/v1/samples?limit=50', opts: {}, minRatio: 0.6 },
-      { name: 'POST /v1/samples + Idempotency-Key', path: '/v1/samples', opts: { method: 'POST', body: { name: 'bench', type: 'blood' }, idempotent: true }, minRatio: 0.5 },
+      {
+        name: 'POST /v1/samples + Idempotency-Key',
+        path: '/v1/samples',
+        opts: { method: 'POST', body: { name: 'bench', type: 'blood' }, idempotent: true },
+        minRatio: 0.5,
+      },
     ];
     const results = [];
     const rows = [];

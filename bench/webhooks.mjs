@@ -209,7 +209,8 @@ try {
 
   // phase 2: paced at half the measured delivery rate (open loop: a write starts on schedule, not when the previous ends)
   // BENCH_PACED_DELIVERIES fixes the offered rate instead (to compare two builds at one load)
-  const deliveryRate = Number(process.env.BENCH_PACED_DELIVERIES ?? 0) || (Number.isFinite(capacity.deliveries_per_s) ? capacity.deliveries_per_s : TARGET_RATE) / 2;
+  const deliveryRate =
+    Number(process.env.BENCH_PACED_DELIVERIES ?? 0) || (Number.isFinite(capacity.deliveries_per_s) ? capacity.deliveries_per_s : TARGET_RATE) / 2;
   const eventRate = deliveryRate / SUBS;
   tally = new Tally();
   const written2 = [];
@@ -232,7 +233,11 @@ try {
     const c = new pg.Client({ connectionString: cluster.db.url });
     await c.connect();
     const stamps = new Map(
-      (await c.query(`select id::text, (extract(epoch from created_at) * 1000)::float8 as at from webhooks.deliveries where id = any($1::uuid[])`, [tally.receipts.map((r) => r[0])])).rows.map((r) => [r.id, r.at]),
+      (
+        await c.query(`select id::text, (extract(epoch from created_at) * 1000)::float8 as at from webhooks.deliveries where id = any($1::uuid[])`, [
+          tally.receipts.map((r) => r[0]),
+        ])
+      ).rows.map((r) => [r.id, r.at]),
     );
     await c.end();
     const toRow = [];
@@ -265,15 +270,21 @@ try {
         `bad signatures ${f.bad_signatures}, duplicates ${f.duplicates}, missing ${f.missing}; webhooks CPU ${f.webhooks_cpu_us_per_delivery} µs/delivery`,
     );
   line('webhook fan-out capacity (backlog drain)', capacity);
-  console.log(`  backlog of ${EVENTS * SUBS} deliveries stored ${capacity.backlog_built_ms} ms after the first write; fan-out CPU ${capacity.fan_out_cpu_us_per_event} µs/event`);
+  console.log(
+    `  backlog of ${EVENTS * SUBS} deliveries stored ${capacity.backlog_built_ms} ms after the first write; fan-out CPU ${capacity.fan_out_cpu_us_per_event} µs/event`,
+  );
   line(`webhook fan-out paced (${eventRate.toFixed(1)} events/s = ${deliveryRate.toFixed(0)} deliveries/s offered)`, paced);
   console.log(
     `  paced split: commit to delivery row stored p50 ${paced.commit_to_stored_p50_ms} ms, p99 ${paced.commit_to_stored_p99_ms} ms (outbox relay, broker, fan-out); ` +
       `stored to received p50 ${paced.stored_to_delivery_p50_ms} ms, p99 ${paced.stored_to_delivery_p99_ms} ms (delivery worker)`,
   );
   console.log(`deliveries/s ${capacity.deliveries_per_s} (target >= ${TARGET_RATE}): ${pass.deliveries_per_s ? 'PASS' : 'FAIL'}`);
-  console.log(`p99 commit-to-delivery at half rate ${paced.commit_to_delivery_p99_ms} ms (target < ${TARGET_P99_MS} ms): ${pass.p99_commit_to_delivery_at_half_rate ? 'PASS' : 'FAIL'}`);
-  console.log(`bad signatures ${capacity.bad_signatures + paced.bad_signatures}, duplicates ${capacity.duplicates + paced.duplicates}, missing ${capacity.missing + paced.missing}`);
+  console.log(
+    `p99 commit-to-delivery at half rate ${paced.commit_to_delivery_p99_ms} ms (target < ${TARGET_P99_MS} ms): ${pass.p99_commit_to_delivery_at_half_rate ? 'PASS' : 'FAIL'}`,
+  );
+  console.log(
+    `bad signatures ${capacity.bad_signatures + paced.bad_signatures}, duplicates ${capacity.duplicates + paced.duplicates}, missing ${capacity.missing + paced.missing}`,
+  );
 
   const rows = [
     {
@@ -289,21 +300,18 @@ try {
       pass: pass.p99_commit_to_delivery_at_half_rate && paced.bad_signatures === 0 && paced.missing === 0,
     },
   ];
-  saveResult(
-    'webhooks',
-      {
-        rows,
-        scenario: 'webhooks',
-        targets: {
-          deliveries_per_s: TARGET_RATE,
-          p99_commit_to_delivery_ms_at_half_rate: TARGET_P99_MS,
-          text: 'Webhook fan-out: events to a local receiver. At least 1,000 signed deliveries/s and p99 commit-to-delivery under 1 s at half that rate.',
-        },
-        setup: { subscriptions: SUBS, events: EVENTS, writers: WRITERS, paced_seconds: PACED_SECONDS, paced_events_per_s: +eventRate.toFixed(1) },
-        figures: { capacity, paced },
-        pass,
-      },
-  );
+  saveResult('webhooks', {
+    rows,
+    scenario: 'webhooks',
+    targets: {
+      deliveries_per_s: TARGET_RATE,
+      p99_commit_to_delivery_ms_at_half_rate: TARGET_P99_MS,
+      text: 'Webhook fan-out: events to a local receiver. At least 1,000 signed deliveries/s and p99 commit-to-delivery under 1 s at half that rate.',
+    },
+    setup: { subscriptions: SUBS, events: EVENTS, writers: WRITERS, paced_seconds: PACED_SECONDS, paced_events_per_s: +eventRate.toFixed(1) },
+    figures: { capacity, paced },
+    pass,
+  });
   if (!pass.no_bad_signatures || !pass.no_missing) exitCode = 1;
 } finally {
   await cluster.stop();

@@ -66,13 +66,25 @@ function rows(name, svc) {
     out.push(panel('5xx by pod', 'reqps', [[`sum by (pod, status) (rate(${h}_count{${s('status=~"5.."')}}[${RATE}]))`, '{{pod}} {{status}}']]));
   } else {
     out.push(
-      panel('Server errors share by method', 'percentunit', [
-        [`sum by (method, code) (rate(${g}_count{${s(serverErr)}}[${RATE}])) / ignoring (code) group_left sum by (method) (rate(${g}_count{${s()}}[${RATE}]))`, '{{method}} code {{code}}'],
-      ], 'UNKNOWN (2), DEADLINE_EXCEEDED (4), INTERNAL (13), UNAVAILABLE (14), DATA_LOSS (15)'),
+      panel(
+        'Server errors share by method',
+        'percentunit',
+        [
+          [
+            `sum by (method, code) (rate(${g}_count{${s(serverErr)}}[${RATE}])) / ignoring (code) group_left sum by (method) (rate(${g}_count{${s()}}[${RATE}]))`,
+            '{{method}} code {{code}}',
+          ],
+        ],
+        'UNKNOWN (2), DEADLINE_EXCEEDED (4), INTERNAL (13), UNAVAILABLE (14), DATA_LOSS (15)',
+      ),
     );
     out.push(panel('Server errors by pod', 'reqps', [[`sum by (pod, code) (rate(${g}_count{${s(serverErr)}}[${RATE}]))`, '{{pod}} code {{code}}']]));
   }
-  out.push(panel('Failed calls to peers by pod', 'reqps', [[`sum by (pod, peer, code) (rate(lab_upstream_failures_total{${s()}}[${RATE}]))`, '{{pod}} -> {{peer}} {{code}}']]));
+  out.push(
+    panel('Failed calls to peers by pod', 'reqps', [
+      [`sum by (pod, peer, code) (rate(lab_upstream_failures_total{${s()}}[${RATE}]))`, '{{pod}} -> {{peer}} {{code}}'],
+    ]),
+  );
 
   out.push(row('Latency'));
   const [metric, by] = http ? [h, 'route'] : [g, 'method'];
@@ -92,11 +104,16 @@ function rows(name, svc) {
     ]),
   );
   out.push(
-    panel('Database pool by pod', 'short', [
-      [`sum by (pod) (lab_db_pool_waiting{${s()}})`, 'waiting {{pod}}'],
-      [`sum by (pod) (lab_db_pool_connections{${s('state="busy"')}})`, 'busy {{pod}}'],
-      [`max by (pod) (lab_db_pool_connections{${s('state="max"')}})`, 'max {{pod}}'],
-    ], 'Queries waiting for a connection are the pool at its maximum'),
+    panel(
+      'Database pool by pod',
+      'short',
+      [
+        [`sum by (pod) (lab_db_pool_waiting{${s()}})`, 'waiting {{pod}}'],
+        [`sum by (pod) (lab_db_pool_connections{${s('state="busy"')}})`, 'busy {{pod}}'],
+        [`max by (pod) (lab_db_pool_connections{${s('state="max"')}})`, 'max {{pod}}'],
+      ],
+      'Queries waiting for a connection are the pool at its maximum',
+    ),
   );
   out.push(panel('CPU by pod', 'percentunit', [[`sum by (pod) (rate(process_cpu_seconds_total{${s()}}[${RATE}]))`, '{{pod}}']]));
   out.push(panel('Resident memory by pod', 'bytes', [[`max by (pod) (process_resident_memory_bytes{${s()}})`, '{{pod}}']]));
@@ -114,7 +131,14 @@ function rows(name, svc) {
       [`sum by (pod) (rate(lab_outbox_publish_failures_total{${s()}}[${RATE}]))`, 'failed {{pod}}'],
     ]),
   );
-  out.push(panel('Consumer outcomes by queue', 'ops', [[`sum by (queue, outcome) (rate(lab_bus_consumed_total{${s()}}[${RATE}]))`, '{{queue}} {{outcome}}']], 'retry: a handler failed on the message itself; wait: an outage waited out'));
+  out.push(
+    panel(
+      'Consumer outcomes by queue',
+      'ops',
+      [[`sum by (queue, outcome) (rate(lab_bus_consumed_total{${s()}}[${RATE}]))`, '{{queue}} {{outcome}}']],
+      'retry: a handler failed on the message itself; wait: an outage waited out',
+    ),
+  );
   out.push(panel('Consumer outcomes by pod', 'ops', [[`sum by (pod, outcome) (rate(lab_bus_consumed_total{${s()}}[${RATE}]))`, '{{pod}} {{outcome}}']]));
   if (http) {
     out.push(row('Edge'));

@@ -105,7 +105,15 @@ function daysFromCivil(y: number, m: number, d: number): number {
 /** YYYY-MM-DDTHH:MM:SS[.f{1,9}]+00:00 (or Z), or undefined for any other form. */
 function utcFromText(text: string): Timestamp | undefined {
   const n = text.length;
-  if (n < 20 || text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58) return undefined;
+  if (
+    n < 20 ||
+    text.charCodeAt(4) !== 45 ||
+    text.charCodeAt(7) !== 45 ||
+    text.charCodeAt(10) !== 84 ||
+    text.charCodeAt(13) !== 58 ||
+    text.charCodeAt(16) !== 58
+  )
+    return undefined;
   let end = n;
   if (text.endsWith('+00:00')) end = n - 6;
   else if (text.charCodeAt(n - 1) === 90) end = n - 1;

@@ -203,12 +203,7 @@ const BROKER_HEADERS = ['x-death', 'x-first-death-reason', 'x-first-death-queue'
  * which RabbitMQ finds equivalent), so an existing classic deployment declares
  * exactly what it has.
  */
-export function durableQueueArguments(
-  type: BusQueueType,
-  queue: string,
-  role: 'main' | 'retry' | 'dlq',
-  expiresMs?: number,
-): Record<string, unknown> {
+export function durableQueueArguments(type: BusQueueType, queue: string, role: 'main' | 'retry' | 'dlq', expiresMs?: number): Record<string, unknown> {
   const args: Record<string, unknown> = { 'x-queue-type': type };
   // at-least-once dead-lettering: the broker keeps the message in the source queue
   // until the target confirmed it (the default, at-most-once, may lose it on the
@@ -468,9 +463,7 @@ export class AmqpBus implements Bus {
   }
 
   async publish(messages: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<PublishOutcome> {
-    return this.publishSerialized(
-      messages.map((m, i) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m), trace: traces?.[i] })),
-    );
+    return this.publishSerialized(messages.map((m, i) => ({ id: m.id, type: m.type, request_id: m.request_id, body: JSON.stringify(m), trace: traces?.[i] })));
   }
 
   /**

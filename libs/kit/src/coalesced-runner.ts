@@ -30,9 +30,11 @@ export class CoalescedRunner {
     }
     // A pass is background work, not part of the call that happened to kick it:
     // it runs outside that call's request scope (its request id, its receipt).
-    this.current = requestScope.exit(() => this.loop()).finally(() => {
-      this.current = undefined;
-    });
+    this.current = requestScope
+      .exit(() => this.loop())
+      .finally(() => {
+        this.current = undefined;
+      });
   }
 
   private async loop(): Promise<void> {

@@ -24,8 +24,7 @@ export const envFlag = z
   .optional()
   .transform((v) => v === 'true' || v === '1');
 
-export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
-  z.coerce.number().int().min(min).max(max).default(def);
+export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max).default(def);
 
 /** Settings every service process shares. */
 export const commonEnv = z.object({

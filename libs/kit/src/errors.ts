@@ -88,9 +88,7 @@ const TABLE: Record<ErrorKind, KindRow> = {
   internal: { grpc: GrpcStatus.INTERNAL, http: 500 },
 };
 
-const KIND_BY_GRPC = new Map<number, ErrorKind>(
-  (Object.entries(TABLE) as [ErrorKind, KindRow][]).map(([k, v]) => [v.grpc, k]),
-);
+const KIND_BY_GRPC = new Map<number, ErrorKind>((Object.entries(TABLE) as [ErrorKind, KindRow][]).map(([k, v]) => [v.grpc, k]));
 KIND_BY_GRPC.set(GrpcStatus.ABORTED, 'conflict');
 KIND_BY_GRPC.set(GrpcStatus.CANCELLED, 'unavailable');
 

@@ -42,7 +42,6 @@ export const grpcTarget = z
   .refine(isGrpcTarget, { message: `must be a gRPC target: ${GRPC_TARGET_FORMS}` })
   .optional();
 
-
 /**
  * Refinement of a process's environment: every `<NAME>_ADDR` it holds is a gRPC
  * target. A service reads its peers' addresses when first needed (peers.ts), so

@@ -521,12 +521,7 @@ export class RpcClient<D extends Definition> {
     this.opts.outages?.failure(this.peer, err.upstream ? `${err.upstream.grpc_code}: ${err.upstream.grpc_details}` : err, { peer: this.peer, grpc_code: code });
   }
 
-  call<K extends keyof D & string>(
-    method: K,
-    request: ReqOf<D[K]>,
-    caller: CallerContext,
-    deadlineMs = this.deadlineMs,
-  ): Promise<ResOf<D[K]>> {
+  call<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadlineMs = this.deadlineMs): Promise<ResOf<D[K]>> {
     // the deadline counts from here: a wait for a connection is part of the call's time
     const deadline = Date.now() + deadlineMs;
     const send = (attempt: number): Promise<ResOf<D[K]>> => {
@@ -590,12 +585,7 @@ export class RpcClient<D extends Definition> {
    * A server-streaming call as an async iterable of its messages; an error
    * status ends the iteration with the DomainError it carries.
    */
-  async *stream<K extends keyof D & string>(
-    method: K,
-    request: ReqOf<D[K]>,
-    caller: CallerContext,
-    deadlineMs = this.deadlineMs,
-  ): AsyncGenerator<ResOf<D[K]>> {
+  async *stream<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadlineMs = this.deadlineMs): AsyncGenerator<ResOf<D[K]>> {
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
     const fn = (this.client as unknown as Record<string, Function>)[method];

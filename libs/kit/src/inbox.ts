@@ -42,10 +42,7 @@ export async function consumeWithInbox<P = undefined>(opts: InboxConsumerOptions
       scoped(msg, async () => {
         const prepared = (opts.prepare ? await opts.prepare(msg) : undefined) as P;
         await opts.db.tx(async (tx) => {
-          const fresh = await rows<{ id: string }>(
-            tx,
-            sql`insert into ${table} (id) values (${msg.id}::uuid) on conflict do nothing returning id`,
-          );
+          const fresh = await rows<{ id: string }>(tx, sql`insert into ${table} (id) values (${msg.id}::uuid) on conflict do nothing returning id`);
           if (!fresh.length) {
             metrics().consumed.inc({ queue: opts.queue, outcome: 'duplicate' });
             return;

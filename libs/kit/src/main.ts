@@ -70,14 +70,15 @@ export async function openBus(
   });
 }
 
-const serviceEnv = commonEnv.extend({
-  GRPC_PORT: z.coerce.number().int().min(0).max(65535).default(50051),
-  GRPC_HOST: z.string().default('0.0.0.0'),
-  /** clients' connections are closed after this long (0: never), so they re-resolve and reach new pods */
-  GRPC_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(120_000),
-  LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters'),
-  AMQP_URL: z.string().min(1, 'a service process of the cluster needs RabbitMQ'),
-})
+const serviceEnv = commonEnv
+  .extend({
+    GRPC_PORT: z.coerce.number().int().min(0).max(65535).default(50051),
+    GRPC_HOST: z.string().default('0.0.0.0'),
+    /** clients' connections are closed after this long (0: never), so they re-resolve and reach new pods */
+    GRPC_MAX_CONNECTION_AGE_MS: z.coerce.number().int().min(0).max(86_400_000).default(120_000),
+    LAB_INTERNAL_SECRET: z.string().min(16, 'must be at least 16 characters'),
+    AMQP_URL: z.string().min(1, 'a service process of the cluster needs RabbitMQ'),
+  })
   // the addresses of the services it calls (<NAME>_ADDR), read when first needed
   .catchall(z.string().optional())
   .superRefine(addressVariablesAreTargets);
@@ -138,7 +139,7 @@ export async function serveOps(port: number, readiness: Readiness, log: Logger):
 }
 
 const migrateEnv = commonEnv.extend({
-  DATABASE_URL: z.string().url('a migration needs the service\'s PostgreSQL URL'),
+  DATABASE_URL: z.string().url("a migration needs the service's PostgreSQL URL"),
 });
 
 /**

@@ -78,8 +78,8 @@ function build() {
     idempotencyStoreErrors: new client.Counter({
       name: 'lab_idempotency_store_errors_total',
       help:
-        'Idempotency-Key records that failed, by operation: read and keep (the gateway\'s refusals: read failing answers 503, ' +
-        'keep failing lets a retry run again), receipt_lookup and receipt_keep (a service\'s receipts: an answer not kept is a 409 for the retry)',
+        "Idempotency-Key records that failed, by operation: read and keep (the gateway's refusals: read failing answers 503, " +
+        "keep failing lets a retry run again), receipt_lookup and receipt_keep (a service's receipts: an answer not kept is a 409 for the retry)",
       labelNames: ['operation'] as const,
     }),
     upstreamFailures: new client.Counter({
@@ -194,7 +194,12 @@ export async function probe(check: () => Promise<unknown> | unknown, timeoutMs =
     timer.unref();
   });
   try {
-    return await Promise.race([Promise.resolve().then(check).then((v) => v !== false), deadline]);
+    return await Promise.race([
+      Promise.resolve()
+        .then(check)
+        .then((v) => v !== false),
+      deadline,
+    ]);
   } catch {
     return false;
   } finally {

@@ -601,10 +601,7 @@ export class Outbox {
     this.down = undefined;
     void this.backlog().then(
       (backlog) =>
-        this.opts.log.info(
-          { down_ms: Date.now() - was.since, failed_passes: was.passes, backlog },
-          'outbox relay: message bus back, publishing the backlog',
-        ),
+        this.opts.log.info({ down_ms: Date.now() - was.since, failed_passes: was.passes, backlog }, 'outbox relay: message bus back, publishing the backlog'),
       () => undefined,
     );
   }

@@ -127,12 +127,10 @@ export class Receipts {
     const scope = requestScope.getStore();
     if (scope?.receipt !== 'claimed' || !scope.encode_answer) return;
     const k = keyOfCall()!;
-    const kept = this.answers
-      .add({ k, answer: scope.encode_answer(answer) })
-      .catch((err: unknown) => {
-        metrics().idempotencyStoreErrors.inc({ operation: 'receipt_keep' });
-        this.log.warn({ err }, 'receipt answer not kept');
-      });
+    const kept = this.answers.add({ k, answer: scope.encode_answer(answer) }).catch((err: unknown) => {
+      metrics().idempotencyStoreErrors.inc({ operation: 'receipt_keep' });
+      this.log.warn({ err }, 'receipt answer not kept');
+    });
     this.keeping.add(kept);
     void kept.finally(() => this.keeping.delete(kept));
   }
@@ -160,7 +158,7 @@ export class Receipts {
           where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`);
       return undefined;
     }
-    for (const until = Date.now() + ANSWER_WAIT_MS; ; ) {
+    for (const until = Date.now() + ANSWER_WAIT_MS; ;) {
       const [found] = await rows<{ answer: string | null; request_hash: string | null }>(
         this.db.orm,
         sql`select answer, request_hash from ${this.table} where org_id = ${k.org_id}::uuid and token_id = ${k.token_id} and key = ${k.key}`,

@@ -57,7 +57,8 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
   const core = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = core;
-  const { defaultResource, detectResources, envDetector, resourceFromAttributes } = require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
+  const { defaultResource, detectResources, envDetector, resourceFromAttributes } =
+    require('@opentelemetry/resources') as typeof import('@opentelemetry/resources');
   const { BatchSpanProcessor, TracerProvider } = require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof import('@opentelemetry/exporter-trace-otlp-http');
   const { registerInstrumentations } = require('@opentelemetry/instrumentation') as typeof import('@opentelemetry/instrumentation');
@@ -138,7 +139,8 @@ export async function stopTracing(): Promise<void> {
  * so a service follows the decision of the request that reached it.
  */
 export function samplerFromEnv(env: NodeJS.ProcessEnv = process.env): Sampler {
-  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } = require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
+  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } =
+    require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
   const arg = Number(env.OTEL_TRACES_SAMPLER_ARG);
   const ratio = () => new TraceIdRatioBasedSampler(Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1);
   switch ((env.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase()) {

@@ -72,7 +72,18 @@ describe('gRPC targets', () => {
     ]) {
       expect([ok, isGrpcTarget(ok)]).toEqual([ok, true]);
     }
-    for (const bad of ['notebook', 'notebook:', 'notebook:0', 'notebook:70000', 'dns:///notebook', 'ipv4:127.0.0.1', 'ipv4:notebook:50051', 'http://notebook:50051', 'a b:1', '']) {
+    for (const bad of [
+      'notebook',
+      'notebook:',
+      'notebook:0',
+      'notebook:70000',
+      'dns:///notebook',
+      'ipv4:127.0.0.1',
+      'ipv4:notebook:50051',
+      'http://notebook:50051',
+      'a b:1',
+      '',
+    ]) {
       expect([bad, isGrpcTarget(bad)]).toEqual([bad, false]);
     }
   });

@@ -65,7 +65,7 @@ describe('client-streaming calls within one process', () => {
       return { json: '{}', created: true };
     };
     await send(false, [{ data: Buffer.alloc(256 * 1024) }]);
-    const sessions = [...((server.server as unknown as { sessions: Map<{ state: { effectiveLocalWindowSize?: number } }, unknown> }).sessions.keys())];
+    const sessions = [...(server.server as unknown as { sessions: Map<{ state: { effectiveLocalWindowSize?: number } }, unknown> }).sessions.keys()];
     expect(sessions.length).toBeGreaterThan(0);
     for (const s of sessions) expect(s.state.effectiveLocalWindowSize).toBe(4 * 1024 * 1024);
   });

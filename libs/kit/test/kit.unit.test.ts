@@ -157,12 +157,15 @@ describe('CoalescedRunner', () => {
     let release!: () => void;
     let third!: () => void;
     const reachedThird = new Promise<void>((r) => (third = r));
-    const runner = new CoalescedRunner(async () => {
-      passes++;
-      if (passes === 1) await new Promise<void>((r) => (release = r));
-      if (passes === 3) third();
-      return passes === 2; // the second pass reports a full batch
-    }, () => undefined);
+    const runner = new CoalescedRunner(
+      async () => {
+        passes++;
+        if (passes === 1) await new Promise<void>((r) => (release = r));
+        if (passes === 3) third();
+        return passes === 2; // the second pass reports a full batch
+      },
+      () => undefined,
+    );
     runner.kick();
     for (let i = 0; i < 5; i++) runner.kick();
     release();

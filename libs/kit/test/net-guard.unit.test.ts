@@ -22,9 +22,7 @@ async function fakeDns(answer: (qtype: number) => { rcode: number; a?: string } 
     header.writeUInt16BE(0x8180 | a.rcode, 2); // response, recursion desired and available
     header.writeUInt16BE(1, 4);
     header.writeUInt16BE(a.a ? 1 : 0, 6);
-    const record = a.a
-      ? Buffer.concat([Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]), Buffer.from(a.a.split('.').map(Number))])
-      : Buffer.alloc(0);
+    const record = a.a ? Buffer.concat([Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]), Buffer.from(a.a.split('.').map(Number))]) : Buffer.alloc(0);
     sock.send(Buffer.concat([header, question, record]), peer.port, peer.address);
   });
   await new Promise<void>((resolve) => sock.bind(0, '127.0.0.1', resolve));

@@ -30,8 +30,7 @@ test('a message its consumer keeps failing on is set aside durably, the rest of 
   const bus = new MemoryBus(log);
   let broken = true;
   // what the consumer did, written in its transaction (rolled back with it)
-  const handled = async () =>
-    (await db.rows<{ name: string }>(sql`select name from kit_test.things order by name`)).map((r) => r.name);
+  const handled = async () => (await db.rows<{ name: string }>(sql`select name from kit_test.things order by name`)).map((r) => r.name);
   await consumeWithInbox({
     bus,
     db,

@@ -36,7 +36,7 @@ function recordingLog(): { log: Logger; lines: { level: string; msg: string; obj
 }
 
 async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 30_000) {
-  for (const end = Date.now() + ms; Date.now() < end; ) {
+  for (const end = Date.now() + ms; Date.now() < end;) {
     if (await cond()) return;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -94,9 +94,7 @@ describeBroker('outbox relay through a broker outage', () => {
       // every write kicks a relay pass, and each one fails on the bus away
       await write(40);
       await until(() => lines.some((l) => l.msg.includes('message bus unavailable')), 'the outage logged');
-      const during = await db.rows<{ attempts: number; due: boolean }>(
-        sql`select attempts, next_attempt_at <= now() as due from kit_test.outbox`,
-      );
+      const during = await db.rows<{ attempts: number; due: boolean }>(sql`select attempts, next_attempt_at <= now() as due from kit_test.outbox`);
       expect(during).toHaveLength(40);
       // untouched: no attempt counted, no delay of their own
       expect(during.every((r) => r.attempts === 0 && r.due)).toBe(true);

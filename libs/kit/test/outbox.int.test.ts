@@ -1,7 +1,23 @@
 import { join } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
 import { sql } from 'drizzle-orm';
-import { AmqpBus, Emitter, MAX_BROKER_REFUSALS, MemoryBus, createLogger, metrics, migrate, newId, openDatabase, Outbox, systemContext, type Bus, type BusMessage, type Database, type PublishOutcome } from '@lab/kit';
+import {
+  AmqpBus,
+  Emitter,
+  MAX_BROKER_REFUSALS,
+  MemoryBus,
+  createLogger,
+  metrics,
+  migrate,
+  newId,
+  openDatabase,
+  Outbox,
+  systemContext,
+  type Bus,
+  type BusMessage,
+  type Database,
+  type PublishOutcome,
+} from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 
 const log = createLogger('test', 'silent');
@@ -73,9 +89,7 @@ test('every committed change publishes its event exactly once, and the outbox em
   await until(async () => (await left()) === 0, 'the outbox to empty');
   expect(await left()).toBe(0);
   // the relay reports how long rows waited and how many it published
-  const lag = (await metrics().outboxLag.get()).values.find(
-    (v) => v.metricName === 'lab_outbox_lag_seconds_count' && v.labels.service === 'kit-test',
-  );
+  const lag = (await metrics().outboxLag.get()).values.find((v) => v.metricName === 'lab_outbox_lag_seconds_count' && v.labels.service === 'kit-test');
   expect(lag?.value).toBeGreaterThanOrEqual(60);
 });
 
@@ -227,7 +241,7 @@ describeBroker('relay on a broker in another process (rows locked while they are
       for (let i = 0; i < 10; i++) await enqueue('thing.shared', 30);
       const drain = async (r: Outbox) => {
         let n = 0;
-        for (let got = -1; got !== 0; ) n += got = await r.drainOnce();
+        for (let got = -1; got !== 0;) n += got = await r.drainOnce();
         return n;
       };
       const [na, nb] = await Promise.all([drain(a), drain(b)]);

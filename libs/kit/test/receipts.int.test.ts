@@ -138,7 +138,11 @@ test('a write that gives the answer keeps it in its own transaction: it is there
   let committed = false;
   create = async (name) => {
     const answer = answerOf(name, 'kept with the write');
-    await outboxOf.write(null, (tx) => tx.execute(sql`insert into kit_test.things (id, name) values (${newId()}::uuid, ${name})`), () => answer);
+    await outboxOf.write(
+      null,
+      (tx) => tx.execute(sql`insert into kit_test.things (id, name) values (${newId()}::uuid, ${name})`),
+      () => answer,
+    );
     committed = true;
     // as if the process died here: the answer must already be stored
     expect(await receiptsOf(key)).toEqual([{ answered: true }]);

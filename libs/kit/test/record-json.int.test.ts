@@ -25,8 +25,7 @@ const rendered = async (select: string): Promise<string> =>
   (await db.rows<{ json: string }>(sql.raw(`select row_to_json(x)::text as json from (${select}) x`)))[0]!.json;
 
 /** What the gateway answers for a row, after the record crossed gRPC. */
-const overTheWire = (kind: RecordCase, json: string): records.Record =>
-  records.Record.decode(records.Record.encode(recordFromRowJson(kind, json)).finish());
+const overTheWire = (kind: RecordCase, json: string): records.Record => records.Record.decode(records.Record.encode(recordFromRowJson(kind, json)).finish());
 
 const ID = "'0b7d3f5e-8a7c-4c8e-9d6a-3f1e2d4c5b6a'::uuid";
 
@@ -77,7 +76,17 @@ describe('a record answers the JSON PostgreSQL rendered', () => {
     const flattened = { ...ids, ...(data as object), created_by, created_at, updated_at };
     const answered = recordJson(overTheWire('calibration', json));
     expect(answered).toBe(JSON.stringify(flattened));
-    expect(Object.keys(JSON.parse(answered) as object)).toEqual(['id', 'equipment_id', 'ok', 'lab', 'none', 'points', 'created_by', 'created_at', 'updated_at']);
+    expect(Object.keys(JSON.parse(answered) as object)).toEqual([
+      'id',
+      'equipment_id',
+      'ok',
+      'lab',
+      'none',
+      'points',
+      'created_by',
+      'created_at',
+      'updated_at',
+    ]);
   });
 });
 

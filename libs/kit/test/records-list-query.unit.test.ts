@@ -53,10 +53,7 @@ describe('parseListQuery', () => {
   });
 
   it('parses allowlisted filters by type', () => {
-    const q = parseListQuery(
-      { owner_id: '0190F5A0-1111-7ABC-8DEF-000000000001', status: 'open', due_on: '2024-02-29', active: 'TRUE' },
-      things,
-    );
+    const q = parseListQuery({ owner_id: '0190F5A0-1111-7ABC-8DEF-000000000001', status: 'open', due_on: '2024-02-29', active: 'TRUE' }, things);
     expect(q.filters).toEqual([
       { field: 'owner_id', type: 'uuid', value: '0190f5a0-1111-7abc-8def-000000000001' },
       { field: 'status', type: 'string', value: 'open' },

@@ -12,12 +12,20 @@ const reference = (seconds: number, micros: number): string => {
 
 const MIN = Date.UTC(1, 0, 1) / 1000;
 const MAX = Date.UTC(9999, 11, 31, 23, 59, 59) / 1000;
-const corners = ['1970-01-01T00:00:00', '1969-12-31T23:59:59', '2000-02-29T12:00:00', '1900-03-01T00:00:00', '2024-12-31T23:59:59', '0001-01-01T00:00:00', '9999-12-31T23:59:59'];
+const corners = [
+  '1970-01-01T00:00:00',
+  '1969-12-31T23:59:59',
+  '2000-02-29T12:00:00',
+  '1900-03-01T00:00:00',
+  '2024-12-31T23:59:59',
+  '0001-01-01T00:00:00',
+  '9999-12-31T23:59:59',
+];
 
 describe('timestamp text', () => {
   it('writes and reads back random instants exactly as Date does', () => {
     let seed = 20261126;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const instants = corners.map((c) => Date.parse(`${c}Z`) / 1000);
     for (let i = 0; i < 20_000; i++) instants.push(Math.floor(MIN + random() * (MAX - MIN)));
     for (const [i, seconds] of instants.entries()) {

@@ -21,7 +21,9 @@ describe('tracing settings', () => {
     expect(described({ OTEL_TRACES_SAMPLER: 'always_off' })).toBe('AlwaysOffSampler');
     expect(described({ OTEL_TRACES_SAMPLER: 'always_on' })).toBe('AlwaysOnSampler');
     expect(described({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' })).toBe('TraceIdRatioBased{0.25}');
-    expect(described({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' })).toMatch(/^ParentBased\{root=TraceIdRatioBased\{0.1\}/);
+    expect(described({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' })).toMatch(
+      /^ParentBased\{root=TraceIdRatioBased\{0.1\}/,
+    );
     expect(described({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' })).toMatch(/^ParentBased\{root=AlwaysOffSampler/);
     // an argument out of range keeps every trace rather than none
     expect(described({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '7' })).toBe('TraceIdRatioBased{1}');

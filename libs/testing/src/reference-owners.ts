@@ -60,8 +60,12 @@ export async function startReferenceOwners(names: ('identity' | 'notebook')[] = 
       peers: address,
     });
   }
-  const idc = running.identity ? new RpcClient<typeof identity.IdentityServiceService>(identity.IdentityServiceClient, address('identity')!, { secret: TEST_SECRET }) : undefined;
-  const nbc = running.notebook ? new RpcClient<typeof records.RecordServiceService>(records.RecordServiceClient, address('notebook')!, { secret: TEST_SECRET }) : undefined;
+  const idc = running.identity
+    ? new RpcClient<typeof identity.IdentityServiceService>(identity.IdentityServiceClient, address('identity')!, { secret: TEST_SECRET })
+    : undefined;
+  const nbc = running.notebook
+    ? new RpcClient<typeof records.RecordServiceService>(records.RecordServiceClient, address('notebook')!, { secret: TEST_SECRET })
+    : undefined;
   const need = <T>(c: T | undefined, name: string): T => {
     if (!c) throw new Error(`${name} was not started`);
     return c;

@@ -46,9 +46,7 @@ export async function tapEvents(bus: Bus, exchange: string, bindings: string[]):
 /** RabbitMQ on the given exchange when AMQP_URL is set (queues expire when idle), else the in-process bus. */
 export async function testBus(exchange: string): Promise<Bus> {
   const log = createLogger('test', 'silent');
-  return process.env.AMQP_URL
-    ? AmqpBus.connect(process.env.AMQP_URL, exchange, log, { queueExpiresMs: 600_000 })
-    : new MemoryBus(log);
+  return process.env.AMQP_URL ? AmqpBus.connect(process.env.AMQP_URL, exchange, log, { queueExpiresMs: 600_000 }) : new MemoryBus(log);
 }
 
 export interface TestService {

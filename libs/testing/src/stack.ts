@@ -165,7 +165,10 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   }
 }
 
-const unique = () => randomToken(6).replace(/[^A-Za-z0-9]/g, 'x').toLowerCase();
+const unique = () =>
+  randomToken(6)
+    .replace(/[^A-Za-z0-9]/g, 'x')
+    .toLowerCase();
 
 function adminHelpers(url: string, operatorToken: string): AdminHelpers {
   const call = async <T>(method: string, path: string, body?: unknown, expect?: number): Promise<T> => {

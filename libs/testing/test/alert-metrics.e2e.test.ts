@@ -60,7 +60,14 @@ withBacking('alerts and dashboards against live /metrics', () => {
   });
 
   it('every process exports the series the rules need even before it saw any traffic', () => {
-    for (const m of ['lab_outbox_pending', 'lab_dead_letters', 'lab_upstream_failures_total', 'lab_db_pool_waiting', 'lab_idempotency_store_errors_total', 'lab_rate_limit_backend_errors_total']) {
+    for (const m of [
+      'lab_outbox_pending',
+      'lab_dead_letters',
+      'lab_upstream_failures_total',
+      'lab_db_pool_waiting',
+      'lab_idempotency_store_errors_total',
+      'lab_rate_limit_backend_errors_total',
+    ]) {
       expect([m, exposed.has(m)]).toEqual([m, true]);
     }
   });

@@ -66,7 +66,12 @@ function validateObjects(objects: K8sObject[]): string[][] {
       try { new Model(o).validate(); out.push([]); } catch (e) { out.push([String(e.message)]); }
     }
     process.stdout.write(JSON.stringify(out));`;
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, input: JSON.stringify(objects), encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: root,
+    input: JSON.stringify(objects),
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
   if (r.status !== 0) throw new Error(`the schema validator did not run: ${r.stderr}`);
   const schemaErrors = JSON.parse(r.stdout) as string[][];
   const label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -129,10 +134,26 @@ describe('charts/lab through helm', () => {
   });
 
   it('the chart refuses an autoscaler it cannot honour', async () => {
-    const below = await helm(['template', 'lab', chart, '--set', 'services.notebook.autoscaling.enabled=true', '--set', 'services.notebook.autoscaling.maxReplicas=1']);
+    const below = await helm([
+      'template',
+      'lab',
+      chart,
+      '--set',
+      'services.notebook.autoscaling.enabled=true',
+      '--set',
+      'services.notebook.autoscaling.maxReplicas=1',
+    ]);
     expect(below.code).not.toBe(0);
     expect(below.stderr).toMatch(/maxReplicas \(1\) is below minReplicas \(2\)/);
-    const noRequest = await helm(['template', 'lab', chart, '--set', 'services.notebook.autoscaling.enabled=true', '--set', 'services.notebook.resources.requests=null']);
+    const noRequest = await helm([
+      'template',
+      'lab',
+      chart,
+      '--set',
+      'services.notebook.autoscaling.enabled=true',
+      '--set',
+      'services.notebook.resources.requests=null',
+    ]);
     expect(noRequest.code).not.toBe(0);
     expect(noRequest.stderr).toMatch(/requests\.cpu/);
   });
@@ -140,13 +161,28 @@ describe('charts/lab through helm', () => {
   it('every rendered object is valid against the Kubernetes API schemas', async () => {
     const variants = await Promise.all([
       render('lab', ['--set', 'ingress.enabled=true']),
-      render('prod', ['--set', 'services.notebook.autoscaling.enabled=true', '--set', 'services.webhooks.autoscaling.queueDepth.enabled=true', '--set', 'metrics.enabled=false', '--set', 'tests.enabled=false']),
-      render('lab', ['--set', 'networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.team=edge', '--set', 'networkPolicy.dataStores.postgres.cidrs[0]=10.0.0.0/8']),
+      render('prod', [
+        '--set',
+        'services.notebook.autoscaling.enabled=true',
+        '--set',
+        'services.webhooks.autoscaling.queueDepth.enabled=true',
+        '--set',
+        'metrics.enabled=false',
+        '--set',
+        'tests.enabled=false',
+      ]),
+      render('lab', [
+        '--set',
+        'networkPolicy.gatewayFrom[0].namespaceSelector.matchLabels.team=edge',
+        '--set',
+        'networkPolicy.dataStores.postgres.cidrs[0]=10.0.0.0/8',
+      ]),
     ]);
     const all = [objects, prod, ...variants];
     for (const set of all) expect(invalid(set)).toEqual([]);
     const kinds = new Set(all.flat().map((o) => o.kind));
-    for (const k of ['ConfigMap', 'Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'Job', 'Ingress', 'Pod']) expect(kinds).toContain(k);
+    for (const k of ['ConfigMap', 'Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'Job', 'Ingress', 'Pod'])
+      expect(kinds).toContain(k);
   });
 
   it('the validation fails on invalid objects (so the check above can fail)', async () => {
@@ -186,7 +222,15 @@ describe('charts/lab through helm', () => {
       expect(names.filter((n) => n.length > 63)).toEqual([]);
       expect(new Set(names.map((n, i) => `${objs[i]!.kind}/${n}`)).size).toBe(names.length);
       if (fullname.length < 40) {
-        expect(names).toEqual(expect.arrayContaining([`${fullname}-gateway`, `${fullname}-notebook`, `${fullname}-notebook-grpc`, `${fullname}-config`, `${fullname}-notebook-migrate`]));
+        expect(names).toEqual(
+          expect.arrayContaining([
+            `${fullname}-gateway`,
+            `${fullname}-notebook`,
+            `${fullname}-notebook-grpc`,
+            `${fullname}-config`,
+            `${fullname}-notebook-migrate`,
+          ]),
+        );
         expect(names.every((n) => n.startsWith(`${fullname}-`))).toBe(true);
       } else {
         // the prefix is shortened, the component's part kept whole
@@ -213,7 +257,11 @@ describe('charts/lab through helm', () => {
           const plain = named(objs, 'Service', `lab-${name}`);
           const deployment = named(objs, 'Deployment', `lab-${name}`);
           expect([name, !!headless, !!plain, !!deployment]).toEqual([name, true, true, true]);
-          expect(headless!.spec).toMatchObject({ clusterIP: 'None', publishNotReadyAddresses: false, ports: [{ name: 'grpc', port: values.services[name].port, targetPort: 'grpc' }] });
+          expect(headless!.spec).toMatchObject({
+            clusterIP: 'None',
+            publishNotReadyAddresses: false,
+            ports: [{ name: 'grpc', port: values.services[name].port, targetPort: 'grpc' }],
+          });
           expect(plain!.spec.clusterIP).toBeUndefined();
           expect(plain!.spec.ports.map((p: Json) => p.name)).toEqual(['grpc', 'metrics']);
           // both select exactly the Deployment's pods
@@ -229,7 +277,11 @@ describe('charts/lab through helm', () => {
         const config = named(objs, 'ConfigMap', 'lab-config')!;
         const addrs = Object.entries<string>(config.data).filter(([k]) => k.endsWith('_ADDR'));
         expect(addrs.map(([k]) => k).sort()).toEqual(grpcServices(values).map((n) => `${n.toUpperCase()}_ADDR`));
-        const headless = new Set(byKind(objs, 'Service').filter((s) => s.spec.clusterIP === 'None').map((s) => s.metadata.name));
+        const headless = new Set(
+          byKind(objs, 'Service')
+            .filter((s) => s.spec.clusterIP === 'None')
+            .map((s) => s.metadata.name),
+        );
         for (const [key, target] of addrs) {
           const m = /^dns:\/\/\/([a-z0-9-]+)\.([a-z0-9-]+)\.svc\.cluster\.local:(\d+)$/.exec(target);
           expect([key, m && headless.has(m[1]!), m?.[2]]).toEqual([key, true, NS]);
@@ -256,7 +308,12 @@ describe('charts/lab through helm', () => {
           expect(p.spec.policyTypes).toEqual(['Ingress', 'Egress']);
           // egress: DNS to any destination (the headless names are resolved), then
           // the pods of exactly the services this one calls
-          expect(p.spec.egress[0]).toEqual({ ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] });
+          expect(p.spec.egress[0]).toEqual({
+            ports: [
+              { protocol: 'UDP', port: 53 },
+              { protocol: 'TCP', port: 53 },
+            ],
+          });
           const callees = (p.spec.egress as Json[])
             .filter((r) => r.to?.some((t: Json) => t.podSelector?.matchLabels?.['app.kubernetes.io/component']))
             .map((r) => r.to[0].podSelector.matchLabels['app.kubernetes.io/component'] as string)
@@ -274,7 +331,10 @@ describe('charts/lab through helm', () => {
       it('a PodDisruptionBudget exactly where more than one pod always runs, consistent with the HPA', () => {
         const { objs, values } = which();
         const enabled = Object.entries<Json>(values.services).filter(([, s]) => s.enabled);
-        const expected = enabled.filter(([, s]) => minPods(s) > 1).map(([n]) => n).sort();
+        const expected = enabled
+          .filter(([, s]) => minPods(s) > 1)
+          .map(([n]) => n)
+          .sort();
         const pdbs = byKind(objs, 'PodDisruptionBudget');
         expect(pdbs.map(componentOf).sort()).toEqual(expected);
         for (const pdb of pdbs) {
@@ -316,7 +376,11 @@ describe('charts/lab through helm', () => {
         expect(c.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
         const env = Object.fromEntries((c.env as Json[]).map((e) => [e.name, e.value as string]));
         const config = named(objs, 'ConfigMap', 'lab-config')!;
-        expect(env.SMOKE_GRPC!.split(' ').sort()).toEqual(grpcServices(values).map((n) => `${n}=${config.data[`${n.toUpperCase()}_ADDR`]}`).sort());
+        expect(env.SMOKE_GRPC!.split(' ').sort()).toEqual(
+          grpcServices(values)
+            .map((n) => `${n}=${config.data[`${n.toUpperCase()}_ADDR`]}`)
+            .sort(),
+        );
         expect(env.SMOKE_HTTP!.split(' ')).toEqual([
           `gateway=http://lab-gateway.${NS}.svc.cluster.local:${values.services.gateway.port}/v1/health`,
           `gateway-readyz=http://lab-gateway.${NS}.svc.cluster.local:${values.metrics.port}/readyz`,
@@ -344,7 +408,8 @@ describe('charts/lab through helm', () => {
     const deployments = byKind(prod, 'Deployment');
     for (const d of deployments) {
       for (const e of d.spec.template.spec.containers[0].env as Json[]) {
-        if (['AMQP_URL', 'REDIS_URL', 'DATABASE_URL', 'LAB_INTERNAL_SECRET', 'LAB_OPERATOR_TOKEN'].includes(e.name)) expect([e.name, e.valueFrom?.secretKeyRef?.name]).toEqual([e.name, expect.any(String)]);
+        if (['AMQP_URL', 'REDIS_URL', 'DATABASE_URL', 'LAB_INTERNAL_SECRET', 'LAB_OPERATOR_TOKEN'].includes(e.name))
+          expect([e.name, e.valueFrom?.secretKeyRef?.name]).toEqual([e.name, expect.any(String)]);
       }
     }
     const gateway = named(prod, 'Deployment', 'lab-gateway')!.spec.template.spec.containers[0].env as Json[];
@@ -354,7 +419,10 @@ describe('charts/lab through helm', () => {
     const ingress = byKind(prod, 'Ingress')[0]!;
     expect(ingress.spec.tls[0]).toMatchObject({ secretName: expect.any(String), hosts: [ingress.spec.rules[0].host] });
     expect(byKind(prod, 'HorizontalPodAutoscaler')).toHaveLength(deployments.length);
-    for (const [name, env] of [['jobs', 'JOBS_ARTIFACT_DIR'], ['telemetry', 'TELEMETRY_STORAGE_DIR']]) {
+    for (const [name, env] of [
+      ['jobs', 'JOBS_ARTIFACT_DIR'],
+      ['telemetry', 'TELEMETRY_STORAGE_DIR'],
+    ]) {
       const spec = named(prod, 'Deployment', `lab-${name}`)!.spec.template.spec;
       const dir = (spec.containers[0].env as Json[]).find((e) => e.name === env)?.value as string;
       const mount = (spec.containers[0].volumeMounts as Json[]).find((m) => m.mountPath === dir);
@@ -369,10 +437,14 @@ describe('charts/lab through helm', () => {
     expect(collectorEgress(objects).filter(Boolean)).toEqual([]);
 
     const traced = await render('lab', [
-      '--set', 'tracing.enabled=true',
-      '--set-json', 'tracing.samplerRatio=0.25',
-      '--set', 'tracing.endpoint=http://collector.obs:4318',
-      '--set-json', 'tracing.collector={"port":4318,"cidrs":[],"namespaceSelector":{"matchLabels":{"name":"obs"}},"podSelector":{}}',
+      '--set',
+      'tracing.enabled=true',
+      '--set-json',
+      'tracing.samplerRatio=0.25',
+      '--set',
+      'tracing.endpoint=http://collector.obs:4318',
+      '--set-json',
+      'tracing.collector={"port":4318,"cidrs":[],"namespaceSelector":{"matchLabels":{"name":"obs"}},"podSelector":{}}',
     ]);
     expect(config(traced)).toMatchObject({
       OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.obs:4318',
@@ -382,7 +454,8 @@ describe('charts/lab through helm', () => {
     });
     const egress = collectorEgress(traced);
     expect(egress.length).toBeGreaterThan(0);
-    for (const rule of egress) expect(rule).toEqual({ ports: [{ protocol: 'TCP', port: 4318 }], to: [{ namespaceSelector: { matchLabels: { name: 'obs' } } }] });
+    for (const rule of egress)
+      expect(rule).toEqual({ ports: [{ protocol: 'TCP', port: 4318 }], to: [{ namespaceSelector: { matchLabels: { name: 'obs' } } }] });
     expect(invalid(traced)).toEqual([]);
 
     const wrong = await helm(['lint', '--strict', chart, '--set', 'tracing.enabled=true', '--set', 'tracing.samplerRatio=2']);

@@ -78,7 +78,14 @@ describe('chart monitoring: PrometheusRule, PodMonitor, dashboards', () => {
     expect(below.map((r) => r.labels.component)).toContain('notebook');
     // an autoscaled component's minimum is the autoscaler's
     const scaled = rulesOf(
-      await render(['--set', 'monitoring.prometheusRule.enabled=true', '--set', 'services.notebook.autoscaling.enabled=true', '--set', 'services.notebook.autoscaling.minReplicas=3']),
+      await render([
+        '--set',
+        'monitoring.prometheusRule.enabled=true',
+        '--set',
+        'services.notebook.autoscaling.enabled=true',
+        '--set',
+        'services.notebook.autoscaling.minReplicas=3',
+      ]),
     );
     expect(scaled.find((r) => r.alert === 'LabReplicasBelowMinimum' && r.labels.component === 'notebook')?.expr).toMatch(/ < 3$/);
   });
@@ -141,7 +148,9 @@ describe('chart monitoring: PrometheusRule, PodMonitor, dashboards', () => {
 
   it('each component dashboard shows requests, errors, latency and saturation, by pod', () => {
     for (const name of enabled) {
-      const dash = JSON.parse(readFileSync(join(chart, 'dashboards', `${name}.json`), 'utf8')) as { panels: { type: string; title: string; targets?: { expr: string }[] }[] };
+      const dash = JSON.parse(readFileSync(join(chart, 'dashboards', `${name}.json`), 'utf8')) as {
+        panels: { type: string; title: string; targets?: { expr: string }[] }[];
+      };
       const rows = dash.panels.filter((p) => p.type === 'row').map((p) => p.title);
       expect([name, rows]).toEqual([name, expect.arrayContaining(['Requests', 'Errors', 'Latency', 'Saturation'])]);
       const exprs = dash.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr);

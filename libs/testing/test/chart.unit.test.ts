@@ -56,7 +56,9 @@ describe('helm chart charts/lab', () => {
   it('values-production.yaml, merged over values.yaml as helm does, satisfies it too', () => {
     const isMap = (x: unknown): x is Record<string, any> => !!x && typeof x === 'object' && !Array.isArray(x);
     const merge = (a: Record<string, any>, b: Record<string, any>): Record<string, any> =>
-      Object.fromEntries([...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, isMap(a[k]) && isMap(b[k]) ? merge(a[k], b[k]) : k in b ? b[k] : a[k]]));
+      Object.fromEntries(
+        [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, isMap(a[k]) && isMap(b[k]) ? merge(a[k], b[k]) : k in b ? b[k] : a[k]]),
+      );
     const validate = validator();
     const production = merge(values, parse(read('values-production.yaml')) as Record<string, any>);
     expect(validate(production) ? [] : validate.errors).toEqual([]);
@@ -137,8 +139,18 @@ describe('helm chart charts/lab', () => {
 
   it('the Grafana dashboard parses and queries the lab metrics', () => {
     const dash = JSON.parse(read('dashboards/lab.json')) as { panels: { targets?: { expr: string }[] }[] };
-    const exprs = dash.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr).join('\n');
-    for (const m of ['lab_http_request_duration_seconds', 'lab_grpc_server_duration_seconds', 'lab_outbox_backlog', 'lab_bus_consumed_total', 'lab_rate_limit_rejections_total', 'lab_idempotent_replays_total']) {
+    const exprs = dash.panels
+      .flatMap((p) => p.targets ?? [])
+      .map((t) => t.expr)
+      .join('\n');
+    for (const m of [
+      'lab_http_request_duration_seconds',
+      'lab_grpc_server_duration_seconds',
+      'lab_outbox_backlog',
+      'lab_bus_consumed_total',
+      'lab_rate_limit_rejections_total',
+      'lab_idempotent_replays_total',
+    ]) {
       expect(exprs).toContain(m);
     }
   });
@@ -149,7 +161,9 @@ describe('helm chart charts/lab', () => {
     expect([lint.code, lint.stderr]).toEqual([0, '']);
     const out = await helm(['template', 'lab', chart, '--set', 'ingress.enabled=true']);
     expect([out.code, out.stderr]).toEqual([0, '']);
-    const docs = parseAllDocuments(out.stdout).map((d) => d.toJS()).filter(Boolean);
+    const docs = parseAllDocuments(out.stdout)
+      .map((d) => d.toJS())
+      .filter(Boolean);
     const kinds = docs.map((d: any) => d.kind);
     for (const k of ['Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'Job', 'ConfigMap', 'Ingress', 'Pod']) expect(kinds).toContain(k);
   });
@@ -168,7 +182,10 @@ describe('docs/operations.md', () => {
   });
 
   it('its backup list names every schema', () => {
-    const list = /\(schemas: ([^)]*)\)/.exec(ops)![1]!.split(/,\s*/).map((s) => s.trim());
+    const list = /\(schemas: ([^)]*)\)/
+      .exec(ops)![1]!
+      .split(/,\s*/)
+      .map((s) => s.trim());
     expect(list).toEqual(withDatabase);
   });
 });

@@ -20,9 +20,7 @@ describe('import cycles', () => {
   it('finds a circle where there is one, and leaves type-only imports out (the check itself works)', async () => {
     // a.ts and b.ts import each other; c.ts imports a.ts for its type only
     const found = await circles(['libs/testing/test/fixtures/import-cycle/*.ts'], /node_modules/);
-    expect(found.map((c) => [...c].sort())).toEqual([
-      ['libs/testing/test/fixtures/import-cycle/a.ts', 'libs/testing/test/fixtures/import-cycle/b.ts'],
-    ]);
+    expect(found.map((c) => [...c].sort())).toEqual([['libs/testing/test/fixtures/import-cycle/a.ts', 'libs/testing/test/fixtures/import-cycle/b.ts']]);
   });
 
   it('has none in the services and libraries', async () => {

@@ -106,7 +106,8 @@ describe('docker/smoke-check.mjs', () => {
     });
     expect([run.code, run.stderr]).toEqual([0, '']);
     expect(run.stdout).toContain('smoke check: 2 http, 3 grpc');
-    for (const name of ['gateway', 'gateway-readyz', 'notebook', 'identity', 'audit']) expect(run.stdout).toMatch(new RegExp(`^ok {2}\\s*\\S+\\s+${name} `, 'm'));
+    for (const name of ['gateway', 'gateway-readyz', 'notebook', 'identity', 'audit'])
+      expect(run.stdout).toMatch(new RegExp(`^ok {2}\\s*\\S+\\s+${name} `, 'm'));
     expect(run.stdout).toContain('smoke check passed: 5 checks');
   });
 

@@ -23,15 +23,13 @@ const describeCluster = hasBacking ? describe : describe.skip;
 
 /** Each service's environment: `env` for every process, webhooks allowed to reach the loopback receiver. */
 const everyProcess = (services: string[], env: Record<string, string>) =>
-  Object.fromEntries(
-    [...services, 'gateway'].map((s) => [s, s === 'webhooks' ? { ...env, LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: 'true' } : env]),
-  );
+  Object.fromEntries([...services, 'gateway'].map((s) => [s, s === 'webhooks' ? { ...env, LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: 'true' } : env]));
 
 /** Walks up from a span to the root, by parent ids; the chain of spans, the span first. */
 function ancestry(span: ReceivedSpan, spans: ReceivedSpan[]): ReceivedSpan[] {
   const byId = new Map(spans.map((s) => [s.spanId, s]));
   const chain = [span];
-  for (let s = span; s.parentSpanId; ) {
+  for (let s = span; s.parentSpanId;) {
     const parent = byId.get(s.parentSpanId);
     if (!parent) break;
     chain.push(parent);
@@ -95,7 +93,10 @@ describeCluster('tracing across the cluster', () => {
       req.on('data', (d: string) => (body += d));
       req.on('end', () => {
         const traceparent = req.headers.traceparent;
-        deliveries.push({ sampleId: (JSON.parse(body) as { data: { id: string } }).data.id, traceparent: typeof traceparent === 'string' ? traceparent : undefined });
+        deliveries.push({
+          sampleId: (JSON.parse(body) as { data: { id: string } }).data.id,
+          traceparent: typeof traceparent === 'string' ? traceparent : undefined,
+        });
         res.end('ok');
       });
     });
@@ -167,13 +168,17 @@ describeCluster('tracing across the cluster', () => {
     // the audit consumer continues the trace through the outbox and RabbitMQ: its
     // parent is notebook's publish of the row the call wrote, in the call's trace
     const auditChain = ancestry(trace.audit, trace.spans);
-    expect(auditChain[1]).toMatchObject({ service: 'notebook', kind: SPAN_KIND.producer, attributes: expect.objectContaining({ [ROUTING_KEY]: 'audit.record' }) });
+    expect(auditChain[1]).toMatchObject({
+      service: 'notebook',
+      kind: SPAN_KIND.producer,
+      attributes: expect.objectContaining({ [ROUTING_KEY]: 'audit.record' }),
+    });
     expect(auditChain).toContain(trace.grpcServer);
     expect(auditChain.at(-1)).toBe(gatewaySpan);
     expect(ancestry(trace.auditPostgres, trace.spans)).toContain(trace.audit);
   });
 
-  it('puts the webhook delivery in the sample\'s trace and sends the receiver its traceparent', async () => {
+  it("puts the webhook delivery in the sample's trace and sends the receiver its traceparent", async () => {
     expect(traceId).toBeDefined();
     const delivered = await eventually('the delivery of the sample', async () => deliveries.find((d) => d.sampleId === sampleId), 30_000);
     // traceparent: version-traceid-parentid-flags
@@ -186,8 +191,7 @@ describeCluster('tracing across the cluster', () => {
         const spans = otlp.spans().filter((s) => s.traceId === traceId);
         const deliver = spans.find((s) => s.service === 'webhooks' && s.name === 'deliver sample.created');
         const post =
-          deliver &&
-          spans.find((s) => s.service === 'webhooks' && s.kind === SPAN_KIND.client && s.parentSpanId === deliver.spanId && isHttpPost(s));
+          deliver && spans.find((s) => s.service === 'webhooks' && s.kind === SPAN_KIND.client && s.parentSpanId === deliver.spanId && isHttpPost(s));
         return deliver && post && parentsPresent(spans) ? { spans, deliver, post } : undefined;
       },
       30_000,
@@ -291,7 +295,7 @@ describeCluster('tracing off', () => {
 describeCluster('tracing in the standalone process', () => {
   jest.setTimeout(150_000);
 
-  it('carries a keyed write\'s trace through the in-process bus to the audit consumer, and a job\'s to its run', async () => {
+  it("carries a keyed write's trace through the in-process bus to the audit consumer, and a job's to its run", async () => {
     const otlp = await startOtlpReceiver();
     const baseUrl = new URL(process.env.DATABASE_URL!);
     const dbName = `lab_trace_${randomBytes(5).toString('hex')}`;

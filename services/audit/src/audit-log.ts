@@ -99,4 +99,3 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
 export function parseListRequest(req: { limit: number; since_created_at?: string; since_id?: string; from?: string; to?: string }): ListQuery {
   return parseWith(listQuery, { ...req, limit: req.limit || undefined }, 'invalid audit query');
 }
-

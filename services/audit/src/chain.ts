@@ -70,15 +70,11 @@ export async function verifyChain(db: Database, orgId: string | null): Promise<C
     if (page.length < PAGE) break;
   }
   const chain = orgId ?? NIL_UUID;
-  const [head] = await db.rows<{ seq: string; hash: string }>(
-    sql`select seq::text as seq, hash from audit.chain_heads where chain_org = ${chain}::uuid`,
-  );
+  const [head] = await db.rows<{ seq: string; hash: string }>(sql`select seq::text as seq, hash from audit.chain_heads where chain_org = ${chain}::uuid`);
   // entries written after the walk began are past its end but within the head: a
   // later seq is not a break, only a head the walk cannot reach is
   if (head && Number(head.seq) > seq) {
-    const [beyond] = await db.rows<{ n: number }>(
-      sql`select count(*)::int as n from audit.records r where ${org} and r.seq > ${seq}`,
-    );
+    const [beyond] = await db.rows<{ n: number }>(sql`select count(*)::int as n from audit.records r where ${org} and r.seq > ${seq}`);
     if (!beyond?.n) return { ok: false, entries: seq, broken: { seq: Number(head.seq), id: null, problem: 'head_mismatch', expected_seq: seq + 1 } };
   }
   if (head && Number(head.seq) === seq && head.hash !== prev) {

@@ -1,5 +1,19 @@
 import { sql, type SQL } from 'drizzle-orm';
-import { AmqpBus, createLogger, LIST_PAGE_BYTES, newId, openDatabase, RpcClient, systemContext, type Bus, type BusMessage, type Database, type RunningService, runService, MemoryBus } from '@lab/kit';
+import {
+  AmqpBus,
+  createLogger,
+  LIST_PAGE_BYTES,
+  newId,
+  openDatabase,
+  RpcClient,
+  systemContext,
+  type Bus,
+  type BusMessage,
+  type Database,
+  type RunningService,
+  runService,
+  MemoryBus,
+} from '@lab/kit';
 import { audit } from '@lab/contracts';
 import { definition } from '../src/index';
 import { listRecords, parseListRequest } from '../src/audit-log';
@@ -58,9 +72,7 @@ async function waitForCount(org: string, n: number) {
 }
 
 beforeAll(async () => {
-  bus = process.env.AMQP_URL
-    ? await AmqpBus.connect(process.env.AMQP_URL, uniqueExchange(), log, { queueExpiresMs: 600_000 })
-    : new MemoryBus(log);
+  bus = process.env.AMQP_URL ? await AmqpBus.connect(process.env.AMQP_URL, uniqueExchange(), log, { queueExpiresMs: 600_000 }) : new MemoryBus(log);
   databaseUrl = await freshDatabaseUrl();
   svc = await runService(definition, { log, bus, secret, databaseUrl, dataDir: '/tmp/lab-audit-test', grpcAddress: '127.0.0.1:0' });
   client = new RpcClient(audit.AuditServiceClient, svc.address, { secret });
@@ -185,7 +197,8 @@ test('a page is read in keyset order from the index, never sorted', async () => 
 });
 
 describe('hash chain', () => {
-  const verify = (org: string) => client.call('verifyChain', { org_id: org }, { ...systemContext('t'), token_kind: 'operator' }).then((r) => JSON.parse(r.json));
+  const verify = (org: string) =>
+    client.call('verifyChain', { org_id: org }, { ...systemContext('t'), token_kind: 'operator' }).then((r) => JSON.parse(r.json));
 
   /** An organisation with `n` stored records, and a session on the database to tamper with them. */
   async function chainOf(n: number): Promise<{ org: string; db: Database; ids: string[] }> {

@@ -7,8 +7,7 @@ import { DomainError, validationFailed, type ConstraintRules } from '@lab/kit';
  * withConstraintErrors) instead of surfacing as a 500.
  */
 export const CONSTRAINT_RULES: ConstraintRules = {
-  usage_sessions_one_open_idx: () =>
-    DomainError.conflict('a usage session of this equipment is already in progress', 'usage_in_progress'),
+  usage_sessions_one_open_idx: () => DomainError.conflict('a usage session of this equipment is already in progress', 'usage_in_progress'),
   usage_sessions_ended_after_start: () => validationFailed([{ path: 'ended_at', message: 'ended_at must not be before started_at' }]),
   remote_links_equipment_key: () => DomainError.conflict('this equipment already has a remote link', 'remote_link_exists'),
 };

@@ -29,4 +29,3 @@ export const maintenanceEvents = {
       ...pick(log, ['equipment_id', 'maintenance_type', 'completed_date', 'performed_by', 'result', 'severity', 'next_maintenance_date']),
     }),
 };
-

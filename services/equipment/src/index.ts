@@ -8,7 +8,11 @@ export { closeOverdueSessions } from './usage-sweep.js';
 
 const equipmentEnv = z.object({
   /** usage sessions open longer than this many hours are closed automatically */
-  EQUIPMENT_USAGE_MAX_HOURS: z.coerce.number().positive().max(24 * 365).default(12),
+  EQUIPMENT_USAGE_MAX_HOURS: z.coerce
+    .number()
+    .positive()
+    .max(24 * 365)
+    .default(12),
   /** how often the auto-close sweep runs */
   EQUIPMENT_USAGE_SWEEP_MS: z.coerce.number().int().min(10).max(3_600_000).default(60_000),
 });

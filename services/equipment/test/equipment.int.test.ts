@@ -1,15 +1,5 @@
 import { recordObject, records } from '@lab/contracts';
-import {
-  RpcClient,
-  createLogger,
-  newId,
-  runService,
-  type Bus,
-  type BusMessage,
-  type CallerContext,
-  type DomainError,
-  type RunningService,
-} from '@lab/kit';
+import { RpcClient, createLogger, newId, runService, type Bus, type BusMessage, type CallerContext, type DomainError, type RunningService } from '@lab/kit';
 import { equipmentDefinition } from '@lab/equipment';
 import {
   dropFreshDatabases,
@@ -192,9 +182,9 @@ describe('equipment records', () => {
 /** Reads a whole list by keyset, as export jobs do: every page, and how each ended. */
 async function readByKeyset(resource: string, caller: CallerContext, limit: number, parent_id = '') {
   const pages: { ids: string[]; cut: boolean }[] = [];
-  for (let after = {}; ; ) {
+  for (let after = {}; ;) {
     const res = await rec.call('listRecords', { resource, query: { limit: String(limit) }, parent_id, keyset: true, ...after }, caller);
-    pages.push({ ids: (res.records.map(recordObject)).map((r) => r.id as string), cut: !!res.cut_by_size });
+    pages.push({ ids: res.records.map(recordObject).map((r) => r.id as string), cut: !!res.cut_by_size });
     if (!res.next_created_at) return pages;
     after = { after_created_at: res.next_created_at, after_id: res.next_id };
   }
@@ -278,12 +268,7 @@ describe('usage sessions', () => {
     // auto-close the session before the second start is tried
     const t0 = Math.floor(Date.now() / 60_000) * 60_000 - 3 * 3600_000;
     const at = (minutes: number) => new Date(t0 + minutes * 60_000).toISOString();
-    const started = await create(
-      'equipment/usage',
-      { started_at: at(0), purpose: 'spin', project_id, entry_id, settings: { rpm: 4000 } },
-      w.researcher,
-      eq.id,
-    );
+    const started = await create('equipment/usage', { started_at: at(0), purpose: 'spin', project_id, entry_id, settings: { rpm: 4000 } }, w.researcher, eq.id);
     expect(started).toMatchObject({
       equipment_id: eq.id,
       user_id: w.researcher.user_id,
@@ -349,9 +334,7 @@ describe('usage sessions', () => {
   it('creates a completed session in one step and refuses ended_at before started_at', async () => {
     const w = org();
     const eq = await create('equipment', { name: 'Oven' }, w.admin);
-    const bad = await failure(
-      create('equipment/usage', { started_at: '2024-01-01T10:00:00Z', ended_at: '2024-01-01T09:00:00Z' }, w.admin, eq.id),
-    );
+    const bad = await failure(create('equipment/usage', { started_at: '2024-01-01T10:00:00Z', ended_at: '2024-01-01T09:00:00Z' }, w.admin, eq.id));
     expect(bad.code).toBe('validation_failed');
     expect((await list('equipment/usage', {}, w.admin, eq.id)).total).toBe(0);
     const s = await create('equipment/usage', { started_at: '2024-01-01T10:00:00Z', ended_at: '2024-01-01T10:45:00Z' }, w.admin, eq.id);
@@ -470,9 +453,7 @@ describe('maintenance', () => {
     expect(await get('equipment', eq.id, w.admin)).toMatchObject({ last_maintenance_date: '2024-04-04', next_maintenance_date: '2024-09-01' });
     await exactlyOne('equipment.maintenance.completed', 'log_id', log.id);
     expect((await failure(create('equipment/maintenance', { maintenance_type: 'cleaning' }, w.admin, eq.id))).code).toBe('validation_failed');
-    expect((await failure(create('equipment/maintenance', { maintenance_type: 'repair', severity: 'urgent' }, w.admin, eq.id))).code).toBe(
-      'validation_failed',
-    );
+    expect((await failure(create('equipment/maintenance', { maintenance_type: 'repair', severity: 'urgent' }, w.admin, eq.id))).code).toBe('validation_failed');
     expect((await failure(create('equipment/maintenance', { maintenance_type: 'repair', completed_date: '04/04/2024' }, w.admin, eq.id))).code).toBe(
       'validation_failed',
     );
@@ -552,9 +533,7 @@ describe('remote link', () => {
     const w = org();
     const eq = await create('equipment', { name: 'Plate reader' }, w.admin);
     expect((await failure(create('equipment/remote', { label: 'no url' }, w.admin, eq.id))).code).toBe('validation_failed');
-    const links = await Promise.all(
-      Array.from({ length: 4 }, (_, i) => create('equipment/remote', { url: `https://r${i}.example.org` }, w.admin, eq.id)),
-    );
+    const links = await Promise.all(Array.from({ length: 4 }, (_, i) => create('equipment/remote', { url: `https://r${i}.example.org` }, w.admin, eq.id)));
     expect(new Set(links.map((l) => l.id)).size).toBe(1);
   });
 });

@@ -23,7 +23,6 @@ import { ROUTES, Router, type Route } from './routes.js';
 /** The spec's maximum size of an inbound webhook request body (description A). */
 const INBOUND_WEBHOOK_MAX_BYTES = 1_000_000;
 
-
 interface Locals {
   requestId: string;
   route?: Route;
@@ -192,8 +191,7 @@ function mayHideUnstorable(buf: Buffer): boolean {
   return false;
 }
 
-const hasBody = (req: Request) =>
-  Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+const hasBody = (req: Request) => Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 
 /**
  * body-parser's errors as DomainErrors: malformed JSON, too large, bad charset.

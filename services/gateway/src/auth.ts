@@ -34,7 +34,10 @@ const one = (v: unknown): string | undefined => {
 export function orgSelection(query: unknown, header: string | string[] | undefined): string | undefined {
   const fromQuery = one(query);
   const fromHeader = one(header);
-  for (const [path, v] of [['org_id', fromQuery], ['X-Org-Id', fromHeader]] as const) {
+  for (const [path, v] of [
+    ['org_id', fromQuery],
+    ['X-Org-Id', fromHeader],
+  ] as const) {
     if (v !== undefined && !isUuid(v)) throw validationFailed([{ path, message: 'must be a UUID' }], `${path} must be a UUID`);
   }
   if (fromQuery && fromHeader && fromQuery.toLowerCase() !== fromHeader.toLowerCase()) {
@@ -106,7 +109,8 @@ export class Authenticator {
     if (!isSessionToken(token)) throw DomainError.unauthenticated('a user access token is required');
     const org = await this.selected(token, requestId, () => {
       const selected = orgSelection(undefined, req.headers['x-org-id']);
-      if (!selected) throw DomainError.invalid('X-Org-Id is required', { field: 'X-Org-Id', fields: [{ path: 'X-Org-Id', message: 'is required' }] }, 'org_required');
+      if (!selected)
+        throw DomainError.invalid('X-Org-Id is required', { field: 'X-Org-Id', fields: [{ path: 'X-Org-Id', message: 'is required' }] }, 'org_required');
       return selected;
     });
     const principal = await this.resolve(token, org, requestId);
@@ -123,13 +127,15 @@ export class Authenticator {
   async user(req: Request, requestId: string, audience: string): Promise<Principal> {
     const token = bearerOf(req.headers.authorization);
     const kind = tokenKindOf(token);
-    if (kind !== 'session' && kind !== 'oauth') throw DomainError.unauthenticated('a signed-in user\'s access token is required (API keys and PATs are not accepted)');
+    if (kind !== 'session' && kind !== 'oauth')
+      throw DomainError.unauthenticated("a signed-in user's access token is required (API keys and PATs are not accepted)");
     const selected = await this.selected(token, requestId, () => orgSelection(undefined, req.headers['x-org-id']));
     // AI clients send the bearer token alone: a user of one organisation acts in it
     const org = kind === 'session' && !selected ? await this.soleOrg(token, requestId) : selected;
     const principal = await this.resolve(token, org, requestId);
     if (principal.token_kind !== kind || !principal.user_id) throw DomainError.unauthenticated();
-    if (principal.audience !== undefined && principal.audience !== audience) throw DomainError.unauthenticated(`this token is bound to another resource: ${principal.audience}`);
+    if (principal.audience !== undefined && principal.audience !== audience)
+      throw DomainError.unauthenticated(`this token is bound to another resource: ${principal.audience}`);
     return principal;
   }
 

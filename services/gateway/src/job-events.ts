@@ -209,11 +209,14 @@ export class JobEventsHub {
     this.perToken.set(principal.token_id, (this.perToken.get(principal.token_id) ?? 0) + 1);
     l.beat = setInterval(() => this.send(l, ': heartbeat\n\n'), this.heartbeatMs);
     l.beat.unref();
-    l.expiry = setTimeout(() => {
-      this.send(l, `retry: ${RECONNECT_MS}\n\n`);
-      this.drop(l);
-      if (!res.writableEnded) res.end();
-    }, this.maxStreamMs * (0.9 + Math.random() * 0.2));
+    l.expiry = setTimeout(
+      () => {
+        this.send(l, `retry: ${RECONNECT_MS}\n\n`);
+        this.drop(l);
+        if (!res.writableEnded) res.end();
+      },
+      this.maxStreamMs * (0.9 + Math.random() * 0.2),
+    );
     l.expiry.unref();
     return new Promise<void>((resolve) => {
       res.on('close', () => {

@@ -1,6 +1,18 @@
 import './tracing.js';
 import { z } from 'zod';
-import { commonEnv, createLogger, DEFAULT_METRICS_PORT, envInt, exitOnFailure, grpcTarget, loadConfig, openBus, serveOps, stopOnSignals, type Logger } from '@lab/kit';
+import {
+  commonEnv,
+  createLogger,
+  DEFAULT_METRICS_PORT,
+  envInt,
+  exitOnFailure,
+  grpcTarget,
+  loadConfig,
+  openBus,
+  serveOps,
+  stopOnSignals,
+  type Logger,
+} from '@lab/kit';
 import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (a gRPC target: host:port, dns:///host:port, ipv4:a:p,b:p). */
@@ -15,7 +27,10 @@ const gatewayEnv = commonEnv.extend({
   TOKEN_CACHE_TTL_MS: envInt(30_000, 0, 300_000),
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
   LAB_TRUST_PROXY: trustProxySetting,
-  LAB_RATE_LIMIT_PREFIX: z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only').default('lab:gateway:rl'),
+  LAB_RATE_LIMIT_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only')
+    .default('lab:gateway:rl'),
   ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, grpcTarget])),
 });
 

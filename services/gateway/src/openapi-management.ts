@@ -28,7 +28,11 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
     id: readOnlyId,
     name: { type: 'string' },
     modules: { type: 'array', items: { type: 'string', enum: [...MODULES] }, uniqueItems: true },
-    rate_limit: nullable({ type: 'object', required: ['per_minute', 'per_hour'], properties: { per_minute: { type: 'integer' }, per_hour: { type: 'integer' } } }),
+    rate_limit: nullable({
+      type: 'object',
+      required: ['per_minute', 'per_hour'],
+      properties: { per_minute: { type: 'integer' }, per_hour: { type: 'integer' } },
+    }),
     created_at: { ...TIME, readOnly: true, description: 'in reads (not in the answer of a create or update)' },
   }),
   Department: closed(['id', 'org_id', 'name'], { id: readOnlyId, org_id: UUID, name: { type: 'string' }, created_at: { ...TIME, readOnly: true } }),
@@ -53,8 +57,18 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
     department_id: nullable(UUID),
     created_at: TIME,
   }),
-  NewApiKey: closed(['id', 'token', 'scopes', 'user_id'], { id: readOnlyId, token: { type: 'string', description: 'shown only here' }, scopes: { type: 'array', items: { type: 'string' } }, user_id: nullable(UUID) }),
-  NewPat: closed(['id', 'token', 'scopes', 'org_id'], { id: readOnlyId, token: { type: 'string', description: 'shown only here' }, scopes: { type: 'array', items: { type: 'string' } }, org_id: nullable(UUID) }),
+  NewApiKey: closed(['id', 'token', 'scopes', 'user_id'], {
+    id: readOnlyId,
+    token: { type: 'string', description: 'shown only here' },
+    scopes: { type: 'array', items: { type: 'string' } },
+    user_id: nullable(UUID),
+  }),
+  NewPat: closed(['id', 'token', 'scopes', 'org_id'], {
+    id: readOnlyId,
+    token: { type: 'string', description: 'shown only here' },
+    scopes: { type: 'array', items: { type: 'string' } },
+    org_id: nullable(UUID),
+  }),
   Token: closed(['id', 'name', 'prefix', 'scopes', 'org_id', 'user_id', 'created_at', 'last_used_at', 'expires_at'], {
     id: readOnlyId,
     name: nullable({ type: 'string' }),
@@ -98,7 +112,10 @@ Object.assign(MANAGEMENT_SCHEMAS, {
     updated_at: TIME,
     previous_secret_expires_at: { ...nullable(TIME), description: 'until then the replaced secret signs too' },
   }),
-  SecretRotation: closed(['secret', 'previous_secret_expires_at'], { secret: { type: 'string', description: 'shown only here' }, previous_secret_expires_at: TIME }),
+  SecretRotation: closed(['secret', 'previous_secret_expires_at'], {
+    secret: { type: 'string', description: 'shown only here' },
+    previous_secret_expires_at: TIME,
+  }),
   Delivery: closed(['id', 'event', 'status', 'attempts', 'last_status_code', 'next_attempt_at', 'delivered_at', 'last_error', 'created_at'], {
     id: readOnlyId,
     event: { type: 'string' },
@@ -148,7 +165,23 @@ Object.assign(MANAGEMENT_SCHEMAS, {
 });
 
 /** The item and list envelopes of the management views (the ones some route answers). */
-for (const name of ['Organisation', 'Department', 'Membership', 'User', 'NewApiKey', 'NewPat', 'NewOAuthClient', 'OAuthClient', 'NewSubscription', 'Subscription', 'SecretRotation', 'Redelivery', 'NewInboundEndpoint', 'InboundEndpoint', 'DeadLetterReplay']) {
+for (const name of [
+  'Organisation',
+  'Department',
+  'Membership',
+  'User',
+  'NewApiKey',
+  'NewPat',
+  'NewOAuthClient',
+  'OAuthClient',
+  'NewSubscription',
+  'Subscription',
+  'SecretRotation',
+  'Redelivery',
+  'NewInboundEndpoint',
+  'InboundEndpoint',
+  'DeadLetterReplay',
+]) {
   MANAGEMENT_SCHEMAS[`${name}Item`] = closed(['data'], { data: ref(name) });
 }
 for (const name of ['Organisation', 'Department', 'User', 'Member', 'Token', 'OAuthClient', 'Subscription', 'Delivery', 'InboundEndpoint', 'DeadLetter']) {

@@ -137,8 +137,11 @@ TELEMETRY_SCHEMAS.ReadingsIngested = closed({
 /** A heartbeat's answer: the connector and how many devices it reported. */
 TELEMETRY_SCHEMAS.ConnectorHeartbeat = {
   ...TELEMETRY_SCHEMAS.Connector,
-  required: [...((TELEMETRY_SCHEMAS.Connector as { required: string[] }).required), 'devices_synced'],
-  properties: { ...((TELEMETRY_SCHEMAS.Connector as { properties: Json }).properties), devices_synced: { type: 'integer', minimum: 0, description: 'devices of this heartbeat registered or updated' } },
+  required: [...(TELEMETRY_SCHEMAS.Connector as { required: string[] }).required, 'devices_synced'],
+  properties: {
+    ...(TELEMETRY_SCHEMAS.Connector as { properties: Json }).properties,
+    devices_synced: { type: 'integer', minimum: 0, description: 'devices of this heartbeat registered or updated' },
+  },
 };
 
 for (const name of ['EnvironmentalPoint', 'Device', 'Result', 'ResultChart', 'Connector', 'ConnectorHeartbeat', 'ReadingsIngested']) {

@@ -11,7 +11,7 @@ export const WEBHOOK_SIGNATURE_RULES =
   '`t` more than 300 seconds from your clock; compare in constant time. For 24 hours after a ' +
   'secret rotation a delivery carries two `v1` values (new and old secret): one match suffices. ' +
   'Any 2xx within 10 seconds is success; anything else is retried (5 attempts in all) with the same ' +
-  '`X-Service-Delivery` id, which is also the body\'s `id`.';
+  "`X-Service-Delivery` id, which is also the body's `id`.";
 
 const header = (description: string, schema: Record<string, unknown> = { type: 'string' }) => ({ required: true, description, schema });
 
@@ -24,8 +24,12 @@ export const WEBHOOKS = {
       tags: ['management'],
       security: [],
       parameters: [
-        { name: 'X-Service-Event', in: 'header', ...header('the event name, also the body\'s `event`') },
-        { name: 'X-Service-Delivery', in: 'header', ...header('the delivery id, the same on every attempt and redelivery', { type: 'string', format: 'uuid' }) },
+        { name: 'X-Service-Event', in: 'header', ...header("the event name, also the body's `event`") },
+        {
+          name: 'X-Service-Delivery',
+          in: 'header',
+          ...header('the delivery id, the same on every attempt and redelivery', { type: 'string', format: 'uuid' }),
+        },
         {
           name: 'X-Service-Signature',
           in: 'header',

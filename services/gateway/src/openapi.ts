@@ -186,8 +186,25 @@ const SCHEMAS: Record<string, Json> = {
     type: 'object',
     description: 'One audit record: who did what to which record, with the record before and after and its place in the hash chain',
     required: [
-      'id', 'created_at', 'occurred_at', 'service', 'action', 'resource', 'record_id', 'actor_user_id', 'actor_token_id', 'token_kind',
-      'changed_fields', 'before', 'after', 'request_id', 'reason', 'meaning', 'seq', 'prev_hash', 'hash',
+      'id',
+      'created_at',
+      'occurred_at',
+      'service',
+      'action',
+      'resource',
+      'record_id',
+      'actor_user_id',
+      'actor_token_id',
+      'token_kind',
+      'changed_fields',
+      'before',
+      'after',
+      'request_id',
+      'reason',
+      'meaning',
+      'seq',
+      'prev_hash',
+      'hash',
     ],
     properties: {
       id: { ...UUID, readOnly: true },
@@ -263,7 +280,7 @@ const SCHEMAS: Record<string, Json> = {
     additionalProperties: false,
   },
   AuditChainReport: {
-    description: 'The hash chain of an organisation\'s audit records checked: sound to its head, or where it breaks',
+    description: "The hash chain of an organisation's audit records checked: sound to its head, or where it breaks",
     oneOf: [
       {
         type: 'object',
@@ -295,7 +312,12 @@ const SCHEMAS: Record<string, Json> = {
       },
     ],
   },
-  AuditChainReportItem: { type: 'object', required: ['data'], properties: { data: { $ref: '#/components/schemas/AuditChainReport' } }, additionalProperties: false },
+  AuditChainReportItem: {
+    type: 'object',
+    required: ['data'],
+    properties: { data: { $ref: '#/components/schemas/AuditChainReport' } },
+    additionalProperties: false,
+  },
   Signature: {
     type: 'object',
     description: 'A signature of an experiment version, with whether the content it signed is still the content',
@@ -307,7 +329,11 @@ const SCHEMAS: Record<string, Json> = {
       signer_id: UUID,
       signer_name: { type: ['string', 'null'] },
       signed_at: { type: 'string', format: 'date-time' },
-      content_hash: { type: ['string', 'null'], pattern: '^[0-9a-f]{64}$', description: 'SHA-256 of the signed content; null for signatures made before manifests were kept' },
+      content_hash: {
+        type: ['string', 'null'],
+        pattern: '^[0-9a-f]{64}$',
+        description: 'SHA-256 of the signed content; null for signatures made before manifests were kept',
+      },
       hash_algorithm: { const: 'sha256' },
       content_matches: { type: ['boolean', 'null'], description: 'null when the signature has no content hash' },
     },
@@ -396,9 +422,10 @@ const SECURITY_SCHEMES: Record<string, Json> = {
   bearer: {
     type: 'http',
     scheme: 'bearer',
-    description: 'API key (bound to one organisation), personal access token (pat_ prefix) or OAuth access token. Scopes: read, write, audit:read, admin, *, devices:register.',
+    description:
+      'API key (bound to one organisation), personal access token (pat_ prefix) or OAuth access token. Scopes: read, write, audit:read, admin, *, devices:register.',
   },
-  session: { type: 'http', scheme: 'bearer', description: 'A signed-in user\'s access token from POST /auth/v1/token; send X-Org-Id.' },
+  session: { type: 'http', scheme: 'bearer', description: "A signed-in user's access token from POST /auth/v1/token; send X-Org-Id." },
   operator: { type: 'http', scheme: 'bearer', description: 'The operator token (LAB_OPERATOR_TOKEN) of the management API under /admin/v1.' },
   mcp: {
     type: 'oauth2',
@@ -409,7 +436,7 @@ const SECURITY_SCHEMES: Record<string, Json> = {
         authorizationUrl: '/auth/v1/oauth/authorize',
         tokenUrl: '/auth/v1/oauth/token',
         refreshUrl: '/auth/v1/oauth/token',
-        scopes: { read: 'read the organisation\'s records' },
+        scopes: { read: "read the organisation's records" },
       },
     },
   },
@@ -468,12 +495,13 @@ function recordSchemas(listed: Set<string>): Record<string, Json> {
       additionalProperties: answer.freeForm ? true : false,
     };
     out[`${name}Item`] = { type: 'object', required: ['data'], properties: { data: ref('schemas', name) }, additionalProperties: false };
-    if (listed.has(resource)) out[`${name}List`] = {
-      type: 'object',
-      required: ['data', 'pagination'],
-      properties: { data: { type: 'array', items: ref('schemas', name) }, pagination: ref('schemas', 'Pagination') },
-      additionalProperties: false,
-    };
+    if (listed.has(resource))
+      out[`${name}List`] = {
+        type: 'object',
+        required: ['data', 'pagination'],
+        properties: { data: { type: 'array', items: ref('schemas', name) }, pagination: ref('schemas', 'Pagination') },
+        additionalProperties: false,
+      };
   }
   // what signing answers: the experiment with its signature manifest
   const experiment = out.Experiment as { required: string[]; properties: Json } | undefined;
@@ -505,7 +533,13 @@ function recordListQuery(resource: string, nested: boolean): Json[] {
   const taken = new Set(query.map((p) => p.name as string));
   for (const [name, type] of Object.entries(def.filters)) {
     if (taken.has(name)) continue;
-    query.push({ name, in: 'query', required: false, description: `only the records whose ${name} equals this`, schema: FILTER_SCHEMA[type] ?? { type: 'string' } });
+    query.push({
+      name,
+      in: 'query',
+      required: false,
+      description: `only the records whose ${name} equals this`,
+      schema: FILTER_SCHEMA[type] ?? { type: 'string' },
+    });
   }
   return query;
 }
@@ -555,12 +589,21 @@ const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }
   getOrg: { status: '200', description: 'organisation {id, name, modules, rate_limit, created_at}' },
   listDepartments: { status: '200', description: 'departments {id, org_id, name, created_at}, oldest first' },
   deleteDepartment: { status: '204', description: 'department deleted; 409 department_in_use while members belong to it or records name it' },
-  listUsers: { status: '200', description: 'users {id, email, name, created_at, memberships: [{org_id, org_name, role, department_id}]}; email= finds one (case-insensitive)' },
+  listUsers: {
+    status: '200',
+    description: 'users {id, email, name, created_at, memberships: [{org_id, org_name, role, department_id}]}; email= finds one (case-insensitive)',
+  },
   getUser: { status: '200', description: 'user {id, email, name, created_at, memberships}' },
   listMembers: { status: '200', description: 'members {org_id, user_id, email, name, role, department_id, created_at}' },
-  listApiKeys: { status: '200', description: 'live API keys {id, name, prefix, scopes, user_id, connector_id, device_ids, created_at, last_used_at}; never the token' },
+  listApiKeys: {
+    status: '200',
+    description: 'live API keys {id, name, prefix, scopes, user_id, connector_id, device_ids, created_at, last_used_at}; never the token',
+  },
   listPats: { status: '200', description: 'live personal access tokens {id, name, prefix, scopes, org_id, created_at, last_used_at}; never the token' },
-  listOAuthClients: { status: '200', description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at, public}; never the secret; public: registered by an MCP client itself' },
+  listOAuthClients: {
+    status: '200',
+    description: 'OAuth clients {client_id, name, redirect_uris, scopes, created_at, public}; never the secret; public: registered by an MCP client itself',
+  },
   getOAuthClient: { status: '200', description: 'OAuth client {client_id, name, redirect_uris, scopes, created_at, public}' },
   deleteOAuthClient: { status: '204', description: 'client deleted; every grant made to it is revoked and its tokens stop working' },
 };
@@ -611,8 +654,7 @@ interface Op {
 type RecordHandler = Extract<Route['handler'], { kind: 'record' }>;
 
 /** The operationId of a route (also the target of links). */
-export const operationIdOf = (method: string, path: string) =>
-  `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+export const operationIdOf = (method: string, path: string) => `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
 
 /**
  * A generic CRUD operation, typed from its resource's schemas. Test mode has its
@@ -649,10 +691,20 @@ function describeRecordOp(route: Route, h: RecordHandler): Op {
 function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
   const params: Json = h.nested === 'many' ? { id: '$request.path.id', sub_id: '$response.body#/data/id' } : { id: '$response.body#/data/id' };
   const out: Json = {};
-  const targets: [string, string][] = h.nested ? [['update', 'PATCH']] : [['get', 'GET'], ['update', 'PATCH'], ['delete', 'DELETE']];
+  const targets: [string, string][] = h.nested
+    ? [['update', 'PATCH']]
+    : [
+        ['get', 'GET'],
+        ['update', 'PATCH'],
+        ['delete', 'DELETE'],
+      ];
   for (const [verb, method] of targets) {
     if (!ROUTES_BY_KEY.has(`${method} ${itemPath}`)) continue;
-    out[`${verb}${recordName(h.resource)}`] = { operationId: operationIdOf(method, itemPath), parameters: params, description: `the ${recordName(h.resource)} just created` };
+    out[`${verb}${recordName(h.resource)}`] = {
+      operationId: operationIdOf(method, itemPath),
+      parameters: params,
+      description: `the ${recordName(h.resource)} just created`,
+    };
   }
   void route;
   return out;
@@ -718,7 +770,7 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     successDescription:
       'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code and state. ' +
       'Query: response_type=code, client_id, redirect_uri, code_challenge and code_challenge_method=S256 (required), state, scope (read), resource (the MCP function URL). ' +
-      'POST: the pages\' forms (application/x-www-form-urlencoded).',
+      "POST: the pages' forms (application/x-www-form-urlencoded).",
   },
   token: {
     successStatus: '200',
@@ -768,7 +820,20 @@ const OAUTH_TOKEN_ERROR: Json = {
   type: 'object',
   required: ['error'],
   properties: {
-    error: { type: 'string', enum: ['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target', 'temporarily_unavailable', 'slow_down'] },
+    error: {
+      type: 'string',
+      enum: [
+        'invalid_request',
+        'invalid_client',
+        'invalid_grant',
+        'unauthorized_client',
+        'unsupported_grant_type',
+        'invalid_scope',
+        'invalid_target',
+        'temporarily_unavailable',
+        'slow_down',
+      ],
+    },
     error_description: { type: 'string' },
   },
 };
@@ -833,7 +898,11 @@ const MCP: Op = {
   successStatus: '200',
   successDescription: 'the JSON-RPC answer (application/json) or a stream of them (text/event-stream)',
   successSchema: { type: 'object', description: 'a JSON-RPC 2.0 response' },
-  body: { type: 'object', required: ['jsonrpc'], properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } } },
+  body: {
+    type: 'object',
+    required: ['jsonrpc'],
+    properties: { jsonrpc: { const: '2.0' }, id: { type: ['string', 'integer'] }, method: { type: 'string' }, params: { type: 'object' } },
+  },
   bodyRequired: true,
   ownErrors: true,
   extraStatuses: [
@@ -855,9 +924,15 @@ const INBOUND_WEBHOOK: Op = {
   successStatus: '202',
   successDescription: 'the event is received (a replayed Idempotency-Key answers the first receipt again)',
   successSchema: { $ref: '#/components/schemas/InboundReceipt' },
-  body: { type: 'object', description: 'the sender\'s event (any JSON object)' },
+  body: { type: 'object', description: "the sender's event (any JSON object)" },
   bodyRequired: true,
-  extraStatuses: [{ status: '200', description: 'a repeated delivery (same Idempotency-Key or external id): already received', schema: { $ref: '#/components/schemas/InboundReceipt' } }],
+  extraStatuses: [
+    {
+      status: '200',
+      description: 'a repeated delivery (same Idempotency-Key or external id): already received',
+      schema: { $ref: '#/components/schemas/InboundReceipt' },
+    },
+  ],
 };
 
 const jobCreateName = (t: string) => `JobCreate${pascal(t)}`;
@@ -888,8 +963,19 @@ const JOB_SCHEMAS: Record<string, Json> = {
   Job: {
     type: 'object',
     required: [
-      'id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message',
-      'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at',
+      'id',
+      'job_type',
+      'status',
+      'progress',
+      'status_text',
+      'result_path',
+      'result_meta',
+      'error_message',
+      'attempts',
+      'max_attempts',
+      'enqueued_at',
+      'started_at',
+      'finished_at',
     ],
     properties: {
       id: { ...UUID, readOnly: true },
@@ -1009,7 +1095,6 @@ const TELEMETRY_OPS: Record<TelemetryOp | TelemetryAdminOp, Op> = {
   deleteConnector: deleted('connector deleted (needs an administrator role)'),
 };
 
-
 const rotation = (what: string): Op => ({
   successStatus: '200',
   successDescription: `{secret, previous_secret_expires_at}: the new secret is shown only here; ${what}`,
@@ -1022,24 +1107,37 @@ const WEBHOOKS_ADMIN_OPS: Record<WebhooksAdminAction, Op> = {
     `the subscription {id, url, events, secret, active}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
     webhooksAdminBodies.createSubscription,
   ),
-  listSubscriptions: list('subscriptions {id, url, events, active, disabled_reason, created_at, updated_at, previous_secret_expires_at}, oldest first; never the secret', adminPageQuery),
+  listSubscriptions: list(
+    'subscriptions {id, url, events, active, disabled_reason, created_at, updated_at, previous_secret_expires_at}, oldest first; never the secret',
+    adminPageQuery,
+  ),
   getSubscription: read('the subscription, without its secret'),
-  updateSubscription: { ...created('the subscription; active: true also clears an automatic disabling', webhooksAdminBodies.updateSubscription), successStatus: '200' },
+  updateSubscription: {
+    ...created('the subscription; active: true also clears an automatic disabling', webhooksAdminBodies.updateSubscription),
+    successStatus: '200',
+  },
   deleteSubscription: deleted('subscription and its delivery log deleted'),
   rotateSubscriptionSecret: rotation('it signs from now on, and the replaced one keeps signing for 24 hours (two v1 values in X-Service-Signature)'),
   listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
   redeliver: {
     successStatus: '202',
-    successDescription: 'the delivery is sent again with the same id (envelope id, X-Service-Delivery) and event; 409 delivery_pending while it is still scheduled',
+    successDescription:
+      'the delivery is sent again with the same id (envelope id, X-Service-Delivery) and event; 409 delivery_pending while it is still scheduled',
     successSchema: okSchema('Item'),
   },
   createInboundEndpoint: {
     ...created('the endpoint {id, slug, url, secret, ...}; the secret is shown only here', webhooksAdminBodies.createInboundEndpoint),
     bodyRequired: false,
   },
-  listInboundEndpoints: list('inbound endpoints {id, slug, url, allowed_event_types, job_type, active, created_at, updated_at, previous_secret_expires_at}; never the secret', adminPageQuery),
+  listInboundEndpoints: list(
+    'inbound endpoints {id, slug, url, allowed_event_types, job_type, active, created_at, updated_at, previous_secret_expires_at}; never the secret',
+    adminPageQuery,
+  ),
   getInboundEndpoint: read('the endpoint, without its secret'),
-  updateInboundEndpoint: { ...created('the endpoint; job_type null removes it; active false makes its URL answer 404', webhooksAdminBodies.updateInboundEndpoint), successStatus: '200' },
+  updateInboundEndpoint: {
+    ...created('the endpoint; job_type null removes it; active false makes its URL answer 404', webhooksAdminBodies.updateInboundEndpoint),
+    successStatus: '200',
+  },
   deleteInboundEndpoint: deleted('endpoint and the events it received deleted; its URL answers 404'),
   rotateInboundSecret: rotation('requests signed with it or with the replaced one are accepted for 24 hours'),
 };
@@ -1062,7 +1160,8 @@ function describe(route: Route): Op {
     case 'audit_verify':
       return {
         successStatus: '200',
-        successDescription: "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
+        successDescription:
+          "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
         successSchema: okSchema('AuditChainReportItem'),
       };
     case 'admin': {
@@ -1089,7 +1188,12 @@ function describe(route: Route): Op {
         bodyRequired: true,
         extraStatuses: [
           { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
-          { status: '429', description: 'too many password attempts for this account or from this address', schema: okSchema('Error'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
+          {
+            status: '429',
+            description: 'too many password attempts for this account or from this address',
+            schema: okSchema('Error'),
+            headers: { 'Retry-After': ref('headers', 'Retry-After') },
+          },
         ],
       };
     case 'sign_experiment':
@@ -1112,8 +1216,16 @@ function describe(route: Route): Op {
           body: jsonSchemaOf(amendBody),
           bodyRequired: true,
         },
-        versions: { successStatus: '200', successDescription: "every version of the experiment's entry, oldest first", successSchema: okSchema('ExperimentList') },
-        signatures: { successStatus: '200', successDescription: 'the signature manifest of this version, in signing order', successSchema: okSchema('SignatureList') },
+        versions: {
+          successStatus: '200',
+          successDescription: "every version of the experiment's entry, oldest first",
+          successSchema: okSchema('ExperimentList'),
+        },
+        signatures: {
+          successStatus: '200',
+          successDescription: 'the signature manifest of this version, in signing order',
+          successSchema: okSchema('SignatureList'),
+        },
       }[h.op];
     case 'lab_orders': {
       const d = describeLabOrderOp(h.op);
@@ -1144,7 +1256,10 @@ function describe(route: Route): Op {
         body: h.op === 'create' ? JOB_CREATE : undefined,
         bodyRequired: h.op === 'create',
         query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
-        links: h.op === 'create' ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } } : undefined,
+        links:
+          h.op === 'create'
+            ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } }
+            : undefined,
       };
     case 'telemetry':
     case 'telemetry_admin': {
@@ -1152,7 +1267,9 @@ function describe(route: Route): Op {
       const answer = TELEMETRY_ANSWERS[h.op];
       if (!answer) return op;
       // the same record where an operation answers it on another status too (a heartbeat's 200, a deactivated point)
-      const extraStatuses = op.extraStatuses?.map((x) => (x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x));
+      const extraStatuses = op.extraStatuses?.map((x) =>
+        x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x,
+      );
       return { ...op, successSchema: okSchema(answer), extraStatuses };
     }
     case 'raw_upload':
@@ -1171,8 +1288,15 @@ function describe(route: Route): Op {
           ...created('one notification per target member; 400 no_valid_targets when no target is a member', notificationSchemas.create),
           successSchema: okSchema('NotificationsCreated'),
         },
-        list: { ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list), successSchema: okSchema('NotificationList') },
-        update: { ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update), successStatus: '200', successSchema: okSchema('NotificationItem') },
+        list: {
+          ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list),
+          successSchema: okSchema('NotificationList'),
+        },
+        update: {
+          ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update),
+          successStatus: '200',
+          successSchema: okSchema('NotificationItem'),
+        },
       }[h.op];
     case 'webhooks_admin': {
       const op = WEBHOOKS_ADMIN_OPS[h.action];
@@ -1194,7 +1318,11 @@ function describe(route: Route): Op {
     case 'oauth_token':
       return OAUTH_TOKEN;
     case 'oauth_metadata':
-      return { successStatus: '200', successDescription: `OAuth metadata (${h.document.replace(/_/g, ' ')}; RFC 8414 / RFC 9728)`, successSchema: OAUTH_METADATA };
+      return {
+        successStatus: '200',
+        successDescription: `OAuth metadata (${h.document.replace(/_/g, ' ')}; RFC 8414 / RFC 9728)`,
+        successSchema: OAUTH_METADATA,
+      };
     case 'mcp':
       return MCP;
     case 'inbound_webhook':
@@ -1262,7 +1390,9 @@ function operation(route: Route): Json {
   const op = describe(route);
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const h = route.handler;
-  const rateHeaders = publicAuth ? { 'X-RateLimit-Limit': ref('headers', 'X-RateLimit-Limit'), 'X-RateLimit-Remaining': ref('headers', 'X-RateLimit-Remaining') } : {};
+  const rateHeaders = publicAuth
+    ? { 'X-RateLimit-Limit': ref('headers', 'X-RateLimit-Limit'), 'X-RateLimit-Remaining': ref('headers', 'X-RateLimit-Remaining') }
+    : {};
   const commonHeaders = { 'X-Request-Id': ref('headers', 'X-Request-Id'), ...rateHeaders };
 
   const parameters: Json[] = [...route.path.matchAll(/:([a-z_A-Z]+)/g)].map((m) => pathParam(m[1]!));
@@ -1292,8 +1422,7 @@ function operation(route: Route): Json {
   }
   for (const status of op.ownErrors ? [] : errorStatuses(route, op)) {
     if (responses[status]) continue;
-    const schema =
-      status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');
+    const schema = status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');
     const headers = status === '429' ? { ...commonHeaders, 'Retry-After': ref('headers', 'Retry-After') } : commonHeaders;
     responses[status] = {
       description: status === '409' && route.idempotent ? 'Idempotency-Key reused with another payload, or still in progress' : REASONS[status]!,
@@ -1304,7 +1433,8 @@ function operation(route: Route): Json {
   responses.default = { description: 'Unexpected error (500 carries details.error_id)', content: jsonContent(okSchema('Error')) };
 
   const scope = route.scope;
-  const scheme = h.kind === 'mcp' ? 'mcp' : route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
+  const scheme =
+    h.kind === 'mcp' ? 'mcp' : route.auth === 'none' ? undefined : route.auth === 'operator' ? 'operator' : route.auth === 'session' ? 'session' : 'bearer';
   const notes = [
     scope !== 'none' ? `Requires scope \`${scope}\` (write implies read; admin and * imply all).` : undefined,
     route.module ? `Needs the organisation module \`${route.module}\`.` : undefined,
@@ -1366,7 +1496,18 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
     webhooks: WEBHOOKS,
     components: {
       securitySchemes: SECURITY_SCHEMES,
-      schemas: { ...SCHEMAS, ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))), ...adminSchemas, ...LAB_ORDER_SCHEMAS, ...ORDER_SCHEMAS, LabResultList: typedResultList(LAB_ORDER_SCHEMAS.LabResultList!), ...JOB_CREATE_SCHEMAS, ...JOB_SCHEMAS, ...MANAGEMENT_SCHEMAS, ...TELEMETRY_SCHEMAS },
+      schemas: {
+        ...SCHEMAS,
+        ...recordSchemas(new Set(routes.flatMap((r) => (r.handler.kind === 'record' && r.handler.op === 'list' ? [r.handler.resource] : [])))),
+        ...adminSchemas,
+        ...LAB_ORDER_SCHEMAS,
+        ...ORDER_SCHEMAS,
+        LabResultList: typedResultList(LAB_ORDER_SCHEMAS.LabResultList!),
+        ...JOB_CREATE_SCHEMAS,
+        ...JOB_SCHEMAS,
+        ...MANAGEMENT_SCHEMAS,
+        ...TELEMETRY_SCHEMAS,
+      },
       parameters: PARAMETERS,
       headers: HEADERS,
     },

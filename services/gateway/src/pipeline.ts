@@ -177,7 +177,9 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
     case 'oauth_token':
       return oauthToken(ctx, deps);
     case 'oauth_metadata':
-      return { authorization_server: authorizationServerMetadata, protected_resource: protectedResourceMetadata, identity_provider: identityProviderMetadata }[h.document](ctx);
+      return { authorization_server: authorizationServerMetadata, protected_resource: protectedResourceMetadata, identity_provider: identityProviderMetadata }[
+        h.document
+      ](ctx);
     case 'idp_oauth':
       return { register: idpRegister, authorize: idpAuthorize, token: idpToken }[h.op](ctx, deps);
     case 'mcp':

@@ -212,8 +212,7 @@ export class RateLimiter {
     const { perMinute, perHour } = this.bounds(limits);
     const [minute, hour] = await Promise.allSettled([this.limiter('m').consume(key, 1), this.limiter('h').consume(key, 1)]);
     const rejected =
-      (minute.status === 'fulfilled' && minute.value.consumedPoints > perMinute) ||
-      (hour.status === 'fulfilled' && hour.value.consumedPoints > perHour);
+      (minute.status === 'fulfilled' && minute.value.consumedPoints > perMinute) || (hour.status === 'fulfilled' && hour.value.consumedPoints > perHour);
     const state: RateState = {
       limit: perMinute,
       remaining: rejected ? 0 : Math.max(0, perMinute - (minute.status === 'fulfilled' ? minute.value.consumedPoints : 0)),

@@ -61,10 +61,7 @@ export interface ListCursor {
 }
 
 /** List envelope around a JSON array text. */
-export const listFromJson = (
-  arrayJson: string,
-  page: { limit: number; offset: number; total: number | null; next_cursor?: ListCursor | null },
-): Reply => ({
+export const listFromJson = (arrayJson: string, page: { limit: number; offset: number; total: number | null; next_cursor?: ListCursor | null }): Reply => ({
   status: 200,
   body: `{"data":${arrayJson},"pagination":${JSON.stringify(page)}}`,
   contentType: JSON_TYPE,

@@ -497,9 +497,7 @@ export const ROUTES: Route[] = [
 ];
 
 export type RouteMatch =
-  | { kind: 'found'; route: Route; params: Record<string, string> }
-  | { kind: 'method_not_allowed'; allowed: HttpMethod[] }
-  | { kind: 'not_found' };
+  { kind: 'found'; route: Route; params: Record<string, string> } | { kind: 'method_not_allowed'; allowed: HttpMethod[] } | { kind: 'not_found' };
 
 interface Compiled {
   route: Route;
@@ -538,7 +536,10 @@ export class Router {
     for (const [n, sized] of bySize) {
       this.open.set(n, sized.filter(isOpen));
       for (const second of new Set(sized.filter((c) => !isOpen(c)).map((c) => c.segments[1]!))) {
-        this.byKey.set(`${n}/${second}`, sized.filter((c) => isOpen(c) || c.segments[1] === second));
+        this.byKey.set(
+          `${n}/${second}`,
+          sized.filter((c) => isOpen(c) || c.segments[1] === second),
+        );
       }
     }
   }

@@ -47,7 +47,11 @@ async function receiver(): Promise<Receiver> {
 }
 
 /** The v1 values of a delivery's signature header, and whether one verifies with `secret`. */
-const v1s = (r: Received) => String(r.headers['x-service-signature']).split(',').filter((p) => p.startsWith('v1=')).map((p) => p.slice(3));
+const v1s = (r: Received) =>
+  String(r.headers['x-service-signature'])
+    .split(',')
+    .filter((p) => p.startsWith('v1='))
+    .map((p) => p.slice(3));
 function signedBy(r: Received, secret: string): boolean {
   const t = /t=(\d+)/.exec(String(r.headers['x-service-signature']))![1];
   const expected = createHmac('sha256', secret).update(`${t}.`).update(r.raw).digest();
@@ -77,7 +81,13 @@ describe('organisations', () => {
 
     const one = await op('GET', `/orgs/${org}`);
     expect(one.status).toBe(200);
-    expect(one.body.data).toEqual({ id: org, name: 'Reading lab', modules: ['analytics_qc'], rate_limit: { per_minute: 100_000, per_hour: 1_000_000 }, created_at: expect.any(String) });
+    expect(one.body.data).toEqual({
+      id: org,
+      name: 'Reading lab',
+      modules: ['analytics_qc'],
+      rate_limit: { per_minute: 100_000, per_hour: 1_000_000 },
+      created_at: expect.any(String),
+    });
     expect((await op('GET', `/orgs/${randomUUID()}`)).status).toBe(404);
   });
 
@@ -159,7 +169,13 @@ describe('users, members and tokens', () => {
 
     const found = await op('GET', `/users?email=${encodeURIComponent(email.toLowerCase())}`);
     expect(found.status).toBe(200);
-    const view = { id: user.id, email, name: 'Reader', created_at: expect.any(String), memberships: [{ org_id: org, org_name: 'Reading lab', role: 'qm', department_id: dept.id }] };
+    const view = {
+      id: user.id,
+      email,
+      name: 'Reader',
+      created_at: expect.any(String),
+      memberships: [{ org_id: org, org_name: 'Reading lab', role: 'qm', department_id: dept.id }],
+    };
     expect(found.body).toEqual({ data: [view], pagination: { limit: 50, offset: 0, total: 1 } });
     expect((await op('GET', '/users?email=nobody@example.test')).body).toEqual({ data: [], pagination: { limit: 50, offset: 0, total: 0 } });
     expect((await op('GET', `/users/${user.id}`)).body.data).toEqual(view);
@@ -167,7 +183,15 @@ describe('users, members and tokens', () => {
     expect((await op('GET', '/users?limit=2')).body.data.length).toBeLessThanOrEqual(2);
 
     const members = (await op('GET', `/orgs/${org}/members?limit=200`)).body;
-    expect(members.data).toContainEqual({ org_id: org, user_id: user.id, email, name: 'Reader', role: 'qm', department_id: dept.id, created_at: expect.any(String) });
+    expect(members.data).toContainEqual({
+      org_id: org,
+      user_id: user.id,
+      email,
+      name: 'Reader',
+      role: 'qm',
+      department_id: dept.id,
+      created_at: expect.any(String),
+    });
     expect(members.pagination.total).toBe(members.data.length);
     expect((await op('GET', `/orgs/${otherOrg}/members`)).body.data.map((m: { user_id: string }) => m.user_id)).not.toContain(user.id);
 
@@ -201,7 +225,19 @@ describe('users, members and tokens', () => {
 
     const pats = await op('GET', `/users/${user.id}/pats`);
     expect(pats.body).toEqual({
-      data: [{ id: pat.id, name: 'laptop', prefix: pat.token.slice(0, 10), scopes: ['read'], org_id: org, user_id: user.id, created_at: expect.any(String), last_used_at: null, expires_at: null }],
+      data: [
+        {
+          id: pat.id,
+          name: 'laptop',
+          prefix: pat.token.slice(0, 10),
+          scopes: ['read'],
+          org_id: org,
+          user_id: user.id,
+          created_at: expect.any(String),
+          last_used_at: null,
+          expires_at: null,
+        },
+      ],
       pagination: { limit: 50, offset: 0, total: 1 },
     });
     expect(pats.text).not.toContain(pat.token);
@@ -218,7 +254,8 @@ describe('users, members and tokens', () => {
 describe('environmental points', () => {
   it('lists every point; deleting one without readings removes it, one with readings is deactivated', async () => {
     const unused = (await op('POST', `/orgs/${org}/environmental-points`, { parameter: 'humidity', unit: '%' })).body.data;
-    const used = (await op('POST', `/orgs/${org}/environmental-points`, { parameter: 'temperature', unit: 'C', external_code: 'FRIDGE-1', limit_max: 8 })).body.data;
+    const used = (await op('POST', `/orgs/${org}/environmental-points`, { parameter: 'temperature', unit: 'C', external_code: 'FRIDGE-1', limit_max: 8 })).body
+      .data;
     const ingest = await api('POST', '/v1/environmental-readings', { point_id: used.id, value: 4.5 });
     expect(ingest.status).toBe(201);
 
@@ -248,7 +285,9 @@ describe('environmental points', () => {
 
 describe('webhook subscriptions', () => {
   it('lists, reads and changes them without ever showing the secret, and deletes them', async () => {
-    const created = (await op('POST', `/orgs/${org}/webhook-subscriptions`, { url: 'https://a.example/hook', events: ['sample.*'], secret: 'a-secret-of-sixteen-plus' })).body.data;
+    const created = (
+      await op('POST', `/orgs/${org}/webhook-subscriptions`, { url: 'https://a.example/hook', events: ['sample.*'], secret: 'a-secret-of-sixteen-plus' })
+    ).body.data;
     const list = await op('GET', `/orgs/${org}/webhook-subscriptions`);
     expect(list.status).toBe(200);
     const view = {
@@ -267,7 +306,11 @@ describe('webhook subscriptions', () => {
     expect(one.body.data).toEqual(view);
     expect(one.text).not.toContain('secret"');
 
-    const patched = await op('PATCH', `/orgs/${org}/webhook-subscriptions/${created.id}`, { url: 'https://b.example/hook', events: ['lab_result.released', 'sample.created'], active: false });
+    const patched = await op('PATCH', `/orgs/${org}/webhook-subscriptions/${created.id}`, {
+      url: 'https://b.example/hook',
+      events: ['lab_result.released', 'sample.created'],
+      active: false,
+    });
     expect(patched.status).toBe(200);
     expect(patched.body.data).toMatchObject({ url: 'https://b.example/hook', events: ['lab_result.released', 'sample.created'], active: false });
     expect((await op('PATCH', `/orgs/${org}/webhook-subscriptions/${created.id}`, { active: true })).body.data.active).toBe(true);
@@ -306,7 +349,9 @@ describe('webhook subscriptions', () => {
     const overlapHours = (Date.parse(rotated.body.data.previous_secret_expires_at) - Date.now()) / 3_600_000;
     expect(overlapHours).toBeGreaterThan(23.9);
     expect(overlapHours).toBeLessThanOrEqual(24);
-    expect((await op('GET', `/orgs/${org}/webhook-subscriptions/${sub.id}`)).body.data.previous_secret_expires_at).toBe(rotated.body.data.previous_secret_expires_at);
+    expect((await op('GET', `/orgs/${org}/webhook-subscriptions/${sub.id}`)).body.data.previous_secret_expires_at).toBe(
+      rotated.body.data.previous_secret_expires_at,
+    );
 
     await api('POST', '/v1/samples', { name: 'during the overlap' });
     const during = await eventually(() => r.requests.find((x) => x.body.data.name === 'during the overlap'));
@@ -314,7 +359,12 @@ describe('webhook subscriptions', () => {
     expect(signedBy(during, newSecret)).toBe(true);
     expect(signedBy(during, sub.secret)).toBe(true);
     // the new secret's signature comes first
-    expect(createHmac('sha256', newSecret).update(`${/t=(\d+)/.exec(String(during.headers['x-service-signature']))![1]}.`).update(during.raw).digest('hex')).toBe(v1s(during)[0]);
+    expect(
+      createHmac('sha256', newSecret)
+        .update(`${/t=(\d+)/.exec(String(during.headers['x-service-signature']))![1]}.`)
+        .update(during.raw)
+        .digest('hex'),
+    ).toBe(v1s(during)[0]);
 
     // the overlap over: only the new secret signs (a second connection to the schema is needed to move time)
     if (!stack.databaseUrl) return;
@@ -466,7 +516,9 @@ describe('inbound endpoints', () => {
     const badJob = await op('PATCH', `/orgs/${org}/inbound-endpoints/${ep.id}`, { job_type: 'teleport' });
     expect(badJob.status).toBe(400);
     expect(badJob.body.error.details.fields[0].path).toBe('job_type');
-    expect((await op('PATCH', `/orgs/${org}/inbound-endpoints/${ep.id}`, { slug: 'renamed' })).body.error.details.fields).toEqual([{ path: 'slug', message: 'unknown or read-only field' }]);
+    expect((await op('PATCH', `/orgs/${org}/inbound-endpoints/${ep.id}`, { slug: 'renamed' })).body.error.details.fields).toEqual([
+      { path: 'slug', message: 'unknown or read-only field' },
+    ]);
     await op('PATCH', `/orgs/${org}/inbound-endpoints/${ep.id}`, { allowed_event_types: [], active: false });
     expect(await send(ep, newSecret, 6)).toBe(404);
     await op('PATCH', `/orgs/${org}/inbound-endpoints/${ep.id}`, { active: true });
@@ -482,7 +534,12 @@ describe('inbound endpoints', () => {
 describe('OAuth clients', () => {
   it('lists and reads clients without their secret; deleting one revokes its grants: the tokens stop working', async () => {
     const REDIRECT = 'https://client.example.test/callback';
-    const client = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'] }, 201);
+    const client = await stack.admin.call<{ client_id: string; client_secret: string }>(
+      'POST',
+      '/oauth-clients',
+      { name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'] },
+      201,
+    );
     const view = { client_id: client.client_id, name: 'LIMS', redirect_uris: [REDIRECT], scopes: ['read'], created_at: expect.any(String), public: false };
     const list = await op('GET', '/oauth-clients?limit=200');
     expect(list.body.data).toContainEqual(view);
@@ -492,7 +549,12 @@ describe('OAuth clients', () => {
     const password = 'a long enough password';
     const user = await stack.admin.createUser({ password });
     await stack.admin.putMember(org, user.id, 'researcher');
-    const loc = await authorize(stack.url, { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read', state: 's' }, { email: user.email, password }, org);
+    const loc = await authorize(
+      stack.url,
+      { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read', state: 's' },
+      { email: user.email, password },
+      org,
+    );
     const tokens = await token(stack.url, client, { grant_type: 'authorization_code', code: loc.searchParams.get('code')!, redirect_uri: REDIRECT });
     expect(tokens.status).toBe(200);
     expect((await call(stack.url, 'GET', '/v1/ping', { token: tokens.body.access_token })).status).toBe(200);
@@ -514,8 +576,18 @@ describe('an OAuth client deleted while a code of it is exchanged', () => {
     const user = await stack.admin.createUser({ password });
     await stack.admin.putMember(org, user.id, 'researcher');
     for (let round = 0; round < 5; round++) {
-      const client = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: `race ${round}`, redirect_uris: [REDIRECT], scopes: ['read'] }, 201);
-      const loc = await authorize(stack.url, { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read', state: 's' }, { email: user.email, password }, org);
+      const client = await stack.admin.call<{ client_id: string; client_secret: string }>(
+        'POST',
+        '/oauth-clients',
+        { name: `race ${round}`, redirect_uris: [REDIRECT], scopes: ['read'] },
+        201,
+      );
+      const loc = await authorize(
+        stack.url,
+        { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read', state: 's' },
+        { email: user.email, password },
+        org,
+      );
       const [exchanged, deleted] = await Promise.all([
         token(stack.url, client, { grant_type: 'authorization_code', code: loc.searchParams.get('code')!, redirect_uri: REDIRECT }),
         op('DELETE', `/oauth-clients/${client.client_id}`),
@@ -523,8 +595,14 @@ describe('an OAuth client deleted while a code of it is exchanged', () => {
       expect([round, deleted.status]).toEqual([round, 204]);
       if (exchanged.status !== 200) continue;
       // the exchange won: its tokens were revoked with the client's grants
-      await eventually(async () => ((await call(stack.url, 'GET', '/v1/ping', { token: exchanged.body.access_token })).status === 401 ? true : undefined), 5_000);
-      expect([round, (await token(stack.url, client, { grant_type: 'refresh_token', refresh_token: exchanged.body.refresh_token })).status]).not.toEqual([round, 200]);
+      await eventually(
+        async () => ((await call(stack.url, 'GET', '/v1/ping', { token: exchanged.body.access_token })).status === 401 ? true : undefined),
+        5_000,
+      );
+      expect([round, (await token(stack.url, client, { grant_type: 'refresh_token', refresh_token: exchanged.body.refresh_token })).status]).not.toEqual([
+        round,
+        200,
+      ]);
     }
   });
 });

@@ -20,7 +20,9 @@ describe('an organisation’s modules list', () => {
   it('is limited to what the document says: the most items it states are taken, one more is 400', async () => {
     const doc = (await call(stack.url, 'GET', '/v1/openapi.json')).body;
     const text = JSON.stringify(doc.paths['/admin/v1/orgs'].post.requestBody);
-    const schema = text.includes('"$ref"') ? doc.components.schemas[JSON.parse(text).content['application/json'].schema.$ref.split('/').pop()] : JSON.parse(text).content['application/json'].schema;
+    const schema = text.includes('"$ref"')
+      ? doc.components.schemas[JSON.parse(text).content['application/json'].schema.$ref.split('/').pop()]
+      : JSON.parse(text).content['application/json'].schema;
     const max: number = schema.properties.modules.maxItems;
     expect(max).toBe(12);
     const many = (n: number) => Array.from({ length: n }, (_, i) => ['lab_equipment', 'analytics_qc', 'sample_intake'][i % 3]);
@@ -56,7 +58,12 @@ describe('management API', () => {
   it('creates and updates an organisation with the documented shapes', async () => {
     const created = await op('POST', '/orgs', { name: 'Lab One', modules: ['sample_intake'], rate_limit: { per_minute: 10, per_hour: 100 } });
     expect(created.status).toBe(201);
-    expect(created.body.data).toMatchObject({ id: expect.any(String), name: 'Lab One', modules: ['sample_intake'], rate_limit: { per_minute: 10, per_hour: 100 } });
+    expect(created.body.data).toMatchObject({
+      id: expect.any(String),
+      name: 'Lab One',
+      modules: ['sample_intake'],
+      rate_limit: { per_minute: 10, per_hour: 100 },
+    });
     const patched = await op('PATCH', `/orgs/${created.body.data.id}`, { name: 'Lab Two' });
     expect(patched.status).toBe(200);
     expect(patched.body.data).toMatchObject({ name: 'Lab Two', modules: ['sample_intake'] });

@@ -53,7 +53,12 @@ describe('counters of anonymous requests', () => {
       const email = `someone-${randomUUID()}@example.test`;
       for (const written of [email, email.toUpperCase(), ` ${email} `]) {
         for (let i = 0; i < 4; i++) {
-          outcomes.push(await countedSignIn(limiter, { email: written, address: '192.0.2.10' }, () => Promise.reject(DomainError.invalid('no'))).then(() => 'ok', (e: DomainError) => e.kind));
+          outcomes.push(
+            await countedSignIn(limiter, { email: written, address: '192.0.2.10' }, () => Promise.reject(DomainError.invalid('no'))).then(
+              () => 'ok',
+              (e: DomainError) => e.kind,
+            ),
+          );
         }
       }
       expect(outcomes).toEqual([...Array(10).fill('invalid'), 'rate_limited', 'rate_limited']);
@@ -78,7 +83,12 @@ describe('counters of anonymous requests', () => {
       const deps = { log, limiter, clients: { webhooks: () => webhooks } } as unknown as Deps;
       const send = (slug: string, orgId: string | undefined = org) =>
         inboundWebhookHandler(
-          { req: { headers: {} }, params: orgId === undefined ? { slug } : { org_id: orgId, slug }, requestId: randomUUID(), body: Buffer.from('{}') } as unknown as Ctx,
+          {
+            req: { headers: {} },
+            params: orgId === undefined ? { slug } : { org_id: orgId, slug },
+            requestId: randomUUID(),
+            body: Buffer.from('{}'),
+          } as unknown as Ctx,
           deps,
         ).then(
           (r) => r.status,

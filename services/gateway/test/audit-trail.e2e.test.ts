@@ -39,7 +39,11 @@ it('shows no password, secret, token or hash of one in before or after of any au
   await stack.admin.putMember(org.id, user.id, 'admin');
   const key = await stack.admin.createApiKey(org.id, { scopes: ['read'], user_id: user.id });
   const pat = await stack.admin.createPat(user.id, { scopes: ['read'], org_id: org.id });
-  const subscription = await op('POST', `/orgs/${org.id}/webhook-subscriptions`, { url: 'https://example.test/hook', events: ['*'], secret: 'whsec_0123456789abcdef0123456789' });
+  const subscription = await op('POST', `/orgs/${org.id}/webhook-subscriptions`, {
+    url: 'https://example.test/hook',
+    events: ['*'],
+    secret: 'whsec_0123456789abcdef0123456789',
+  });
   const inbound = await op('POST', `/orgs/${org.id}/inbound-endpoints`, {});
   const client = await op('POST', '/oauth-clients', { name: 'c', redirect_uris: ['https://example.test/cb'] });
   const grant = await call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email: user.email, password } });

@@ -56,7 +56,12 @@ function escapes(source: string): string[] {
   const found: string[] = [];
   const visit = (node: ts.Node) => {
     const constCast = ts.isAsExpression(node) && ts.isTypeReferenceNode(node.type) && node.type.typeName.getText(file) === 'const';
-    if (node.kind === ts.SyntaxKind.AnyKeyword || (ts.isAsExpression(node) && !constCast) || ts.isTypeAssertionExpression(node) || ts.isNonNullExpression(node)) {
+    if (
+      node.kind === ts.SyntaxKind.AnyKeyword ||
+      (ts.isAsExpression(node) && !constCast) ||
+      ts.isTypeAssertionExpression(node) ||
+      ts.isNonNullExpression(node)
+    ) {
       found.push(`${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}: ${node.getText(file)}`);
     }
     ts.forEachChild(node, visit);

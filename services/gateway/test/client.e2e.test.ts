@@ -40,7 +40,13 @@ it('runs the typed client scenario against the gateway', async () => {
   const checked = async (request: Request): Promise<Response> => {
     const res = await fetch(request);
     const text = await res.clone().text();
-    checkerFor(stack.url).check({ method: request.method, path: new URL(request.url).pathname, status: res.status, contentType: res.headers.get('content-type'), text });
+    checkerFor(stack.url).check({
+      method: request.method,
+      path: new URL(request.url).pathname,
+      status: res.status,
+      contentType: res.headers.get('content-type'),
+      text,
+    });
     return res;
   };
   const result = await scenario(stack.url, token, (job) => done.has(job.status), checked);

@@ -24,7 +24,8 @@ const A: Record<string, string> = {};
 /** a valid body per kind, so a 404 is not masked by a 400 */
 const bodies: Record<string, unknown> = {};
 
-const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) => call(stack.url, method, path, { token, body, headers });
+const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
+  call(stack.url, method, path, { token, body, headers });
 
 async function created(kind: string, method: string, path: string, body: unknown): Promise<any> {
   const r = await api(method, path, keyA, body);
@@ -67,8 +68,17 @@ beforeAll(async () => {
   await created('remote', 'PUT', `/v1/equipment/${eq}/remote`, { url: 'https://remote.example.org' });
   await created('devices', 'POST', '/v1/devices', { name: 'A device', identifier: `dev-${randomUUID()}` });
   await created('results', 'POST', '/v1/results', { device_id: A.devices, values: [{ name: 'mass', value: 1.25, unit: 'g' }] });
-  await created('connectors', 'POST', '/v1/connectors', { name: `pc-${randomUUID()}`, version: '1.0', devices: [{ identifier: `c-${randomUUID()}`, name: 'X' }] });
-  const point = await admin.call<any>('POST', `/orgs/${orgA}/environmental-points`, { parameter: 'temperature', unit: '°C', external_code: 'A-T1', limit_max: 8 }, 201);
+  await created('connectors', 'POST', '/v1/connectors', {
+    name: `pc-${randomUUID()}`,
+    version: '1.0',
+    devices: [{ identifier: `c-${randomUUID()}`, name: 'X' }],
+  });
+  const point = await admin.call<any>(
+    'POST',
+    `/orgs/${orgA}/environmental-points`,
+    { parameter: 'temperature', unit: '°C', external_code: 'A-T1', limit_max: 8 },
+    201,
+  );
   A.point = point.id;
   bodies.point = { unit: 'K' };
   await created('reading', 'POST', '/v1/environmental-readings', { external_code: 'A-T1', value: 4 });
@@ -144,7 +154,34 @@ const kinds = (op: any): string[] => (op.security ?? []).flatMap((s: any) => Obj
 
 describe('cross-organisation probing', () => {
   it('created one record of every kind in organisation A', () => {
-    const expected = ['projects', 'experiments', 'samples', 'reagents', 'inventories', 'stock-items', 'stock-movements', 'equipment', 'usage', 'maintenance', 'calibrations', 'qualifications', 'remote', 'devices', 'results', 'connectors', 'point', 'reading', 'lab-orders', 'lab-results', 'notifications', 'jobs', 'webhook-subscriptions', 'delivery', 'inbound-endpoints', 'department'];
+    const expected = [
+      'projects',
+      'experiments',
+      'samples',
+      'reagents',
+      'inventories',
+      'stock-items',
+      'stock-movements',
+      'equipment',
+      'usage',
+      'maintenance',
+      'calibrations',
+      'qualifications',
+      'remote',
+      'devices',
+      'results',
+      'connectors',
+      'point',
+      'reading',
+      'lab-orders',
+      'lab-results',
+      'notifications',
+      'jobs',
+      'webhook-subscriptions',
+      'delivery',
+      'inbound-endpoints',
+      'department',
+    ];
     expect(expected.filter((k) => !A[k])).toEqual([]);
   });
 
@@ -154,7 +191,8 @@ describe('cross-organisation probing', () => {
     for (const { method, path, op } of operations()) {
       const params = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
       // a route whose only ids are B's own organisation (or a user) names nothing of A
-      if (!params.some((p) => p !== 'org_id') || path.startsWith('/admin/v1/users/') || path.startsWith('/functions/') || path.startsWith('/.well-known/')) continue;
+      if (!params.some((p) => p !== 'org_id') || path.startsWith('/admin/v1/users/') || path.startsWith('/functions/') || path.startsWith('/.well-known/'))
+        continue;
       // the operator may revoke any token, add any user to B, manage OAuth clients and replay any dead letter: none is org-scoped
       if (
         path.startsWith('/admin/v1/tokens/') ||
@@ -200,7 +238,9 @@ describe('cross-organisation probing', () => {
     }
     // control: the same search finds A's records in A's own lists
     expect((await api('GET', '/v1/samples', keyA)).text).toContain(A.samples);
-    const deliveries = await call(stack.url, 'GET', `/admin/v1/orgs/${orgB}/webhook-subscriptions/${A['webhook-subscriptions']}/deliveries`, { token: stack.operatorToken });
+    const deliveries = await call(stack.url, 'GET', `/admin/v1/orgs/${orgB}/webhook-subscriptions/${A['webhook-subscriptions']}/deliveries`, {
+      token: stack.operatorToken,
+    });
     expect(deliveries.status).toBe(404);
     expect(leaks).toEqual([]);
     expect(lists).toBeGreaterThan(15);

@@ -47,7 +47,10 @@ const realIds: string[] = [];
 beforeAll(async () => {
   stack = await startStack({ services: ALL_SERVICES, trustProxy: ['loopback'] });
   const { admin } = stack;
-  const a = await admin.createOrg({ modules: ['lab_equipment', 'analytics_qc', 'sample_intake'], rate_limit: { per_minute: 1_000_000, per_hour: 100_000_000 } });
+  const a = await admin.createOrg({
+    modules: ['lab_equipment', 'analytics_qc', 'sample_intake'],
+    rate_limit: { per_minute: 1_000_000, per_hour: 100_000_000 },
+  });
   const b = await admin.createOrg({ modules: ['lab_equipment'], rate_limit: { per_minute: 1_000_000, per_hour: 100_000_000 } });
   orgA = a.id;
   orgB = b.id;
@@ -62,7 +65,11 @@ beforeAll(async () => {
     ['/v1/experiments', { title: 'fuzz experiment' }],
     ['/v1/equipment', { name: 'fuzz balance' }],
   ] as const) {
-    const r = await fetch(`${stack.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const r = await fetch(`${stack.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const j = (await r.json()) as Json;
     if (j?.data?.id) realIds.push(j.data.id);
   }
@@ -105,7 +112,27 @@ const huge = fc.integer({ min: 1000, max: 10_240 }).map((n) => 'x'.repeat(n));
 const nastyString = fc.oneof(
   fc.string({ maxLength: 40 }),
   fc.string({ unit: 'grapheme', maxLength: 20 }),
-  fc.constantFrom('', ' ', 'NaN', 'Infinity', '-Infinity', 'null', 'undefined', 'true', '\u0000', 'a\u0000b', '💥🧪', 'ÿ', '\ud800', '../../etc/passwd', '%00', "'; drop table x; --", '<script>', '1e999', '-0'),
+  fc.constantFrom(
+    '',
+    ' ',
+    'NaN',
+    'Infinity',
+    '-Infinity',
+    'null',
+    'undefined',
+    'true',
+    '\u0000',
+    'a\u0000b',
+    '💥🧪',
+    'ÿ',
+    '\ud800',
+    '../../etc/passwd',
+    '%00',
+    "'; drop table x; --",
+    '<script>',
+    '1e999',
+    '-0',
+  ),
   huge,
 );
 const nastyNumber = fc.oneof(
@@ -134,7 +161,11 @@ function valueFor(schema: Json, depth = 0): fc.Arbitrary<Json> {
   switch (type) {
     case 'string':
       if (s.format === 'uuid') return fc.oneof(uuidLike, fc.constantFrom(...realIds), nastyString);
-      if (s.format === 'date-time') return fc.oneof(fc.date({ noInvalidDate: true }).map((d) => d.toISOString()), nastyString);
+      if (s.format === 'date-time')
+        return fc.oneof(
+          fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+          nastyString,
+        );
       return fc.oneof({ weight: 3, arbitrary: fc.string({ maxLength: 30 }) }, { weight: 1, arbitrary: nastyString });
     case 'integer':
     case 'number':
@@ -165,11 +196,15 @@ function wrongTypedBody(schema: Json): fc.Arbitrary<Json> | undefined {
   return fc.constantFrom(...props).chain(([k, v]) => {
     const t = deref(v).type as string;
     const wrong =
-      t === 'string' ? fc.oneof(nastyNumber, fc.boolean(), fc.constant([1]), fc.constant({ a: 1 })) :
-      t === 'integer' || t === 'number' ? fc.constantFrom('NaN', '12', 'abc', true, [1], { n: 1 }) :
-      t === 'boolean' ? fc.constantFrom('yes', 'true', 1, 0, [true]) :
-      t === 'array' ? fc.constantFrom('a,b', 1, { 0: 'a' }, true) :
-      fc.constantFrom('{}', 1, [[{}]], true);
+      t === 'string'
+        ? fc.oneof(nastyNumber, fc.boolean(), fc.constant([1]), fc.constant({ a: 1 }))
+        : t === 'integer' || t === 'number'
+          ? fc.constantFrom('NaN', '12', 'abc', true, [1], { n: 1 })
+          : t === 'boolean'
+            ? fc.constantFrom('yes', 'true', 1, 0, [true])
+            : t === 'array'
+              ? fc.constantFrom('a,b', 1, { 0: 'a' }, true)
+              : fc.constantFrom('{}', 1, [[{}]], true);
     return fc.tuple(valueFor(schema), wrong).map(([base, w]) => ({ ...(base && typeof base === 'object' && !Array.isArray(base) ? base : {}), [k]: w }));
   });
 }
@@ -188,7 +223,22 @@ const pathValue = (name: string): fc.Arbitrary<string> => {
   return fc.oneof(
     { weight: 2, arbitrary: real },
     { weight: 3, arbitrary: uuidLike },
-    { weight: 1, arbitrary: fc.constantFrom('not-a-uuid', '0', '-1', 'null', '%2F..%2F..%2Fadmin', '..%2F', '%00', '%E2%98%83', 'a'.repeat(5000), `${randomUUID()}%2Fx`, `${randomUUID()}x`) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        'not-a-uuid',
+        '0',
+        '-1',
+        'null',
+        '%2F..%2F..%2Fadmin',
+        '..%2F',
+        '%00',
+        '%E2%98%83',
+        'a'.repeat(5000),
+        `${randomUUID()}%2Fx`,
+        `${randomUUID()}x`,
+      ),
+    },
     { weight: 1, arbitrary: fc.string({ minLength: 1, maxLength: 40 }).map(encodeURIComponent) },
   );
 };
@@ -201,21 +251,39 @@ const pathArb = (path: string): fc.Arbitrary<string> => {
 };
 const pathOfNothing = (path: string): fc.Arbitrary<string> => {
   const names = pathNames(path);
-  return fc.tuple(...names.map(() => fc.oneof(uuidLike, fc.constantFrom('not-a-uuid', 'a'.repeat(3000), '%2F..%2F')))).map((vals) =>
-    fillPath(path, Object.fromEntries(names.map((n, i) => [n, vals[i]]))),
-  );
+  return fc
+    .tuple(...names.map(() => fc.oneof(uuidLike, fc.constantFrom('not-a-uuid', 'a'.repeat(3000), '%2F..%2F'))))
+    .map((vals) => fillPath(path, Object.fromEntries(names.map((n, i) => [n, vals[i]]))));
 };
 
 const queryArb = (op: Json): fc.Arbitrary<string> => {
   const names = [...new Set([...params(op, 'query').map((p: Json) => p.name as string), 'limit', 'offset', 'order_by', 'cursor'])];
   const val = fc.oneof(
-    fc.constantFrom('-1', '0', '1', '1e9', 'abc', '', '99999999999999999999', 'NaN', '1.5', 'name', '-name', 'name;drop', '__proto__', '%00', 'true', '\u0000', 'a\u0000b'),
+    fc.constantFrom(
+      '-1',
+      '0',
+      '1',
+      '1e9',
+      'abc',
+      '',
+      '99999999999999999999',
+      'NaN',
+      '1.5',
+      'name',
+      '-name',
+      'name;drop',
+      '__proto__',
+      '%00',
+      'true',
+      '\u0000',
+      'a\u0000b',
+    ),
     fc.string({ maxLength: 20 }),
     fc.constant('q'.repeat(3000)),
   );
-  return fc.array(fc.tuple(fc.constantFrom(...names, 'filter[x]', 'unknown', '__proto__'), val), { maxLength: 5 }).map((pairs) =>
-    pairs.length ? '?' + pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&') : '',
-  );
+  return fc
+    .array(fc.tuple(fc.constantFrom(...names, 'filter[x]', 'unknown', '__proto__'), val), { maxLength: 5 })
+    .map((pairs) => (pairs.length ? '?' + pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&') : ''));
 };
 
 // header values must be ByteStrings for fetch: printable latin-1 only
@@ -225,7 +293,20 @@ const authHeader = (good: string): fc.Arbitrary<string | undefined> =>
     { weight: 6, arbitrary: fc.constant(good) },
     { weight: 1, arbitrary: fc.constant(undefined) },
     { weight: 1, arbitrary: headerText.map((s) => `Bearer ${s}`) },
-    { weight: 1, arbitrary: fc.constantFrom('Bearer', 'Bearer ', 'Basic Zm9vOmJhcg==', 'bearer x y z', `Bearer ${'t'.repeat(5000)}`, `Bearer ${stack.operatorToken}`, `Bearer ${apiKey}`, `Bearer ${otherKey}`, 'Bearer lab_sk_garbage') },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        'Bearer',
+        'Bearer ',
+        'Basic Zm9vOmJhcg==',
+        'bearer x y z',
+        `Bearer ${'t'.repeat(5000)}`,
+        `Bearer ${stack.operatorToken}`,
+        `Bearer ${apiKey}`,
+        `Bearer ${otherKey}`,
+        'Bearer lab_sk_garbage',
+      ),
+    },
   );
 
 const goodAuth = (kinds: string[]): string | undefined => {
@@ -257,7 +338,17 @@ function wildArb(o: Op): fc.Arbitrary<Req> {
       signature: fc.option(fc.oneof(headerText, fc.constantFrom('sha256=', 'sha256=00', `t=${Date.now()},v1=${'0'.repeat(64)}`, 'v1=zz')), { freq: 2 }),
       contentType: fc.oneof(
         { weight: 6, arbitrary: fc.constant('application/json') },
-        { weight: 1, arbitrary: fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=latin1', 'application/xml', '') },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom(
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'multipart/form-data; boundary=x',
+            'application/json; charset=latin1',
+            'application/xml',
+            '',
+          ),
+        },
       ),
       body,
       raw: fc.option(fc.constantFrom('{', '{"a":', '[1,2', 'null', '""', '\u0000', '{"a":1}{"b":2}', '{"a":"\\ud800"}', 'x'.repeat(20_000)), { freq: 8 }),
@@ -300,9 +391,16 @@ function rejectedArb(o: Op): fc.Arbitrary<Req> | undefined {
     const badAuth = fc.oneof(
       fc.constant(undefined),
       headerText.map((s) => `Bearer ${s}`),
-      fc.constantFrom('Bearer', 'Basic Zm9vOmJhcg==', `Bearer ${'t'.repeat(5000)}`, 'Bearer lab_sk_garbage', kinds.includes('operator') ? `Bearer ${apiKey}` : `Bearer op_${'z'.repeat(32)}`),
+      fc.constantFrom(
+        'Bearer',
+        'Basic Zm9vOmJhcg==',
+        `Bearer ${'t'.repeat(5000)}`,
+        'Bearer lab_sk_garbage',
+        kinds.includes('operator') ? `Bearer ${apiKey}` : `Bearer op_${'z'.repeat(32)}`,
+      ),
     );
-    add('bad-auth', 
+    add(
+      'bad-auth',
       fc.record({ path: validPath, auth: badAuth, body: plainBody }).map((g) => ({
         path: g.path,
         headers: { ...json, ...(g.auth ? { authorization: g.auth } : {}) },
@@ -313,21 +411,35 @@ function rejectedArb(o: Op): fc.Arbitrary<Req> | undefined {
   const auth = good ? { authorization: good } : {};
   if (withBody(o.method) && schema && (good || o.path.startsWith('/functions/v1/inbound-webhook') === false)) {
     // the body is not an object at all
-    add('non-object-body', 
-      fc.record({ path: validPath, body: fc.oneof(fc.array(fc.anything({ maxDepth: 1 }), { maxLength: 3 }), nastyNumber, fc.constant(null), fc.constantFrom('a', 'NaN')) }).map((g) => ({
-        path: g.path,
-        headers: { ...json, ...auth },
-        body: g.body,
-      })),
+    add(
+      'non-object-body',
+      fc
+        .record({
+          path: validPath,
+          body: fc.oneof(fc.array(fc.anything({ maxDepth: 1 }), { maxLength: 3 }), nastyNumber, fc.constant(null), fc.constantFrom('a', 'NaN')),
+        })
+        .map((g) => ({
+          path: g.path,
+          headers: { ...json, ...auth },
+          body: g.body,
+        })),
     );
     const wrong = wrongTypedBody(schema);
-    if (wrong) add('wrong-type-field', fc.record({ path: validPath, body: wrong }).map((g) => ({ path: g.path, headers: { ...json, ...auth }, body: g.body })));
-    add('malformed-json', 
-      fc.record({ path: validPath, raw: fc.constantFrom('{', '{"a":', '[1,2', '{"a":1}{"b":2}', '\u0000') }).map((g) => ({ path: g.path, headers: { ...json, ...auth }, raw: g.raw })),
+    if (wrong)
+      add(
+        'wrong-type-field',
+        fc.record({ path: validPath, body: wrong }).map((g) => ({ path: g.path, headers: { ...json, ...auth }, body: g.body })),
+      );
+    add(
+      'malformed-json',
+      fc
+        .record({ path: validPath, raw: fc.constantFrom('{', '{"a":', '[1,2', '{"a":1}{"b":2}', '\u0000') })
+        .map((g) => ({ path: g.path, headers: { ...json, ...auth }, raw: g.raw })),
     );
   }
   if (good && withBody(o.method) && params(o.op, 'header').some((p: Json) => String(p.name).toLowerCase() === 'idempotency-key')) {
-    add('bad-idempotency-key', 
+    add(
+      'bad-idempotency-key',
       fc.record({ path: validPath, body: plainBody, key: fc.constantFrom('', 'a', 'k'.repeat(300), 'clé-ü-ÿ-ü', 'key with spaces') }).map((g) => ({
         path: g.path,
         headers: { ...json, ...auth, 'idempotency-key': g.key },
@@ -337,7 +449,10 @@ function rejectedArb(o: Op): fc.Arbitrary<Req> | undefined {
   }
   // ids of nothing (or malformed ids) on item routes: lookups fail before anything is written
   if (pathNames(o.path).length && o.method !== 'PUT' && !isFunctions(o.path)) {
-    add('id-of-nothing', fc.record({ path: pathOfNothing(o.path), body: plainBody }).map((g) => ({ path: g.path, headers: { ...json, ...auth }, body: g.body })));
+    add(
+      'id-of-nothing',
+      fc.record({ path: pathOfNothing(o.path), body: plainBody }).map((g) => ({ path: g.path, headers: { ...json, ...auth }, body: g.body })),
+    );
   }
   if (!variants.length) return undefined;
   return fc.oneof(...variants).map((v) => ({
@@ -401,7 +516,8 @@ const envelopeOk = (o: Outcome): boolean => {
   }
 };
 
-const describeOutcome = (o: Outcome) => `${o.status} ${o.req.label} ${o.req.url.slice(stack.url.length, stack.url.length + 160)} hdr=${JSON.stringify(o.req.headers).slice(0, 200)} body=${(o.req.body ?? '').slice(0, 200)} -> ${o.text.slice(0, 300)}`;
+const describeOutcome = (o: Outcome) =>
+  `${o.status} ${o.req.label} ${o.req.url.slice(stack.url.length, stack.url.length + 160)} hdr=${JSON.stringify(o.req.headers).slice(0, 200)} body=${(o.req.body ?? '').slice(0, 200)} -> ${o.text.slice(0, 300)}`;
 
 function problems(outcomes: Outcome[]): string[] {
   const bad: string[] = [];
@@ -488,13 +604,20 @@ describe('bug classes the fuzzer found, swept over the document', () => {
   it('refuses null, arrays and scalars as a body with 400 in the error envelope wherever an object is expected', async () => {
     // (the signing route takes a signed-in user's session token, which this test has not: it is 401 before the body)
     const objectOps = ops.filter(
-      (o) => withBody(o.method) && bodySchema(o.op) && !isFunctions(o.path) && !o.path.startsWith('/auth/v1/oauth/') && !securityKinds(o.op).includes('session'),
+      (o) =>
+        withBody(o.method) && bodySchema(o.op) && !isFunctions(o.path) && !o.path.startsWith('/auth/v1/oauth/') && !securityKinds(o.op).includes('session'),
     );
     expect(objectOps.length).toBeGreaterThan(40);
     const reqs: Req[] = [];
     for (const o of objectOps) {
       for (const raw of ['null', '[]', '[{}]', '1', '"text"', 'true', 'false']) {
-        reqs.push({ label: `${o.method} ${o.path} [body ${raw}]`, method: o.method, url: `${stack.url}${realPath(o.path)}`, headers: jsonHeaders(o), body: raw });
+        reqs.push({
+          label: `${o.method} ${o.path} [body ${raw}]`,
+          method: o.method,
+          url: `${stack.url}${realPath(o.path)}`,
+          headers: jsonHeaders(o),
+          body: raw,
+        });
       }
     }
     const outcomes = await runAll(reqs);
@@ -513,7 +636,9 @@ describe('bug classes the fuzzer found, swept over the document', () => {
     });
     expect(keysetOps.length).toBeGreaterThan(8);
     const reqs = keysetOps.map((o) => {
-      const defaults = params(o.op, 'query').filter((p: Json) => p.schema?.default !== undefined).map((p: Json) => `${p.name}=${p.schema.default}`);
+      const defaults = params(o.op, 'query')
+        .filter((p: Json) => p.schema?.default !== undefined)
+        .map((p: Json) => `${p.name}=${p.schema.default}`);
       return {
         label: `${o.method} ${o.path} [keyset with defaults]`,
         method: 'GET',
@@ -532,7 +657,13 @@ describe('bug classes the fuzzer found, swept over the document', () => {
     const names = orgBody.properties.modules.items.enum as string[];
     const modules = (n: number) => Array.from({ length: n }, (_, i) => names[i % names.length]);
     const post = (body: unknown) =>
-      send({ label: 'createOrg', method: 'POST', url: `${stack.url}/admin/v1/orgs`, headers: { authorization: `Bearer ${stack.operatorToken}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      send({
+        label: 'createOrg',
+        method: 'POST',
+        url: `${stack.url}/admin/v1/orgs`,
+        headers: { authorization: `Bearer ${stack.operatorToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     expect((await post({ name: 'at the limit', modules: modules(max) })).status).toBe(201);
     const over = await post({ name: 'over the limit', modules: modules(max + 1) });
     expect([over.status, JSON.parse(over.text).error?.code]).toEqual([400, 'validation_failed']);
@@ -540,12 +671,20 @@ describe('bug classes the fuzzer found, swept over the document', () => {
     // a method a path does not have: 405, and Allow names exactly the document's methods of that path
     const wrong: string[] = [];
     for (const [path, byMethod] of Object.entries(doc.paths as Record<string, Record<string, Json>>)) {
-      const documented = Object.keys(byMethod).filter((m) => ['get', 'post', 'put', 'patch', 'delete'].includes(m)).map((m) => m.toUpperCase()).sort();
+      const documented = Object.keys(byMethod)
+        .filter((m) => ['get', 'post', 'put', 'patch', 'delete'].includes(m))
+        .map((m) => m.toUpperCase())
+        .sort();
       for (const method of ['OPTIONS', ...['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => !documented.includes(m))]) {
         const res = await fetch(`${stack.url}${realPath(path)}`, { method, headers: { authorization: `Bearer ${apiKey}` } });
         await res.arrayBuffer();
-        const allow = (res.headers.get('allow') ?? '').split(',').map((s) => s.trim()).filter(Boolean).sort();
-        if (res.status !== 405 || JSON.stringify(allow) !== JSON.stringify(documented)) wrong.push(`${method} ${path}: ${res.status} Allow ${allow.join(',')} (document: ${documented.join(',')})`);
+        const allow = (res.headers.get('allow') ?? '')
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+          .sort();
+        if (res.status !== 405 || JSON.stringify(allow) !== JSON.stringify(documented))
+          wrong.push(`${method} ${path}: ${res.status} Allow ${allow.join(',')} (document: ${documented.join(',')})`);
       }
     }
     expect(wrong).toEqual([]);
@@ -565,14 +704,25 @@ describe('findings of the fuzz test, pinned', () => {
       [`/admin/v1/orgs/${nobody}/api-keys`, { name: 'k', scopes: ['read'] }],
     ];
     for (const [path, body] of probes) {
-      const r = await send({ label: path, method: 'POST', url: `${stack.url}${path}`, headers: { authorization: `Bearer ${stack.operatorToken}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const r = await send({
+        label: path,
+        method: 'POST',
+        url: `${stack.url}${path}`,
+        headers: { authorization: `Bearer ${stack.operatorToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
       expect([path, r.status, JSON.parse(r.text).error?.code]).toEqual([path, 404, 'not_found']);
     }
     if (before) expect(await settledCounts()).toEqual(before);
   });
 
   it('answers headers too large for the HTTP parser with the error envelope', async () => {
-    const r = await send({ label: 'big', method: 'GET', url: `${stack.url}/v1/samples`, headers: { authorization: `Bearer ${apiKey}`, 'x-padding': 'p'.repeat(20_000) } });
+    const r = await send({
+      label: 'big',
+      method: 'GET',
+      url: `${stack.url}/v1/samples`,
+      headers: { authorization: `Bearer ${apiKey}`, 'x-padding': 'p'.repeat(20_000) },
+    });
     expect(r.status).toBe(431);
     expect(JSON.parse(r.text)).toEqual({ error: { code: 'headers_too_large', message: expect.any(String) } });
   });
@@ -587,7 +737,7 @@ describe('OpenAPI-driven fuzzing', () => {
     });
     const before = stack.databaseUrl ? await settledCounts() : undefined;
     // eslint-disable-next-line no-console
-    console.log(before ? `counting rows of ${Object.keys(before).length} tables` : "no databaseUrl: row counts skipped");
+    console.log(before ? `counting rows of ${Object.keys(before).length} tables` : 'no databaseUrl: row counts skipped');
     const outcomes = await runAll(reqs);
     const notRejected = outcomes.filter((o) => o.status < 400 || o.status >= 500).map(describeOutcome);
     // eslint-disable-next-line no-console
@@ -595,7 +745,9 @@ describe('OpenAPI-driven fuzzing', () => {
     expect(dedupe([...problems(outcomes), ...notRejected])).toEqual([]);
     if (before) {
       const after = await settledCounts();
-      const changed = Object.keys(after).filter((k) => after[k] !== before[k]).map((k) => `${k}: ${before[k]} -> ${after[k]}`);
+      const changed = Object.keys(after)
+        .filter((k) => after[k] !== before[k])
+        .map((k) => `${k}: ${before[k]} -> ${after[k]}`);
       expect(changed).toEqual([]);
     }
     expect(outcomes.length).toBeGreaterThan(3000);
@@ -618,7 +770,7 @@ describe('OpenAPI-driven fuzzing', () => {
   // Not left to chance: every documented query parameter of every operation, with
   // valid credentials, gets each boundary value once (a NUL reaching a statement
   // as a parameter was a 500 the random phases did not happen to draw).
-  it('answers every documented query parameter\'s boundary values without a 5xx', async () => {
+  it("answers every documented query parameter's boundary values without a 5xx", async () => {
     // as they go on the wire: a NUL, bytes that are no UTF-8 (an encoded surrogate, 0xFF), ...
     const values = ['%00', 'a%00b', '', '%20', '-1', '99999999999999999999', 'q'.repeat(3000), '%ED%A0%80', '%FF', '2026-13-45T25%3A61%3A00Z'];
     const reqs: Req[] = [];

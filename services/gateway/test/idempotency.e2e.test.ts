@@ -143,7 +143,7 @@ async function gatewayRows(key: string): Promise<number> {
 // The gateway keeps nothing for a write: a retry after a gateway died (or on
 // another replica) finds exactly what any retry finds, the owning service's
 // receipt, and gets the first answer marked as a replay.
-(process.env.DATABASE_URL ? it : it.skip)('replays a write from the owning service\'s receipt, with nothing kept at the gateway', async () => {
+(process.env.DATABASE_URL ? it : it.skip)("replays a write from the owning service's receipt, with nothing kept at the gateway", async () => {
   const k = `receipt-${randomUUID()}`;
   const first = await post({ name: 'receipt' }, k);
   expect(first.status).toBe(201);
@@ -208,8 +208,7 @@ async function onDatabase<T>(text: string, values: unknown[]): Promise<{ rows: T
 
 /** Jobs of the organisation the job belongs to. */
 const jobsBeside = async (jobId: string) =>
-  (await onDatabase<{ n: number }>(`select count(*)::int as n from jobs.jobs where org_id = (select org_id from jobs.jobs where id = $1)`, [jobId]))
-    .rows[0]!.n;
+  (await onDatabase<{ n: number }>(`select count(*)::int as n from jobs.jobs where org_id = (select org_id from jobs.jobs where id = $1)`, [jobId])).rows[0]!.n;
 
 /** A keyed job creation under a key of its own. */
 function keyedJob(label: string) {
@@ -232,22 +231,25 @@ function keyedJob(label: string) {
   expect(await jobsBeside(first.body.data.id)).toBe(before);
 });
 
-(process.env.DATABASE_URL ? it : it.skip)('refuses, with 409 and without writing again, a retry whose first write was applied but whose answer was lost', async () => {
-  const job = keyedJob('lost-answer');
-  const first = await job.send();
-  expect(first.status).toBe(202);
-  const before = await jobsBeside(first.body.data.id);
-  // as a service leaves the receipt that died after committing, before keeping the
-  // answer (which is kept just after the call is answered: wait for it, then drop it)
-  await eventually(async () =>
-    (await onDatabase(`update jobs.call_receipts set answer = null where key = $1 and answer is not null`, [job.k])).rowCount === 1 ? true : undefined,
-  );
-  const retried = await job.send();
-  expect(retried.status).toBe(409);
-  expect(retried.body.error).toBe('idempotency_key_conflict');
-  expect(retried.body.meta.message).toMatch(/answer was lost/);
-  expect(await jobsBeside(first.body.data.id)).toBe(before);
-});
+(process.env.DATABASE_URL ? it : it.skip)(
+  'refuses, with 409 and without writing again, a retry whose first write was applied but whose answer was lost',
+  async () => {
+    const job = keyedJob('lost-answer');
+    const first = await job.send();
+    expect(first.status).toBe(202);
+    const before = await jobsBeside(first.body.data.id);
+    // as a service leaves the receipt that died after committing, before keeping the
+    // answer (which is kept just after the call is answered: wait for it, then drop it)
+    await eventually(async () =>
+      (await onDatabase(`update jobs.call_receipts set answer = null where key = $1 and answer is not null`, [job.k])).rowCount === 1 ? true : undefined,
+    );
+    const retried = await job.send();
+    expect(retried.status).toBe(409);
+    expect(retried.body.error).toBe('idempotency_key_conflict');
+    expect(retried.body.meta.message).toMatch(/answer was lost/);
+    expect(await jobsBeside(first.body.data.id)).toBe(before);
+  },
+);
 
 (process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
   const { KeyedRefusals } = await import('../src/idempotency');

@@ -2,9 +2,7 @@ import { canonicalJson, parseIdempotencyKey, requestHash } from '../src/idempote
 
 describe('canonicalJson', () => {
   it('sorts keys at every level and drops undefined members', () => {
-    expect(canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: null }, u: undefined })).toBe(
-      '{"a":{"c":null,"d":[1,{"y":2,"z":1}]},"b":1}',
-    );
+    expect(canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: null }, u: undefined })).toBe('{"a":{"c":null,"d":[1,{"y":2,"z":1}]},"b":1}');
   });
 
   it('keeps array order and writes undefined items as null', () => {

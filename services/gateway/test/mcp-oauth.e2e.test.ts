@@ -33,7 +33,10 @@ beforeAll(async () => {
   user = { id: u.id, email: u.email, password };
   // two organisations: the one the tools act in is chosen at consent
   for (const o of [orgA, orgB]) await stack.admin.putMember(o, u.id, 'researcher');
-  for (const [org, tag] of [[orgA, mark], [orgB, 'B']] as const) {
+  for (const [org, tag] of [
+    [orgA, mark],
+    [orgB, 'B'],
+  ] as const) {
     const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
     for (const [path, body] of [
       ['/v1/experiments', { title: `${tag} experiment`, status: 'draft' }],
@@ -66,7 +69,13 @@ class TestProvider implements OAuthClientProvider {
     return REDIRECT;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'SDK e2e client', redirect_uris: [REDIRECT], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'SDK e2e client',
+      redirect_uris: [REDIRECT],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
   state(): string {
     return 'opaque-state';
@@ -124,7 +133,12 @@ const initialize = (accessToken: string) =>
   fetch(mcpUrl(), {
     method: 'POST',
     headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    }),
   });
 
 describe('the official SDK client signs in by itself', () => {
@@ -189,7 +203,7 @@ describe('the official SDK client signs in by itself', () => {
 });
 
 describe('discovery', () => {
-  it('names the identity provider as the MCP function\'s authorization server, with registration, PKCE S256 and public clients', async () => {
+  it("names the identity provider as the MCP function's authorization server, with registration, PKCE S256 and public clients", async () => {
     const prm = await call(stack.url, 'GET', '/.well-known/oauth-protected-resource/functions/v1/mcp');
     expect(prm.body).toMatchObject({ resource: mcpUrl().toString(), authorization_servers: [`${stack.url}/auth/v1`] });
     for (const path of ['/.well-known/oauth-authorization-server/auth/v1', '/auth/v1/.well-known/oauth-authorization-server']) {
@@ -207,7 +221,7 @@ describe('discovery', () => {
     }
   });
 
-  it('leaves the functions base metadata to the spec\'s confidential clients', async () => {
+  it("leaves the functions base metadata to the spec's confidential clients", async () => {
     const r = await call(stack.url, 'GET', `${FN}/.well-known/oauth-authorization-server`);
     expect(r.body.authorization_endpoint).toBe(`${stack.url}${FN}/oauth-authorize`);
     expect(r.body).not.toHaveProperty('registration_endpoint');
@@ -229,14 +243,23 @@ async function publicClient(): Promise<string> {
   return r.body.client_id as string;
 }
 
-const authorizeUrl = (params: Record<string, string>) => new URL(`${stack.url}${IDP}/authorize?${new URLSearchParams({ response_type: 'code', redirect_uri: REDIRECT, ...params })}`);
+const authorizeUrl = (params: Record<string, string>) =>
+  new URL(`${stack.url}${IDP}/authorize?${new URLSearchParams({ response_type: 'code', redirect_uri: REDIRECT, ...params })}`);
 
 const idpToken = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
-  call(stack.url, 'POST', `${IDP}/token`, { body: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers } });
+  call(stack.url, 'POST', `${IDP}/token`, {
+    body: new URLSearchParams(fields).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+  });
 
 describe('registration (RFC 7591)', () => {
   it('answers the registered public client', async () => {
-    const r = await register({ client_name: 'Claude', redirect_uris: ['https://claude.ai/api/mcp/auth_callback', 'http://localhost:6274/cb'], scope: 'read', logo_uri: 'https://x.test/l.png' });
+    const r = await register({
+      client_name: 'Claude',
+      redirect_uris: ['https://claude.ai/api/mcp/auth_callback', 'http://localhost:6274/cb'],
+      scope: 'read',
+      logo_uri: 'https://x.test/l.png',
+    });
     expect(r.status).toBe(201);
     expect(r.headers.get('cache-control')).toBe('no-store');
     expect(r.body).toEqual({
@@ -290,14 +313,22 @@ describe('authorization and token endpoint rules', () => {
 
   it('keeps each kind of client at its own endpoints', async () => {
     const publicId = await publicClient();
-    const confidential = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'web app', redirect_uris: [REDIRECT] }, 201);
+    const confidential = await stack.admin.call<{ client_id: string; client_secret: string }>(
+      'POST',
+      '/oauth-clients',
+      { name: 'web app', redirect_uris: [REDIRECT] },
+      201,
+    );
     const { challenge } = pkce();
     const s256 = { code_challenge: challenge, code_challenge_method: 'S256' };
     // a confidential client at the identity provider, a public one at the spec's function: an error page, no redirect
     const atIdp = await fetch(authorizeUrl({ client_id: confidential.client_id, ...s256 }), { redirect: 'manual' });
     expect(atIdp.status).toBe(400);
     expect(await atIdp.text()).toContain('unauthorized_client');
-    const atFn = await fetch(`${stack.url}${FN}/oauth-authorize?${new URLSearchParams({ response_type: 'code', client_id: publicId, redirect_uri: REDIRECT, ...s256 })}`, { redirect: 'manual' });
+    const atFn = await fetch(
+      `${stack.url}${FN}/oauth-authorize?${new URLSearchParams({ response_type: 'code', client_id: publicId, redirect_uri: REDIRECT, ...s256 })}`,
+      { redirect: 'manual' },
+    );
     expect(atFn.status).toBe(400);
     expect(await atFn.text()).toContain('unauthorized_client');
     // the spec's token endpoint never takes a public client, with or without a secret
@@ -306,7 +337,12 @@ describe('authorization and token endpoint rules', () => {
       expect([r.status, r.body.error]).toEqual([401, 'invalid_client']);
     }
     // the identity provider's token endpoint takes no secret, and no confidential client
-    const withSecret = await idpToken({ grant_type: 'refresh_token', refresh_token: 'ort_x', client_id: confidential.client_id, client_secret: confidential.client_secret });
+    const withSecret = await idpToken({
+      grant_type: 'refresh_token',
+      refresh_token: 'ort_x',
+      client_id: confidential.client_id,
+      client_secret: confidential.client_secret,
+    });
     expect([withSecret.status, withSecret.body.error]).toEqual([401, 'invalid_client']);
     const noSecret = await idpToken({ grant_type: 'refresh_token', refresh_token: 'ort_x', client_id: confidential.client_id });
     expect([noSecret.status, noSecret.body.error]).toEqual([401, 'invalid_client']);
@@ -340,7 +376,7 @@ describe('authorization and token endpoint rules', () => {
     expect(whoami.status).toBe(200);
   });
 
-  it('still lets a confidential client\'s OAuth token (not resource-bound) act on /v1 and at MCP', async () => {
+  it("still lets a confidential client's OAuth token (not resource-bound) act on /v1 and at MCP", async () => {
     const c = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'agent', redirect_uris: [REDIRECT] }, 201);
     const loc = await authorize(stack.url, { client_id: c.client_id, redirect_uri: REDIRECT, scope: 'read' }, user, orgA);
     const t = await token(stack.url, c, { grant_type: 'authorization_code', code: loc.searchParams.get('code')!, redirect_uri: REDIRECT });

@@ -42,7 +42,12 @@ beforeAll(async () => {
   await seed(orgA, mark.a, dept.id);
   await seed(orgB, mark.b);
 
-  const client = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'agent', redirect_uris: [REDIRECT] }, 201);
+  const client = await stack.admin.call<{ client_id: string; client_secret: string }>(
+    'POST',
+    '/oauth-clients',
+    { name: 'agent', redirect_uris: [REDIRECT] },
+    201,
+  );
   const loc = await authorize(stack.url, { client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read' }, { email: u.email, password }, orgA);
   const t = await token(stack.url, client, { grant_type: 'authorization_code', code: loc.searchParams.get('code')!, redirect_uri: REDIRECT });
   oauthToken = t.body.access_token;
@@ -93,7 +98,7 @@ describe('MCP function with an OAuth access token', () => {
     expect(r.value).toMatchObject({ user_id: user.id, email: user.email, org_id: orgA, role: 'researcher', token_kind: 'oauth', scopes: ['read'] });
   });
 
-  it('lists only the granted organisation\'s records, permission-filtered', async () => {
+  it("lists only the granted organisation's records, permission-filtered", async () => {
     expect(names((await tool(client, 'list_experiments')).value)).toEqual([`${mark.a} experiment`, `${mark.a} running`]);
     // the sample of another department is not visible to a researcher outside it
     expect(names((await tool(client, 'list_samples')).value)).toEqual([`${mark.a} sample`]);
@@ -170,7 +175,12 @@ describe('MCP authentication', () => {
     fetch(`${stack.url}${FN}/mcp`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+      }),
     });
   const challenge = `Bearer resource_metadata="${'URL'}"`;
 

@@ -22,11 +22,16 @@ beforeAll(async () => {
   stack = await startStack({ services: ['identity', 'notebook', 'audit'] });
   orgId = (await stack.admin.createOrg()).id;
   otherOrgId = (await stack.admin.createOrg()).id;
-  client = await stack.admin.call('POST', '/oauth-clients', {
-    name: 'Example <LIMS>',
-    redirect_uris: [REDIRECT, 'http://127.0.0.1:8765/cb'],
-    scopes: ['read', 'write', 'admin', 'audit:read'],
-  }, 201);
+  client = await stack.admin.call(
+    'POST',
+    '/oauth-clients',
+    {
+      name: 'Example <LIMS>',
+      redirect_uris: [REDIRECT, 'http://127.0.0.1:8765/cb'],
+      scopes: ['read', 'write', 'admin', 'audit:read'],
+    },
+    201,
+  );
   researcher = await member('researcher', orgId, otherOrgId);
   admin = await member('admin', orgId);
 });
@@ -35,7 +40,13 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const params = (extra: Partial<AuthorizeParams> = {}): AuthorizeParams => ({ client_id: client.client_id, redirect_uri: REDIRECT, scope: 'read write', state: 'st-123', ...extra });
+const params = (extra: Partial<AuthorizeParams> = {}): AuthorizeParams => ({
+  client_id: client.client_id,
+  redirect_uri: REDIRECT,
+  scope: 'read write',
+  state: 'st-123',
+  ...extra,
+});
 
 async function codeFor(user: FlowUser, extra: Partial<AuthorizeParams> = {}, org = orgId): Promise<string> {
   const loc = await authorize(stack.url, params(extra), user, org);
@@ -162,7 +173,11 @@ describe('authorization code flow', () => {
 
   it('refuses a wrong client secret with 401 invalid_client and a Basic challenge', async () => {
     const code = await codeFor(researcher);
-    const r = await token(stack.url, { ...client, client_secret: `${client.client_secret}x` }, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT });
+    const r = await token(
+      stack.url,
+      { ...client, client_secret: `${client.client_secret}x` },
+      { grant_type: 'authorization_code', code, redirect_uri: REDIRECT },
+    );
     expect(r.status).toBe(401);
     expect(r.body.error).toBe('invalid_client');
     expect(r.headers.get('www-authenticate')).toMatch(/^Basic /);
@@ -189,7 +204,12 @@ describe('authorization code flow', () => {
     const wrong = await exchange(code, 'basic', 'http://127.0.0.1:8765/cb');
     expect(wrong.status).toBe(400);
     expect(wrong.body.error).toBe('invalid_grant');
-    const other = await stack.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'other', redirect_uris: [REDIRECT] }, 201);
+    const other = await stack.admin.call<{ client_id: string; client_secret: string }>(
+      'POST',
+      '/oauth-clients',
+      { name: 'other', redirect_uris: [REDIRECT] },
+      201,
+    );
     const foreign = await token(stack.url, other, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT });
     expect(foreign.body.error).toBe('invalid_grant');
   });
@@ -207,7 +227,11 @@ describe('authorization code flow', () => {
   it('answers unknown grant types and missing parameters per RFC 6749', async () => {
     expect((await token(stack.url, client, { grant_type: 'password' })).body.error).toBe('unsupported_grant_type');
     expect((await token(stack.url, client, { grant_type: 'authorization_code' })).body.error).toBe('invalid_request');
-    const none = await fetch(`${stack.url}${FN}/oauth-token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'grant_type=refresh_token&refresh_token=x' });
+    const none = await fetch(`${stack.url}${FN}/oauth-token`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'grant_type=refresh_token&refresh_token=x',
+    });
     expect(none.status).toBe(401);
   });
 });

@@ -54,10 +54,12 @@ export class ResponseChecker {
     // a path the document does not have: the gateway's 404/405 in the error envelope
     if (!template) return a.status >= 400 ? this.envelope(a) : [`${a.method} ${a.path}: ${a.status} on a path the document does not list`];
     const op = this.doc.paths[template][a.method.toLowerCase()];
-    if (!op) return a.status === 405 || a.status === 404 ? this.envelope(a) : [`${a.method} ${template}: no such operation in the document (answered ${a.status})`];
+    if (!op)
+      return a.status === 405 || a.status === 404 ? this.envelope(a) : [`${a.method} ${template}: no such operation in the document (answered ${a.status})`];
     const responses = op.responses as Json;
     const key = [String(a.status), `${String(a.status)[0]}XX`, ...(a.status >= 500 ? ['default'] : [])].find((k) => responses[k] !== undefined);
-    if (!key) return [`${a.method} ${template}: status ${a.status} is not documented (documented: ${Object.keys(responses).join(', ')}); body ${a.text.slice(0, 300)}`];
+    if (!key)
+      return [`${a.method} ${template}: status ${a.status} is not documented (documented: ${Object.keys(responses).join(', ')}); body ${a.text.slice(0, 300)}`];
     const response = this.resolve(responses[key]);
     const content = response.content as Json | undefined;
     if (!content) return a.text.length ? [`${a.method} ${template} ${a.status}: a body where the document has none: ${a.text.slice(0, 200)}`] : [];
@@ -97,7 +99,10 @@ export class ResponseChecker {
   private resolve(x: Json): Json {
     let cur = x;
     for (let i = 0; i < 5 && typeof cur?.$ref === 'string'; i++) {
-      cur = (cur.$ref as string).replace(/^#\//, '').split('/').reduce((n: Json, p) => n?.[p.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
+      cur = (cur.$ref as string)
+        .replace(/^#\//, '')
+        .split('/')
+        .reduce((n: Json, p) => n?.[p.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
     }
     return cur;
   }
@@ -106,7 +111,8 @@ export class ResponseChecker {
     let v = this.compiled.get(pointer);
     if (!v) {
       // a response given by $ref: point into components instead
-      const target = response && typeof response.$ref === 'string' ? pointer.replace(/#\/paths\/.*\/responses\/[^/]+/, `#${(response.$ref as string).slice(1)}`) : pointer;
+      const target =
+        response && typeof response.$ref === 'string' ? pointer.replace(/#\/paths\/.*\/responses\/[^/]+/, `#${(response.$ref as string).slice(1)}`) : pointer;
       v = this.ajv.compile({ $ref: target });
       this.compiled.set(pointer, v);
     }

@@ -34,7 +34,10 @@ function deref(x: any): any {
   return cur;
 }
 const paramNames = (op: Operation, where?: string) =>
-  (op.parameters as unknown[]).map(deref).filter((p) => !where || p.in === where).map((p) => p.name as string);
+  (op.parameters as unknown[])
+    .map(deref)
+    .filter((p) => !where || p.in === where)
+    .map((p) => p.name as string);
 
 async function validate(document: unknown) {
   const { Validator } = await import('@seriousme/openapi-schema-validator');
@@ -64,7 +67,7 @@ describe('OpenAPI document', () => {
     const walk = (x: unknown) => {
       if (Array.isArray(x)) x.forEach(walk);
       else if (x && typeof x === 'object') {
-        for (const [k, v] of Object.entries(x)) (k === '$ref' && typeof v === 'string' ? refs.push(v) : walk(v));
+        for (const [k, v] of Object.entries(x)) k === '$ref' && typeof v === 'string' ? refs.push(v) : walk(v);
       }
     };
     walk(doc);
@@ -106,7 +109,10 @@ describe('OpenAPI document', () => {
       expect(paramNames(op, 'header').includes('X-Org-Id')).toBe(publicApi);
       expect(paramNames(op, 'query').includes('org_id')).toBe(publicApi);
       // every authenticated route is throttled (the operator door too); of the others, sign-in, sign-in pages and registration
-      const throttled = route.auth !== 'none' || ['oauth_authorize', 'token_grant'].includes(route.handler.kind) || (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token');
+      const throttled =
+        route.auth !== 'none' ||
+        ['oauth_authorize', 'token_grant'].includes(route.handler.kind) ||
+        (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token');
       expect(op.responses['429'] !== undefined).toBe(throttled);
       if (publicApi) {
         expect(Object.keys(op.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
@@ -162,7 +168,9 @@ describe('OpenAPI document', () => {
   it('gives created records a Location header and links to their item operations', () => {
     const created = doc.paths['/v1/samples']!.post!.responses['201'];
     expect(Object.keys(created.headers)).toContain('Location');
-    expect(created.links.getSample).toEqual(expect.objectContaining({ operationId: doc.paths['/v1/samples/{id}']!.get!.operationId, parameters: { id: '$response.body#/data/id' } }));
+    expect(created.links.getSample).toEqual(
+      expect.objectContaining({ operationId: doc.paths['/v1/samples/{id}']!.get!.operationId, parameters: { id: '$response.body#/data/id' } }),
+    );
     // test mode has its own status where the real answer's differs: no ambiguous oneOf there
     expect(created.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/SampleItem' });
     expect(doc.paths['/v1/samples']!.post!.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/TestModeEcho' });
@@ -192,7 +200,8 @@ describe('OpenAPI document', () => {
   it('documents every management list with the contract’s page: limit 1 to 200 (default 50) and offset', () => {
     // GETs of the management API that are lists (not one resource, not the audit chain's verification)
     const lists = ROUTES.filter(
-      (r) => r.path.startsWith('/admin/') && r.method === 'GET' && !r.path.endsWith('/deliveries') && !r.path.endsWith('/audit/verify') && !/:[a-z_]+$/.test(r.path),
+      (r) =>
+        r.path.startsWith('/admin/') && r.method === 'GET' && !r.path.endsWith('/deliveries') && !r.path.endsWith('/audit/verify') && !/:[a-z_]+$/.test(r.path),
     );
     expect(lists.length).toBeGreaterThanOrEqual(10);
     for (const r of lists) {
@@ -211,7 +220,9 @@ describe('OpenAPI document', () => {
     const create = ROUTES.find((r) => r.method === 'POST' && r.path === '/admin/v1/orgs/:org_id/webhook-subscriptions')!;
     const body = deref(opOf(create).requestBody.content['application/json'].schema);
     expect(body.properties.events.items.enum).toEqual([...SUBSCRIBABLE_FILTERS]);
-    expect(body.properties.events.items.enum).toEqual(expect.arrayContaining(['lab_order.created', 'lab_result.released', 'stock_item.*', 'environmental.*', '*']));
+    expect(body.properties.events.items.enum).toEqual(
+      expect.arrayContaining(['lab_order.created', 'lab_result.released', 'stock_item.*', 'environmental.*', '*']),
+    );
     const patch = ROUTES.find((r) => r.method === 'PATCH' && r.path === '/admin/v1/orgs/:org_id/webhook-subscriptions/:id')!;
     expect(deref(opOf(patch).requestBody.content['application/json'].schema).properties.events.items.enum).toEqual([...SUBSCRIBABLE_FILTERS]);
   });

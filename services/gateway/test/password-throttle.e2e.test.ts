@@ -44,7 +44,11 @@ describe('POST /app/v1/experiments/{id}/sign', () => {
     const exp = await call(stack.url, 'POST', '/v1/experiments', { token: pat, body: { title: 'to sign' } });
     expect(exp.status).toBe(201);
     const sign = (pw: string) =>
-      call(stack.url, 'POST', `/app/v1/experiments/${exp.body.data.id}/sign`, { token: session.body.access_token, body: { password: pw }, headers: { 'x-org-id': orgId } });
+      call(stack.url, 'POST', `/app/v1/experiments/${exp.body.data.id}/sign`, {
+        token: session.body.access_token,
+        body: { password: pw },
+        headers: { 'x-org-id': orgId },
+      });
 
     for (let i = 0; i < 9; i++) {
       const wrong = await sign(`wrong guess ${i}`);
@@ -66,7 +70,11 @@ describe('POST /app/v1/experiments/{id}/sign', () => {
     const pat = (await stack.admin.createPat(user.id, { scopes: ['write'], org_id: orgId })).token;
     for (let i = 0; i < 12; i++) {
       const exp = await call(stack.url, 'POST', '/v1/experiments', { token: pat, body: { title: `to sign ${i}` } });
-      const r = await call(stack.url, 'POST', `/app/v1/experiments/${exp.body.data.id}/sign`, { token: access, body: { password }, headers: { 'x-org-id': orgId } });
+      const r = await call(stack.url, 'POST', `/app/v1/experiments/${exp.body.data.id}/sign`, {
+        token: access,
+        body: { password },
+        headers: { 'x-org-id': orgId },
+      });
       expect(r.status).toBe(200);
       expect(r.body.data.signed_at).toEqual(expect.any(String));
     }
@@ -87,7 +95,11 @@ describe('counters of anonymous requests', () => {
   it('keeps no counter under a made-up inbound webhook address', async () => {
     const mark = `nope${randomBytes(6).toString('hex')}`;
     for (const path of [`${orgId}/${mark}`, mark]) {
-      const res = await fetch(`${stack.url}/functions/v1/inbound-webhook/${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      const res = await fetch(`${stack.url}/functions/v1/inbound-webhook/${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
       expect(res.status).toBe(404);
     }
     const keys = await redisKeysWith(mark);
@@ -98,7 +110,7 @@ describe('counters of anonymous requests', () => {
 // Ten wrong passwords from anywhere locked the account for everyone (429 for the
 // right password too): the budget a user meets is their own address's.
 describe('sign-in budgets', () => {
-  it("one address guessing at an account does not lock out the user at another address", async () => {
+  it('one address guessing at an account does not lock out the user at another address', async () => {
     const email = `lockout-${randomUUID()}@example.test`;
     await stack.admin.createUser({ email, password, name: 'Target' });
     const attacker = '203.0.113.7';

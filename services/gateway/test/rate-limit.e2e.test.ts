@@ -52,7 +52,12 @@ it('counts reads that run beside their count exactly: a burst past the limit get
   expect(statuses.filter((s) => s === 200)).toHaveLength(19);
   expect(statuses.filter((s) => s === 429)).toHaveLength(6);
   for (const r of burst) expect(r.headers.get('x-ratelimit-limit')).toBe('20');
-  expect(burst.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b).slice(-1)[0]).toBe(18);
+  expect(
+    burst
+      .map((r) => Number(r.headers.get('x-ratelimit-remaining')))
+      .sort((a, b) => a - b)
+      .slice(-1)[0],
+  ).toBe(18);
   // a read refused by its scope or not found still carries the count; over the limit, 429 wins
   const other = await stack.admin.createOrg({ rate_limit: { per_minute: 10, per_hour: 1000 } });
   const reader = (await stack.admin.createApiKey(other.id, { scopes: ['read'] })).token;

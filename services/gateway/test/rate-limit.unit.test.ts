@@ -99,7 +99,13 @@ it('fails open, well before 2 s, when a connected Redis stops answering', async 
 describe('countedSignIn', () => {
   const attempts = async (limiter: RateLimiter, email: string, n: number, answer: () => Promise<never>) => {
     const out: string[] = [];
-    for (let i = 0; i < n; i++) out.push(await countedSignIn(limiter, { email, address: '192.0.2.1' }, answer).then(() => 'ok', (e: DomainError) => e.kind));
+    for (let i = 0; i < n; i++)
+      out.push(
+        await countedSignIn(limiter, { email, address: '192.0.2.1' }, answer).then(
+          () => 'ok',
+          (e: DomainError) => e.kind,
+        ),
+      );
     return out;
   };
 
@@ -132,7 +138,13 @@ describe('countedSignIn', () => {
 describe('one budget per token', () => {
   const outcomes = async (limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number) => {
     const out: string[] = [];
-    for (let i = 0; i < n; i++) out.push(await limiter.consume(key, limits).then(() => 'ok', (e: DomainError) => e.code));
+    for (let i = 0; i < n; i++)
+      out.push(
+        await limiter.consume(key, limits).then(
+          () => 'ok',
+          (e: DomainError) => e.code,
+        ),
+      );
     return out;
   };
 

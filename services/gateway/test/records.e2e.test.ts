@@ -150,7 +150,8 @@ describe('generic CRUD of samples', () => {
     const org = (await stack.admin.createOrg()).id;
     const key = (await stack.admin.createApiKey(org, { scopes: ['write'] })).token;
     const made: string[] = [];
-    for (let i = 0; i < 12; i++) made.push((await api('POST', '/v1/experiments', key, { title: `heavy ${i}`, content: { body: 'x'.repeat(900_000) } })).body.data.id);
+    for (let i = 0; i < 12; i++)
+      made.push((await api('POST', '/v1/experiments', key, { title: `heavy ${i}`, content: { body: 'x'.repeat(900_000) } })).body.data.id);
     const first = await api('GET', '/v1/experiments?limit=50&since_created_at=2000-01-01T00:00:00Z', key);
     expect(first.body.data.length).toBeLessThan(12);
     expect(first.body.pagination.limit).toBe(first.body.data.length);

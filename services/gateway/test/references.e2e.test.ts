@@ -134,7 +134,7 @@ const strangers = (c: Case) => [
 ];
 
 describe.each(CASES.map((c) => [`${c.resource} ${c.field}`, c] as const))('%s', (_name, c) => {
-  it('POST: refuses a random id and another organisation\'s record (400 naming the field, nothing written); takes its own', async () => {
+  it("POST: refuses a random id and another organisation's record (400 naming the field, nothing written); takes its own", async () => {
     const path = c.path(A);
     const before = await total(path);
     for (const [, id] of strangers(c)) expectRefused(await api('POST', path, A.key, { ...c.body(), [c.field]: id }), c.field);
@@ -180,7 +180,11 @@ describe('inventories closed_by', () => {
 describe('experiment amendments', () => {
   it('check the references they change like any write', async () => {
     const exp = await made(A, '/v1/experiments', { title: 'to sign' });
-    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${exp}/sign`, { token: A.session, body: { password: PASSWORD }, headers: { 'x-org-id': A.org } });
+    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${exp}/sign`, {
+      token: A.session,
+      body: { password: PASSWORD },
+      headers: { 'x-org-id': A.org },
+    });
     expect(signed.status).toBe(200);
     const versions = async () => (await api('GET', `/v1/experiments/${exp}/versions`, A.key)).body.data.length;
     const n = await versions();

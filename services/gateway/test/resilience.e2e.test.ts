@@ -42,7 +42,10 @@ async function gatewayBeforeDeadServices() {
 it('answers 503 in the error envelope when identity does not answer', async () => {
   const { bus, gw } = await gatewayBeforeDeadServices();
   try {
-    const r = await call(gw.url, 'GET', '/v1/samples', { token: 'pat_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', headers: { 'x-org-id': '0190a0c8-0000-7000-8000-000000000001' } });
+    const r = await call(gw.url, 'GET', '/v1/samples', {
+      token: 'pat_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',
+      headers: { 'x-org-id': '0190a0c8-0000-7000-8000-000000000001' },
+    });
     expect(r.status).toBe(503);
     expect(r.body.error.code).toBe('service_unavailable');
     expect((await call(gw.url, 'GET', '/v1/health')).status).toBe(200);

@@ -90,13 +90,18 @@ describe('route table', () => {
     ];
     for (const line of contract) {
       const [method, path] = line.split(' ') as [string, string];
-      expect([line, router.match(method, path)]).toEqual([line, expect.objectContaining({ kind: 'found', route: expect.objectContaining({ auth: 'operator' }) })]);
+      expect([line, router.match(method, path)]).toEqual([
+        line,
+        expect.objectContaining({ kind: 'found', route: expect.objectContaining({ auth: 'operator' }) }),
+      ]);
     }
     expect(router.match('POST', '/admin/v1/orgs/o/webhook-subscriptions/s/deliveries/d/redeliver')).toMatchObject({
       params: { org_id: 'o', id: 's', delivery_id: 'd' },
       route: { service: 'webhooks', handler: { kind: 'webhooks_admin', action: 'redeliver' } },
     });
-    expect(router.match('DELETE', '/admin/v1/orgs/o/environmental-points/p')).toMatchObject({ route: { service: 'telemetry', handler: { op: 'deletePoint' } } });
+    expect(router.match('DELETE', '/admin/v1/orgs/o/environmental-points/p')).toMatchObject({
+      route: { service: 'telemetry', handler: { op: 'deletePoint' } },
+    });
     expect(router.match('PUT', '/admin/v1/orgs/o/webhook-subscriptions/s')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'PATCH', 'DELETE'] });
   });
 
@@ -171,7 +176,15 @@ describe('route index', () => {
 
   it('keeps routes with a parameter in second place among the candidates of every literal', () => {
     const route = (method: string, path: string) => ({ ...ROUTES[0]!, method, path }) as (typeof ROUTES)[number];
-    const table = [route('GET', '/v1/:kind'), route('GET', '/v1/health'), route('POST', '/v1/samples'), route('DELETE', '/:a/b'), route('GET', '/x'), route('PUT', '/v1/:kind/:id'), route('GET', '/v1/samples/:id')];
+    const table = [
+      route('GET', '/v1/:kind'),
+      route('GET', '/v1/health'),
+      route('POST', '/v1/samples'),
+      route('DELETE', '/:a/b'),
+      route('GET', '/x'),
+      route('PUT', '/v1/:kind/:id'),
+      route('GET', '/v1/samples/:id'),
+    ];
     const small = new Router(table);
     for (const path of ['/v1/health', '/v1/samples', '/v1/other', '/v1/b', '/x/b', '/v1/samples/1', '/v1/other/1', '/x', '/', '/v1/%E0%A4%A']) {
       for (const method of ['GET', 'POST', 'PUT', 'DELETE']) {

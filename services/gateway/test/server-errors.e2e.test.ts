@@ -80,7 +80,11 @@ it('logs each 5xx once with its cause, and the outage of the service as two line
     expect(mine[0]!.msg).toMatch(/^503 GET \/v1\/samples: notebook answered UNAVAILABLE/);
   }
   // no 5xx line without its request
-  expect(serverErrorLines().map((l) => l.request_id).sort()).toEqual([...ids].sort());
+  expect(
+    serverErrorLines()
+      .map((l) => l.request_id)
+      .sort(),
+  ).toEqual([...ids].sort());
   // the outage: one line when it began, none per failed call
   expect(notebookState('unavailable').map((l) => l.msg)).toEqual(['notebook unavailable']);
 
@@ -101,7 +105,10 @@ it('a second outage is logged again: the state starts over once the service is b
   expect(notebookState('unavailable')).toHaveLength(before + 1);
   proxy.restore();
   await eventually(async () => ((await samples()).status === 200 ? true : undefined), 30_000);
-  expect(notebookState('available').at(-1)).toMatchObject({ failures: expect.any(Number), msg: expect.stringMatching(/^notebook available again after \d+ failures$/) });
+  expect(notebookState('available').at(-1)).toMatchObject({
+    failures: expect.any(Number),
+    msg: expect.stringMatching(/^notebook available again after \d+ failures$/),
+  });
 }, 120_000);
 
 it('a rate-limit store that is down is one line however many requests it fails, and each failed command is counted', async () => {
@@ -114,7 +121,9 @@ it('a rate-limit store that is down is one line however many requests it fails, 
   try {
     for (let i = 0; i < 20; i++) await limiter.consume(`token-${i}`, { per_minute: 10, per_hour: 100 });
     expect(await errors()).toBeGreaterThanOrEqual(before + 20);
-    expect(storeLines.filter((l) => l.dependency === 'rate limit store' && l.state === 'unavailable').map((l) => l.msg)).toEqual(['rate limit store unavailable']);
+    expect(storeLines.filter((l) => l.dependency === 'rate limit store' && l.state === 'unavailable').map((l) => l.msg)).toEqual([
+      'rate limit store unavailable',
+    ]);
     expect(storeLines.filter((l) => /rate limit/.test(l.msg))).toHaveLength(1);
   } finally {
     await limiter.close();

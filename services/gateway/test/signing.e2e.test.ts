@@ -26,7 +26,12 @@ describe('POST /auth/v1/token', () => {
   it('issues tokens for a password and refreshes them', async () => {
     const r = await grant({ grant_type: 'password', email, password });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ access_token: expect.stringMatching(/^ses_/), token_type: 'bearer', expires_in: expect.any(Number), refresh_token: expect.any(String) });
+    expect(r.body).toEqual({
+      access_token: expect.stringMatching(/^ses_/),
+      token_type: 'bearer',
+      expires_in: expect.any(Number),
+      refresh_token: expect.any(String),
+    });
     const refreshed = await grant({ grant_type: 'refresh_token', refresh_token: r.body.refresh_token });
     expect(refreshed.status).toBe(200);
     expect(refreshed.body.access_token).not.toBe(r.body.access_token);
@@ -117,8 +122,17 @@ describe('signed experiments over HTTP', () => {
   it('refuses PATCH, PUT and DELETE of a signed experiment with 409 experiment_signed, and changes nothing', async () => {
     const signed = await signedExperiment();
     const { signatures: _m, ...record } = signed;
-    for (const [method, body] of [['PATCH', { title: 'edited' }], ['PUT', { content: {} }], ['DELETE', undefined]] as const) {
-      const r = await api(method, `/v1/experiments/${signed.id}`, body, method === 'DELETE' ? (await stack.admin.createApiKey(orgId, { scopes: ['admin'] })).token : author.pat);
+    for (const [method, body] of [
+      ['PATCH', { title: 'edited' }],
+      ['PUT', { content: {} }],
+      ['DELETE', undefined],
+    ] as const) {
+      const r = await api(
+        method,
+        `/v1/experiments/${signed.id}`,
+        body,
+        method === 'DELETE' ? (await stack.admin.createApiKey(orgId, { scopes: ['admin'] })).token : author.pat,
+      );
       expect([method, r.status, r.body.error.code]).toEqual([method, 409, 'experiment_signed']);
     }
     const after = await api('GET', `/v1/experiments/${signed.id}`);
@@ -131,7 +145,13 @@ describe('signed experiments over HTTP', () => {
     expect([missing.status, missing.body.error.code, missing.body.error.details.field]).toEqual([400, 'validation_failed', 'reason']);
     const amended = await api('POST', `/v1/experiments/${signed.id}/amendments`, { reason: 'burette misread', content: { volume_ml: 12.7 } });
     expect(amended.status).toBe(201);
-    expect(amended.body.data).toMatchObject({ version: 2, amends_id: signed.id, amendment_reason: 'burette misread', display_id: signed.display_id, signed_at: null });
+    expect(amended.body.data).toMatchObject({
+      version: 2,
+      amends_id: signed.id,
+      amendment_reason: 'burette misread',
+      display_id: signed.display_id,
+      signed_at: null,
+    });
     const history = await api('GET', `/v1/experiments/${amended.body.data.id}/versions`);
     expect(history.status).toBe(200);
     expect(history.body.data.map((v: { id: string }) => v.id)).toEqual([signed.id, amended.body.data.id]);
@@ -155,8 +175,20 @@ describe('signed experiments over HTTP', () => {
     const manifest = await api('GET', `/v1/experiments/${signed.id}/signatures`);
     expect(manifest.status).toBe(200);
     expect(manifest.body.data).toEqual([
-      expect.objectContaining({ meaning: 'authorship', signer_id: author.id, signer_name: 'Ada Author', content_hash: signed.signatures[0].content_hash, content_matches: true }),
-      expect.objectContaining({ meaning: 'review', signer_id: reviewer.id, signer_name: 'Rita Reviewer', content_hash: signed.signatures[0].content_hash, content_matches: true }),
+      expect.objectContaining({
+        meaning: 'authorship',
+        signer_id: author.id,
+        signer_name: 'Ada Author',
+        content_hash: signed.signatures[0].content_hash,
+        content_matches: true,
+      }),
+      expect.objectContaining({
+        meaning: 'review',
+        signer_id: reviewer.id,
+        signer_name: 'Rita Reviewer',
+        content_hash: signed.signatures[0].content_hash,
+        content_matches: true,
+      }),
     ]);
     expect(manifest.body.data[1].signed_at).toEqual(expect.stringMatching(/^\d{4}-\d\d-\d\dT/));
     expect(reviewed.body.data.signatures).toEqual(manifest.body.data);

@@ -40,7 +40,13 @@ export async function listOrgs(deps: ServiceDeps, p: PageIn): Promise<identity.L
     p,
   );
   return {
-    orgs: r.rows.map((o) => ({ id: o.id, name: o.name, modules: o.modules, rate_limit: { per_minute: o.per_minute, per_hour: o.per_hour }, created_at: o.created_at })),
+    orgs: r.rows.map((o) => ({
+      id: o.id,
+      name: o.name,
+      modules: o.modules,
+      rate_limit: { per_minute: o.per_minute, per_hour: o.per_hour },
+      created_at: o.created_at,
+    })),
     page: r.page,
   };
 }
@@ -77,7 +83,10 @@ async function membershipsOf(deps: ServiceDeps, userIds: string[]): Promise<Map<
   const rows = await deps.db.rows<MembershipRow>(
     sql`select m.user_id, m.org_id, o.name as org_name, m.role, m.department_id
         from identity.memberships m join identity.orgs o on o.id = m.org_id
-        where m.user_id in (${sql.join(userIds.map((id) => sql`${id}::uuid`), sql`, `)})
+        where m.user_id in (${sql.join(
+          userIds.map((id) => sql`${id}::uuid`),
+          sql`, `,
+        )})
         order by m.created_at, m.org_id`,
   );
   for (const r of rows) {
@@ -98,8 +107,17 @@ interface UserRow {
 const USER_COLUMNS = sql`id, email, name, ${iso(sql`created_at`)} as created_at`;
 
 async function withMemberships(deps: ServiceDeps, users: UserRow[]): Promise<identity.UserWithMemberships[]> {
-  const m = await membershipsOf(deps, users.map((u) => u.id));
-  return users.map((u) => ({ id: u.id, email: u.email, ...(u.name !== null ? { name: u.name } : {}), created_at: u.created_at, memberships: m.get(u.id) ?? [] }));
+  const m = await membershipsOf(
+    deps,
+    users.map((u) => u.id),
+  );
+  return users.map((u) => ({
+    id: u.id,
+    email: u.email,
+    ...(u.name !== null ? { name: u.name } : {}),
+    created_at: u.created_at,
+    memberships: m.get(u.id) ?? [],
+  }));
 }
 
 /** Users (only the one of `email`, compared case-insensitively, when given) with their memberships. */

@@ -95,10 +95,7 @@ export async function deleteMember(deps: ServiceDeps, caller: CallerContext, inp
 }
 
 /** Members of one org: only the given users (non-members left out), or by role, or all. */
-export async function listMembers(
-  deps: ServiceDeps,
-  input: { org_id: string; user_ids: string[]; role?: Role },
-): Promise<Member[]> {
+export async function listMembers(deps: ServiceDeps, input: { org_id: string; user_ids: string[]; role?: Role }): Promise<Member[]> {
   const filters = [sql`m.org_id = ${input.org_id}`];
   if (input.user_ids.length) filters.push(sql`m.user_id = any(${sqlArray(input.user_ids)}::uuid[])`);
   if (input.role) filters.push(sql`m.role = ${input.role}`);

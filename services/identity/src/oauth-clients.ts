@@ -110,7 +110,13 @@ export async function deleteOAuthClient(deps: ServiceDeps, caller: CallerContext
       await lockGrant(tx, g.id);
       await revokeGrant(tx, emit, g.id);
     }
-    emit.audit(null, { action: 'delete', resource: 'oauth_client', record_id: c.id, before: { id: c.id, name: c.name }, after: { grants_revoked: grants.length } });
+    emit.audit(null, {
+      action: 'delete',
+      resource: 'oauth_client',
+      record_id: c.id,
+      before: { id: c.id, name: c.name },
+      after: { grants_revoked: grants.length },
+    });
   });
 }
 

@@ -17,8 +17,7 @@ import { redirectUriRegistered } from './validation.js';
  * is taken as stolen and ends the whole grant. Failures that end a grant are
  * returned out of the transaction (so the revocation commits) and thrown after.
  */
-const invalidGrant = (message = 'invalid, expired or already used authorization grant') =>
-  new DomainError('invalid', 'invalid_grant', message);
+const invalidGrant = (message = 'invalid, expired or already used authorization grant') => new DomainError('invalid', 'invalid_grant', message);
 const invalidScope = (message: string) => new DomainError('invalid', 'invalid_scope', message);
 /** RFC 8707 section 2: a resource other than the one the grant is bound to. */
 const invalidTarget = () => new DomainError('invalid', 'invalid_target', 'resource is not the one this grant was issued for');
@@ -36,14 +35,10 @@ export interface CodeInput {
   resource?: string;
 }
 
-export async function createOAuthCode(
-  deps: ServiceDeps,
-  caller: CallerContext,
-  input: CodeInput,
-  codeTtlSeconds: number,
-): Promise<identity.OAuthCode> {
+export async function createOAuthCode(deps: ServiceDeps, caller: CallerContext, input: CodeInput, codeTtlSeconds: number): Promise<identity.OAuthCode> {
   const client = await findClient(deps, input.client_id);
-  if (!client || !redirectUriRegistered(client.redirect_uris, input.redirect_uri, client.public)) throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
+  if (!client || !redirectUriRegistered(client.redirect_uris, input.redirect_uri, client.public))
+    throw DomainError.invalid('unknown client or redirect_uri', undefined, 'invalid_client');
   const requested = input.scopes.length ? input.scopes : client.scopes;
   if (!subsetOf(requested, client.scopes)) throw invalidScope(`the client may ask for: ${client.scopes.join(' ')}`);
   // A public client has no secret: its code is only as safe as its PKCE verifier

@@ -52,11 +52,7 @@ export async function requireOrg(deps: ServiceDeps, orgId: string, exec: Executo
   if (!row) throw DomainError.notFound('organisation not found');
 }
 
-export async function createOrg(
-  deps: ServiceDeps,
-  caller: CallerContext,
-  input: { name: string; modules: Module[]; rate_limit?: RateLimit },
-): Promise<Org> {
+export async function createOrg(deps: ServiceDeps, caller: CallerContext, input: { name: string; modules: Module[]; rate_limit?: RateLimit }): Promise<Org> {
   const id = newId();
   const limit = input.rate_limit ?? DEFAULT_RATE_LIMIT;
   return deps.outbox.write(caller, async (tx, emit) => {
@@ -89,11 +85,7 @@ export async function updateOrg(
   });
 }
 
-export async function createDepartment(
-  deps: ServiceDeps,
-  caller: CallerContext,
-  input: { org_id: string; name: string },
-): Promise<identity.Department> {
+export async function createDepartment(deps: ServiceDeps, caller: CallerContext, input: { org_id: string; name: string }): Promise<identity.Department> {
   const id = newId();
   return deps.outbox.write(caller, async (tx, emit) => {
     await requireOrg(deps, input.org_id, tx);

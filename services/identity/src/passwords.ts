@@ -54,8 +54,7 @@ export const DEFAULT_RUNNING_CHECKS = Math.max(1, Math.min(availableParallelism(
 export const QUEUED_CHECKS_PER_RUNNING = 32;
 
 /** The refusal of an attempt while the queue is full: retryable, and it says nothing about the account. */
-const overloaded = () =>
-  DomainError.unavailable('too many sign-in attempts are being checked right now; try again in a moment', 'service_unavailable');
+const overloaded = () => DomainError.unavailable('too many sign-in attempts are being checked right now; try again in a moment', 'service_unavailable');
 
 /**
  * Bounded admission of password checks. Every attempt (unknown emails included)

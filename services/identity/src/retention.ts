@@ -15,8 +15,7 @@ import { deleteInBatches, type Database } from '@lab/kit';
 const EXPIRING_KINDS = sql.raw(`kind in ('session', 'refresh', 'oauth', 'oauth_refresh')`);
 
 /** The tokens purgeExpiredTokens deletes (exported so a test can check the index serves it). */
-export const expiredTokens = (graceDays: number): SQL =>
-  sql`${EXPIRING_KINDS} and expires_at < now() - (${graceDays} * interval '1 day')`;
+export const expiredTokens = (graceDays: number): SQL => sql`${EXPIRING_KINDS} and expires_at < now() - (${graceDays} * interval '1 day')`;
 
 /**
  * Days a short-lived token is kept past expires_at. Refresh-token reuse

@@ -105,17 +105,9 @@ interface RevokedRow {
  * Revokes the given live tokens, or every live token of a sign-in session, and
  * emits one `identity.token.revoked` per token so gateway caches drop them.
  */
-export async function revokeWhere(
-  tx: Tx,
-  emit: Emitter,
-  target: { token_id: string } | { session_id: string } | { grant_id: string },
-): Promise<RevokedRow[]> {
+export async function revokeWhere(tx: Tx, emit: Emitter, target: { token_id: string } | { session_id: string } | { grant_id: string }): Promise<RevokedRow[]> {
   const where =
-    'token_id' in target
-      ? sql`id = ${target.token_id}`
-      : 'session_id' in target
-        ? sql`session_id = ${target.session_id}`
-        : sql`grant_id = ${target.grant_id}`;
+    'token_id' in target ? sql`id = ${target.token_id}` : 'session_id' in target ? sql`session_id = ${target.session_id}` : sql`grant_id = ${target.grant_id}`;
   const revoked = await rows<RevokedRow>(
     tx,
     sql`update identity.tokens set revoked_at = now()

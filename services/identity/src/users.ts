@@ -24,11 +24,7 @@ export async function getUser(deps: ServiceDeps, userId: string, exec?: Executor
   return user;
 }
 
-export async function createUser(
-  deps: ServiceDeps,
-  caller: CallerContext,
-  input: { email: string; name?: string; password?: string },
-): Promise<User> {
+export async function createUser(deps: ServiceDeps, caller: CallerContext, input: { email: string; name?: string; password?: string }): Promise<User> {
   const id = newId();
   // Hash before the transaction: argon2 takes tens of milliseconds.
   const passwordHash = input.password === undefined ? null : await hashPassword(input.password);
@@ -48,10 +44,7 @@ export async function createUser(
 }
 
 /** The user of an email (case-insensitive) with its password hash, for sign-in. */
-export async function findCredentials(
-  deps: ServiceDeps,
-  email: string,
-): Promise<{ id: string; password_hash: string | null } | null> {
+export async function findCredentials(deps: ServiceDeps, email: string): Promise<{ id: string; password_hash: string | null } | null> {
   const [row] = await deps.db.rows<{ id: string; password_hash: string | null }>(
     sql`select id, password_hash from identity.users where lower(email) = lower(${email.trim()})`,
   );

@@ -96,10 +96,13 @@ const resource = z
   .max(2000)
   .refine((v) => URL.canParse(v) && !v.includes('#'), 'must be an absolute URL without fragment');
 const opaque = z.string().min(1).max(200);
-const scopeList = z.array(z.string().max(50)).max(SCOPES.length * 4).superRefine((xs, ctx) => {
-  const bad = unknownScopes(xs);
-  if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')}` });
-});
+const scopeList = z
+  .array(z.string().max(50))
+  .max(SCOPES.length * 4)
+  .superRefine((xs, ctx) => {
+    const bad = unknownScopes(xs);
+    if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')}` });
+  });
 
 /** A page of a management list: limit 1 to 200 (0, proto's unset, is the default 50), offset from 0. */
 export const DEFAULT_PAGE_LIMIT = 50;
@@ -156,10 +159,14 @@ export const schemas = {
   createOAuthClient: z.object({
     name,
     redirect_uris: z.array(redirectUri).min(1).max(20).transform(unique),
-    scopes: z.array(z.string()).max(SCOPES.length * 4).superRefine((xs, ctx) => {
-      const bad = unknownScopes(xs);
-      if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
-    }).transform(unique),
+    scopes: z
+      .array(z.string())
+      .max(SCOPES.length * 4)
+      .superRefine((xs, ctx) => {
+        const bad = unknownScopes(xs);
+        if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
+      })
+      .transform(unique),
   }),
   oauthClientId: z.object({ client_id: z.string().max(100) }),
   tokenHash: z.object({ token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256') }),
@@ -169,7 +176,10 @@ export const schemas = {
     user_id: uuid,
     org_id: uuid,
     scopes: scopeList.transform(unique),
-    code_challenge: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 unreserved characters').optional(),
+    code_challenge: z
+      .string()
+      .regex(/^[A-Za-z0-9._~-]{43,128}$/, 'must be 43 to 128 unreserved characters')
+      .optional(),
     code_challenge_method: z.enum(['S256', 'plain']).optional(),
     resource: resource.optional(),
   }),

@@ -80,8 +80,7 @@ async function rejection(p: Promise<unknown>): Promise<string> {
   return 'ok';
 }
 
-const resolve = (token: string, org_id?: string) =>
-  client.call('resolveToken', { token_hash: hashToken(token), ...(org_id ? { org_id } : {}) }, ctx());
+const resolve = (token: string, org_id?: string) => client.call('resolveToken', { token_hash: hashToken(token), ...(org_id ? { org_id } : {}) }, ctx());
 
 const email = () => `u-${randomUUID()}@Example.org`;
 
@@ -118,9 +117,9 @@ describe('identity over gRPC', () => {
 
     const other = await orgWithMember();
     const foreignDept = await client.call('createDepartment', { org_id: other.org.id, name: 'Elsewhere' }, ctx());
-    expect(
-      await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'qm', department_id: foreignDept.id }, ctx())),
-    ).toBe('invalid/validation_failed');
+    expect(await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'qm', department_id: foreignDept.id }, ctx()))).toBe(
+      'invalid/validation_failed',
+    );
 
     const viewer = await client.call('createUser', { email: email() }, ctx());
     await client.call('putMember', { org_id: org.id, user_id: viewer.id, role: 'viewer' }, ctx());
@@ -137,12 +136,10 @@ describe('identity over gRPC', () => {
     expect(await rejection(client.call('getOrg', { org_id: randomUUID() }, ctx()))).toBe('not_found/not_found');
     expect(await rejection(client.call('createOrg', { name: '', modules: [] }, ctx()))).toBe('invalid/validation_failed');
     const { org, user } = await orgWithMember();
-    expect(
-      await rejection(client.call('createApiKey', { org_id: org.id, name: 'k', scopes: ['read', 'sudo'], device_ids: [] }, ctx())),
-    ).toBe('invalid/validation_failed');
-    expect(await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'owner' }, ctx()))).toBe(
+    expect(await rejection(client.call('createApiKey', { org_id: org.id, name: 'k', scopes: ['read', 'sudo'], device_ids: [] }, ctx()))).toBe(
       'invalid/validation_failed',
     );
+    expect(await rejection(client.call('putMember', { org_id: org.id, user_id: user.id, role: 'owner' }, ctx()))).toBe('invalid/validation_failed');
     const members = await client.call('listMembers', { org_id: org.id, user_ids: [] }, ctx());
     expect(members.members.map((m) => m.role)).toEqual(['researcher']);
     expect(await rejection(client.call('revokeToken', { token_id: randomUUID() }, ctx()))).toBe('not_found/not_found');
@@ -183,9 +180,9 @@ describe('identity over gRPC', () => {
     expect(await resolve(asMember.token)).toMatchObject({ user_id: user.id, role: 'dept_admin', org_bound: true });
 
     const outsider = await client.call('createUser', { email: email() }, ctx());
-    expect(
-      await rejection(client.call('createApiKey', { org_id: org.id, name: 'x', scopes: ['read'], user_id: outsider.id, device_ids: [] }, ctx())),
-    ).toBe('invalid/not_a_member');
+    expect(await rejection(client.call('createApiKey', { org_id: org.id, name: 'x', scopes: ['read'], user_id: outsider.id, device_ids: [] }, ctx()))).toBe(
+      'invalid/not_a_member',
+    );
     expect(await rejection(client.call('createApiKey', { org_id: randomUUID(), name: 'x', scopes: ['read'], device_ids: [] }, ctx()))).toBe(
       'not_found/not_found',
     );
@@ -212,9 +209,9 @@ describe('identity over gRPC', () => {
     expect(await rejection(resolve(unbound.token, stranger.id))).toBe('forbidden/not_a_member');
     expect(await rejection(resolve(unbound.token, randomUUID()))).toBe('forbidden/not_a_member');
 
-    expect(
-      await rejection(client.call('createPat', { user_id: user.id, name: 'x', scopes: ['read'], org_id: stranger.id }, ctx())),
-    ).toBe('invalid/not_a_member');
+    expect(await rejection(client.call('createPat', { user_id: user.id, name: 'x', scopes: ['read'], org_id: stranger.id }, ctx()))).toBe(
+      'invalid/not_a_member',
+    );
     expect(await rejection(client.call('createPat', { user_id: randomUUID(), name: 'x', scopes: ['read'] }, ctx()))).toBe('not_found/not_found');
   });
 
@@ -266,16 +263,10 @@ describe('identity over gRPC', () => {
     expect(await rejection(resolve(s.access_token))).toBe('invalid/org_required');
     expect(await rejection(resolve(s.refresh_token, org.id))).toBe('unauthenticated/unauthorized');
 
-    expect(await rejection(client.call('passwordGrant', { email: found.email, password: 'wrong horse battery' }, ctx()))).toBe(
-      'invalid/invalid_grant',
-    );
-    expect(await rejection(client.call('passwordGrant', { email: email(), password: 'correct horse battery' }, ctx()))).toBe(
-      'invalid/invalid_grant',
-    );
+    expect(await rejection(client.call('passwordGrant', { email: found.email, password: 'wrong horse battery' }, ctx()))).toBe('invalid/invalid_grant');
+    expect(await rejection(client.call('passwordGrant', { email: email(), password: 'correct horse battery' }, ctx()))).toBe('invalid/invalid_grant');
     const noPassword = await client.call('createUser', { email: email() }, ctx());
-    expect(await rejection(client.call('passwordGrant', { email: noPassword.email, password: 'anything' }, ctx()))).toBe(
-      'invalid/invalid_grant',
-    );
+    expect(await rejection(client.call('passwordGrant', { email: noPassword.email, password: 'anything' }, ctx()))).toBe('invalid/invalid_grant');
   });
 
   it('rotates refresh tokens and ends the session when a used one comes back', async () => {
@@ -328,12 +319,8 @@ describe('identity over gRPC', () => {
   it('verifies a re-entered password', async () => {
     const { user } = await orgWithMember('researcher', 'correct horse battery');
     expect(await client.call('verifyPassword', { user_id: user.id, password: 'correct horse battery' }, ctx())).toEqual({});
-    expect(await rejection(client.call('verifyPassword', { user_id: user.id, password: 'nope' }, ctx()))).toBe(
-      'unauthenticated/invalid_password',
-    );
-    expect(await rejection(client.call('verifyPassword', { user_id: randomUUID(), password: 'nope' }, ctx()))).toBe(
-      'unauthenticated/invalid_password',
-    );
+    expect(await rejection(client.call('verifyPassword', { user_id: user.id, password: 'nope' }, ctx()))).toBe('unauthenticated/invalid_password');
+    expect(await rejection(client.call('verifyPassword', { user_id: randomUUID(), password: 'nope' }, ctx()))).toBe('unauthenticated/invalid_password');
   });
 
   it('deletes a department and puts a member into it at the same moment: one wins, the other is refused, never a foreign key error', async () => {
@@ -395,9 +382,11 @@ describe('identity over gRPC', () => {
     expect(await rejection(exchange({ ...asPublic, client_secret: 'x' }))).toBe('unauthenticated/invalid_client');
     const t = await exchange(asPublic);
     expect(await resolve(t.access_token)).toMatchObject({ token_kind: 'oauth', org_id: org.id, audience: resource });
-    expect(await rejection(client.call('refreshOAuthToken', { client: asPublic, refresh_token: t.refresh_token, scopes: [], resource: 'https://elsewhere.example/' }, ctx()))).toBe(
-      'invalid/invalid_target',
-    );
+    expect(
+      await rejection(
+        client.call('refreshOAuthToken', { client: asPublic, refresh_token: t.refresh_token, scopes: [], resource: 'https://elsewhere.example/' }, ctx()),
+      ),
+    ).toBe('invalid/invalid_target');
 
     // a confidential client cannot bind a resource, nor authenticate as public
     const conf = await client.call('createOAuthClient', { name: 'web', redirect_uris: [redirect], scopes: [] }, ctx());
@@ -406,9 +395,19 @@ describe('identity over gRPC', () => {
     expect(await rejection(confCode({ resource }))).toBe('invalid/invalid_request');
     const cc = await confCode({});
     expect(
-      await rejection(client.call('exchangeOAuthCode', { client: { client_id: conf.client_id, client_secret: '', public: true }, code: cc.code, redirect_uri: redirect }, ctx())),
+      await rejection(
+        client.call(
+          'exchangeOAuthCode',
+          { client: { client_id: conf.client_id, client_secret: '', public: true }, code: cc.code, redirect_uri: redirect },
+          ctx(),
+        ),
+      ),
     ).toBe('unauthenticated/invalid_client');
-    const ct = await client.call('exchangeOAuthCode', { client: { client_id: conf.client_id, client_secret: conf.client_secret, public: false }, code: cc.code, redirect_uri: redirect }, ctx());
+    const ct = await client.call(
+      'exchangeOAuthCode',
+      { client: { client_id: conf.client_id, client_secret: conf.client_secret, public: false }, code: cc.code, redirect_uri: redirect },
+      ctx(),
+    );
     expect((await resolve(ct.access_token)).audience).toBeUndefined();
   });
 });

@@ -53,17 +53,12 @@ describe('ResolveToken rules', () => {
   });
 
   it('answers not_a_member for a missing org and for a user without membership', () => {
-    expect(codeOf(() => toPrincipal(row({ org_id: null, modules: null, per_minute: null, per_hour: null }), OTHER))).toBe(
-      'forbidden/not_a_member',
-    );
+    expect(codeOf(() => toPrincipal(row({ org_id: null, modules: null, per_minute: null, per_hour: null }), OTHER))).toBe('forbidden/not_a_member');
     expect(codeOf(() => toPrincipal(row({ role: null }), ORG))).toBe('forbidden/not_a_member');
   });
 
   it('gives an API key without user no role, and keeps its connector and devices', () => {
-    const p = toPrincipal(
-      row({ kind: 'api_key', user_id: null, role: null, bound_org_id: ORG, connector_id: OTHER, device_ids: [USER] }),
-      undefined,
-    );
+    const p = toPrincipal(row({ kind: 'api_key', user_id: null, role: null, bound_org_id: ORG, connector_id: OTHER, device_ids: [USER] }), undefined);
     expect(p.role).toBeUndefined();
     expect(p.user_id).toBeUndefined();
     expect(p).toMatchObject({ connector_id: OTHER, device_ids: [USER], rate_limit: { per_minute: 120, per_hour: 5000 } });

@@ -59,9 +59,7 @@ async function fixture() {
 }
 
 const present = async (table: 'tokens' | 'oauth_codes', ids: string[]) =>
-  (await db.rows<{ id: string }>(sql`select id from ${sql.raw(`identity.${table}`)} where id = any(${sql.param(ids)}::uuid[])`))
-    .map((r) => r.id)
-    .sort();
+  (await db.rows<{ id: string }>(sql`select id from ${sql.raw(`identity.${table}`)} where id = any(${sql.param(ids)}::uuid[])`)).map((r) => r.id).sort();
 
 const SHORT_LIVED = ['session', 'refresh', 'oauth', 'oauth_refresh'];
 

@@ -2,17 +2,7 @@ import { open } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { jobFromRowJson, type jobs } from '@lab/contracts';
-import {
-  DomainError,
-  fieldIssues,
-  isGuid,
-  parseWith,
-  structBody,
-  validationFailed,
-  type CallerContext,
-  type Emitter,
-  type ServiceDeps,
-} from '@lab/kit';
+import { DomainError, fieldIssues, isGuid, parseWith, structBody, validationFailed, type CallerContext, type Emitter, type ServiceDeps } from '@lab/kit';
 import { artifactFile } from './artifacts.js';
 import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, isJobAdmin, listVisible, type JobRow } from './store.js';
@@ -92,20 +82,24 @@ export async function enqueueJob(
   const { org_id } = caller;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await deps.outbox.write(caller, async (tx, emit) => {
-        const r = await insertJob(tx, caller, job.job_type, job.input, {
-          maxAttempts,
-          inboundEventId: opts.inboundEventId,
-          context: opts.context,
-          deadWith: opts.deadWith,
-        });
-        if (!r) return undefined;
-        if (opts.deadWith === undefined) emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
-        emitUpdated(emit, r);
-        emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
-        opts.also?.(emit, r);
-        return r;
-      }, opts.answer && ((r) => (r ? opts.answer!(r) : undefined)));
+      return await deps.outbox.write(
+        caller,
+        async (tx, emit) => {
+          const r = await insertJob(tx, caller, job.job_type, job.input, {
+            maxAttempts,
+            inboundEventId: opts.inboundEventId,
+            context: opts.context,
+            deadWith: opts.deadWith,
+          });
+          if (!r) return undefined;
+          if (opts.deadWith === undefined) emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
+          emitUpdated(emit, r);
+          emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
+          opts.also?.(emit, r);
+          return r;
+        },
+        opts.answer && ((r) => (r ? opts.answer!(r) : undefined)),
+      );
     } catch (err) {
       // two jobs of one organisation stamped with the same microsecond: stamp again
       if (!isUniqueViolation(err) || attempt >= 4) throw err;
@@ -166,7 +160,10 @@ const CHUNK = 64 * 1024;
 export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id: string, dir: string) {
   const job = await visible(deps, caller, id);
   if (job.result_meta?.artifact_deleted_at) {
-    throw DomainError.notFound(`the artifact was removed at ${String(job.result_meta.artifact_deleted_at)} (retention); run the job again`, 'artifact_not_found');
+    throw DomainError.notFound(
+      `the artifact was removed at ${String(job.result_meta.artifact_deleted_at)} (retention); run the job again`,
+      'artifact_not_found',
+    );
   }
   if (job.status !== 'succeeded' || !job.result_path) throw DomainError.notFound('the job has no artifact (yet)', 'artifact_not_found');
   // opened before anything is read: retention (or an operator) removing the file

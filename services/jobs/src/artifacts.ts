@@ -93,4 +93,7 @@ export async function writeZip(dir: string, path: string, entries: ZipEntry[], r
   return { path, meta: { ...s, content_type: 'application/zip', rows, files: entries.map((e) => e.name) } };
 }
 
-export const joinPath = (...parts: string[]) => join(...parts).split(sep).join('/');
+export const joinPath = (...parts: string[]) =>
+  join(...parts)
+    .split(sep)
+    .join('/');

@@ -42,7 +42,14 @@ async function biosafetyExport(run: JobRun): Promise<Artifact> {
   const items = new Set<unknown>();
   return exportTables(run, 'biosafety_export', [
     ['reagents', () => idsInto(hazardous, only(s.pages(c, 'reagents'), isHazardous))],
-    ['stock_items', () => idsInto(items, only(s.pages(c, 'stock-items'), (i) => hazardous.has(i.catalog_id)))],
+    [
+      'stock_items',
+      () =>
+        idsInto(
+          items,
+          only(s.pages(c, 'stock-items'), (i) => hazardous.has(i.catalog_id)),
+        ),
+    ],
     ['stock_movements', () => only(s.pages(c, 'stock-movements'), (m) => items.has(m.stock_item_id))],
     ['samples', () => s.pages(c, 'samples')],
   ]);
@@ -58,17 +65,23 @@ async function gdprExport(run: JobRun, input: InputOf<'gdpr_export'>): Promise<A
   const mine = about(input.user_id);
   const c = run.caller;
   return exportTables(run, 'gdpr_export', [
-    ['member', async function* () {
-      const m = await s.member(c, input.user_id);
-      if (m) yield [m];
-    }],
+    [
+      'member',
+      async function* () {
+        const m = await s.member(c, input.user_id);
+        if (m) yield [m];
+      },
+    ],
     ['experiments', () => only(s.pages(c, 'experiments'), mine)],
     ['projects', () => only(s.pages(c, 'projects'), mine)],
     ['samples', () => only(s.pages(c, 'samples'), mine)],
     ['stock_movements', () => only(s.pages(c, 'stock-movements'), mine)],
-    ['equipment_usage', async function* () {
-      yield* only(perEquipment(run, await idsOf(s.pages(c, 'equipment')), 'usage'), mine);
-    }],
+    [
+      'equipment_usage',
+      async function* () {
+        yield* only(perEquipment(run, await idsOf(s.pages(c, 'equipment')), 'usage'), mine);
+      },
+    ],
     ['audit', () => only(s.auditPages(c), mine)],
   ]);
 }

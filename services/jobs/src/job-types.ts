@@ -11,7 +11,11 @@ export const ADMIN_JOB_TYPES = new Set<JobType>(['audit_export', 'biosafety_expo
 export const isJobType = (v: string): v is JobType => (JOB_TYPES as readonly string[]).includes(v);
 
 // format only documents the check in the OpenAPI document
-const uuid = z.string().refine(isGuid, 'must be a UUID').meta({ format: 'uuid' }).transform((s) => s.toLowerCase());
+const uuid = z
+  .string()
+  .refine(isGuid, 'must be a UUID')
+  .meta({ format: 'uuid' })
+  .transform((s) => s.toLowerCase());
 /**
  * A timestamp PostgreSQL stores: refused up front, a list query is a 400 rather
  * than a 500, and an export is not accepted (202) only to fail on every attempt.

@@ -55,7 +55,12 @@ function signatureManifest(doc: Pdf, signatures: Rec[]): void {
   for (const s of signatures) {
     doc.text(`${text(s.meaning)}: ${text(s.signer_name)} (${text(s.signer_id)}) at ${text(s.signed_at)}`);
     const matches = s.content_matches === null ? 'not recorded' : s.content_matches ? 'matches this version' : 'DOES NOT match this version';
-    doc.font('Courier').fontSize(8).text(`  ${text(s.hash_algorithm)} ${text(s.content_hash)} (${matches})`).font('Helvetica').fontSize(10);
+    doc
+      .font('Courier')
+      .fontSize(8)
+      .text(`  ${text(s.hash_algorithm)} ${text(s.content_hash)} (${matches})`)
+      .font('Helvetica')
+      .fontSize(10);
   }
 }
 
@@ -73,7 +78,12 @@ async function experimentEntry(run: JobRun, input: InputOf<'experiment_entry_pdf
     section(doc, 'Description');
     doc.text(text(e.description));
     section(doc, 'Content');
-    doc.font('Courier').fontSize(9).text(JSON.stringify(e.content ?? {}, null, 2)).font('Helvetica').fontSize(10);
+    doc
+      .font('Courier')
+      .fontSize(9)
+      .text(JSON.stringify(e.content ?? {}, null, 2))
+      .font('Helvetica')
+      .fontSize(10);
   });
 }
 
@@ -98,7 +108,17 @@ async function equipmentLifecycle(run: JobRun, input: InputOf<'equipment_lifecyc
     ...d.usage!.map((u) => ({ at: u.started_at, what: `usage ${text(u.duration_minutes)} min by ${text(u.user_id)}` })),
   ].sort((a, b) => String(a.at).localeCompare(String(b.at)));
   return writePdf(run.dir, `${run.base}.pdf`, `Equipment lifecycle: ${text(d.equipment.name)}`, (doc) => {
-    fields(doc, d.equipment, ['name', 'status', 'manufacturer', 'model', 'serial_number', 'location', 'created_at', 'last_maintenance_date', 'next_maintenance_date']);
+    fields(doc, d.equipment, [
+      'name',
+      'status',
+      'manufacturer',
+      'model',
+      'serial_number',
+      'location',
+      'created_at',
+      'last_maintenance_date',
+      'next_maintenance_date',
+    ]);
     section(doc, `Lifecycle (${events.length} events)`);
     if (!events.length) doc.text('none');
     for (const e of events) doc.text(`${text(e.at)}  ${e.what}`);
@@ -112,7 +132,11 @@ async function equipmentBook(run: JobRun, input: InputOf<'equipment_book_pdf'>):
     fields(doc, d.equipment, ['name', 'status', 'serial_number', 'location']);
     section(doc, `Usage (${d.usage!.length})`);
     // by when each session started (whole lists are read in creation order, and a session may be recorded late)
-    lines(doc, [...d.usage!].sort((a, b) => String(a.started_at).localeCompare(String(b.started_at))), USAGE);
+    lines(
+      doc,
+      [...d.usage!].sort((a, b) => String(a.started_at).localeCompare(String(b.started_at))),
+      USAGE,
+    );
     section(doc, `Maintenance (${d.maintenance!.length})`);
     lines(doc, d.maintenance!, MAINTENANCE);
     section(doc, `Calibrations (${d.calibrations!.length})`);
@@ -123,9 +147,7 @@ async function equipmentBook(run: JobRun, input: InputOf<'equipment_book_pdf'>):
 
 async function maintenanceReport(run: JobRun, input: InputOf<'maintenance_report_pdf'>): Promise<Artifact> {
   await run.step(10, 'loading equipment');
-  const equipment = input.equipment_id
-    ? [await run.sources.named(run.caller, 'equipment', input.equipment_id, 'equipment_id')]
-    : await run.all('equipment');
+  const equipment = input.equipment_id ? [await run.sources.named(run.caller, 'equipment', input.equipment_id, 'equipment_id')] : await run.all('equipment');
   const logs: { equipment: Rec; maintenance: Rec[] }[] = [];
   for (const [i, e] of equipment.entries()) {
     await run.step(10 + Math.round((60 * i) / equipment.length), `loading maintenance of ${text(e.name)}`);

@@ -108,7 +108,10 @@ export class Sources {
       return await this.get(caller, resource, id);
     } catch (err) {
       if (err instanceof DomainError && err.kind === 'not_found') {
-        throw validationFailed([{ path: `input.${field}`, message: `names no ${resource} record of this organisation visible to the job's creator` }], `input.${field} names no ${resource} record`);
+        throw validationFailed(
+          [{ path: `input.${field}`, message: `names no ${resource} record of this organisation visible to the job's creator` }],
+          `input.${field} names no ${resource} record`,
+        );
       }
       throw err;
     }
@@ -128,7 +131,7 @@ export class Sources {
 
   private async *pageTexts(caller: CallerContext, resource: string, query: Record<string, string>, parent_id: string): AsyncGenerator<string> {
     const limit = String(this.pageSize);
-    for (let after = {}; ; ) {
+    for (let after = {}; ;) {
       const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, ...after }, caller);
       // as the API answers it: reports and exports show records as clients see them
       yield recordsJson(r.records);

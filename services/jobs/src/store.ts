@@ -1,6 +1,19 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { jobFromRowJson } from '@lab/contracts';
-import { activeTraceCarrier, isAdministrator, isGuid, newId, PLANNED_PER_CALL, rows, sqlArray, tracingOn, type CallerContext, type Emitter, type Executor, type Tx } from '@lab/kit';
+import {
+  activeTraceCarrier,
+  isAdministrator,
+  isGuid,
+  newId,
+  PLANNED_PER_CALL,
+  rows,
+  sqlArray,
+  tracingOn,
+  type CallerContext,
+  type Emitter,
+  type Executor,
+  type Tx,
+} from '@lab/kit';
 
 const T = sql`jobs.jobs`;
 
@@ -206,7 +219,10 @@ export async function heartbeat(db: Executor, ids: string[], workerId: string): 
   const held = await rows<{ id: string }>(
     db,
     sql`update ${T} set heartbeat_at = now() where worker_id = ${workerId} and status = 'running'
-        and id in (${sql.join(ids.map((i) => sql`${i}::uuid`), sql`, `)}) returning id`,
+        and id in (${sql.join(
+          ids.map((i) => sql`${i}::uuid`),
+          sql`, `,
+        )}) returning id`,
   );
   return new Set(held.map((h) => h.id));
 }

@@ -222,7 +222,10 @@ export class JobWorker {
     if (!isJobType(job.job_type)) throw DomainError.invalid(`job type ${job.job_type} is not supported`);
     // checked when the job was created; a stored input that no longer fits is permanent
     const parsed = INPUTS[job.job_type].safeParse(job.input ?? {});
-    if (!parsed.success) throw DomainError.invalid(`the job's input does not fit ${job.job_type}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw DomainError.invalid(
+        `the job's input does not fit ${job.job_type}: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')}`,
+      );
     const input = parsed.data;
     const producer = PRODUCERS[job.job_type]!;
     return producer(run, input as never);

@@ -35,7 +35,16 @@ describe('writeZip', () => {
     const present = join(dir, 'present.txt');
     await writeFile(present, 'x');
     await expect(
-      writeZip(dir, 'out/broken.zip', [{ name: 'a.txt', content: 'a' }, { name: 'present.txt', file: present }, { name: 'gone.txt', file: join(dir, 'gone.txt') }], 0),
+      writeZip(
+        dir,
+        'out/broken.zip',
+        [
+          { name: 'a.txt', content: 'a' },
+          { name: 'present.txt', file: present },
+          { name: 'gone.txt', file: join(dir, 'gone.txt') },
+        ],
+        0,
+      ),
     ).rejects.toMatchObject({ code: 'ENOENT' });
     expect(await readdir(join(dir, 'out'))).toEqual([]);
   });

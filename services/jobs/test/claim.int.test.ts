@@ -84,8 +84,13 @@ test('the scratch sweep removes what dead runs left, not what a running job or a
   try {
     const org = newId();
     const [runningId, deadId] = [newId(), newId()];
-    for (const [id, status] of [[runningId, 'running'], [deadId, 'dead']]) {
-      await db.orm.execute(sql`insert into jobs.jobs (id, org_id, job_type, enqueued_at, status) values (${id}::uuid, ${org}::uuid, 'audit_export', now(), ${status})`);
+    for (const [id, status] of [
+      [runningId, 'running'],
+      [deadId, 'dead'],
+    ]) {
+      await db.orm.execute(
+        sql`insert into jobs.jobs (id, org_id, job_type, enqueued_at, status) values (${id}::uuid, ${org}::uuid, 'audit_export', now(), ${status})`,
+      );
     }
     const dir = (name: string, old: boolean) => {
       const p = join(root, SCRATCH_DIR, name);

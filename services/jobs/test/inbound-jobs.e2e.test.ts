@@ -84,7 +84,7 @@ async function outcome(eventId: string) {
 }
 
 describe('endpoint configuration', () => {
-  test('a job type outside the jobs allowlist is 400 validation_failed; administrators\' export types may be configured', async () => {
+  test("a job type outside the jobs allowlist is 400 validation_failed; administrators' export types may be configured", async () => {
     const bad = await call(stack.url, 'POST', `/admin/v1/orgs/${org}/inbound-endpoints`, { token: stack.operatorToken, body: { job_type: 'mine_bitcoin' } });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: 'validation_failed', details: { field: 'job_type' } });
@@ -138,7 +138,15 @@ describe('one job per accepted event', () => {
         type: 'inbound_webhook.received',
         org_id: org,
         occurred_at: new Date().toISOString(),
-        data: { event_id: eventId, endpoint_id: ep.id, event_type: 'entry.finalised', external_id: 'lims-4711', occurred_at: null, job_type: 'experiment_entry_pdf', payload: { entry_id: entryId } },
+        data: {
+          event_id: eventId,
+          endpoint_id: ep.id,
+          event_type: 'entry.finalised',
+          external_id: 'lims-4711',
+          occurred_at: null,
+          job_type: 'experiment_entry_pdf',
+          payload: { entry_id: entryId },
+        },
       },
     ]);
     await eventually(async () => ((await handled()) > before ? true : undefined), 20_000);
@@ -173,18 +181,21 @@ describe('one job per accepted event', () => {
   });
 
   // the row is written directly, as only an older version could have stored it: PostgreSQL only
-  (process.env.DATABASE_URL ? test : test.skip)('an endpoint stored with a job type outside the allowlist (before it was checked) gets its events rejected', async () => {
-    const legacy = { id: newId(), slug: `legacy-${Date.now()}`, secret: 'whsec_legacy-endpoint-secret-000000000000000' };
-    await db!.query(
-      `insert into webhooks.inbound_endpoints (id, org_id, slug, slug_generated, secret, job_type) values ($1, $2, $3, false, $4, 'coffee_pdf')`,
-      [legacy.id, org, legacy.slug, legacy.secret],
-    );
-    const r = await send({ payload: { entry_id: entryId } }, legacy);
-    expect(r.status).toBe(202);
-    const row = await outcome(r.body.event_id);
-    expect(row).toMatchObject({ job_status: 'rejected', job_id: null });
-    expect(row.job_reason).toMatch(/^job_type_not_allowed: /);
-    const { rows } = await db!.query('select count(*)::int as n from jobs.jobs where inbound_event_id = $1', [r.body.event_id]);
-    expect(rows[0].n).toBe(0);
-  });
+  (process.env.DATABASE_URL ? test : test.skip)(
+    'an endpoint stored with a job type outside the allowlist (before it was checked) gets its events rejected',
+    async () => {
+      const legacy = { id: newId(), slug: `legacy-${Date.now()}`, secret: 'whsec_legacy-endpoint-secret-000000000000000' };
+      await db!.query(
+        `insert into webhooks.inbound_endpoints (id, org_id, slug, slug_generated, secret, job_type) values ($1, $2, $3, false, $4, 'coffee_pdf')`,
+        [legacy.id, org, legacy.slug, legacy.secret],
+      );
+      const r = await send({ payload: { entry_id: entryId } }, legacy);
+      expect(r.status).toBe(202);
+      const row = await outcome(r.body.event_id);
+      expect(row).toMatchObject({ job_status: 'rejected', job_id: null });
+      expect(row.job_reason).toMatch(/^job_type_not_allowed: /);
+      const { rows } = await db!.query('select count(*)::int as n from jobs.jobs where inbound_event_id = $1', [r.body.event_id]);
+      expect(rows[0].n).toBe(0);
+    },
+  );
 });

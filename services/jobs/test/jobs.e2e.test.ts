@@ -69,7 +69,11 @@ beforeAll(async () => {
   };
   data.entry = await ok('/v1/experiments', { title: 'Enzyme kinetics of lactase', content: { steps: ['mix', 'measure'] } }, researcher);
   data.equipment = await ok('/v1/equipment', { name: 'Centrifuge 5424' });
-  await ok(`/v1/equipment/${data.equipment}/usage`, { purpose: 'spin', ended_at: new Date().toISOString(), started_at: new Date(Date.now() - 3_600_000).toISOString() });
+  await ok(`/v1/equipment/${data.equipment}/usage`, {
+    purpose: 'spin',
+    ended_at: new Date().toISOString(),
+    started_at: new Date(Date.now() - 3_600_000).toISOString(),
+  });
   await ok(`/v1/equipment/${data.equipment}/maintenance`, { maintenance_type: 'inspection', completed_date: '2026-01-10' });
   await ok(`/v1/equipment/${data.equipment}/calibrations`, { standard: 'A', ok: true });
   data.reagent = await ok('/v1/reagents', { name: 'Acetone', signal_word: 'danger', h_phrases: ['H225', 'H319'] });
@@ -155,7 +159,21 @@ describe('POST /v1/jobs', () => {
     const r = await api('POST', '/v1/jobs', researcher, { job_type: 'experiment_entry_pdf', input: { entry_id: data.entry } });
     expect(r.status).toBe(202);
     expect(Object.keys(r.body.data).sort()).toEqual(
-      ['id', 'job_type', 'status', 'progress', 'status_text', 'result_path', 'result_meta', 'error_message', 'attempts', 'max_attempts', 'enqueued_at', 'started_at', 'finished_at'].sort(),
+      [
+        'id',
+        'job_type',
+        'status',
+        'progress',
+        'status_text',
+        'result_path',
+        'result_meta',
+        'error_message',
+        'attempts',
+        'max_attempts',
+        'enqueued_at',
+        'started_at',
+        'finished_at',
+      ].sort(),
     );
     expect(r.body.data).toMatchObject({ job_type: 'experiment_entry_pdf', progress: 0, attempts: 0, max_attempts: 3, result_path: null });
     // the time as PostgreSQL writes it in JSON (to the microsecond, +00:00), as it always was
@@ -169,8 +187,8 @@ describe('POST /v1/jobs', () => {
     ['an empty job type (outside the allowlist too)', 'researcher', { job_type: '' }, 403],
     ['an overlong job type (outside the allowlist too)', 'researcher', { job_type: 'x'.repeat(500) }, 403],
     ['a job type that is not a string', 'researcher', { job_type: 7 }, 400],
-    ['an administrators\' job type for a researcher', 'researcher', { job_type: 'audit_export' }, 403],
-    ['an administrators\' job type for an API key without admin scope', 'unbound', { job_type: 'org_data_export' }, 403],
+    ["an administrators' job type for a researcher", 'researcher', { job_type: 'audit_export' }, 403],
+    ["an administrators' job type for an API key without admin scope", 'unbound', { job_type: 'org_data_export' }, 403],
     ['no job_type', 'researcher', { input: {} }, 400],
     ['an input that is not an object', 'researcher', { job_type: 'box_layout_pdf', input: [1] }, 400],
     ['experiment_entry_pdf without entry_id', 'researcher', { job_type: 'experiment_entry_pdf', input: {} }, 400],
@@ -256,7 +274,11 @@ describe('job types', () => {
     const pat = (await stack.admin.createPat(user.id, { scopes: ['read', 'write'], org_id: orgId })).token;
     const id = (await api('POST', '/v1/experiments', pat, { title: 'Signed assay' })).body.data.id as string;
     const session = (await call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password } })).body.access_token;
-    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${id}/sign`, { token: session, body: { password, meaning: 'authorship' }, headers: { 'x-org-id': orgId } });
+    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${id}/sign`, {
+      token: session,
+      body: { password, meaning: 'authorship' },
+      headers: { 'x-org-id': orgId },
+    });
     expect(signed.status).toBe(200);
     const [sig] = signed.body.data.signatures;
 
@@ -312,7 +334,11 @@ describe('exports larger than one page', () => {
   beforeAll(async () => {
     marker = `paged-${randomUUID()}`;
     for (let i = 0; i < 2 * PAGE + 3; i++) {
-      const r = await api('POST', '/v1/samples', admin, { name: `${marker}-${i}`, storage_location: marker, metadata: { note: `line one\nline "${i}"`, ...(i % 2 ? { odd: i } : {}) } });
+      const r = await api('POST', '/v1/samples', admin, {
+        name: `${marker}-${i}`,
+        storage_location: marker,
+        metadata: { note: `line one\nline "${i}"`, ...(i % 2 ? { odd: i } : {}) },
+      });
       if (r.status !== 201) throw new Error(`sample: ${r.status} ${r.text}`);
     }
   });
@@ -326,7 +352,10 @@ describe('exports larger than one page', () => {
     const done = await finished(admin, (await submit(admin, 'biosafety_export')).id);
     expect(done.status).toBe('succeeded');
     const files = await zipFiles((await artifact(admin, done.id)).bytes);
-    expect([...files.keys()]).toEqual(['manifest.json', ...['reagents', 'stock_items', 'stock_movements', 'samples'].flatMap((t) => [`${t}.json`, `${t}.csv`])]);
+    expect([...files.keys()]).toEqual([
+      'manifest.json',
+      ...['reagents', 'stock_items', 'stock_movements', 'samples'].flatMap((t) => [`${t}.json`, `${t}.csv`]),
+    ]);
     const manifest = JSON.parse(files.get('manifest.json')!);
     const samples = JSON.parse(files.get('samples.json')!) as { id: string; name: string }[];
     // every sample the organisation holds, once each, oldest first as listed
@@ -373,7 +402,8 @@ describe('exports larger than one page', () => {
   // alone no bound on that memory
   it('fails a report whose records hold more JSON than the bound, at once', async () => {
     await swapWorker({ reportMaxBytes: 64 * 1024 });
-    for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/samples', admin, { name: `bulky ${i}`, metadata: { blob: 'x'.repeat(30_000) } })).status).toBe(201);
+    for (let i = 0; i < 3; i++)
+      expect((await api('POST', '/v1/samples', admin, { name: `bulky ${i}`, metadata: { blob: 'x'.repeat(30_000) } })).status).toBe(201);
     const done = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
     expect(done).toMatchObject({ status: 'dead', result_path: null, attempts: 1 });
     expect(done.error_message).toMatch(/^too_many_records: the records to draw from hold more than 65536 bytes/);
@@ -403,8 +433,10 @@ async function openCallsToJobs(): Promise<number> {
   const port = stack.services.jobs!.split(':').pop()!;
   const { channel } = await new Promise<{ channel: { data: { target: string; calls_started: number; calls_succeeded: number; calls_failed: number } }[] }>(
     (resolve, reject) =>
-      getChannelzHandlers().GetTopChannels({ request: { start_channel_id: 0, max_results: 1000 } } as never, ((err: unknown, res: never) =>
-        err ? reject(err) : resolve(res)) as never),
+      getChannelzHandlers().GetTopChannels(
+        { request: { start_channel_id: 0, max_results: 1000 } } as never,
+        ((err: unknown, res: never) => (err ? reject(err) : resolve(res))) as never,
+      ),
   );
   return channel
     .filter((c) => c.data.target.endsWith(`:${port}`))
@@ -464,7 +496,11 @@ describe('artifact retention', () => {
     expect(existsSync(join(artifactDir, old.result_path))).toBe(false);
     expect(existsSync(join(artifactDir, recent.result_path))).toBe(true);
     const after = (await api('GET', `/v1/jobs/${old.id}`, admin)).body.data;
-    expect(after).toMatchObject({ status: 'succeeded', result_path: null, result_meta: { content_type: 'application/pdf', artifact_deleted_at: expect.any(String) } });
+    expect(after).toMatchObject({
+      status: 'succeeded',
+      result_path: null,
+      result_meta: { content_type: 'application/pdf', artifact_deleted_at: expect.any(String) },
+    });
     const gone = await artifact(admin, old.id);
     expect(gone.status).toBe(404);
     expect(gone.bytes.toString()).toContain('retention');
@@ -542,7 +578,15 @@ describe('GET /v1/realtime/background_jobs', () => {
           while ((i = buf.indexOf('\n\n')) >= 0) {
             const frame = buf.slice(0, i);
             buf = buf.slice(i + 2);
-            if (frame.startsWith('event: job.updated')) events.push(JSON.parse(frame.split('\n').find((l) => l.startsWith('data: '))!.slice(6)));
+            if (frame.startsWith('event: job.updated'))
+              events.push(
+                JSON.parse(
+                  frame
+                    .split('\n')
+                    .find((l) => l.startsWith('data: '))!
+                    .slice(6),
+                ),
+              );
           }
         }
       })().catch((e: Error) => {

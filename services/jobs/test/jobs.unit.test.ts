@@ -19,7 +19,10 @@ describe('box layout', () => {
 
 describe('CSV', () => {
   it('quotes, keeps numbers and neutralises formulas in text', () => {
-    const csv = toCsv([{ a: 'x,y', b: -2.5 }, { a: '=cmd()', c: { k: '"q"' } }]);
+    const csv = toCsv([
+      { a: 'x,y', b: -2.5 },
+      { a: '=cmd()', c: { k: '"q"' } },
+    ]);
     expect(csv).toBe('a,b,c\r\n"x,y",-2.5,\r\n\'=cmd(),,"{""k"":""\\""q\\""""}"\r\n');
   });
 });

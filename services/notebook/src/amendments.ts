@@ -56,41 +56,42 @@ export async function amendExperiment(
   const { reason, ...changes } = parseWith(amendBody, structBody(body));
   // the changes name what an experiment's fields may name, checked as the records engine does
   await checkRemoteReferences(experiments.references, remote, caller, changes);
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const signed = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
-    assertMayWrite(experiments, caller, signed.row);
-    if (!signed.row.signed_at) {
-      throw DomainError.conflict('the experiment is not signed; change it with PATCH', 'experiment_not_signed');
-    }
-    const [next] = await rows<{ id: string }>(
-      tx,
-      sql`select id from notebook.experiments where org_id = ${caller.org_id}::uuid and amends_id = ${id}::uuid`,
-    );
-    if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
-    await checkLocalReferences(tx, experiments.references, caller, changes);
-    const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
-    const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
-    const created = await insertRecord(tx, experiments, caller, {
-      ...carried,
-      ...given,
-      display_id: signed.row.display_id,
-      version: Number(signed.row.version) + 1,
-      amends_id: id,
-      amendment_reason: reason,
-      author_id: caller.user_id ?? signed.row.author_id ?? null,
-    });
-    // a new record in the experiments list: integrations that mirror it hear of it
-    experimentEvents.created(emit, caller, created.row);
-    emit.audit(caller.org_id, {
-      action: 'amend',
-      resource: experiments.auditResource,
-      record_id: String(created.row.id),
-      before: signed.row,
-      after: created.row,
-      reason,
-    });
-    return { experiment: experimentOf(created) };
-  }, (answer) => answer);
+  return deps.outbox.write(
+    caller,
+    async (tx, emit) => {
+      const signed = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
+      assertMayWrite(experiments, caller, signed.row);
+      if (!signed.row.signed_at) {
+        throw DomainError.conflict('the experiment is not signed; change it with PATCH', 'experiment_not_signed');
+      }
+      const [next] = await rows<{ id: string }>(tx, sql`select id from notebook.experiments where org_id = ${caller.org_id}::uuid and amends_id = ${id}::uuid`);
+      if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
+      await checkLocalReferences(tx, experiments.references, caller, changes);
+      const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
+      const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
+      const created = await insertRecord(tx, experiments, caller, {
+        ...carried,
+        ...given,
+        display_id: signed.row.display_id,
+        version: Number(signed.row.version) + 1,
+        amends_id: id,
+        amendment_reason: reason,
+        author_id: caller.user_id ?? signed.row.author_id ?? null,
+      });
+      // a new record in the experiments list: integrations that mirror it hear of it
+      experimentEvents.created(emit, caller, created.row);
+      emit.audit(caller.org_id, {
+        action: 'amend',
+        resource: experiments.auditResource,
+        record_id: String(created.row.id),
+        before: signed.row,
+        after: created.row,
+        reason,
+      });
+      return { experiment: experimentOf(created) };
+    },
+    (answer) => answer,
+  );
 }
 
 /** Versions of one entry a list answers at most; an entry amended more often than this is not expected. */
@@ -99,10 +100,7 @@ const MAX_VERSIONS = 500;
 /** Every version of the entry the experiment belongs to that the caller may see, oldest first. */
 export async function listVersions(exec: Executor, caller: CallerContext, id: string): Promise<notebook.ExperimentList> {
   const found = await getRecordOr404(exec, experiments, caller, id);
-  const q = parseListQuery(
-    { display_id: String(found.row.display_id), order_by: 'version', order: 'asc', limit: String(MAX_VERSIONS) },
-    experiments,
-  );
+  const q = parseListQuery({ display_id: String(found.row.display_id), order_by: 'version', order: 'asc', limit: String(MAX_VERSIONS) }, experiments);
   const page = await listRecords(exec, experiments, caller, q);
   return { experiments: page.records.map(experimentIn), total: page.total, limit: page.shown, offset: 0, cut_by_size: page.cut };
 }

@@ -30,6 +30,5 @@ export const experimentEvents = {
 export const sampleEvents = {
   created: (emit: Emitter, caller: CallerContext, after: RecordJson) =>
     emit.event('sample.created', caller.org_id, pick(after, ['id', 'name', 'type', 'status', 'storage_location_id', 'created_at'])),
-  statusChanged: (emit: Emitter, caller: CallerContext, before: RecordJson, after: RecordJson) =>
-    statusChanged(emit, caller, 'sample', 'name', before, after),
+  statusChanged: (emit: Emitter, caller: CallerContext, before: RecordJson, after: RecordJson) => statusChanged(emit, caller, 'sample', 'name', before, after),
 };

@@ -27,36 +27,40 @@ export async function signExperiment(
   const userId = caller.user_id;
   const meaning = parseMeaning(req.meaning);
   const { id } = req;
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const before = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
-    const signed = await signaturesOf(tx, caller, id);
-    const authors = meaning === 'authorship' ? new Set<string>() : await authorsOf(tx, caller, String(before.row.display_id));
-    assertMaySign(userId, meaning, signed, authors);
-    await tx.execute(
-      sql`insert into notebook.experiment_signatures (id, org_id, experiment_id, meaning, signer_id, signer_name, content_hash)
+  return deps.outbox.write(
+    caller,
+    async (tx, emit) => {
+      const before = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
+      const signed = await signaturesOf(tx, caller, id);
+      const authors = meaning === 'authorship' ? new Set<string>() : await authorsOf(tx, caller, String(before.row.display_id));
+      assertMaySign(userId, meaning, signed, authors);
+      await tx.execute(
+        sql`insert into notebook.experiment_signatures (id, org_id, experiment_id, meaning, signer_id, signer_name, content_hash)
           values (${newId()}::uuid, ${caller.org_id}::uuid, ${id}::uuid, ${meaning}, ${userId}::uuid, ${req.signer_name || null}, ${contentHash(before.row)})`,
-    );
-    if (meaning === 'authorship') {
-      const won = await rows<{ id: string }>(
-        tx,
-        sql`update notebook.experiments set signed_at = now(), signed_by = ${userId}::uuid, updated_at = now()
+      );
+      if (meaning === 'authorship') {
+        const won = await rows<{ id: string }>(
+          tx,
+          sql`update notebook.experiments set signed_at = now(), signed_by = ${userId}::uuid, updated_at = now()
             where id = ${id}::uuid and org_id = ${caller.org_id}::uuid and signed_at is null
             returning id`,
-      );
-      if (!won.length) throw DomainError.conflict('the experiment is already signed', 'already_signed');
-    }
-    const after = await getRecordOr404(tx, experiments, caller, id, { allVisible: true });
-    const signatures = manifest(await signaturesOf(tx, caller, id), after.row);
-    if (meaning === 'authorship') experimentEvents.signed(emit, caller, after.row);
-    // the manifest is part of what the audit entry shows changing
-    emit.audit(caller.org_id, {
-      action: 'sign',
-      resource: experiments.auditResource,
-      record_id: id,
-      before: { ...before.row, signatures: manifest(signed, before.row) },
-      after: { ...after.row, signatures },
-      meaning,
-    });
-    return { experiment: experimentOf(after), signatures: signatureMessages(signatures) };
-  }, (answer) => answer);
+        );
+        if (!won.length) throw DomainError.conflict('the experiment is already signed', 'already_signed');
+      }
+      const after = await getRecordOr404(tx, experiments, caller, id, { allVisible: true });
+      const signatures = manifest(await signaturesOf(tx, caller, id), after.row);
+      if (meaning === 'authorship') experimentEvents.signed(emit, caller, after.row);
+      // the manifest is part of what the audit entry shows changing
+      emit.audit(caller.org_id, {
+        action: 'sign',
+        resource: experiments.auditResource,
+        record_id: id,
+        before: { ...before.row, signatures: manifest(signed, before.row) },
+        after: { ...after.row, signatures },
+        meaning,
+      });
+      return { experiment: experimentOf(after), signatures: signatureMessages(signatures) };
+    },
+    (answer) => answer,
+  );
 }

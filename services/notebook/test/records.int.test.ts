@@ -388,8 +388,7 @@ describe('permissions', () => {
 });
 
 describe('signing', () => {
-  const session = (w: ReturnType<typeof org>, role = 'researcher') =>
-    w.member(role, { token_kind: 'session', department_id: w.dept });
+  const session = (w: ReturnType<typeof org>, role = 'researcher') => w.member(role, { token_kind: 'session', department_id: w.dept });
 
   it('signs once; a second signing is 409 already_signed', async () => {
     const w = org();
@@ -402,7 +401,12 @@ describe('signing', () => {
     const { signatures, ...record } = signed;
     expect(await get('experiments', exp.id, w.admin)).toEqual(record);
     expect(signatures).toEqual([
-      expect.objectContaining({ meaning: 'authorship', signer_id: signer.user_id, content_hash: expect.stringMatching(/^[0-9a-f]{64}$/), content_matches: true }),
+      expect.objectContaining({
+        meaning: 'authorship',
+        signer_id: signer.user_id,
+        content_hash: expect.stringMatching(/^[0-9a-f]{64}$/),
+        content_matches: true,
+      }),
     ]);
     expect(await failure(sign(exp.id, session(w, 'admin')))).toMatchObject({ kind: 'conflict', code: 'already_signed' });
     expect((await get('experiments', exp.id, w.admin)).signed_by).toBe(signer.user_id);
@@ -434,15 +438,11 @@ describe('signing', () => {
     const signer = session(w);
     const exp = await create('experiments', { title: 't' }, signer);
     // the answers the gRPC server would store after the handler are dropped, as by a process killed right after the commit
-    const batched = jest
-      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
-      .mockResolvedValue(undefined);
+    const batched = jest.spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers').mockResolvedValue(undefined);
     try {
       const key = `key-${newId()}`;
       const first = await nb.call('signExperiment', { id: exp.id }, { ...signer, request_id: newId(), idempotency_key: key });
-      const kept = await t.svc.deps.db.rows<{ answered: boolean }>(
-        sql`select answer is not null as answered from notebook.call_receipts where key = ${key}`,
-      );
+      const kept = await t.svc.deps.db.rows<{ answered: boolean }>(sql`select answer is not null as answered from notebook.call_receipts where key = ${key}`);
       expect(kept).toEqual([{ answered: true }]);
       expect(await nb.call('signExperiment', { id: exp.id }, { ...signer, request_id: newId(), idempotency_key: key })).toEqual(first);
       expect(first.experiment).toMatchObject({ id: exp.id, signed_by: signer.user_id });
@@ -454,8 +454,7 @@ describe('signing', () => {
 });
 
 describe('signed records', () => {
-  const session = (w: ReturnType<typeof org>, role = 'researcher') =>
-    w.member(role, { token_kind: 'session', department_id: w.dept });
+  const session = (w: ReturnType<typeof org>, role = 'researcher') => w.member(role, { token_kind: 'session', department_id: w.dept });
 
   /** An experiment of `author`, signed for authorship. */
   async function signedExperiment(w: ReturnType<typeof org>, author: CallerContext) {
@@ -627,13 +626,12 @@ describe('events and audit records', () => {
     expect(ofRecord(sample.id, 'sample.status_changed').map((m) => m.data)).toEqual([
       { id: sample.id, name: 's', old_status: 'registered', new_status: 'stored', updated_at: moved.updated_at },
     ]);
-    expect(received.filter((m) => m.org_id === w.org_id && !m.type.startsWith('audit')).map((m) => m.type).sort()).toEqual([
-      'experiment.created',
-      'experiment.signed',
-      'experiment.status_changed',
-      'sample.created',
-      'sample.status_changed',
-    ]);
+    expect(
+      received
+        .filter((m) => m.org_id === w.org_id && !m.type.startsWith('audit'))
+        .map((m) => m.type)
+        .sort(),
+    ).toEqual(['experiment.created', 'experiment.signed', 'experiment.status_changed', 'sample.created', 'sample.status_changed']);
 
     const expAudit = auditOf(exp.id).map((m) => m.data as Json);
     expect(expAudit.map((a) => a.action)).toEqual(['create', 'update', 'update', 'update', 'sign']);

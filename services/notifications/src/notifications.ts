@@ -1,15 +1,6 @@
 import { z } from 'zod';
 import type { notifications } from '@lab/contracts';
-import {
-  DomainError,
-  fieldIssues,
-  isGuid,
-  parseWith,
-  structBody,
-  validationFailed,
-  type CallerContext,
-  type ServiceDeps,
-} from '@lab/kit';
+import { DomainError, fieldIssues, isGuid, parseWith, structBody, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { insertNotifications, listForUser, setRead, type NotificationContent } from './store.js';
 import { resolveMembers, type IdentityPeer, type Targets } from './targets.js';
 
@@ -121,10 +112,14 @@ export async function updateNotification(
   const org_id = orgOf(caller);
   if (!isGuid(id) || !caller.user_id) throw DomainError.notFound('notification not found');
   const { read } = parseWith(updateBody, structBody(body));
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const r = await setRead(tx, org_id, caller.user_id!, id.toLowerCase(), read);
-    if (!r) throw DomainError.notFound('notification not found');
-    emit.audit(org_id, { action: 'update', resource: 'notifications', record_id: id.toLowerCase(), before: r.before, after: r.after });
-    return { notification: r.notification };
-  }, (answer) => answer);
+  return deps.outbox.write(
+    caller,
+    async (tx, emit) => {
+      const r = await setRead(tx, org_id, caller.user_id!, id.toLowerCase(), read);
+      if (!r) throw DomainError.notFound('notification not found');
+      emit.audit(org_id, { action: 'update', resource: 'notifications', record_id: id.toLowerCase(), before: r.before, after: r.after });
+      return { notification: r.notification };
+    },
+    (answer) => answer,
+  );
 }

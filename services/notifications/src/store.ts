@@ -21,13 +21,7 @@ const TABLE = sql`notifications.notifications`;
  * caller's transaction, with one `notification.created` event each and one
  * audit record for the whole create.
  */
-export async function insertNotifications(
-  tx: Tx,
-  emit: Emitter,
-  org_id: string,
-  user_ids: string[],
-  c: NotificationContent,
-): Promise<string[]> {
+export async function insertNotifications(tx: Tx, emit: Emitter, org_id: string, user_ids: string[], c: NotificationContent): Promise<string[]> {
   const ids = user_ids.map(() => newId());
   // the recipients travel as two array parameters: a role may hold thousands of
   // users, more than one statement's 65,535 bind parameters would allow as VALUES rows

@@ -14,11 +14,7 @@ export type Targets = { user_ids: string[] } | { role: string };
  */
 export async function resolveMembers(peer: IdentityPeer, caller: CallerContext, org_id: string, t: Targets): Promise<string[]> {
   try {
-    const res = await peer.get().call(
-      'listMembers',
-      'role' in t ? { org_id, user_ids: [], role: t.role } : { org_id, user_ids: t.user_ids },
-      caller,
-    );
+    const res = await peer.get().call('listMembers', 'role' in t ? { org_id, user_ids: [], role: t.role } : { org_id, user_ids: t.user_ids }, caller);
     const members = new Set(res.members.map((m) => m.user_id.toLowerCase()));
     if ('role' in t) return [...members];
     return [...new Set(t.user_ids.map((u) => u.toLowerCase()))].filter((u) => members.has(u));

@@ -66,14 +66,11 @@ describe('POST /v1/notifications', () => {
     expect((await mine(users.alice!)).pagination.total).toBe(before);
   });
 
-  it.each(['ftp://example.test/x', 'javascript:alert(1)', 'example.test', '/relative'])(
-    'refuses link_url %s with 400 invalid_link_url',
-    async (link_url) => {
-      const r = await api('POST', '/v1/notifications', writeKey, { title: 't', link_url, user_id: users.alice!.id });
-      expect(r.status).toBe(400);
-      expect(r.body.error.code).toBe('invalid_link_url');
-    },
-  );
+  it.each(['ftp://example.test/x', 'javascript:alert(1)', 'example.test', '/relative'])('refuses link_url %s with 400 invalid_link_url', async (link_url) => {
+    const r = await api('POST', '/v1/notifications', writeKey, { title: 't', link_url, user_id: users.alice!.id });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_link_url');
+  });
 
   it('notifies a single user_id with every field, defaulting notification_type to external', async () => {
     const entry = randomUUID();
@@ -191,9 +188,7 @@ describe('POST /v1/notifications', () => {
   (process.env.DATABASE_URL ? it : it.skip)('answers a retry after the processes died with the answer kept in the write', async () => {
     const key = randomUUID();
     const body = { title: `kept ${key}`, user_id: users.alice!.id };
-    const batched = jest
-      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
-      .mockResolvedValue(undefined);
+    const batched = jest.spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers').mockResolvedValue(undefined);
     const db = new Client({ connectionString: stack.databaseUrl });
     await db.connect();
     try {
@@ -217,7 +212,7 @@ describe('POST /v1/notifications', () => {
 });
 
 describe('GET /v1/notifications', () => {
-  it('lists the token user\'s notifications newest first, capped with a Warning', async () => {
+  it("lists the token user's notifications newest first, capped with a Warning", async () => {
     const carol = await member('viewer');
     const ids: string[] = [];
     for (const title of ['n1', 'n2', 'n3']) {
@@ -256,7 +251,7 @@ describe('GET /v1/notifications', () => {
     expect(r.body).toEqual({ data: [], count: 0, pagination: { limit: 50, offset: 0, total: 0 } });
   });
 
-  it('serves an API key bound to a user that user\'s notifications', async () => {
+  it("serves an API key bound to a user that user's notifications", async () => {
     const bound = await stack.admin.createApiKey(orgId, { scopes: ['read'], user_id: users.bob!.id });
     const r = await api('GET', '/v1/notifications', bound.token);
     expect(r.body.data).toEqual((await mine(users.bob!)).data);
@@ -282,15 +277,12 @@ describe('PATCH /v1/notifications/{id}', () => {
 });
 
 describe('notifications from events', () => {
-  const publish = (type: string, data: unknown) =>
-    stack.bus.publish([{ id: newId(), type, org_id: orgId, occurred_at: new Date().toISOString(), data }]);
+  const publish = (type: string, data: unknown) => stack.bus.publish([{ id: newId(), type, org_id: orgId, occurred_at: new Date().toISOString(), data }]);
 
   it('tells the qm members of an environmental breach', async () => {
     await publish('environmental.breach', { parameter: 'temperature', external_code: 'FRIDGE-1', value: 9.4, unit: '°C', limit_min: 2, limit_max: 8 });
     for (const u of [users.qm1!, users.qm2!]) {
-      const n = await eventually(async () =>
-        (await mine(u)).data.find((x: { title: string }) => x.title === 'Environmental limit breached: temperature'),
-      );
+      const n = await eventually(async () => (await mine(u)).data.find((x: { title: string }) => x.title === 'Environmental limit breached: temperature'));
       expect(n).toMatchObject({ notification_type: 'environmental_breach', body: expect.stringContaining('FRIDGE-1') });
     }
   });
@@ -301,7 +293,13 @@ describe('notifications from events', () => {
     const breachOf = (code: string, value: number) => ({ parameter: 'temperature', external_code: code, value, unit: '°C', limit_min: 2, limit_max: 8 });
     // one ingest batch's worth of breaches of one point at once, and one of another point
     await stack.bus.publish([
-      ...Array.from({ length: 30 }, (_, i) => ({ id: newId(), type: 'environmental.breach', org_id: orgId, occurred_at: new Date().toISOString(), data: breachOf(fridge, 9 + i) })),
+      ...Array.from({ length: 30 }, (_, i) => ({
+        id: newId(),
+        type: 'environmental.breach',
+        org_id: orgId,
+        occurred_at: new Date().toISOString(),
+        data: breachOf(fridge, 9 + i),
+      })),
       { id: newId(), type: 'environmental.breach', org_id: orgId, occurred_at: new Date().toISOString(), data: breachOf(freezer, 12) },
     ]);
     const about = async (u: { pat: string }, code: string) =>
@@ -326,7 +324,7 @@ describe('notifications from events', () => {
     for (const u of [users.qm1!, users.qm2!]) await eventually(async () => ((await about(u, fridge)).length === 2 ? true : undefined));
   });
 
-  it('tells a job\'s creator when it ends, not while it runs', async () => {
+  it("tells a job's creator when it ends, not while it runs", async () => {
     const job = (status: string) => ({ id: randomUUID(), job_type: 'audit_export', status, error_message: status === 'dead' ? 'boom' : null });
     await publish('job.updated', { created_by: users.bob!.id, job: job('running') });
     await publish('job.updated', { created_by: users.bob!.id, job: job('dead') });

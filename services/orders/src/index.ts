@@ -37,10 +37,14 @@ export function ordersDefinition(opts: OrdersOptions = {}): ServiceDefinition {
       // Asked on first use: in one process the notebook may be started after this service.
       const address = typeof given === 'function' ? given : () => given ?? env.NOTEBOOK_ADDR ?? deps.peers('notebook');
       const samples = new NotebookSamples(address, deps.secret);
-      registerHandlers(server, { db: deps.db, outbox: deps.outbox, samples }, {
-        rows: opts.resultRowCap ?? env.ORDERS_RESULTS_MAX_ROWS,
-        samples: opts.sampleLookupCap ?? env.ORDERS_RESULTS_MAX_SAMPLES,
-      });
+      registerHandlers(
+        server,
+        { db: deps.db, outbox: deps.outbox, samples },
+        {
+          rows: opts.resultRowCap ?? env.ORDERS_RESULTS_MAX_ROWS,
+          samples: opts.sampleLookupCap ?? env.ORDERS_RESULTS_MAX_SAMPLES,
+        },
+      );
       return async () => samples.close();
     },
   };

@@ -44,26 +44,30 @@ export async function recordResult(
 ): Promise<orders.ResultResponse> {
   assertCanWrite(caller);
   const body = parseWith(recordResultBody, structBody(given));
-  return deps.outbox.write(caller, async (tx, emit) => {
-    await orderOr404(tx, caller, orderId);
-    const linked = await rows<{ one: number }>(
-      tx,
-      sql`select 1 as one from orders.order_samples
+  return deps.outbox.write(
+    caller,
+    async (tx, emit) => {
+      await orderOr404(tx, caller, orderId);
+      const linked = await rows<{ one: number }>(
+        tx,
+        sql`select 1 as one from orders.order_samples
           where org_id = ${caller.org_id}::uuid and order_id = ${orderId}::uuid and sample_id = ${body.sample_id}::uuid`,
-    );
-    if (!linked.length) throw validationFailed([{ path: 'sample_id', message: 'is not a sample of this order' }]);
-    const id = newId();
-    await tx.execute(
-      sql`insert into orders.lab_results
+      );
+      if (!linked.length) throw validationFailed([{ path: 'sample_id', message: 'is not a sample of this order' }]);
+      const id = newId();
+      await tx.execute(
+        sql`insert into orders.lab_results
             (id, org_id, order_id, sample_id, analyte, value, unit, reference_range, flag, measured_at, created_by)
           values (${id}::uuid, ${caller.org_id}::uuid, ${orderId}::uuid, ${body.sample_id}::uuid, ${body.analyte},
                   ${JSON.stringify(body.value)}::jsonb, ${body.unit ?? null}, ${body.reference_range ?? null}, ${body.flag ?? null},
                   ${body.measured_at ?? null}::timestamptz, ${caller.user_id}::uuid)`,
-    );
-    const after = await renderResult(tx, caller, id);
-    emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
-    return { result: resultsFromJson(after)[0] };
-  }, (answer) => answer);
+      );
+      const after = await renderResult(tx, caller, id);
+      emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
+      return { result: resultsFromJson(after)[0] };
+    },
+    (answer) => answer,
+  );
 }
 
 /**
@@ -74,32 +78,36 @@ export async function recordResult(
 export async function releaseResult(deps: OrdersDeps, caller: CallerContext, orderId: string, resultId: string): Promise<orders.ResultResponse> {
   assertCanRelease(caller);
   if (!isGuid(orderId) || !isGuid(resultId)) throw DomainError.notFound('lab result not found');
-  return deps.outbox.write(caller, async (tx, emit) => {
-    const [before] = await rows<{ json: string; status: string }>(
-      tx,
-      sql`select ${resultJson}::text as json, r.status from orders.lab_results r ${resultJoins}
+  return deps.outbox.write(
+    caller,
+    async (tx, emit) => {
+      const [before] = await rows<{ json: string; status: string }>(
+        tx,
+        sql`select ${resultJson}::text as json, r.status from orders.lab_results r ${resultJoins}
           where r.org_id = ${caller.org_id}::uuid and r.order_id = ${orderId}::uuid and r.id = ${resultId}::uuid`,
-    );
-    if (!before) throw DomainError.notFound('lab result not found');
-    const won = await rows<{ id: string }>(
-      tx,
-      sql`update orders.lab_results set status = 'released', released_at = now(), released_by = ${caller.user_id}::uuid, updated_at = now()
+      );
+      if (!before) throw DomainError.notFound('lab result not found');
+      const won = await rows<{ id: string }>(
+        tx,
+        sql`update orders.lab_results set status = 'released', released_at = now(), released_by = ${caller.user_id}::uuid, updated_at = now()
           where org_id = ${caller.org_id}::uuid and id = ${resultId}::uuid and status = 'recorded'
           returning id`,
-    );
-    if (!won.length) throw DomainError.conflict('the result is already released', 'already_released');
-    const after = await renderResult(tx, caller, resultId);
-    const afterRow = JSON.parse(after) as Record<string, unknown>;
-    resultReleased(emit, caller, afterRow);
-    emit.audit(caller.org_id, {
-      action: 'release',
-      resource: 'lab_result',
-      record_id: resultId,
-      before: JSON.parse(before.json) as Record<string, unknown>,
-      after: afterRow,
-    });
-    return { result: resultsFromJson(after)[0] };
-  }, (answer) => answer);
+      );
+      if (!won.length) throw DomainError.conflict('the result is already released', 'already_released');
+      const after = await renderResult(tx, caller, resultId);
+      const afterRow = JSON.parse(after) as Record<string, unknown>;
+      resultReleased(emit, caller, afterRow);
+      emit.audit(caller.org_id, {
+        action: 'release',
+        resource: 'lab_result',
+        record_id: resultId,
+        before: JSON.parse(before.json) as Record<string, unknown>,
+        after: afterRow,
+      });
+      return { result: resultsFromJson(after)[0] };
+    },
+    (answer) => answer,
+  );
 }
 
 export const rowsWarning = (cap: number) => `299 - "lab results capped at ${cap} rows"`;

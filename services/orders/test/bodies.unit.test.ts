@@ -26,11 +26,14 @@ describe('lab order bodies', () => {
 });
 
 describe('timestamps PostgreSQL cannot store', () => {
-  it.each(['0000-01-01T00:00:00Z', '0001-01-01T00:30:00+01:00', '2024-01-01T00:00:00+16:00', '2024-01-01T00:00:00-23:00'])('refuses %s (400, not a failed statement)', (t) => {
-    expect(storableTimestamp(t)).toBe(false);
-    expect(paths(recordResultBody.safeParse({ sample_id: SAMPLE_ID, analyte: 'Na', value: 1, measured_at: t }))).toEqual(['measured_at']);
-    expect(paths(listResultsQuery(2000).safeParse({ since: t }))).toEqual(['since']);
-  });
+  it.each(['0000-01-01T00:00:00Z', '0001-01-01T00:30:00+01:00', '2024-01-01T00:00:00+16:00', '2024-01-01T00:00:00-23:00'])(
+    'refuses %s (400, not a failed statement)',
+    (t) => {
+      expect(storableTimestamp(t)).toBe(false);
+      expect(paths(recordResultBody.safeParse({ sample_id: SAMPLE_ID, analyte: 'Na', value: 1, measured_at: t }))).toEqual(['measured_at']);
+      expect(paths(listResultsQuery(2000).safeParse({ since: t }))).toEqual(['since']);
+    },
+  );
   it.each(['0001-01-01T00:00:00Z', '2024-01-01T00:00:00+15:59', '2024-01-01T00:00:00.123456Z'])('accepts %s', (t) => {
     expect(recordResultBody.safeParse({ sample_id: SAMPLE_ID, analyte: 'Na', value: 1, measured_at: t }).success).toBe(true);
     expect(listResultsQuery(2000).safeParse({ since: t }).success).toBe(true);

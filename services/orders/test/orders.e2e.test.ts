@@ -132,7 +132,11 @@ describe('lab orders through the gateway', () => {
     const recorded = await api('POST', `/v1/lab-orders/${order.id}/results`, writeKey, { sample_id: order.samples[0]!.sample_id, analyte: 'K', value: 4.1 });
     expect(recorded.status).toBe(201);
     expect((await api('GET', `/v1/lab-orders/${order.id}`, otherOrgKey)).status).toBe(404);
-    const foreignResult = await api('POST', `/v1/lab-orders/${order.id}/results`, otherOrgKey, { sample_id: order.samples[0]!.sample_id, analyte: 'K', value: 1 });
+    const foreignResult = await api('POST', `/v1/lab-orders/${order.id}/results`, otherOrgKey, {
+      sample_id: order.samples[0]!.sample_id,
+      analyte: 'K',
+      value: 1,
+    });
     expect(foreignResult.status).toBe(404);
     expect((await api('POST', `/v1/lab-orders/${order.id}/results/${recorded.body.data.id}/release`, otherOrgKey)).status).toBe(404);
     expect((await api('GET', `/v1/lab-orders?external_order_number=${order.external_order_number}`, otherOrgKey)).body.pagination.total).toBe(0);
@@ -145,7 +149,13 @@ describe('lab results', () => {
   it('records results, releases them (admin scope for a key without a user) and lists only released ones', async () => {
     const order = await newOrder(writeKey, 2);
     const [s0, s1] = order.samples;
-    const r1 = await api('POST', `/v1/lab-orders/${order.id}/results`, writeKey, { sample_id: s0!.sample_id, analyte: 'Na', value: 140, unit: 'mmol/L', reference_range: '135-145' });
+    const r1 = await api('POST', `/v1/lab-orders/${order.id}/results`, writeKey, {
+      sample_id: s0!.sample_id,
+      analyte: 'Na',
+      value: 140,
+      unit: 'mmol/L',
+      reference_range: '135-145',
+    });
     const r2 = await api('POST', `/v1/lab-orders/${order.id}/results`, writeKey, { sample_id: s1!.sample_id, analyte: 'culture', value: 'negative' });
     expect([r1.status, r2.status]).toEqual([201, 201]);
     expect(r1.body.data).toMatchObject({ status: 'recorded', value: 140, released_at: null });

@@ -84,9 +84,12 @@ const orderBody = (n: number, over: Json = {}) => ({
 // as the gateway answers them
 const orderOf = (r: { order?: orders.LabOrder }): Json => JSON.parse(orderJson(r.order!, true));
 const resultOf = (r: { result?: orders.LabResult }): Json => JSON.parse(resultJson(r.result!));
-const create = async (caller: CallerContext, body: unknown, c = client): Promise<Json> =>
-  orderOf(await c.call('createOrder', { body: body as Json }, caller));
-const failure = (p: Promise<unknown>) => p.then(() => Promise.reject(new Error('expected a failure')), (e: DomainError) => e);
+const create = async (caller: CallerContext, body: unknown, c = client): Promise<Json> => orderOf(await c.call('createOrder', { body: body as Json }, caller));
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => Promise.reject(new Error('expected a failure')),
+    (e: DomainError) => e,
+  );
 const record = async (caller: CallerContext, orderId: string, body: Json): Promise<Json> =>
   resultOf(await client.call('recordResult', { order_id: orderId, body }, caller));
 const release = async (caller: CallerContext, orderId: string, resultId: string): Promise<Json> =>
@@ -227,7 +230,11 @@ describe('results', () => {
 
     const notOfOrder = await failure(record(o.researcher, order.id, { sample_id: newId(), analyte: 'x', value: 1 }));
     expect([notOfOrder.code, (notOfOrder.details as Json).field]).toEqual(['validation_failed', 'sample_id']);
-    for (const body of [{ sample_id: s0!.sample_id, analyte: 'x', value: true }, { sample_id: s0!.sample_id, value: 1 }, { sample_id: 'nope', analyte: 'x', value: 1 }]) {
+    for (const body of [
+      { sample_id: s0!.sample_id, analyte: 'x', value: true },
+      { sample_id: s0!.sample_id, value: 1 },
+      { sample_id: 'nope', analyte: 'x', value: 1 },
+    ]) {
       expect((await failure(record(o.researcher, order.id, body))).code).toBe('validation_failed');
     }
     expect((await failure(record(o.researcher, newId(), { sample_id: s0!.sample_id, analyte: 'x', value: 1 }))).kind).toBe('not_found');
@@ -291,9 +298,7 @@ describe('results', () => {
     const receipt = async (key: string) =>
       svc.deps.db.rows<{ answered: boolean }>(sql`select answer is not null as answered from orders.call_receipts where key = ${key}`);
     // the answers the gRPC server would store after the handler are dropped, as by a process killed right after the commit
-    const batched = jest
-      .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
-      .mockResolvedValue(undefined);
+    const batched = jest.spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers').mockResolvedValue(undefined);
     try {
       const keyed = async <T>(call: (c: CallerContext) => Promise<T>, who: CallerContext): Promise<T> => {
         const key = `key-${newId()}`;

@@ -55,8 +55,6 @@ export async function prepareEmbeddedDataDir(dataDir: string, log: Logger): Prom
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     child.on('error', fail);
-    child.on('exit', (code, signal) =>
-      code === 0 ? done() : fail(new Error(`preparing the embedded database failed (${signal ?? `exit code ${code}`})`)),
-    );
+    child.on('exit', (code, signal) => (code === 0 ? done() : fail(new Error(`preparing the embedded database failed (${signal ?? `exit code ${code}`})`))));
   });
 }

@@ -24,8 +24,7 @@ async function main() {
       bus: cfg.AMQP_URL ? 'rabbitmq' : 'in-process',
       operator_token_file: lab.operatorTokenFile,
     },
-    `lab notebook service ready on ${lab.url}` +
-      (lab.operatorTokenFile ? ` (operator token in ${lab.operatorTokenFile})` : ''),
+    `lab notebook service ready on ${lab.url}` + (lab.operatorTokenFile ? ` (operator token in ${lab.operatorTokenFile})` : ''),
   );
   stopOnSignals(
     log,

@@ -23,7 +23,10 @@ export const standaloneEnv = commonEnv.extend({
   LAB_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: envFlag,
   LAB_REALTIME_MAX_STREAMS_PER_ORG: realtimeStreamsPerOrgSetting,
   LAB_TRUST_PROXY: trustProxySetting,
-  LAB_RATE_LIMIT_PREFIX: z.string().regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only').default('lab:gateway:rl'),
+  LAB_RATE_LIMIT_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only')
+    .default('lab:gateway:rl'),
 });
 export type StandaloneConfig = z.infer<typeof standaloneEnv>;
 

@@ -24,20 +24,25 @@ export function idOf(id: string, what = 'record'): string {
 /** The token scope rule (kit access.ts) on the caller's scopes. */
 export const hasScope = (caller: CallerContext, scope: string): boolean => grantsScope(caller.scopes, scope);
 
-export const uuid = z.string().refine(isGuid, 'must be a UUID').transform((s) => s.toLowerCase());
+export const uuid = z
+  .string()
+  .refine(isGuid, 'must be a UUID')
+  .transform((s) => s.toLowerCase());
 export const text = (max: number) => z.string().trim().min(1).max(max);
 export const dateTime = isoTimestamp();
 export const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 /** Free-form object, bounded so one record cannot grow without limit. */
-export const freeObject = z
-  .record(z.string(), z.unknown())
-  .refine((o) => JSON.stringify(o).length <= 64 * 1024, 'must be at most 64 KiB as JSON');
+export const freeObject = z.record(z.string(), z.unknown()).refine((o) => JSON.stringify(o).length <= 64 * 1024, 'must be at most 64 KiB as JSON');
 
 export const limitParam = (def: number, max: number) => z.coerce.number().int().min(1).max(max).default(def);
 export const offsetParam = z.coerce.number().int().min(0).max(1_000_000).default(0);
 
 /** `and`-joins optional conditions (always at least the organisation filter). */
-export const where = (conds: (SQL | undefined)[]): SQL => sql.join(conds.filter((c): c is SQL => c !== undefined), sql` and `);
+export const where = (conds: (SQL | undefined)[]): SQL =>
+  sql.join(
+    conds.filter((c): c is SQL => c !== undefined),
+    sql` and `,
+  );
 
 /** The answer of a call that created a record (201): its JSON as stored. */
 export const createdAnswer = (json: string): telemetry.JsonResponse => ({ json, created: true });

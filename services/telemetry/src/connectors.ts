@@ -151,18 +151,22 @@ export function connectorHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       assertNotViewer(caller);
       const b = parseBody(heartbeatBody, req.json);
-      return deps.outbox.write(caller, async (tx, emit) => {
-        const c = await upsertConnector(tx, org, caller, b);
-        const synced = await syncDevices(tx, org, caller, c.id, b.devices ?? []);
-        const json = (await one(org, c.id, { ...caller, connector_id: null, device_ids: [] }, tx))!;
-        emit.audit(org, {
-          action: c.created ? 'create' : 'heartbeat',
-          resource: 'connector',
-          record_id: c.id,
-          after: { ...JSON.parse(json), devices_synced: synced },
-        });
-        return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
-      }, (res) => res);
+      return deps.outbox.write(
+        caller,
+        async (tx, emit) => {
+          const c = await upsertConnector(tx, org, caller, b);
+          const synced = await syncDevices(tx, org, caller, c.id, b.devices ?? []);
+          const json = (await one(org, c.id, { ...caller, connector_id: null, device_ids: [] }, tx))!;
+          emit.audit(org, {
+            action: c.created ? 'create' : 'heartbeat',
+            resource: 'connector',
+            record_id: c.id,
+            after: { ...JSON.parse(json), devices_synced: synced },
+          });
+          return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
+        },
+        (res) => res,
+      );
     },
 
     listConnectors: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
@@ -188,14 +192,18 @@ export function connectorHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       const id = idOf(req.id, 'connector');
       if (!isAdministrator(caller)) throw DomainError.forbidden('deleting a connector needs an administrator role');
-      await deps.outbox.write(caller, async (tx, emit) => {
-        const [row] = await rows<{ id: string }>(
-          tx,
-          sql`delete from telemetry.connectors c where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])} returning c.id`,
-        );
-        if (!row) throw DomainError.notFound('connector not found');
-        emit.audit(org, { action: 'delete', resource: 'connector', record_id: id });
-      }, () => ({}));
+      await deps.outbox.write(
+        caller,
+        async (tx, emit) => {
+          const [row] = await rows<{ id: string }>(
+            tx,
+            sql`delete from telemetry.connectors c where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])} returning c.id`,
+          );
+          if (!row) throw DomainError.notFound('connector not found');
+          emit.audit(org, { action: 'delete', resource: 'connector', record_id: id });
+        },
+        () => ({}),
+      );
       return {};
     },
   };

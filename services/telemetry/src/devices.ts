@@ -1,7 +1,18 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { assertNotViewer, DomainError, isAdministrator, newId, rows, validationFailed, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
+import {
+  assertNotViewer,
+  DomainError,
+  isAdministrator,
+  newId,
+  rows,
+  validationFailed,
+  type CallerContext,
+  type Emitter,
+  type ServiceDeps,
+  type Tx,
+} from '@lab/kit';
 import { deviceScope, isBound } from './access.js';
 import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
@@ -22,9 +33,7 @@ const registerBody = z
   })
   .strict();
 
-const listQuery = z
-  .object({ limit: limitParam(50, 500), offset: offsetParam, connector_id: uuid.optional(), kind: text(100).optional() })
-  .strict();
+const listQuery = z.object({ limit: limitParam(50, 500), offset: offsetParam, connector_id: uuid.optional(), kind: text(100).optional() }).strict();
 
 /** What the device routes take (the gateway documents them from these). */
 export const deviceSchemas = { register: registerBody, list: listQuery };
@@ -135,16 +144,20 @@ export function deviceHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       const id = idOf(req.id, 'device');
       if (!isAdministrator(caller)) throw DomainError.forbidden('deleting a device needs an administrator role');
-      await deps.outbox.write(caller, async (tx, emit) => {
-        const [row] = await rows<{ json: string }>(
-          tx,
-          sql`with d as (delete from telemetry.devices d where ${where([sql`d.org_id = ${org}`, sql`d.id = ${id}`, deviceScope(caller)])}
+      await deps.outbox.write(
+        caller,
+        async (tx, emit) => {
+          const [row] = await rows<{ json: string }>(
+            tx,
+            sql`with d as (delete from telemetry.devices d where ${where([sql`d.org_id = ${org}`, sql`d.id = ${id}`, deviceScope(caller)])}
                          returning *)
               select ${deviceJson(D)}::text as json from d`,
-        );
-        if (!row) throw DomainError.notFound('device not found');
-        emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) });
-      }, () => ({}));
+          );
+          if (!row) throw DomainError.notFound('device not found');
+          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) });
+        },
+        () => ({}),
+      );
       return {};
     },
   };

@@ -157,7 +157,13 @@ export function pointHandlers(deps: ServiceDeps) {
                          where org_id = ${org.data} and id = ${id} returning *)
               select ${pointJson(P)}::text as json from p`,
         );
-        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json), after: JSON.parse(after!.json) });
+        emit.audit(org.data, {
+          action: 'update',
+          resource: 'environmental_point',
+          record_id: id,
+          before: JSON.parse(before.json),
+          after: JSON.parse(after!.json),
+        });
         return { deleted: false, json: after!.json };
       });
     },

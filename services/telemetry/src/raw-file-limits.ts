@@ -8,8 +8,7 @@ export function isMzml(filename: string, contentType: string): boolean {
 }
 
 /** The most a file of this name and type may hold; what it gets depends on its content (RawFileAllowance). */
-export const rawFileLimit = (filename: string, contentType: string): number =>
-  isMzml(filename, contentType) ? MZML_MAX_BYTES : RAW_FILE_MAX_BYTES;
+export const rawFileLimit = (filename: string, contentType: string): number => (isMzml(filename, contentType) ? MZML_MAX_BYTES : RAW_FILE_MAX_BYTES);
 
 /** Bytes of a file's head looked at for its XML root element. */
 const HEAD_BYTES = 4096;

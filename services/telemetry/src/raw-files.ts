@@ -11,13 +11,16 @@ const metaSchema = z.object({
   // empty: the device is named by the last message, after the file
   device_id: z.union([z.literal(''), uuid]),
   filename: text(255).refine((s) => !s.includes('\0'), 'must not contain NUL'),
-  content_type: z.string().trim().max(255).transform((s) => s || 'application/octet-stream'),
+  content_type: z
+    .string()
+    .trim()
+    .max(255)
+    .transform((s) => s || 'application/octet-stream'),
 });
 
 const deviceIdAfterFile = z.object({ device_id: uuid });
 
-const tooLarge = (limit: number) =>
-  new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
+const tooLarge = (limit: number) => new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
 
 /**
  * POST /v1/results/upload behind the gateway: the first message names the device
@@ -63,17 +66,19 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
       }
       const stored = await storage.put(bytes());
       try {
-        const device =
-          named ??
-          (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
-        const json = await deps.outbox.write(caller, async (tx, emit) => {
-          // the upload took its time: the device is held from here to the commit
-          await deviceById(tx, org, caller, device.id, true);
-          const fileId = newId();
-          await tx.execute(sql`insert into telemetry.raw_files (id, org_id, device_id, filename, content_type, size, sha256, storage_key, created_by)
+        const device = named ?? (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
+        const json = await deps.outbox.write(
+          caller,
+          async (tx, emit) => {
+            // the upload took its time: the device is held from here to the commit
+            await deviceById(tx, org, caller, device.id, true);
+            const fileId = newId();
+            await tx.execute(sql`insert into telemetry.raw_files (id, org_id, device_id, filename, content_type, size, sha256, storage_key, created_by)
               values (${fileId}, ${org}, ${device.id}, ${meta.filename}, ${meta.content_type}, ${stored.size}, ${stored.sha256}, ${stored.key}, ${caller.user_id})`);
-          return insertResult(tx, emit, org, caller, { device_id: device.id, values: [], raw_file_id: fileId });
-        }, createdAnswer);
+            return insertResult(tx, emit, org, caller, { device_id: device.id, values: [], raw_file_id: fileId });
+          },
+          createdAnswer,
+        );
         return createdAnswer(json);
       } catch (err) {
         await storage.remove(stored.key).catch(() => undefined);

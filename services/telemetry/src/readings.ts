@@ -291,27 +291,29 @@ export function readingHandlers(deps: ServiceDeps) {
       }
 
       const out = valid.length
-        ? await deps.outbox.write(caller, async (tx, emit) => {
-            const ids = new Set<string>();
-            const codes = new Set<string>();
-            const stamps = new Map<string, number>();
-            for (const { item: i } of valid) {
-              if (i.point_id !== undefined) ids.add(i.point_id);
-              else codes.add(i.external_code!);
-              if (i.measured_at !== undefined && !stamps.has(i.measured_at)) stamps.set(i.measured_at, stamps.size);
-            }
-            // now() is the transaction's time, so it is the stored default measured_at and
-            // created_at; PostgreSQL renders it and the given times, as lists show them.
-            // The points are read under a key-share lock (the one the readings' foreign
-            // key takes at the insert anyway, taken before instead): a point being
-            // deleted is waited for and then not found (point_not_found), rather than
-            // found here and gone at the insert (a foreign key error); and a delete
-            // that comes after waits for these readings and sees them. The limits
-            // stored are the ones read here (passed to the insert).
-            // one row for the clock (id null), then one per point
-            const found = await rows<PointRow>(
-              tx,
-              sql`with p as materialized (
+        ? await deps.outbox.write(
+            caller,
+            async (tx, emit) => {
+              const ids = new Set<string>();
+              const codes = new Set<string>();
+              const stamps = new Map<string, number>();
+              for (const { item: i } of valid) {
+                if (i.point_id !== undefined) ids.add(i.point_id);
+                else codes.add(i.external_code!);
+                if (i.measured_at !== undefined && !stamps.has(i.measured_at)) stamps.set(i.measured_at, stamps.size);
+              }
+              // now() is the transaction's time, so it is the stored default measured_at and
+              // created_at; PostgreSQL renders it and the given times, as lists show them.
+              // The points are read under a key-share lock (the one the readings' foreign
+              // key takes at the insert anyway, taken before instead): a point being
+              // deleted is waited for and then not found (point_not_found), rather than
+              // found here and gone at the insert (a foreign key error); and a delete
+              // that comes after waits for these readings and sees them. The limits
+              // stored are the ones read here (passed to the insert).
+              // one row for the clock (id null), then one per point
+              const found = await rows<PointRow>(
+                tx,
+                sql`with p as materialized (
                     select p.id, p.external_code, p.parameter, p.unit, p.limit_min, p.limit_max, p.active
                     from telemetry.environmental_points p
                     where p.org_id = ${org}
@@ -326,130 +328,156 @@ export function readingHandlers(deps: ServiceDeps) {
                   union all
                   select null, null, p.id, p.external_code, p.parameter, p.unit, p.limit_min, p.limit_max, p.active
                   from p`,
-            );
-            const clock = found.find((r) => r.id === null)!;
-            const now = clock.now!;
-            // rendered timestamps hold no comma
-            const stampText = clock.stamps ? clock.stamps.split(',') : [];
-            const byId = new Map<string, FoundPoint>();
-            const byCode = new Map<string, FoundPoint>();
-            for (const row of found) {
-              if (row.id === null) continue;
-              const p = row as FoundPoint;
-              // numbers whichever driver answered, as the insert and the answer are written from them
-              if (p.limit_min !== null) p.limit_min = Number(p.limit_min);
-              if (p.limit_max !== null) p.limit_max = Number(p.limit_max);
-              byId.set(p.id, p);
-              if (p.external_code !== null) byCode.set(p.external_code, p);
-            }
-
-            const accepted: Accepted[] = [];
-            for (const { index, item: i } of valid) {
-              const p = i.point_id !== undefined ? byId.get(i.point_id) : byCode.get(i.external_code!);
-              if (!p) {
-                rejected.push({ index, code: 'point_not_found', message: 'no environmental point with this id or external_code', ...idOrCode(i) });
-              } else if (!p.active) {
-                rejected.push({ index, code: 'point_inactive', message: 'the environmental point is inactive', ...idOrCode(i) });
-              } else {
-                accepted.push({ item: i, point: p, measured_at: i.measured_at === undefined ? now : stampText[stamps.get(i.measured_at)!]! });
+              );
+              const clock = found.find((r) => r.id === null)!;
+              const now = clock.now!;
+              // rendered timestamps hold no comma
+              const stampText = clock.stamps ? clock.stamps.split(',') : [];
+              const byId = new Map<string, FoundPoint>();
+              const byCode = new Map<string, FoundPoint>();
+              for (const row of found) {
+                if (row.id === null) continue;
+                const p = row as FoundPoint;
+                // numbers whichever driver answered, as the insert and the answer are written from them
+                if (p.limit_min !== null) p.limit_min = Number(p.limit_min);
+                if (p.limit_max !== null) p.limit_max = Number(p.limit_max);
+                byId.set(p.id, p);
+                if (p.external_code !== null) byCode.set(p.external_code, p);
               }
-            }
-            rejected.sort((a, b) => a.index - b.index);
-            if (!accepted.length) return undefined;
 
-            const n = accepted.length;
-            const idBase = batchIdBase();
-            // Per point once (its id, unit, limits and the parts of a reading's JSON that are
-            // the point's); per reading only its own values: a batch is a few KB on the wire.
-            const used = new Map<FoundPoint, Shape>();
-            const shapeOf = (p: FoundPoint): Shape => {
-              let sh = used.get(p);
-              if (!sh) {
-                sh = {
-                  n: used.size + 1,
-                  head: `","point_id":"${p.id}","external_code":${jsonText(p.external_code)},"parameter":${jsonText(p.parameter)},"value":`,
-                  unit: JSON.stringify(p.unit),
-                  limits: `,"limit_min":${jsonFloat(p.limit_min)},"limit_max":${jsonFloat(p.limit_max)},"is_breach":`,
-                };
-                used.set(p, sh);
+              const accepted: Accepted[] = [];
+              for (const { index, item: i } of valid) {
+                const p = i.point_id !== undefined ? byId.get(i.point_id) : byCode.get(i.external_code!);
+                if (!p) {
+                  rejected.push({ index, code: 'point_not_found', message: 'no environmental point with this id or external_code', ...idOrCode(i) });
+                } else if (!p.active) {
+                  rejected.push({ index, code: 'point_inactive', message: 'the environmental point is inactive', ...idOrCode(i) });
+                } else {
+                  accepted.push({ item: i, point: p, measured_at: i.measured_at === undefined ? now : stampText[stamps.get(i.measured_at)!]! });
+                }
               }
-              return sh;
-            };
-            const shapes: Shape[] = new Array(n);
-            let pointIdx = '';
-            let values = '';
-            const units: (string | null)[] = [];
-            const measured: (string | null)[] = [];
-            const samples: (string | null)[] = [];
-            const notes: (string | null)[] = [];
-            for (let k = 0; k < n; k++) {
-              const { item: i, point } = accepted[k]!;
-              const sh = (shapes[k] = shapeOf(point));
-              pointIdx += (k ? ',' : '') + sh.n;
-              values += (k ? ',' : '') + pgFloat(i.value);
-              // only the columns some item sets are sent; unnest pads the shorter arrays with NULL
-              if (i.unit !== undefined) units[k] = i.unit;
-              if (i.measured_at !== undefined) measured[k] = i.measured_at;
-              if (i.sample_id !== undefined) samples[k] = i.sample_id;
-              if (i.notes !== undefined) notes[k] = i.notes;
-            }
-            const pts = [...used.keys()];
-            // nothing below waits for the insert: it travels with the outbox rows and the COMMIT
-            pipelined(tx, () =>
-              tx.execute(
-                sql`insert into telemetry.environmental_readings
+              rejected.sort((a, b) => a.index - b.index);
+              if (!accepted.length) return undefined;
+
+              const n = accepted.length;
+              const idBase = batchIdBase();
+              // Per point once (its id, unit, limits and the parts of a reading's JSON that are
+              // the point's); per reading only its own values: a batch is a few KB on the wire.
+              const used = new Map<FoundPoint, Shape>();
+              const shapeOf = (p: FoundPoint): Shape => {
+                let sh = used.get(p);
+                if (!sh) {
+                  sh = {
+                    n: used.size + 1,
+                    head: `","point_id":"${p.id}","external_code":${jsonText(p.external_code)},"parameter":${jsonText(p.parameter)},"value":`,
+                    unit: JSON.stringify(p.unit),
+                    limits: `,"limit_min":${jsonFloat(p.limit_min)},"limit_max":${jsonFloat(p.limit_max)},"is_breach":`,
+                  };
+                  used.set(p, sh);
+                }
+                return sh;
+              };
+              const shapes: Shape[] = new Array(n);
+              let pointIdx = '';
+              let values = '';
+              const units: (string | null)[] = [];
+              const measured: (string | null)[] = [];
+              const samples: (string | null)[] = [];
+              const notes: (string | null)[] = [];
+              for (let k = 0; k < n; k++) {
+                const { item: i, point } = accepted[k]!;
+                const sh = (shapes[k] = shapeOf(point));
+                pointIdx += (k ? ',' : '') + sh.n;
+                values += (k ? ',' : '') + pgFloat(i.value);
+                // only the columns some item sets are sent; unnest pads the shorter arrays with NULL
+                if (i.unit !== undefined) units[k] = i.unit;
+                if (i.measured_at !== undefined) measured[k] = i.measured_at;
+                if (i.sample_id !== undefined) samples[k] = i.sample_id;
+                if (i.notes !== undefined) notes[k] = i.notes;
+              }
+              const pts = [...used.keys()];
+              // nothing below waits for the insert: it travels with the outbox rows and the COMMIT
+              pipelined(tx, () =>
+                tx.execute(
+                  sql`insert into telemetry.environmental_readings
                       (id, org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id, notes, created_by)
                     select (${idBase}::text || lpad(to_hex(u.n - 1), 4, '0'))::uuid, ${org}::uuid, p.id, u.value, coalesce(u.unit, p.unit),
                            p.limit_min, p.limit_max, coalesce(u.measured_at, now()), u.sample_id, u.notes, ${caller.user_id}::uuid
                     from unnest(${`{${pointIdx}}`}::int[], ${`{${values}}`}::float8[], ${pgArray(units, quoted)}::text[],
                                 ${pgArray(measured, quoted)}::timestamptz[], ${pgArray(samples, bare)}::uuid[], ${pgArray(notes, quoted)}::text[])
                            with ordinality as u(point, value, unit, measured_at, sample_id, notes, n)
-                    join unnest(${pgArray(pts.map((p) => p.id), bare)}::uuid[], ${pgArray(pts.map((p) => p.unit), quoted)}::text[],
-                                ${pgArray(pts.map((p) => p.limit_min), pgFloat)}::float8[], ${pgArray(pts.map((p) => p.limit_max), pgFloat)}::float8[])
+                    join unnest(${pgArray(
+                      pts.map((p) => p.id),
+                      bare,
+                    )}::uuid[], ${pgArray(
+                      pts.map((p) => p.unit),
+                      quoted,
+                    )}::text[],
+                                ${pgArray(
+                                  pts.map((p) => p.limit_min),
+                                  pgFloat,
+                                )}::float8[], ${pgArray(
+                                  pts.map((p) => p.limit_max),
+                                  pgFloat,
+                                )}::float8[])
                            with ordinality as p(id, unit, limit_min, limit_max, n)
                       on p.n = u.point`,
-              ),
-            );
+                ),
+              );
 
-            const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
-            const parts: string[] = new Array(n);
-            let breaches = 0;
-            for (let k = 0; k < n; k++) {
-              const { item: i, point: p, measured_at } = accepted[k]!;
-              const sh = shapes[k]!;
-              const id = idBase + HEX4[k]!;
-              // the generated column's rule, on the same doubles
-              const breach = (p.limit_min !== null && i.value < p.limit_min) || (p.limit_max !== null && i.value > p.limit_max);
-              parts[k] =
-                '{"id":"' + id + sh.head + pgFloat(i.value) + ',"unit":' + (i.unit === undefined ? sh.unit : JSON.stringify(i.unit)) +
-                sh.limits + breach + ',"measured_at":"' + measured_at + '","sample_id":' + (i.sample_id === undefined ? 'null' : `"${i.sample_id}"`) +
-                ',"notes":' + (i.notes === undefined ? 'null' : JSON.stringify(i.notes)) + tail;
-              if (breach) {
-                breaches++;
-                emit.event('environmental.breach', org, {
-                  reading_id: id,
-                  point_id: p.id,
-                  external_code: p.external_code,
-                  parameter: p.parameter,
-                  value: i.value,
-                  unit: i.unit ?? p.unit,
-                  limit_min: p.limit_min,
-                  limit_max: p.limit_max,
-                  measured_at,
-                });
+              const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
+              const parts: string[] = new Array(n);
+              let breaches = 0;
+              for (let k = 0; k < n; k++) {
+                const { item: i, point: p, measured_at } = accepted[k]!;
+                const sh = shapes[k]!;
+                const id = idBase + HEX4[k]!;
+                // the generated column's rule, on the same doubles
+                const breach = (p.limit_min !== null && i.value < p.limit_min) || (p.limit_max !== null && i.value > p.limit_max);
+                parts[k] =
+                  '{"id":"' +
+                  id +
+                  sh.head +
+                  pgFloat(i.value) +
+                  ',"unit":' +
+                  (i.unit === undefined ? sh.unit : JSON.stringify(i.unit)) +
+                  sh.limits +
+                  breach +
+                  ',"measured_at":"' +
+                  measured_at +
+                  '","sample_id":' +
+                  (i.sample_id === undefined ? 'null' : `"${i.sample_id}"`) +
+                  ',"notes":' +
+                  (i.notes === undefined ? 'null' : JSON.stringify(i.notes)) +
+                  tail;
+                if (breach) {
+                  breaches++;
+                  emit.event('environmental.breach', org, {
+                    reading_id: id,
+                    point_id: p.id,
+                    external_code: p.external_code,
+                    parameter: p.parameter,
+                    value: i.value,
+                    unit: i.unit ?? p.unit,
+                    limit_min: p.limit_min,
+                    limit_max: p.limit_max,
+                    measured_at,
+                  });
+                }
               }
-            }
-            emit.audit(org, {
-              action: 'ingest',
-              resource: 'environmental_readings',
-              record_id: null,
-              after: { created: n, breaches, rejected: rejected.length },
-            });
-            // the answer (rejected is final once the points are resolved); a keyed call's
-            // receipt keeps it in this transaction
-            const json = `{"created":${n},"breaches":${breaches},"readings":[${parts.join(',')}],"rejected":${JSON.stringify(rejected)}}`;
-            return { json, created: true } satisfies telemetry.JsonResponse;
-          }, (res) => res)
+              emit.audit(org, {
+                action: 'ingest',
+                resource: 'environmental_readings',
+                record_id: null,
+                after: { created: n, breaches, rejected: rejected.length },
+              });
+              // the answer (rejected is final once the points are resolved); a keyed call's
+              // receipt keeps it in this transaction
+              const json = `{"created":${n},"breaches":${breaches},"readings":[${parts.join(',')}],"rejected":${JSON.stringify(rejected)}}`;
+              return { json, created: true } satisfies telemetry.JsonResponse;
+            },
+            (res) => res,
+          )
         : undefined;
 
       if (!out) {

@@ -1,9 +1,35 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { assertNotViewer, DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type Executor, type ServiceDeps, type Tx } from '@lab/kit';
+import {
+  assertNotViewer,
+  DomainError,
+  newId,
+  rows,
+  validationFailed,
+  type CallerContext,
+  type Emitter,
+  type Executor,
+  type ServiceDeps,
+  type Tx,
+} from '@lab/kit';
 import { assertMayActFor, deviceScope } from './access.js';
-import { createdAnswer, dateTime, finite, freeObject, hasScope, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import {
+  createdAnswer,
+  dateTime,
+  finite,
+  freeObject,
+  hasScope,
+  idOf,
+  limitParam,
+  offsetParam,
+  orgOf,
+  parseBody,
+  parseQuery,
+  text,
+  uuid,
+  where,
+} from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
 export const MAX_VALUES = 1000;
@@ -15,7 +41,10 @@ const ingestBody = z
     sample_id: uuid.optional(),
     sample_ref: text(200).optional(),
     measured_at: dateTime.optional(),
-    values: z.array(z.object({ name: text(200), value: finite, unit: text(32).optional() }).strict()).min(1).max(MAX_VALUES),
+    values: z
+      .array(z.object({ name: text(200), value: finite, unit: text(32).optional() }).strict())
+      .min(1)
+      .max(MAX_VALUES),
     metadata: freeObject.optional(),
   })
   .strict()
@@ -86,10 +115,7 @@ async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerC
   if (b.device_id) return deviceById(tx, org, caller, b.device_id, true);
   const identifier = b.device_identifier!;
   const existing = async () => {
-    const [d] = await rows<Device>(
-      tx,
-      sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${identifier} for key share`,
-    );
+    const [d] = await rows<Device>(tx, sql`select id, connector_id from telemetry.devices where org_id = ${org} and identifier = ${identifier} for key share`);
     if (d) assertMayActFor(caller, d);
     return d;
   };
@@ -118,7 +144,15 @@ export async function insertResult(
   emit: Emitter,
   org: string,
   caller: CallerContext,
-  r: { device_id: string; sample_id?: string; sample_ref?: string; measured_at?: string; values: unknown[]; metadata?: Record<string, unknown>; raw_file_id?: string },
+  r: {
+    device_id: string;
+    sample_id?: string;
+    sample_ref?: string;
+    measured_at?: string;
+    values: unknown[];
+    metadata?: Record<string, unknown>;
+    raw_file_id?: string;
+  },
 ): Promise<string> {
   const id = newId();
   await tx.execute(sql`insert into telemetry.results (id, org_id, device_id, sample_id, sample_ref, measured_at, "values", metadata, raw_file_id, created_by)
@@ -141,10 +175,14 @@ export function resultHandlers(deps: ServiceDeps) {
       const org = orgOf(caller);
       assertNotViewer(caller);
       const b = parseBody(ingestBody, req.json);
-      const json = await deps.outbox.write(caller, async (tx, emit) => {
-        const device = await resolveDevice(tx, emit, org, caller, b);
-        return insertResult(tx, emit, org, caller, { ...b, device_id: device.id });
-      }, createdAnswer);
+      const json = await deps.outbox.write(
+        caller,
+        async (tx, emit) => {
+          const device = await resolveDevice(tx, emit, org, caller, b);
+          return insertResult(tx, emit, org, caller, { ...b, device_id: device.id });
+        },
+        createdAnswer,
+      );
       return createdAnswer(json);
     },
 

@@ -16,9 +16,7 @@ let batched: jest.SpyInstance;
 beforeAll(async () => {
   t = await startTestService(telemetryDefinition(), { bindings: ['audit.record'] });
   rpc = new RpcClient(telemetry.TelemetryServiceClient, t.svc.address, { secret: t.secret });
-  batched = jest
-    .spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers')
-    .mockResolvedValue(undefined);
+  batched = jest.spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers').mockResolvedValue(undefined);
 });
 
 afterAll(async () => {
@@ -71,7 +69,13 @@ test('ingestReadings: the answer commits with the readings; a retry gets it and 
   const p = JSON.parse(
     (await rpc.call('createPoint', { org_id: o.org_id, point_id: '', json: '{"parameter":"temperature","unit":"°C","limit_max":8}' }, o.operator)).json,
   ) as Json;
-  const body = JSON.stringify({ readings: [{ point_id: p.id, value: 5 }, { point_id: p.id, value: 9 }, { external_code: 'NOPE', value: 1 }] });
+  const body = JSON.stringify({
+    readings: [
+      { point_id: p.id, value: 5 },
+      { point_id: p.id, value: 9 },
+      { external_code: 'NOPE', value: 1 },
+    ],
+  });
   const first = await keyedTwice((c) => rpc.call('ingestReadings', { json: body }, c), o);
   expect(first.created).toBe(true);
   const r = JSON.parse(first.json) as Json;

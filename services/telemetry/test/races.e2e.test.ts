@@ -139,11 +139,7 @@ describe('device sync of connectors', () => {
     } finally {
       await inserting.close();
     }
-    expect([heartbeat.status, heartbeat.body.error?.code, heartbeat.body.error?.details]).toEqual([
-      403,
-      'device_not_allowed',
-      { identifiers: [identifier] },
-    ]);
+    expect([heartbeat.status, heartbeat.body.error?.code, heartbeat.body.error?.details]).toEqual([403, 'device_not_allowed', { identifiers: [identifier] }]);
     const devices = await devicesWith(identifier);
     expect(devices.map((d) => [d.name, d.connector_id])).toEqual([['Theirs', other.body.data.id]]);
   });
@@ -186,14 +182,21 @@ describe('device sync of connectors', () => {
 describe('API keys bound to connectors and devices', () => {
   it("refuses to bind a key to another organisation's connector or devices, and such a key gets a 4xx, not a 500", async () => {
     const ownConnector = randomUUID();
-    const theirs = (await api('POST', '/v1/connectors', await connectorKey(ownConnector), { name: `theirs-${ownConnector}`, devices: [{ identifier: `d-${ownConnector}`, name: 'Balance' }] }))
-      .body.data;
+    const theirs = (
+      await api('POST', '/v1/connectors', await connectorKey(ownConnector), {
+        name: `theirs-${ownConnector}`,
+        devices: [{ identifier: `d-${ownConnector}`, name: 'Balance' }],
+      })
+    ).body.data;
     expect(theirs.id).toBe(ownConnector);
     const [theirDevice] = await devicesWith(`d-${ownConnector}`);
 
     const other = (await stack.admin.createOrg({ modules: ['analytics_qc'] })).id;
     const bind = (body: Record<string, unknown>) =>
-      call(stack.url, 'POST', `/admin/v1/orgs/${other}/api-keys`, { token: stack.operatorToken, body: { name: 'instrument', scopes: ['write', 'devices:register'], ...body } });
+      call(stack.url, 'POST', `/admin/v1/orgs/${other}/api-keys`, {
+        token: stack.operatorToken,
+        body: { name: 'instrument', scopes: ['write', 'devices:register'], ...body },
+      });
     const connector = await bind({ connector_id: theirs.id });
     expect([connector.status, connector.body.error.code, connector.body.error.details.field]).toEqual([400, 'validation_failed', 'connector_id']);
     const devices = await bind({ device_ids: [randomUUID(), theirDevice.id] });

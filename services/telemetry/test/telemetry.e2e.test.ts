@@ -122,10 +122,9 @@ function upload(opts: {
  * declares the whole file's length, waits until `sent` says the service holds the
  * upload, then destroys the socket (a client gone mid-upload).
  */
-function unfinishedUpload(opts: { deviceId: string; bytes: number; via?: { url: string; token: string } } & (
-  | { mode: 'truncated' }
-  | { mode: 'abort'; sent: () => Promise<void> }
-)) {
+function unfinishedUpload(
+  opts: { deviceId: string; bytes: number; via?: { url: string; token: string } } & ({ mode: 'truncated' } | { mode: 'abort'; sent: () => Promise<void> }),
+) {
   const boundary = `----lab${randomUUID()}`;
   const head = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="device_id"\r\n\r\n${opts.deviceId}\r\n` +
@@ -228,14 +227,25 @@ describe('module analytics_qc', () => {
 
 describe('environmental monitoring through the gateway', () => {
   it('creates points through the management API and ingests, filters and replays readings', async () => {
-    const p = await stack.admin.call<any>('POST', `/orgs/${orgId}/environmental-points`, { parameter: 'temperature', unit: '°C', external_code: 'GW-T1', limit_max: 8 }, 201);
+    const p = await stack.admin.call<any>(
+      'POST',
+      `/orgs/${orgId}/environmental-points`,
+      { parameter: 'temperature', unit: '°C', external_code: 'GW-T1', limit_max: 8 },
+      201,
+    );
     const off = await stack.admin.call<any>('POST', `/orgs/${orgId}/environmental-points`, { parameter: 'door contact', unit: 'state', limit_max: 0 }, 201);
     const patched = await stack.admin.call<any>('PATCH', `/orgs/${orgId}/environmental-points/${off.id}`, { active: false }, 200);
     expect(patched.active).toBe(false);
     const points = await api('GET', '/v1/environmental-points?active=true', key);
     expect(points.body.data.map((x: any) => x.id)).toEqual([p.id]);
 
-    const body = { readings: [{ external_code: 'GW-T1', value: 9, measured_at: '2024-05-01T10:00:00Z' }, { point_id: p.id, value: 4 }, { point_id: off.id, value: 1 }] };
+    const body = {
+      readings: [
+        { external_code: 'GW-T1', value: 9, measured_at: '2024-05-01T10:00:00Z' },
+        { point_id: p.id, value: 4 },
+        { point_id: off.id, value: 1 },
+      ],
+    };
     const idem = { 'Idempotency-Key': `readings-${randomUUID()}` };
     const first = await api('POST', '/v1/environmental-readings', key, body, idem);
     expect(first.status).toBe(201);
@@ -347,7 +357,13 @@ describe('raw file upload', () => {
   });
 
   it('gives the mzML allowance by content, not by name: a .mzML file that is not mzML gets 25 MiB', async () => {
-    const r = await upload({ deviceId, filename: 'fake.mzML', contentType: 'application/mzML+xml', size: 26 * MiB, fileHead: Buffer.from('<?xml version="1.0"?>\n<html>') });
+    const r = await upload({
+      deviceId,
+      filename: 'fake.mzML',
+      contentType: 'application/mzML+xml',
+      size: 26 * MiB,
+      fileHead: Buffer.from('<?xml version="1.0"?>\n<html>'),
+    });
     expect([r.status, r.body.error.code, r.body.error.details.limit_bytes]).toEqual([413, 'payload_too_large', 25 * MiB]);
   });
 
@@ -356,22 +372,44 @@ describe('raw file upload', () => {
     const before = await results();
     const send = async (parts: [string, string | Blob, string?][]) => {
       const form = new FormData();
-      for (const [name, value, filename] of parts) (filename ? form.append(name, value as Blob, filename) : form.append(name, value as string));
+      for (const [name, value, filename] of parts) filename ? form.append(name, value as Blob, filename) : form.append(name, value as string);
       const res = await fetch(`${stack.url}/v1/results/upload`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
       return { status: res.status, body: (await res.json()) as any };
     };
     const file = () => new Blob([Buffer.alloc(1000, 7)], { type: 'text/csv' });
-    const twoFiles = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['file', file(), 'b.csv']]);
+    const twoFiles = await send([
+      ['device_id', deviceId],
+      ['file', file(), 'a.csv'],
+      ['file', file(), 'b.csv'],
+    ]);
     expect([twoFiles.status, twoFiles.body.error.code, twoFiles.body.error.details.field]).toEqual([400, 'validation_failed', 'file']);
-    const otherName = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['attachment', file(), 'b.csv']]);
+    const otherName = await send([
+      ['device_id', deviceId],
+      ['file', file(), 'a.csv'],
+      ['attachment', file(), 'b.csv'],
+    ]);
     expect([otherName.status, otherName.body.error.details.field]).toEqual([400, 'file']);
-    const wrongName = await send([['device_id', deviceId], ['attachment', file(), 'a.csv']]);
+    const wrongName = await send([
+      ['device_id', deviceId],
+      ['attachment', file(), 'a.csv'],
+    ]);
     expect([wrongName.status, wrongName.body.error.details.field]).toEqual([400, 'attachment']);
-    const twoDevices = await send([['device_id', deviceId], ['file', file(), 'a.csv'], ['device_id', randomUUID()]]);
+    const twoDevices = await send([
+      ['device_id', deviceId],
+      ['file', file(), 'a.csv'],
+      ['device_id', randomUUID()],
+    ]);
     expect([twoDevices.status, twoDevices.body.error.details.field]).toEqual([400, 'device_id']);
     expect(await results()).toBe(before);
     // the same, sound, is stored
-    expect((await send([['device_id', deviceId], ['file', file(), 'a.csv']])).status).toBe(201);
+    expect(
+      (
+        await send([
+          ['device_id', deviceId],
+          ['file', file(), 'a.csv'],
+        ])
+      ).status,
+    ).toBe(201);
   });
 
   it('takes the device_id part after the file as well (the spec gives no order)', async () => {

@@ -173,7 +173,16 @@ describe('environmental readings', () => {
     const o = org();
     const p = await point(o, { parameter: 'temp', unit: '°C' });
     await expect(
-      ingest(o, { readings: [{ point_id: p.id, value: 1 }, { point_id: p.id, value: 2, notes: 'bad \ud800' }] }, o.caller({ user_id: newId() })),
+      ingest(
+        o,
+        {
+          readings: [
+            { point_id: p.id, value: 1 },
+            { point_id: p.id, value: 2, notes: 'bad \ud800' },
+          ],
+        },
+        o.caller({ user_id: newId() }),
+      ),
     ).rejects.toMatchObject({ kind: 'invalid', code: 'validation_failed', details: { field: 'readings.1.notes' } });
     expect(j(await rpc.call('listReadings', { query: { point_id: p.id } }, o.key))).toEqual([]);
   });
@@ -220,7 +229,12 @@ describe('environmental readings', () => {
   it('publishes environmental.breach and one audit record per batch', async () => {
     const o = org();
     const p = await point(o, { parameter: 'temperature', unit: '°C', external_code: 'EV-1', limit_min: 2 });
-    const r = await ingest(o, { readings: [{ point_id: p.id, value: 1 }, { point_id: p.id, value: 3 }] });
+    const r = await ingest(o, {
+      readings: [
+        { point_id: p.id, value: 1 },
+        { point_id: p.id, value: 3 },
+      ],
+    });
     const ev = await until(() => received.find((m) => m.type === 'environmental.breach' && m.org_id === o.org_id), 'breach event');
     expect(ev.data).toEqual({
       reading_id: r.readings[0].id,
@@ -279,7 +293,11 @@ describe('devices, results, connectors', () => {
       ),
     );
     expect(r).toMatchObject({ device_id: d.id, device_identifier: 'ph-1', sample_id: sample, raw_file: null });
-    await rpc.call('ingestResult', { json: JSON.stringify({ device_identifier: 'ph-1', measured_at: '2024-04-01T08:00:00Z', values: [{ name: 'pH', value: 6 }] }) }, o.key);
+    await rpc.call(
+      'ingestResult',
+      { json: JSON.stringify({ device_identifier: 'ph-1', measured_at: '2024-04-01T08:00:00Z', values: [{ name: 'pH', value: 6 }] }) },
+      o.key,
+    );
     expect(j(await rpc.call('listResults', { query: { sample_id: sample } }, o.key)).map((x: Json) => x.id)).toEqual([r.id]);
     expect(j(await rpc.call('listResults', { query: { from: '2024-03-15T00:00:00Z' } }, o.key))).toHaveLength(1);
     expect(j(await rpc.call('getResult', { id: r.id }, o.key)).values).toHaveLength(3);
@@ -289,7 +307,14 @@ describe('devices, results, connectors', () => {
       device_id: d.id,
       measured_at: r.measured_at,
       series: [
-        { name: 'pH', unit: null, points: [{ x: r.measured_at, y: 7.1 }, { x: r.measured_at, y: 7.2 }] },
+        {
+          name: 'pH',
+          unit: null,
+          points: [
+            { x: r.measured_at, y: 7.1 },
+            { x: r.measured_at, y: 7.2 },
+          ],
+        },
         { name: 'temp', unit: '°C', points: [{ x: r.measured_at, y: 21.5 }] },
       ],
     });

@@ -154,7 +154,12 @@ export class DeliveryWorker {
    */
   private async claim(limit: number): Promise<Claimed[]> {
     const full = [...this.perHost.entries()].filter(([, n]) => n >= this.cfg.perHostConcurrency).map(([h]) => h);
-    const notFull = full.length ? sql`and h.host not in (${sql.join(full.map((h) => sql`${h}`), sql`, `)})` : sql``;
+    const notFull = full.length
+      ? sql`and h.host not in (${sql.join(
+          full.map((h) => sql`${h}`),
+          sql`, `,
+        )})`
+      : sql``;
     const claimed = await rows<Claimed>(
       this.db.orm,
       sql`with recursive hosts(host) as (
@@ -195,7 +200,10 @@ export class DeliveryWorker {
     }
     if (release.length) {
       await this.db.orm.execute(
-        sql`update webhooks.deliveries set next_attempt_at = now() where id in (${sql.join(release.map((id) => sql`${id}::uuid`), sql`, `)}) and status = 'pending'`,
+        sql`update webhooks.deliveries set next_attempt_at = now() where id in (${sql.join(
+          release.map((id) => sql`${id}::uuid`),
+          sql`, `,
+        )}) and status = 'pending'`,
       );
     }
     return keep;

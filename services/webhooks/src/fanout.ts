@@ -1,6 +1,19 @@
 import { EVENT_ROUTES } from '@lab/contracts';
 import { sql } from 'drizzle-orm';
-import { activeTraceCarrier, errText, tracingOn, metrics, newId, rows, type BusMessage, type Database, type Logger, type ServiceDeps, type Executor, type TraceCarrier } from '@lab/kit';
+import {
+  activeTraceCarrier,
+  errText,
+  tracingOn,
+  metrics,
+  newId,
+  rows,
+  type BusMessage,
+  type Database,
+  type Logger,
+  type ServiceDeps,
+  type Executor,
+  type TraceCarrier,
+} from '@lab/kit';
 import { subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
@@ -29,7 +42,10 @@ export async function fanOut(db: Executor, msgs: BusMessage[], traces?: readonly
     ? await rows<{ id: string; org_id: string; url: string; events: string[] }>(
         db,
         sql`select id::text, org_id::text, url, events from webhooks.subscriptions
-            where org_id in (${sql.join(orgs.map((o) => sql`${o}::uuid`), sql`, `)}) and active`,
+            where org_id in (${sql.join(
+              orgs.map((o) => sql`${o}::uuid`),
+              sql`, `,
+            )}) and active`,
       )
     : [];
   const byOrg = new Map<string, { id: string; host: string; events: string[] }[]>();

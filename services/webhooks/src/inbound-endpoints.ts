@@ -15,7 +15,11 @@ const TABLE = sql`webhooks.inbound_endpoints`;
 const notFound = () => DomainError.notFound('inbound webhook endpoint not found');
 const snapshot = (r: EndpointViewRow) => ({ id: r.id, slug: r.slug, allowed_event_types: r.allowed_event_types, job_type: r.job_type, active: r.active });
 
-export async function listInboundEndpoints(deps: ServiceDeps, caller: CallerContext, req: webhooks.PageRequest): Promise<webhooks.ListInboundEndpointsResponse> {
+export async function listInboundEndpoints(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  req: webhooks.PageRequest,
+): Promise<webhooks.ListInboundEndpointsResponse> {
   assertOperator(caller);
   const r = await pageOf<EndpointViewRow>(deps.db.orm, TABLE, ENDPOINT_COLUMNS, parsePage(req));
   return { endpoints: r.rows.map(toEndpoint), page: r.page };
@@ -36,20 +40,35 @@ const updateBody = z
     clear_job_type: z.boolean(),
     active: z.boolean().optional(),
   })
-  .refine((b) => b.allowed_event_types !== undefined || b.job_type !== undefined || b.clear_job_type || b.active !== undefined, 'nothing to change: give allowed_event_types, job_type or active');
+  .refine(
+    (b) => b.allowed_event_types !== undefined || b.job_type !== undefined || b.clear_job_type || b.active !== undefined,
+    'nothing to change: give allowed_event_types, job_type or active',
+  );
 
 /** Changes what an endpoint accepts, the job it makes, or whether it answers at all (inactive: 404 to senders). */
-export async function updateInboundEndpoint(deps: ServiceDeps, caller: CallerContext, req: webhooks.UpdateInboundEndpointRequest): Promise<webhooks.InboundEndpoint> {
+export async function updateInboundEndpoint(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  req: webhooks.UpdateInboundEndpointRequest,
+): Promise<webhooks.InboundEndpoint> {
   assertOperator(caller);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
-  const b = parseWith(updateBody, { allowed_event_types: req.allowed_event_types, job_type: req.job_type, clear_job_type: req.clear_job_type, active: req.active });
+  const b = parseWith(updateBody, {
+    allowed_event_types: req.allowed_event_types,
+    job_type: req.job_type,
+    clear_job_type: req.clear_job_type,
+    active: req.active,
+  });
   const sets = [sql`updated_at = now()`];
   if (b.allowed_event_types) sets.push(sql`allowed_event_types = string_to_array(${[...new Set(b.allowed_event_types.values)].join(',')}, ',')`);
   if (b.job_type !== undefined) sets.push(sql`job_type = ${b.job_type}`);
   else if (b.clear_job_type) sets.push(sql`job_type = null`);
   if (b.active !== undefined) sets.push(sql`active = ${b.active}`);
   return deps.outbox.write(caller, async (tx, emit) => {
-    const [before] = await rows<EndpointViewRow>(tx, sql`select ${ENDPOINT_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid for update`);
+    const [before] = await rows<EndpointViewRow>(
+      tx,
+      sql`select ${ENDPOINT_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid for update`,
+    );
     if (!before) throw notFound();
     const [after] = await rows<EndpointViewRow>(
       tx,

@@ -2,7 +2,18 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { JOB_TYPES, type webhooks } from '@lab/contracts';
-import { assertStorableJson, DomainError, isForeignKeyViolation, isUuid, isoTimestamp, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import {
+  assertStorableJson,
+  DomainError,
+  isForeignKeyViolation,
+  isUuid,
+  isoTimestamp,
+  newId,
+  parseWith,
+  rows,
+  type CallerContext,
+  type ServiceDeps,
+} from '@lab/kit';
 import { assertOperator, generateSecret } from './management.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { verifySignature } from './signature.js';
@@ -125,7 +136,12 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
  */
 export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, req: webhooks.ReceiveInboundRequest): Promise<webhooks.ReceiveInboundResponse> {
   const ep = await findEndpoint(deps, req.org_id, req.slug);
-  verifySignature({ secret: ep.previous_secret ? [ep.secret, ep.previous_secret] : ep.secret, body: req.body, signature: req.signature, timestamp: req.timestamp });
+  verifySignature({
+    secret: ep.previous_secret ? [ep.secret, ep.previous_secret] : ep.secret,
+    body: req.body,
+    signature: req.signature,
+    timestamp: req.timestamp,
+  });
 
   let parsed: unknown;
   try {

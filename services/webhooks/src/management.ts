@@ -12,7 +12,11 @@ export function assertOperator(caller: CallerContext): void {
 }
 
 const orgId = z.string().refine(isUuid, 'must be a UUID');
-const secret = z.string().min(16, 'must be at least 16 characters').max(200).regex(/^[\x21-\x7e]+$/, 'visible ASCII only');
+const secret = z
+  .string()
+  .min(16, 'must be at least 16 characters')
+  .max(200)
+  .regex(/^[\x21-\x7e]+$/, 'visible ASCII only');
 
 export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
 
@@ -43,7 +47,6 @@ export const createSubscriptionBody = z.object({
 
 /** Generated signing secrets: prefixed so they are recognisable in a leak scan. */
 export const generateSecret = () => `whsec_${randomToken(32)}`;
-
 
 export async function createSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.CreateSubscriptionRequest): Promise<webhooks.Subscription> {
   assertOperator(caller);
@@ -91,7 +94,6 @@ interface DeliveryRow {
   last_error: string | null;
   created_at: string;
 }
-
 
 /** The newest deliveries of a subscription (default 100, at most 1000). */
 export async function listSubscriptionDeliveries(

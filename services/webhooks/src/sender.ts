@@ -70,24 +70,19 @@ export async function postOnce(input: SendInput): Promise<SendOutcome> {
     };
     const send = (pooled: boolean) => {
       let answered = false;
-      req = mod.request(
-        url,
-        { method: 'POST', headers, lookup, agent: pooled ? agents[https_ ? 'https:' : 'http:'] : false },
-        (res) => {
-          answered = true;
-          const status = res.statusCode ?? 0;
-          let seen = 0;
-          res.on('data', (chunk: Buffer) => {
-            seen += chunk.length;
-            if (seen > MAX_RESPONSE_BYTES) res.destroy();
-          });
-          const finish = () =>
-            done(status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `http ${status}`, retry: true });
-          res.on('end', finish);
-          res.on('close', finish);
-          res.on('error', finish);
-        },
-      );
+      req = mod.request(url, { method: 'POST', headers, lookup, agent: pooled ? agents[https_ ? 'https:' : 'http:'] : false }, (res) => {
+        answered = true;
+        const status = res.statusCode ?? 0;
+        let seen = 0;
+        res.on('data', (chunk: Buffer) => {
+          seen += chunk.length;
+          if (seen > MAX_RESPONSE_BYTES) res.destroy();
+        });
+        const finish = () => done(status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, error: `http ${status}`, retry: true });
+        res.on('end', finish);
+        res.on('close', finish);
+        res.on('error', finish);
+      });
       req.on('error', (err: NodeJS.ErrnoException) => {
         // an idle socket the receiver closed as it was reused: nothing was answered, send again on a new connection
         if (pooled && !answered && !settled && req?.reusedSocket && err.code === 'ECONNRESET') send(false);

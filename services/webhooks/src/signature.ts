@@ -4,8 +4,7 @@ import { DomainError } from '@lab/kit';
 /** The spec's signature scheme, used for outbound deliveries and inbound events alike. */
 export const SIGNATURE_TOLERANCE_S = 300;
 
-const hmacHex = (secret: string, t: string, body: Buffer) =>
-  createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
+const hmacHex = (secret: string, t: string, body: Buffer) => createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
 
 /**
  * `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` over exactly the

@@ -26,4 +26,3 @@ export const toSubscription = (r: SubscriptionRow): webhooks.Subscription => ({
   disabled_reason: r.disabled_reason ?? undefined,
   previous_secret_expires_at: r.previous_secret_expires_at ?? undefined,
 });
-

@@ -49,7 +49,10 @@ export async function updateSubscription(deps: ServiceDeps, caller: CallerContex
   const b = parseWith(updateBody, { url: req.url, events: req.events, active: req.active });
   const events = b.events ? [...new Set(b.events.values)] : undefined;
   return deps.outbox.write(caller, async (tx, emit) => {
-    const [before] = await rows<SubscriptionRow>(tx, sql`select ${SUBSCRIPTION_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid for update`);
+    const [before] = await rows<SubscriptionRow>(
+      tx,
+      sql`select ${SUBSCRIPTION_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid for update`,
+    );
     if (!before) throw notFound();
     const sets = [sql`updated_at = now()`];
     if (b.url !== undefined) sets.push(sql`url = ${b.url}`);
@@ -74,7 +77,10 @@ export async function deleteSubscription(deps: ServiceDeps, caller: CallerContex
   assertOperator(caller);
   const { org_id, id } = parseItem(req, 'webhook subscription');
   await deps.outbox.write(caller, async (tx, emit) => {
-    const [gone] = await rows<SubscriptionRow>(tx, sql`delete from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${SUBSCRIPTION_COLUMNS}`);
+    const [gone] = await rows<SubscriptionRow>(
+      tx,
+      sql`delete from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${SUBSCRIPTION_COLUMNS}`,
+    );
     if (!gone) throw notFound();
     emit.audit(org_id, { action: 'delete', resource: 'webhook_subscription', record_id: id, before: snapshot(gone) });
   });

@@ -2,7 +2,15 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PUBLIC_EVENT_PREFIXES } from '@lab/contracts';
 import { createSubscriptionBody } from '../src/management';
-import { EVENTS_BLOCK_END, EVENTS_BLOCK_START, eventsMarkdown, filterMatches, isValidFilter, SUBSCRIBABLE_EVENTS, SUBSCRIBABLE_WILDCARDS } from '../src/event-filters';
+import {
+  EVENTS_BLOCK_END,
+  EVENTS_BLOCK_START,
+  eventsMarkdown,
+  filterMatches,
+  isValidFilter,
+  SUBSCRIBABLE_EVENTS,
+  SUBSCRIBABLE_WILDCARDS,
+} from '../src/event-filters';
 
 const root = join(__dirname, '..', '..', '..');
 

@@ -64,7 +64,14 @@ describe('paths that cannot name an endpoint', () => {
 
 describe('endpoints', () => {
   test('created with a generated slug, a secret shown once and the receiver URL', () => {
-    expect(ep).toEqual({ id: expect.any(String), slug: expect.stringMatching(/^[a-z0-9]{24}$/), secret: expect.any(String), url: expect.any(String), allowed_event_types: [], job_type: null });
+    expect(ep).toEqual({
+      id: expect.any(String),
+      slug: expect.stringMatching(/^[a-z0-9]{24}$/),
+      secret: expect.any(String),
+      url: expect.any(String),
+      allowed_event_types: [],
+      job_type: null,
+    });
     expect(ep.url).toBe(`${stack.url}/functions/v1/inbound-webhook/${org}/${ep.slug}`);
   });
 
@@ -83,7 +90,7 @@ describe('endpoints', () => {
     expect(bad.status).toBe(400);
   });
 
-  test('a job type must be one of the jobs allowlist (400), administrators\' export types included', async () => {
+  test("a job type must be one of the jobs allowlist (400), administrators' export types included", async () => {
     const bad = await call(stack.url, 'POST', `/admin/v1/orgs/${org}/inbound-endpoints`, { token: stack.operatorToken, body: { job_type: 'coffee_pdf' } });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: 'validation_failed', details: { field: 'job_type' } });
@@ -165,7 +172,12 @@ describe('receiving', () => {
   });
 
   test('a disallowed event type is 422; an endpoint with a job type records a pending job', async () => {
-    const e = await stack.admin.call<typeof ep>('POST', `/orgs/${org}/inbound-endpoints`, { allowed_event_types: ['order.updated'], job_type: 'org_data_export' }, 201);
+    const e = await stack.admin.call<typeof ep>(
+      'POST',
+      `/orgs/${org}/inbound-endpoints`,
+      { allowed_event_types: ['order.updated'], job_type: 'org_data_export' },
+      201,
+    );
     expect((await send(event({ event_type: 'order.deleted' }), {}, e)).status).toBe(422);
     const ok = await send(event(), {}, e);
     expect(ok.status).toBe(202);
@@ -222,7 +234,10 @@ describe('management bodies that are not objects', () => {
   });
 
   it('still takes no body at all as an endpoint with every default', async () => {
-    const r = await fetch(`${stack.url}/admin/v1/orgs/${org}/inbound-endpoints`, { method: 'POST', headers: { authorization: `Bearer ${stack.operatorToken}` } });
+    const r = await fetch(`${stack.url}/admin/v1/orgs/${org}/inbound-endpoints`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${stack.operatorToken}` },
+    });
     expect(r.status).toBe(201);
   });
 });

@@ -24,8 +24,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const admin = (method: string, path: string, body?: unknown) =>
-  call(stack.url, method, `/admin/v1/orgs/${org}${path}`, { token: stack.operatorToken, body });
+const admin = (method: string, path: string, body?: unknown) => call(stack.url, method, `/admin/v1/orgs/${org}${path}`, { token: stack.operatorToken, body });
 
 function verifies(r: Received, key: string): boolean {
   const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(r.headers['x-service-signature']));
@@ -39,7 +38,13 @@ test('sample, experiment and equipment events arrive signed with their data fiel
   const created = await admin('POST', '/webhook-subscriptions', { url: r.url, events: ['sample.*', 'experiment.created', 'equipment.*'] });
   expect(created.status).toBe(201);
   const sub = created.body.data;
-  expect(sub).toEqual({ id: expect.any(String), url: r.url, events: ['sample.*', 'experiment.created', 'equipment.*'], secret: expect.any(String), active: true });
+  expect(sub).toEqual({
+    id: expect.any(String),
+    url: r.url,
+    events: ['sample.*', 'experiment.created', 'equipment.*'],
+    secret: expect.any(String),
+    active: true,
+  });
 
   const sample = (await call(stack.url, 'POST', '/v1/samples', { token, body: { name: 'S-1', type: 'blood' } })).body.data;
   const exp = (await call(stack.url, 'POST', '/v1/experiments', { token, body: { title: 'E-1' } })).body.data;

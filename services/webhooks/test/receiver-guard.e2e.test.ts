@@ -18,8 +18,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-const admin = (method: string, path: string, body?: unknown) =>
-  call(stack.url, method, `/admin/v1/orgs/${org}${path}`, { token: stack.operatorToken, body });
+const admin = (method: string, path: string, body?: unknown) => call(stack.url, method, `/admin/v1/orgs/${org}${path}`, { token: stack.operatorToken, body });
 
 test('refuses loopback, private, link-local and metadata receivers at registration and on change', async () => {
   for (const url of ['http://127.0.0.1:9/hook', 'http://localhost:8080/hook', 'http://[::1]/hook', 'http://169.254.169.254/latest', 'https://10.0.0.5/hook']) {

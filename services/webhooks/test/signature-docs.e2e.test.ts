@@ -41,7 +41,10 @@ const runners = {
   node: (secrets: string[], header: string, body: Buffer) =>
     run(
       process.execPath,
-      ['-e', `${snippet('js')}\nprocess.stdout.write(String(verifyWebhook(JSON.parse(process.env.SECRETS), process.env.HEADER, require('node:fs').readFileSync(0))));`],
+      [
+        '-e',
+        `${snippet('js')}\nprocess.stdout.write(String(verifyWebhook(JSON.parse(process.env.SECRETS), process.env.HEADER, require('node:fs').readFileSync(0))));`,
+      ],
       secrets,
       header,
       body,
@@ -49,7 +52,10 @@ const runners = {
   python: (secrets: string[], header: string, body: Buffer) =>
     run(
       'python3',
-      ['-c', `${snippet('python')}\nimport json, os, sys\nprint(str(verify_webhook(json.loads(os.environ["SECRETS"]), os.environ["HEADER"], sys.stdin.buffer.read())).lower(), end="")`],
+      [
+        '-c',
+        `${snippet('python')}\nimport json, os, sys\nprint(str(verify_webhook(json.loads(os.environ["SECRETS"]), os.environ["HEADER"], sys.stdin.buffer.read())).lower(), end="")`,
+      ],
       secrets,
       header,
       body,

@@ -1,17 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { webhooks } from '@lab/contracts';
-import {
-  AmqpBus,
-  MemoryBus,
-  RpcClient,
-  createLogger,
-  newId,
-  runService,
-  systemContext,
-  type Bus,
-  type CallerContext,
-  type RunningService,
-} from '@lab/kit';
+import { AmqpBus, MemoryBus, RpcClient, createLogger, newId, runService, systemContext, type Bus, type CallerContext, type RunningService } from '@lab/kit';
 import { sql } from 'drizzle-orm';
 import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
 import { purgeInboundEvents, purgeSettledDeliveries } from '../src/retention';
@@ -311,9 +300,10 @@ describe('subscription management', () => {
   test('validation: url scheme and length, event names, secret', async () => {
     const org = newId();
     const bad = async (req: Partial<webhooks.CreateSubscriptionRequest>) =>
-      h.client!
-        .call('createSubscription', { org_id: org, url: 'https://example.com/x', events: ['*'], ...req }, h.operator(org))
-        .then(() => 'created', (e: Error & { kind?: string }) => e.kind);
+      h.client!.call('createSubscription', { org_id: org, url: 'https://example.com/x', events: ['*'], ...req }, h.operator(org)).then(
+        () => 'created',
+        (e: Error & { kind?: string }) => e.kind,
+      );
     expect(await bad({ url: 'ftp://example.com/x' })).toBe('invalid');
     expect(await bad({ url: `https://example.com/${'a'.repeat(2000)}` })).toBe('invalid');
     expect(await bad({ url: 'https://user:pw@example.com/' })).toBe('invalid');

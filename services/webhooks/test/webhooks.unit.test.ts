@@ -57,14 +57,24 @@ describe('signature scheme', () => {
     // a receiver that knows only one of the two accepts the delivery
     expect(verdict(h)).toBe('ok');
     expect(() => verifySignature({ secret: old, body, signature: h, timestamp: undefined, nowSeconds: now })).not.toThrow();
-    expect(() => verifySignature({ secret: 'whsec_a_third_secret_00000000', body, signature: h, timestamp: undefined, nowSeconds: now })).toThrow('signature does not match');
-    // the inbound side: an endpoint in its overlap accepts a request signed by either secret
-    for (const signer of [secret, old]) {
-      expect(() => verifySignature({ secret: [secret, old], body, signature: signatureHeader(signer, body, now), timestamp: undefined, nowSeconds: now })).not.toThrow();
-    }
-    expect(() => verifySignature({ secret: [secret, old], body, signature: signatureHeader('whsec_a_third_secret_00000000', body, now), timestamp: undefined, nowSeconds: now })).toThrow(
+    expect(() => verifySignature({ secret: 'whsec_a_third_secret_00000000', body, signature: h, timestamp: undefined, nowSeconds: now })).toThrow(
       'signature does not match',
     );
+    // the inbound side: an endpoint in its overlap accepts a request signed by either secret
+    for (const signer of [secret, old]) {
+      expect(() =>
+        verifySignature({ secret: [secret, old], body, signature: signatureHeader(signer, body, now), timestamp: undefined, nowSeconds: now }),
+      ).not.toThrow();
+    }
+    expect(() =>
+      verifySignature({
+        secret: [secret, old],
+        body,
+        signature: signatureHeader('whsec_a_third_secret_00000000', body, now),
+        timestamp: undefined,
+        nowSeconds: now,
+      }),
+    ).toThrow('signature does not match');
   });
 
   test('300 second tolerance both ways', () => {
@@ -97,14 +107,33 @@ describe('event filters', () => {
   });
 
   test('valid filters', () => {
-    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started', 'stock_item.*', 'environmental.*']) expect(isValidFilter(f)).toBe(true);
+    for (const f of ['*', 'experiment.*', 'sample.*', 'stock_movement.*', 'equipment.*', 'equipment.usage.started', 'stock_item.*', 'environmental.*'])
+      expect(isValidFilter(f)).toBe(true);
     for (const f of ['audit.record', 'identity.*', 'experiment', 'experiment.**', '', 'sample.*.x']) expect(isValidFilter(f)).toBe(false);
   });
 });
 
 describe('SSRF guard', () => {
   test('refuses internal ranges, allows global unicast', () => {
-    for (const a of ['127.0.0.1', '10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '255.255.255.255', '224.0.0.1', '::1', '::', 'fe80::1', 'fc00::1', 'fd12::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', 'ff02::1']) {
+    for (const a of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '255.255.255.255',
+      '224.0.0.1',
+      '::1',
+      '::',
+      'fe80::1',
+      'fc00::1',
+      'fd12::1',
+      '::ffff:127.0.0.1',
+      '::ffff:10.0.0.1',
+      'ff02::1',
+    ]) {
       expect([a, isBlockedAddress(a)]).toEqual([a, true]);
     }
     for (const a of ['8.8.8.8', '1.1.1.1', '2001:4860:4860::8888']) expect([a, isBlockedAddress(a)]).toEqual([a, false]);
@@ -184,7 +213,9 @@ describe('inbound bodies PostgreSQL cannot store', () => {
   });
 
   it('stores well-formed text outside the BMP and a storable timestamp', async () => {
-    await expect(receive('{"event_type":"x","payload":{"a":"\\ud83d\\ude00"},"occurred_at":"0001-01-01T00:00:00Z"}')).resolves.toMatchObject({ event_id: 'stored' });
+    await expect(receive('{"event_type":"x","payload":{"a":"\\ud83d\\ude00"},"occurred_at":"0001-01-01T00:00:00Z"}')).resolves.toMatchObject({
+      event_id: 'stored',
+    });
   });
 
   it('keeps well-formed text outside the BMP and storable timestamps', () => {

@@ -22,8 +22,7 @@ export interface RecordAccess {
 export function departmentAccess(owners: string[]): RecordAccess {
   const seesAll = (c: CallerContext) => !c.user_id || c.role === 'admin' || c.role === 'qm';
   const owns = (c: CallerContext, row: RecordJson) => owners.some((o) => row[o] != null && row[o] === c.user_id);
-  const inOwnDepartment = (c: CallerContext, row: RecordJson) =>
-    c.department_id != null && row.department_id != null && row.department_id === c.department_id;
+  const inOwnDepartment = (c: CallerContext, row: RecordJson) => c.department_id != null && row.department_id != null && row.department_id === c.department_id;
 
   return {
     canRead(caller) {

@@ -106,17 +106,21 @@ export function recordServiceHandlers(
     action: 'create' | 'update' | 'delete',
     fn: (tx: Tx, emit: Emitter) => Promise<{ before: StoredRecord | null; after: StoredRecord | null }>,
   ): Promise<StoredRecord | null> =>
-    outbox.write(caller, async (tx, emit) => {
-      const { before, after } = await fn(tx, emit);
-      emit.audit(caller.org_id, {
-        action,
-        resource: r.auditResource,
-        record_id: String((after ?? before)?.row.id ?? ''),
-        before: before?.row ?? null,
-        after: after?.row ?? null,
-      });
-      return after;
-    }, (after): records.RecordResponse | records.DeleteRecordResponse => (after ? { record: after.record } : {}));
+    outbox.write(
+      caller,
+      async (tx, emit) => {
+        const { before, after } = await fn(tx, emit);
+        emit.audit(caller.org_id, {
+          action,
+          resource: r.auditResource,
+          record_id: String((after ?? before)?.row.id ?? ''),
+          before: before?.row ?? null,
+          after: after?.row ?? null,
+        });
+        return after;
+      },
+      (after): records.RecordResponse | records.DeleteRecordResponse => (after ? { record: after.record } : {}),
+    );
 
   return {
     listRecords: async (req, caller) => {

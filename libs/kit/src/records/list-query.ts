@@ -96,7 +96,12 @@ function filterValue(field: string, type: FilterType, value: string): string {
       if (!isGuid(value)) throw bad(field, 'must be a UUID');
       return value.toLowerCase();
     case 'date':
-      if (!DATE.test(value) || !storableDate(value) || Number.isNaN(Date.parse(`${value}T00:00:00Z`)) || new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) !== value) {
+      if (
+        !DATE.test(value) ||
+        !storableDate(value) ||
+        Number.isNaN(Date.parse(`${value}T00:00:00Z`)) ||
+        new Date(`${value}T00:00:00Z`).toISOString().slice(0, 10) !== value
+      ) {
         throw bad(field, 'must be a date YYYY-MM-DD');
       }
       return value;

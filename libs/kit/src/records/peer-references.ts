@@ -30,11 +30,7 @@ export class PeerReferences {
 
   /** Departments of the caller's organisation (one call for every id). */
   readonly department: RemoteCheck = async (caller, ids) => {
-    const r = await this.identity.get().call(
-      'listDepartments',
-      { org_id: orgOf(caller), page: { limit: ids.length, offset: 0 }, department_ids: ids },
-      caller,
-    );
+    const r = await this.identity.get().call('listDepartments', { org_id: orgOf(caller), page: { limit: ids.length, offset: 0 }, department_ids: ids }, caller);
     return new Set(r.departments.map((d) => d.id.toLowerCase()));
   };
 

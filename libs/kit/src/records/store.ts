@@ -263,13 +263,7 @@ const ROW_LOCKS = {
 } as const;
 
 /** A record of the caller's organisation visible to the caller, or null. */
-export async function findRecord(
-  exec: Executor,
-  r: Resource,
-  caller: CallerContext,
-  id: string,
-  opts: FindOptions = {},
-): Promise<StoredRecord | null> {
+export async function findRecord(exec: Executor, r: Resource, caller: CallerContext, id: string, opts: FindOptions = {}): Promise<StoredRecord | null> {
   if (!isGuid(id)) return null;
   const where = [sql`t.id = ${id}::uuid`, ...scope(r, caller, opts.parentId, opts.allVisible)];
   const [found] = await rows<{ json: string }>(
@@ -281,13 +275,7 @@ export async function findRecord(
 }
 
 /** The record or 404 (also when it exists in another organisation or is not visible). */
-export async function getRecordOr404(
-  exec: Executor,
-  r: Resource,
-  caller: CallerContext,
-  id: string,
-  opts: FindOptions = {},
-): Promise<StoredRecord> {
+export async function getRecordOr404(exec: Executor, r: Resource, caller: CallerContext, id: string, opts: FindOptions = {}): Promise<StoredRecord> {
   const found = await findRecord(exec, r, caller, id, opts);
   if (!found) throw DomainError.notFound(`${r.name} record not found`);
   return found;
@@ -311,7 +299,10 @@ export async function insertRecord(tx: Tx, r: Resource, caller: CallerContext, v
   const known = await tableColumns(tx, r);
   const full: Record<string, unknown> = { ...values, id, org_id: caller.org_id };
   if (known.includes('created_by')) full.created_by = caller.user_id;
-  const cols = sql.join((await checkedColumns(tx, r, full)).map((c) => sql.identifier(c)), sql`, `);
+  const cols = sql.join(
+    (await checkedColumns(tx, r, full)).map((c) => sql.identifier(c)),
+    sql`, `,
+  );
   const [row] = await rows<{ json: string }>(
     tx,
     sql`insert into ${table(r)} as t (${cols})
@@ -325,13 +316,7 @@ export async function insertRecord(tx: Tx, r: Resource, caller: CallerContext, v
  * Sets the given columns and updated_at of one record of the caller's
  * organisation; returns the record as stored, or null when there is none.
  */
-export async function updateColumns(
-  tx: Tx,
-  r: Resource,
-  caller: CallerContext,
-  id: string,
-  values: Record<string, unknown>,
-): Promise<StoredRecord | null> {
+export async function updateColumns(tx: Tx, r: Resource, caller: CallerContext, id: string, values: Record<string, unknown>): Promise<StoredRecord | null> {
   const keys = await checkedColumns(tx, r, values);
   const sets = keys.map((c) => sql`${sql.identifier(c)} = v.${sql.identifier(c)}`);
   sets.push(sql`updated_at = now()`);

@@ -30,7 +30,7 @@ describeFault('one Idempotency-Key, 20 concurrent requests', [], () => {
       expect(answers[0].status).toBe(201);
       for (const a of answers) expect(a).toEqual(answers[0]);
 
-      const rows = await query<{ id: string }>(cluster.databaseUrl, "select id::text from notebook.samples where org_id = $1", [orgId]);
+      const rows = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notebook.samples where org_id = $1', [orgId]);
       expect(rows.map((r) => r.id)).toEqual([JSON.parse(answers[0].body).data.id]);
       const seen = await events.collect([rows[0].id], 20_000);
       expect(seen.byEventId.size).toBe(1);

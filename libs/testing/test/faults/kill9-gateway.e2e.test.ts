@@ -49,9 +49,7 @@ describeFault('kill -9 of the gateway', [], () => {
       const seen = await events.collect(stored, 60_000);
       expect([...seen.dataIds].sort()).toEqual([...stored].sort());
       expect(seen.byEventId.size).toBe(stored.size);
-      console.info(
-        `kill -9 gateway: ${created.size} writes answered 2xx, statuses ${JSON.stringify(result.statuses)}`,
-      );
+      console.info(`kill -9 gateway: ${created.size} writes answered 2xx, statuses ${JSON.stringify(result.statuses)}`);
     } finally {
       await events.delete();
     }

@@ -143,7 +143,7 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
         const n = randomUUID();
         const w: Sent = { kind, key: `k9-${n}`, body: kind.body(n) };
         sent.push(w);
-        for (const until = Date.now() + 120_000; Date.now() < until; ) {
+        for (const until = Date.now() + 120_000; Date.now() < until;) {
           const r = await request(cluster.url, 'POST', kind.path, { token: org.token, body: w.body, headers: { 'idempotency-key': w.key } });
           statuses[r.status] = (statuses[r.status] ?? 0) + 1;
           if (r.status >= 200 && r.status < 300) {
@@ -192,8 +192,7 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
     for (const w of sent) {
       if (w.lost) continue;
       const again = await request(cluster.url, 'POST', w.kind.path, { token: org.token, body: w.body, headers: { 'idempotency-key': w.key } });
-      const replayed =
-        again.status === w.first!.status && again.headers?.get('idempotent-replay') === 'true' && w.kind.idOf(again) === w.kind.idOf(w.first!);
+      const replayed = again.status === w.first!.status && again.headers?.get('idempotent-replay') === 'true' && w.kind.idOf(again) === w.kind.idOf(w.first!);
       if (!replayed) mismatched.push(`${w.kind.name} ${w.key}: first ${w.first!.status} ${w.first!.text}, again ${again.status} ${again.text}`);
     }
     expect(mismatched).toEqual([]);
@@ -237,7 +236,10 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
       totals.push(`${owner}: ${sent.length} writes, statuses ${JSON.stringify(load.statuses)}, ${load.replays.n} from a receipt`);
       // rows of this round only: the earlier test's are there already
       const round = mine.map((k, i) => ({ ...k, rows: async () => (await k.rows()) - rowsBefore[i]! }));
-      await checkExactlyOnce(round, sent.map((w) => ({ ...w, kind: round[mine.indexOf(w.kind)]! })));
+      await checkExactlyOnce(
+        round,
+        sent.map((w) => ({ ...w, kind: round[mine.indexOf(w.kind)]! })),
+      );
     }
     console.info(`owners killed: ${totals.join('; ')}`);
   });

@@ -61,7 +61,9 @@ describeFault('kill -9 during writes', [], () => {
       );
       expect([...audit.keys()].sort()).toEqual([...stored].sort());
       for (const n of audit.values()) expect(n).toBe(1);
-      console.info(`kill -9: ${created.size} writes answered 2xx, statuses ${JSON.stringify(result.statuses)}, ${seen.deliveries} deliveries of ${seen.byEventId.size} events`);
+      console.info(
+        `kill -9: ${created.size} writes answered 2xx, statuses ${JSON.stringify(result.statuses)}, ${seen.deliveries} deliveries of ${seen.byEventId.size} events`,
+      );
     } finally {
       await events.delete();
     }

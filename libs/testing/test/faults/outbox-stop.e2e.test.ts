@@ -119,7 +119,7 @@ describeIf('a service stopped with a large outbox backlog', () => {
   const outboxIds = async () => new Set((await db.query<{ id: string }>('select id::text from telemetry.outbox')).rows.map((r) => r.id));
 
   async function until(cond: () => boolean | Promise<boolean>, what: string, ms: number) {
-    for (const end = Date.now() + ms; Date.now() < end; ) {
+    for (const end = Date.now() + ms; Date.now() < end;) {
       if (await cond()) return;
       await new Promise((r) => setTimeout(r, 200));
     }

@@ -27,7 +27,12 @@ describeFault('PostgreSQL restart', ['pg_ctlcluster'], () => {
       while (probing) {
         const [read, write] = await Promise.all([
           request(c.url, 'GET', '/v1/samples?limit=5', { token, timeoutMs: 10_000 }),
-          request(c.url, 'POST', '/v1/samples', { token, body: { name: `during ${n}` }, headers: { 'Idempotency-Key': `pg-restart-${n++}` }, timeoutMs: 10_000 }),
+          request(c.url, 'POST', '/v1/samples', {
+            token,
+            body: { name: `during ${n}` },
+            headers: { 'Idempotency-Key': `pg-restart-${n++}` },
+            timeoutMs: 10_000,
+          }),
         ]);
         outage.push(read, write);
         await sleep(100);
@@ -70,6 +75,8 @@ describeFault('PostgreSQL restart', ['pg_ctlcluster'], () => {
     for (const name of ['notebook', 'identity', 'audit', 'gateway']) {
       await eventually(`${name} ready again`, async () => ((await request(c.opsUrl(name), 'GET', '/readyz')).status === 200 ? true : undefined), 15_000);
     }
-    console.info(`postgres restart: statuses during the outage ${JSON.stringify(statuses.reduce<Record<number, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}))}`);
+    console.info(
+      `postgres restart: statuses during the outage ${JSON.stringify(statuses.reduce<Record<number, number>>((m, s) => ((m[s] = (m[s] ?? 0) + 1), m), {}))}`,
+    );
   });
 });

@@ -129,8 +129,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
 
   it('spreads the calls of each doubled service over both of its replicas', async () => {
     const before = await callsPerReplica();
-    const totalOf = (now: Record<string, number>, service: string) =>
-      cluster.replicasOf(service).reduce((sum, p) => sum + now[p]! - (before[p] ?? 0), 0);
+    const totalOf = (now: Record<string, number>, service: string) => cluster.replicasOf(service).reduce((sum, p) => sum + now[p]! - (before[p] ?? 0), 0);
     const load = mixedLoad(cluster.urls);
     // until every service has served enough calls to judge the spread (a loaded
     // machine gets there later), not for a fixed time
@@ -183,15 +182,22 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     // jobs in the hands of both workers when one of them dies
     const jobIds: string[] = [];
     for (let i = 0; i < 8; i++) {
-      const r = await request(cluster.urls[i % 2]!, 'POST', '/v1/jobs', { token: org.token, body: { job_type: 'box_layout_pdf', input: { rows: 2, cols: 2 } } });
+      const r = await request(cluster.urls[i % 2]!, 'POST', '/v1/jobs', {
+        token: org.token,
+        body: { job_type: 'box_layout_pdf', input: { rows: 2, cols: 2 } },
+      });
       expect(r.status).toBe(202);
       jobIds.push(r.body.data.id);
     }
     const load = mixedLoad(cluster.urls);
-    await eventually('jobs running on both workers', async () => {
-      const [r] = await query<{ n: number }>(cluster.databaseUrl, `select count(distinct worker_id)::int as n from jobs.jobs where status = 'running'`);
-      return r!.n >= 2 ? true : undefined;
-    }, 30_000);
+    await eventually(
+      'jobs running on both workers',
+      async () => {
+        const [r] = await query<{ n: number }>(cluster.databaseUrl, `select count(distinct worker_id)::int as n from jobs.jobs where status = 'running'`);
+        return r!.n >= 2 ? true : undefined;
+      },
+      30_000,
+    );
     await sleep(1_000);
 
     // the second of each: its callers must notice, and the first must carry on alone
@@ -212,7 +218,9 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     expect(samples.length).toBe(result.samples.length);
     const reagents = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from inventory.reagents where id = any($1::uuid[])', [result.reagents]);
     expect(reagents.length).toBe(result.reagents.length);
-    const notes = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notifications.notifications where id = any($1::uuid[])', [result.notifications]);
+    const notes = await query<{ id: string }>(cluster.databaseUrl, 'select id::text from notifications.notifications where id = any($1::uuid[])', [
+      result.notifications,
+    ]);
     expect(notes.length).toBe(result.notifications.length);
     expect(result.samples.length).toBeGreaterThan(20);
 
@@ -220,17 +228,23 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     const late5xx = result.answers.filter((a) => a.status >= 500 && a.at > killedAt + 3_000);
     expect(late5xx).toEqual([]);
     expect(result.failures).toEqual([]);
-    console.info(`kill -9 mid-load: ${JSON.stringify(result.statuses)}; 5xx after the kill: ${result.answers.filter((a) => a.status >= 500 && a.at > killedAt).length}`);
+    console.info(
+      `kill -9 mid-load: ${JSON.stringify(result.statuses)}; 5xx after the kill: ${result.answers.filter((a) => a.status >= 500 && a.at > killedAt).length}`,
+    );
 
     // every job ends once; only those the dead worker held ran again
-    const jobs = await eventually('every job ended', async () => {
-      const list = await query<{ id: string; status: string; attempts: number; error_message: string | null }>(
-        cluster.databaseUrl,
-        'select id::text, status, attempts, error_message from jobs.jobs where org_id = $1',
-        [org.orgId],
-      );
-      return list.every((j) => j.status === 'succeeded' || j.status === 'failed' || j.status === 'dead') ? list : undefined;
-    }, 90_000);
+    const jobs = await eventually(
+      'every job ended',
+      async () => {
+        const list = await query<{ id: string; status: string; attempts: number; error_message: string | null }>(
+          cluster.databaseUrl,
+          'select id::text, status, attempts, error_message from jobs.jobs where org_id = $1',
+          [org.orgId],
+        );
+        return list.every((j) => j.status === 'succeeded' || j.status === 'failed' || j.status === 'dead') ? list : undefined;
+      },
+      90_000,
+    );
     expect(jobs.filter((j) => j.status !== 'succeeded')).toEqual([]);
     // A job runs again only when the dead worker held it, or when an attempt of its
     // own failed and was recorded (a call to a replica killed under it answers
@@ -245,14 +259,18 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     expect(stored.filter((id) => delivered.get(id)!.size !== 1)).toEqual([]);
 
     // and every outbox drains
-    await eventually('outboxes drained', async () => {
-      const counts = await Promise.all(
-        ['identity', 'notebook', 'audit', 'inventory', 'webhooks', 'notifications', 'jobs'].map(
-          async (s) => (await query<{ n: number }>(cluster.databaseUrl, `select count(*)::int as n from ${s}.outbox`))[0]!.n,
-        ),
-      );
-      return counts.every((n) => n === 0) ? true : undefined;
-    }, 60_000);
+    await eventually(
+      'outboxes drained',
+      async () => {
+        const counts = await Promise.all(
+          ['identity', 'notebook', 'audit', 'inventory', 'webhooks', 'notifications', 'jobs'].map(
+            async (s) => (await query<{ n: number }>(cluster.databaseUrl, `select count(*)::int as n from ${s}.outbox`))[0]!.n,
+          ),
+        );
+        return counts.every((n) => n === 0) ? true : undefined;
+      },
+      60_000,
+    );
   });
 
   /** An API key of a new organisation limited to `perMinute` requests. */

@@ -28,8 +28,10 @@ function requiredPkceAndMcpResource(p: Params, ctx: Ctx): ProofOutcome {
   const challenge = param(p, 'code_challenge');
   const method = param(p, 'code_challenge_method');
   const resource = param(p, 'resource');
-  if (challenge === BAD || method === BAD || resource === BAD) return { error: 'invalid_request', description: 'a parameter is given more than once or too long' };
-  if (challenge === undefined || method !== 'S256') return { error: 'invalid_request', description: 'PKCE is required: code_challenge with code_challenge_method=S256' };
+  if (challenge === BAD || method === BAD || resource === BAD)
+    return { error: 'invalid_request', description: 'a parameter is given more than once or too long' };
+  if (challenge === undefined || method !== 'S256')
+    return { error: 'invalid_request', description: 'PKCE is required: code_challenge with code_challenge_method=S256' };
   if (!/^[A-Za-z0-9_-]{43}$/.test(challenge)) return { error: 'invalid_request', description: 'an S256 code_challenge is 43 base64url characters' };
   const mcp = mcpResourceUrl(ctx);
   if (resource !== undefined && resource !== mcp) return { error: 'invalid_target', description: `the only resource served is ${mcp}` };
@@ -86,8 +88,10 @@ const stringList = (v: unknown): v is string[] => Array.isArray(v) && v.every((x
  * what this server can honour is accepted: no secret, the code flow, the MCP scopes.
  */
 function registration(body: unknown): Registration {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) return { reply: metadataError('invalid_client_metadata', 'send the client metadata as a JSON object') };
-  if (Buffer.byteLength(JSON.stringify(body)) > MAX_METADATA_BYTES) return { reply: metadataError('invalid_client_metadata', `client metadata is limited to ${MAX_METADATA_BYTES} bytes`) };
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    return { reply: metadataError('invalid_client_metadata', 'send the client metadata as a JSON object') };
+  if (Buffer.byteLength(JSON.stringify(body)) > MAX_METADATA_BYTES)
+    return { reply: metadataError('invalid_client_metadata', `client metadata is limited to ${MAX_METADATA_BYTES} bytes`) };
   const m = body as Record<string, unknown>;
   const uris = m.redirect_uris;
   if (!stringList(uris) || uris.length < 1 || uris.length > MAX_REDIRECT_URIS) {
@@ -97,7 +101,8 @@ function registration(body: unknown): Registration {
   const bad = uris.filter((u) => u.length > 2000 || !isAllowedRedirectUri(u));
   if (bad.length) return { reply: metadataError('invalid_redirect_uri', 'redirect URIs must be https, or http on localhost or 127.0.0.1, without fragment') };
   const auth = m.token_endpoint_auth_method;
-  if (auth !== undefined && auth !== 'none') return { reply: metadataError('invalid_client_metadata', 'only public clients register here: token_endpoint_auth_method must be none') };
+  if (auth !== undefined && auth !== 'none')
+    return { reply: metadataError('invalid_client_metadata', 'only public clients register here: token_endpoint_auth_method must be none') };
   if (m.grant_types !== undefined && (!stringList(m.grant_types) || m.grant_types.some((g) => !GRANT_TYPES.includes(g)))) {
     return { reply: metadataError('invalid_client_metadata', `grant_types may hold ${GRANT_TYPES.join(' and ')}`) };
   }
@@ -120,14 +125,14 @@ function registered(c: identity.OAuthClient): Reply {
   return json(
     201,
     {
-    client_id: c.client_id,
-    client_id_issued_at: Math.floor(Date.parse(c.created_at) / 1000),
-    client_name: c.name,
-    redirect_uris: c.redirect_uris,
-    grant_types: GRANT_TYPES,
-    response_types: ['code'],
-    token_endpoint_auth_method: 'none',
-    scope: c.scopes.join(' '),
+      client_id: c.client_id,
+      client_id_issued_at: Math.floor(Date.parse(c.created_at) / 1000),
+      client_name: c.name,
+      redirect_uris: c.redirect_uris,
+      grant_types: GRANT_TYPES,
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      scope: c.scopes.join(' '),
     },
     { 'Cache-Control': 'no-store', Pragma: 'no-cache' },
   );

@@ -87,7 +87,12 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
 
   server.registerTool(
     'whoami',
-    { title: 'Who am I', description: 'The signed-in user, the organisation the tools act in, role, scopes and enabled modules.', inputSchema: {}, annotations: readOnly },
+    {
+      title: 'Who am I',
+      description: 'The signed-in user, the organisation the tools act in, role, scopes and enabled modules.',
+      inputSchema: {},
+      annotations: readOnly,
+    },
     async () =>
       guarded(async () => {
         const u = await deps.clients.identity().call('getUser', { user_id: p.user_id! }, caller);
@@ -165,7 +170,11 @@ function batchRefused(): Reply {
   return {
     status: 400,
     contentType: 'application/json',
-    body: JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message: 'Invalid Request: batches are not supported; send one JSON-RPC message per request' }, id: null }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      error: { code: -32600, message: 'Invalid Request: batches are not supported; send one JSON-RPC message per request' },
+      id: null,
+    }),
   };
 }
 
@@ -175,7 +184,10 @@ function challenge(ctx: Ctx, deps: Deps, err: DomainError): Reply {
   const desc = err.message.replace(/["\\]/g, '');
   return {
     ...reply,
-    headers: { ...(reply.headers ?? {}), 'WWW-Authenticate': `Bearer resource_metadata="${resourceMetadataUrl(ctx)}", error="invalid_token", error_description="${desc}"` },
+    headers: {
+      ...(reply.headers ?? {}),
+      'WWW-Authenticate': `Bearer resource_metadata="${resourceMetadataUrl(ctx)}", error="invalid_token", error_description="${desc}"`,
+    },
   };
 }
 

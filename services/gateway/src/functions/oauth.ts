@@ -367,6 +367,12 @@ export async function grantTokens(
     status: 200,
     contentType: 'application/json; charset=utf-8',
     headers: TOKEN_HEADERS,
-    body: JSON.stringify({ access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token, scope: t.scopes.join(' ') }),
+    body: JSON.stringify({
+      access_token: t.access_token,
+      token_type: 'bearer',
+      expires_in: t.expires_in,
+      refresh_token: t.refresh_token,
+      scope: t.scopes.join(' '),
+    }),
   };
 }

@@ -1,8 +1,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** The state key, derived from the internal secret so every gateway replica shares it. */
-export const oauthStateKey = (internalSecret: string): Buffer =>
-  createHmac('sha256', internalSecret).update('lab.functions.oauth-authorize.state').digest();
+export const oauthStateKey = (internalSecret: string): Buffer => createHmac('sha256', internalSecret).update('lab.functions.oauth-authorize.state').digest();
 
 /**
  * The authorization page keeps no server-side session: each step hands the
@@ -55,7 +54,12 @@ export class StateSigner {
 
   /** A fresh state for `req` (and the signed-in user, if any): a new nonce, so a new CSRF token. */
   seal(req: AuthorizeRequest, userId?: string, now = Date.now()): { state: string; csrf: string } {
-    const s: AuthorizeState = { ...req, ...(userId ? { user_id: userId } : {}), nonce: randomBytes(16).toString('base64url'), exp: Math.floor(now / 1000) + STATE_TTL_SECONDS };
+    const s: AuthorizeState = {
+      ...req,
+      ...(userId ? { user_id: userId } : {}),
+      nonce: randomBytes(16).toString('base64url'),
+      exp: Math.floor(now / 1000) + STATE_TTL_SECONDS,
+    };
     const body = Buffer.from(JSON.stringify(s)).toString('base64url');
     return { state: `${body}.${mac(this.key, 'state', body)}`, csrf: this.csrfOf(s.nonce) };
   }

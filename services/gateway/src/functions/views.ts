@@ -19,8 +19,9 @@ export const PAGE_HEADERS: Record<string, string> = {
   'Referrer-Policy': 'no-referrer',
 };
 
-const STYLE = 'body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0}'
-  + 'input[type=email],input[type=password],select{width:100%;padding:.4rem}button{margin:.8rem .5rem 0 0;padding:.5rem 1rem}.err{color:#a00}';
+const STYLE =
+  'body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0}' +
+  'input[type=email],input[type=password],select{width:100%;padding:.4rem}button{margin:.8rem .5rem 0 0;padding:.5rem 1rem}.err{color:#a00}';
 
 function page(status: number, title: string, body: string, csrf?: { token: string; secure: boolean; path: string }): Reply {
   const headers = { ...PAGE_HEADERS };
@@ -52,12 +53,12 @@ export function loginPage(clientName: string, f: FormSecrets, error?: string): R
   return page(
     error ? 401 : 200,
     'Sign in',
-    `<p><strong>${esc(clientName)}</strong> asks to access the lab notebook on your behalf. Sign in to continue.</p>`
-      + (error ? `<p class="err">${esc(error)}</p>` : '')
-      + `<form method="post" action="${esc(f.action)}">${hidden('step', 'login')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
-      + '<label>Email <input type="email" name="email" autocomplete="username" required maxlength="320"></label>'
-      + '<label>Password <input type="password" name="password" autocomplete="current-password" required maxlength="1024"></label>'
-      + '<button type="submit">Sign in</button></form>',
+    `<p><strong>${esc(clientName)}</strong> asks to access the lab notebook on your behalf. Sign in to continue.</p>` +
+      (error ? `<p class="err">${esc(error)}</p>` : '') +
+      `<form method="post" action="${esc(f.action)}">${hidden('step', 'login')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}` +
+      '<label>Email <input type="email" name="email" autocomplete="username" required maxlength="320"></label>' +
+      '<label>Password <input type="password" name="password" autocomplete="current-password" required maxlength="1024"></label>' +
+      '<button type="submit">Sign in</button></form>',
     formCookie(f),
   );
 }
@@ -81,11 +82,11 @@ export function consentPage(clientName: string, scopes: string[], orgs: OrgChoic
   return page(
     200,
     'Authorize access',
-    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>${notice}`
-      + '<p>admin, audit:read and * are granted only where you are an administrator.</p>'
-      + `<form method="post" action="${esc(f.action)}">${hidden('step', 'consent')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}`
-      + `<label>Organisation <select name="org_id" required>${options}</select></label>`
-      + '<button type="submit" name="decision" value="allow">Allow</button><button type="submit" name="decision" value="deny">Deny</button></form>',
+    `<p><strong>${esc(clientName)}</strong> asks for:</p><ul>${scopeList}</ul>${notice}` +
+      '<p>admin, audit:read and * are granted only where you are an administrator.</p>' +
+      `<form method="post" action="${esc(f.action)}">${hidden('step', 'consent')}${hidden('auth_state', f.state)}${hidden('csrf_token', f.csrf)}` +
+      `<label>Organisation <select name="org_id" required>${options}</select></label>` +
+      '<button type="submit" name="decision" value="allow">Allow</button><button type="submit" name="decision" value="deny">Deny</button></form>',
     formCookie(f),
   );
 }

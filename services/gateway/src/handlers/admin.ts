@@ -27,13 +27,9 @@ export const adminBodies = {
     .strict()
     .refine((b) => b.name !== undefined || b.modules !== undefined || b.rate_limit !== undefined, 'nothing to change'),
   createDepartment: z.object({ name }).strict(),
-  createUser: z
-    .object({ email: z.string().trim().pipe(z.email().max(320)), name: name.optional(), password: z.string().min(8).max(1024).optional() })
-    .strict(),
+  createUser: z.object({ email: z.string().trim().pipe(z.email().max(320)), name: name.optional(), password: z.string().min(8).max(1024).optional() }).strict(),
   putMember: z.object({ role: z.enum(ROLES), department_id: uuid.nullish() }).strict(),
-  createApiKey: z
-    .object({ name, scopes, user_id: uuid.optional(), connector_id: uuid.optional(), device_ids: z.array(uuid).max(1000).optional() })
-    .strict(),
+  createApiKey: z.object({ name, scopes, user_id: uuid.optional(), connector_id: uuid.optional(), device_ids: z.array(uuid).max(1000).optional() }).strict(),
   createPat: z.object({ name, scopes, org_id: uuid.optional() }).strict(),
   createOAuthClient: z
     .object({
@@ -120,7 +116,9 @@ async function recordsInDepartment(ctx: Ctx, deps: Deps, departmentId: string): 
   const resources = RECORD_RESOURCES.filter((r) => DEPARTMENT_RESOURCES.has(r.resource) && deps.clients.has(r.service));
   await Promise.all(
     resources.map(async (r) => {
-      const page = await deps.clients.records(r.service).call('listRecords', { resource: r.resource, query: { department_id: departmentId, limit: '1' }, parent_id: '' }, callerIn(ctx));
+      const page = await deps.clients
+        .records(r.service)
+        .call('listRecords', { resource: r.resource, query: { department_id: departmentId, limit: '1' }, parent_id: '' }, callerIn(ctx));
       if (page.total > 0) inUse[r.resource] = page.total;
     }),
   );
@@ -235,7 +233,9 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
       await requireKnownOrg(org_id, ctx, deps);
       const records = await recordsInDepartment(ctx, deps, department_id);
       if (Object.keys(records).length) {
-        const named = Object.entries(records).map(([k, n]) => `${n} ${k}`).join(', ');
+        const named = Object.entries(records)
+          .map(([k, n]) => `${n} ${k}`)
+          .join(', ');
         throw DomainError.conflict(`the department is named by records (${named}); change them first`, 'department_in_use', { records });
       }
       await idc.call('deleteDepartment', { org_id, department_id }, caller);

@@ -26,10 +26,7 @@ export const auditQuery = z
 export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
   const q = parseWith(auditQuery, queryMap(ctx.req.query as Record<string, unknown>), 'invalid audit query');
   const r = await deps.clients.audit().call('listAudit', q, callerIn(ctx));
-  const next =
-    r.next_since_created_at && r.next_since_id
-      ? JSON.stringify({ since_created_at: r.next_since_created_at, since_id: r.next_since_id })
-      : 'null';
+  const next = r.next_since_created_at && r.next_since_id ? JSON.stringify({ since_created_at: r.next_since_created_at, since_id: r.next_since_id }) : 'null';
   return {
     status: 200,
     body: `{"data":${r.json},"next_cursor":${next},"count":${r.count}}`,

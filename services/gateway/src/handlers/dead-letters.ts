@@ -42,7 +42,9 @@ export async function listDeadLetters(ctx: Ctx, deps: Deps): Promise<Reply> {
   const q = parseWith(deadLettersQuery, ctx.req.query, 'invalid query');
   const caller = callerIn(ctx);
   const services = deps.clients.names();
-  const totals = await Promise.all(services.map(async (s) => (await deps.clients.deadLetters(s).call('listDeadLetters', { limit: 1, offset: 0 }, caller)).total));
+  const totals = await Promise.all(
+    services.map(async (s) => (await deps.clients.deadLetters(s).call('listDeadLetters', { limit: 1, offset: 0 }, caller)).total),
+  );
   const parts: Promise<Record<string, unknown>[]>[] = [];
   let start = 0;
   for (const [i, service] of services.entries()) {

@@ -175,7 +175,8 @@ export function describeLabOrderOp(op: LabOrderOp): {
     case 'release_result':
       return {
         successStatus: '200',
-        successDescription: 'the released result (role admin or qm; a token without a user needs the admin scope); emits lab_result.released; 409 already_released',
+        successDescription:
+          'the released result (role admin or qm; a token without a user needs the admin scope); emits lab_result.released; 409 already_released',
         successSchemaRef: 'Item',
       };
     case 'list_results':

@@ -12,9 +12,7 @@ export const openapi = async (): Promise<Reply> => (openApi ??= json(200, openAp
 /** Who the token is and which generic resources this deployment serves to its organisation. */
 export async function ping(ctx: Ctx, deps: Deps): Promise<Reply> {
   const p = principalIn(ctx);
-  const resources = RECORD_RESOURCES.filter(
-    (r) => deps.clients.has(r.service) && (!r.module || p.modules.includes(r.module)),
-  ).map((r) => r.resource);
+  const resources = RECORD_RESOURCES.filter((r) => deps.clients.has(r.service) && (!r.module || p.modules.includes(r.module))).map((r) => r.resource);
   const base = `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}`;
   return json(200, {
     ok: true,

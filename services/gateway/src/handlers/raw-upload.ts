@@ -22,8 +22,7 @@ const ENVELOPE_BYTES = 64 * 1024;
 /** A large file over a slow link may take a while; the service stops reading at the cap anyway. */
 const UPLOAD_DEADLINE_MS = 15 * 60_000;
 
-const tooLarge = (limit: number) =>
-  new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
+const tooLarge = (limit: number) => new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
 const invalid = (path: string, message: string) => DomainError.invalid(message, { field: path, fields: [{ path, message }] });
 
 /**

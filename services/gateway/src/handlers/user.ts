@@ -21,7 +21,9 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   const caller = systemContext(ctx.requestId);
   let t;
   if (b.grant_type === 'password') {
-    t = await countedSignIn(deps.limiter, { email: b.email, address: clientAddress(ctx.req) }, () => idc.call('passwordGrant', { email: b.email, password: b.password }, caller));
+    t = await countedSignIn(deps.limiter, { email: b.email, address: clientAddress(ctx.req) }, () =>
+      idc.call('passwordGrant', { email: b.email, password: b.password }, caller),
+    );
   } else {
     t = await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
   }
@@ -55,9 +57,14 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   let user;
   try {
     user = await idc.call('getUser', { user_id: p.user_id! }, caller);
-    await countedSignIn(deps.limiter, { email: user.email, address: clientAddress(ctx.req) }, () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller), {
-      freeWhenRight: true,
-    });
+    await countedSignIn(
+      deps.limiter,
+      { email: user.email, address: clientAddress(ctx.req) },
+      () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller),
+      {
+        freeWhenRight: true,
+      },
+    );
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') {
       throw DomainError.forbidden('the password is not correct', 'invalid_password');

@@ -41,9 +41,7 @@ const jobType = z.string().max(100);
 
 /** Bodies of the webhook management routes; the webhooks service checks their content. */
 export const webhooksAdminBodies = {
-  createSubscription: z
-    .object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional() })
-    .strict(),
+  createSubscription: z.object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional() }).strict(),
   updateSubscription: z
     .object({ url: z.string().max(2000).optional(), events: subscriptionEvents.optional(), active: z.boolean().optional() })
     .strict()
@@ -161,13 +159,27 @@ export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: Webhook
       const b = parseBody(webhooksAdminBodies.createInboundEndpoint, ctx.body, 'invalid request body');
       const e = await client.call('createInboundEndpoint', { org_id, ...b, allowed_event_types: b.allowed_event_types ?? [] }, caller);
       return json(201, {
-        data: { id: e.id, slug: e.slug, secret: e.secret, url: receiverUrl(ctx, org_id, e.slug), allowed_event_types: e.allowed_event_types, job_type: e.job_type ?? null },
+        data: {
+          id: e.id,
+          slug: e.slug,
+          secret: e.secret,
+          url: receiverUrl(ctx, org_id, e.slug),
+          allowed_event_types: e.allowed_event_types,
+          job_type: e.job_type ?? null,
+        },
       });
     }
     case 'listInboundEndpoints': {
       const p = adminPage(ctx);
       const r = await client.call('listInboundEndpoints', { org_id, ...p }, caller);
-      return json(200, listEnvelope(r.endpoints.map((e) => endpointView(ctx, e)), r.page, p));
+      return json(
+        200,
+        listEnvelope(
+          r.endpoints.map((e) => endpointView(ctx, e)),
+          r.page,
+          p,
+        ),
+      );
     }
     case 'getInboundEndpoint':
       return json(200, { data: endpointView(ctx, await client.call('getInboundEndpoint', item, caller)) });
@@ -205,8 +217,7 @@ export const INBOUND_LIMITS = { per_minute: 600, per_hour: 36_000 };
  */
 export const INBOUND_BUCKETS = 2 ** 16;
 // one endpoint, one counter, however its organisation id is written
-export const inboundKey = (orgId: string | undefined, slug: string): string =>
-  bucketKey('inbound', `${orgId?.toLowerCase() ?? '-'}/${slug}`, INBOUND_BUCKETS);
+export const inboundKey = (orgId: string | undefined, slug: string): string => bucketKey('inbound', `${orgId?.toLowerCase() ?? '-'}/${slug}`, INBOUND_BUCKETS);
 
 const header = (ctx: Ctx, name: string): string | undefined => {
   const v = ctx.req.headers[name];
