@@ -155,14 +155,19 @@ function utcSecondsText(total: number): string {
   return `${String(y).padStart(4, '0')}-${TWO[m]}-${TWO[d]}T${TWO[h]}:${TWO[mi]}:${TWO[s]}`;
 }
 
+/** YYYY-MM-DDTHH:MM:SS of a Timestamp's seconds, UTC (years outside 0 to 9999 through Date). */
+function wholeSecondsText(seconds: number): string {
+  const s = Math.floor(seconds);
+  return s >= -62167219200 && s < 253402300800 ? utcSecondsText(s) : new Date(s * 1000).toISOString().slice(0, 19);
+}
+
 /**
  * A Timestamp written as PostgreSQL writes a timestamptz in JSON with the
  * session in UTC: to the microsecond, trailing zeros of the fraction dropped,
  * offset +00:00. Answers keep exactly the text they had when PostgreSQL wrote it.
  */
 export function timestampText(t: Timestamp): string {
-  const seconds = Math.floor(t.seconds);
-  const whole = seconds >= -62167219200 && seconds < 253402300800 ? utcSecondsText(seconds) : new Date(seconds * 1000).toISOString().slice(0, 19);
+  const whole = wholeSecondsText(t.seconds);
   let micros = Math.trunc((t.nanos || 0) / 1000);
   if (!micros) return `${whole}+00:00`;
   let width = 6;
@@ -285,8 +290,7 @@ export const experimentJson = (e: Experiment): string => recordJson({ kind: { $c
 
 /** A signature's time as the notebook has always written it: UTC, always six digits of fraction, "Z". */
 export function utcMicrosText(t: Timestamp): string {
-  const whole = new Date(t.seconds * 1000).toISOString().slice(0, 19);
-  return `${whole}.${String(Math.trunc((t.nanos || 0) / 1000)).padStart(6, '0')}Z`;
+  return `${wholeSecondsText(t.seconds)}.${String(Math.trunc((t.nanos || 0) / 1000)).padStart(6, '0')}Z`;
 }
 
 /** A signature of an experiment's manifest as clients see it. */

@@ -56,7 +56,10 @@ function keyOfCall(): ReceiptKey | undefined {
   return { org_id: caller.org_id, token_id: caller.token_id, key: scope.idempotency_key, hash: scope.request_hash ?? null };
 }
 
-const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
+/** The error code of an Idempotency-Key met with another request, or whose write's answer was lost. */
+export const IDEMPOTENCY_KEY_CONFLICT = 'idempotency_key_conflict';
+
+const conflict = (message: string) => DomainError.conflict(message, IDEMPOTENCY_KEY_CONFLICT);
 
 /** The violation a second claim of a key raises (pg or PGlite, possibly wrapped by drizzle). */
 const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receipts_pkey']) === 'call_receipts_pkey';

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import { Batcher, deleteInBatches, DomainError, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
+import { Batcher, deleteInBatches, DomainError, IDEMPOTENCY_KEY_CONFLICT, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
 import type { Reply } from './replies.js';
 
 /** How long a refusal is replayed (the receipts' retention too). */
-export const RETENTION_MS = 24 * 60 * 60_000;
+const RETENTION_MS = 24 * 60 * 60_000;
 
 /** JSON with object keys sorted at every level, so key order never changes the hash. */
 export function canonicalJson(value: unknown): string {
@@ -50,14 +50,9 @@ interface Row {
   content_type: string | null;
 }
 
-const conflict = (message: string) => DomainError.conflict(message, 'idempotency_key_conflict');
+const conflict = (message: string) => DomainError.conflict(message, IDEMPOTENCY_KEY_CONFLICT);
 
 const scopeKey = (s: IdempotencyScope) => JSON.stringify([s.org_id.toLowerCase(), s.token_id, s.key]);
-
-/** Whether an answer is the idempotency conflict itself (never remembered: it is about the key, not the request). */
-export function isKeyConflict(reply: Reply): boolean {
-  return reply.status === 409 && typeof reply.body === 'string' && reply.body.includes('"idempotency_key_conflict"');
-}
 
 /**
  * The gateway's share of the Idempotency-Key rules (stated in the kit's

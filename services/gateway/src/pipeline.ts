@@ -1,5 +1,5 @@
 import type { Request } from 'express';
-import { DomainError, metrics, requestScope } from '@lab/kit';
+import { DomainError, IDEMPOTENCY_KEY_CONFLICT, metrics, requestScope } from '@lab/kit';
 import { callerOf, operatorCaller } from './auth.js';
 import { clientAddress } from './client-address.js';
 import { authorizationServerMetadata, identityProviderMetadata, protectedResourceMetadata } from './functions/metadata.js';
@@ -19,7 +19,7 @@ import { telemetryAdminHandler, telemetryHandler } from './handlers/telemetry.js
 import { signExperiment, tokenGrant } from './handlers/user.js';
 import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
 import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
-import { isKeyConflict, parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
+import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
@@ -124,9 +124,12 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   }
   if (ctx.caller) ctx.caller = { ...ctx.caller, idempotency_key: scope.key, request_hash: hash };
   let reply: Reply;
+  // the 409 about the key itself (a receipt of another request) is never kept: it is not this request's outcome
+  let keyConflict = false;
   try {
     reply = await dispatch(ctx, deps, ctx.route.handler);
   } catch (err) {
+    keyConflict = err instanceof DomainError && err.code === IDEMPOTENCY_KEY_CONFLICT;
     reply = errorReply(err);
   }
   if (requestScope.getStore()?.replayed && reply.status < 300) {
@@ -135,7 +138,7 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
   }
   // A refusal wrote nothing, so no service kept it: kept here, while the answer
   // goes out (a retry arriving first runs again, and is refused alike).
-  if (reply.status >= 400 && reply.status < 500 && !isKeyConflict(reply) && !reply.stream) {
+  if (reply.status >= 400 && reply.status < 500 && !keyConflict && !reply.stream) {
     deps.idempotency.rememberInBackground(scope, hash, reply, (err) => {
       metrics().idempotencyStoreErrors.inc({ operation: 'keep' });
       deps.log.error({ err }, 'could not keep the refusal of a keyed request');

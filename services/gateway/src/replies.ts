@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'express';
 import { recordCause } from './server-errors.js';
-import { DomainError, errText, httpStatusOf, retryLater } from '@lab/kit';
+import { DomainError, errText, httpStatusOf, IDEMPOTENCY_KEY_CONFLICT, retryLater } from '@lab/kit';
 
 /**
  * What a handler answers, before it is written: a status, a JSON body already
@@ -70,7 +70,6 @@ export const listFromJson = (arrayJson: string, page: { limit: number; offset: n
 export const noContent = (): Reply => ({ status: 204 });
 
 /** The spec's one exception to the error envelope (a plain-string error). */
-const IDEMPOTENCY_CONFLICT = 'idempotency_key_conflict';
 
 /**
  * The one place where errors become HTTP answers: DomainErrors through kit's
@@ -80,8 +79,8 @@ const IDEMPOTENCY_CONFLICT = 'idempotency_key_conflict';
 export function errorReply(err: unknown): Reply {
   if (err instanceof DomainError) {
     const status = httpStatusOf(err.kind);
-    if (err.code === IDEMPOTENCY_CONFLICT) {
-      return json(status, { data: null, error: IDEMPOTENCY_CONFLICT, meta: { message: err.message } });
+    if (err.code === IDEMPOTENCY_KEY_CONFLICT) {
+      return json(status, { data: null, error: IDEMPOTENCY_KEY_CONFLICT, meta: { message: err.message } });
     }
     const headers = err.kind === 'rate_limited' ? { 'Retry-After': '60' } : undefined;
     const reply = json(status, { error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } }, headers);
