@@ -1,4 +1,5 @@
 import { MODULES, ROLES } from '@lab/identity';
+import { nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
 
 /**
  * The answers of the management API (/admin/v1) as its handlers render them
@@ -7,12 +8,7 @@ import { MODULES, ROLES } from '@lab/identity';
  * schema per view, closed, so a generated client types an organisation, a user
  * or a token field by field.
  */
-type Json = Record<string, unknown>;
 
-const UUID = { type: 'string', format: 'uuid' };
-const TIME = { type: 'string', format: 'date-time' };
-const nullable = (s: Json): Json => ({ ...s, type: [s.type as string, 'null'] });
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const closed = (required: string[], properties: Record<string, Json>, description?: string): Json => ({
   type: 'object',
   ...(description ? { description } : {}),

@@ -1,14 +1,10 @@
+import { nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
+
 /**
  * The answers of the orders service (module sample_intake) as it renders them
  * (services/orders/src/render.ts: orderJson, resultJson), closed, for the
  * OpenAPI document; the request bodies are in handlers/lab-orders.ts.
  */
-type Json = Record<string, unknown>;
-
-const UUID = { type: 'string', format: 'uuid' };
-const TIME = { type: 'string', format: 'date-time' };
-const nullable = (s: Json): Json => ({ ...s, type: [s.type as string, 'null'] });
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const closed = (properties: Record<string, Json>, optional: string[] = []): Json => ({
   type: 'object',
   required: Object.keys(properties).filter((k) => !optional.includes(k)),

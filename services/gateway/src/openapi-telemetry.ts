@@ -1,14 +1,10 @@
+import { nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
+
 /**
  * The answers of the telemetry service (module analytics_qc) as it renders them
  * (json_build_object in services/telemetry/src: pointJson, readingJson,
  * deviceJson, resultJson, connectorJson, the chart): one closed schema each.
  */
-type Json = Record<string, unknown>;
-
-const UUID = { type: 'string', format: 'uuid' };
-const TIME = { type: 'string', format: 'date-time' };
-const nullable = (s: Json): Json => ({ ...s, type: [s.type as string, 'null'] });
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const closed = (properties: Record<string, Json>, description?: string): Json => ({
   type: 'object',
   ...(description ? { description } : {}),

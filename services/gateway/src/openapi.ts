@@ -21,6 +21,7 @@ import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schema
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
+import { nullableOf, UUID, type Json } from './openapi-parts.js';
 
 /**
  * The OpenAPI 3.1 document of the gateway, derived from the route table and from
@@ -28,8 +29,6 @@ import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type
  * from what the gateway does. Bodies of generic records are validated by their
  * owning services; they are described from the spec's field table (record-fields.ts).
  */
-
-type Json = Record<string, unknown>;
 
 export interface OpenApiOptions {
   /** info.version: the interface revision of the spec */
@@ -76,15 +75,6 @@ function typeArrays(x: unknown): unknown {
   return o;
 }
 
-/** The schema with null allowed (a type array; null also in its enum). */
-function nullableOf(s: Json): Json {
-  if (s.type === undefined) return s.anyOf || s.oneOf || s.$ref ? { anyOf: [s, { type: 'null' }] } : s;
-  const types = Array.isArray(s.type) ? s.type : [s.type];
-  const out: Json = { ...s, type: types.includes('null') ? types : [...types, 'null'] };
-  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...s.enum, null];
-  return out;
-}
-
 /** The schema with null taken out again (a NOT NULL column). */
 function withoutNull(s: Json): Json {
   if (!Array.isArray(s.type)) return s;
@@ -111,8 +101,6 @@ function markSecrets(x: unknown): unknown {
 }
 
 // ---------------------------------------------------------------- components
-
-const UUID = { type: 'string', format: 'uuid' };
 
 const SCHEMAS: Record<string, Json> = {
   Error: {
@@ -957,7 +945,6 @@ const JOB_CREATE: Json = {
   discriminator: { propertyName: 'job_type', mapping: Object.fromEntries(JOB_TYPES.map((t) => [t, `#/components/schemas/${jobCreateName(t)}`])) },
 };
 const BINARY: Json = { type: 'string', contentMediaType: 'application/octet-stream' };
-const nullableRef = (s: Json) => nullableOf(s);
 /** The Job of the spec as the jobs service renders it (exactly these fields; inbound ones for a job of a webhook event). */
 const JOB_SCHEMAS: Record<string, Json> = {
   Job: {
@@ -982,10 +969,10 @@ const JOB_SCHEMAS: Record<string, Json> = {
       job_type: { type: 'string', enum: [...JOB_TYPES] },
       status: { type: 'string', enum: ['queued', 'running', 'succeeded', 'failed', 'dead'] },
       progress: { type: 'integer', minimum: 0, maximum: 100 },
-      status_text: nullableRef({ type: 'string' }),
-      result_path: { ...nullableRef({ type: 'string' }), description: 'set once the job succeeded: fetch the file at GET /v1/jobs/{id}/artifact' },
+      status_text: nullableOf({ type: 'string' }),
+      result_path: { ...nullableOf({ type: 'string' }), description: 'set once the job succeeded: fetch the file at GET /v1/jobs/{id}/artifact' },
       result_meta: {
-        ...nullableRef({ type: 'object' }),
+        ...nullableOf({ type: 'object' }),
         description: 'the artifact: {size, sha256, content_type, pages?, rows?, files?}',
         properties: {
           size: { type: 'integer' },
@@ -996,12 +983,12 @@ const JOB_SCHEMAS: Record<string, Json> = {
           files: { type: 'array', items: { type: 'string' } },
         },
       },
-      error_message: nullableRef({ type: 'string' }),
+      error_message: nullableOf({ type: 'string' }),
       attempts: { type: 'integer', minimum: 0 },
       max_attempts: { type: 'integer', minimum: 1 },
       enqueued_at: { type: 'string', format: 'date-time' },
-      started_at: nullableRef({ type: 'string', format: 'date-time' }),
-      finished_at: nullableRef({ type: 'string', format: 'date-time' }),
+      started_at: nullableOf({ type: 'string', format: 'date-time' }),
+      finished_at: nullableOf({ type: 'string', format: 'date-time' }),
       inbound_event_id: { ...UUID, description: 'a job made of an inbound webhook event: the event' },
       context: { description: "a job made of an inbound webhook event: the sender's payload" },
     },
