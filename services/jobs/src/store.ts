@@ -63,12 +63,9 @@ export function emitUpdated(emit: Emitter, r: JobRow): void {
   });
 }
 
-/** Whether a caller sees every job of the organisation. */
-export const isJobAdmin = (c: CallerContext) => isAdministrator(c);
-
 /** A user sees the jobs they created, a token without a user those it created, administrators all. */
 function visibleTo(c: CallerContext): SQL {
-  if (isJobAdmin(c)) return sql`true`;
+  if (isAdministrator(c)) return sql`true`;
   if (c.user_id) return sql`j.created_by = ${c.user_id}::uuid`;
   return c.token_id ? sql`j.created_by_token_id = ${c.token_id}::uuid and j.created_by is null` : sql`false`;
 }

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, grantsScope, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
+import { DomainError, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
 import type { telemetry } from '@lab/contracts';
 
 /** The caller's organisation; every statement of this service filters by it. */
@@ -20,9 +20,6 @@ export function idOf(id: string, what = 'record'): string {
   if (!isGuid(id)) throw DomainError.notFound(`${what} not found`);
   return id.toLowerCase();
 }
-
-/** The token scope rule (kit access.ts) on the caller's scopes. */
-export const hasScope = (caller: CallerContext, scope: string): boolean => grantsScope(caller.scopes, scope);
 
 export const uuid = z
   .string()

@@ -4,6 +4,7 @@ import type { telemetry } from '@lab/contracts';
 import {
   assertNotViewer,
   DomainError,
+  grantsScope,
   newId,
   rows,
   validationFailed,
@@ -14,22 +15,7 @@ import {
   type Tx,
 } from '@lab/kit';
 import { assertMayActFor, deviceScope } from './access.js';
-import {
-  createdAnswer,
-  dateTime,
-  finite,
-  freeObject,
-  hasScope,
-  idOf,
-  limitParam,
-  offsetParam,
-  orgOf,
-  parseBody,
-  parseQuery,
-  text,
-  uuid,
-  where,
-} from './common.js';
+import { createdAnswer, dateTime, finite, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
 export const MAX_VALUES = 1000;
@@ -121,7 +107,7 @@ async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerC
   };
   const found = await existing();
   if (found) return found;
-  if (!hasScope(caller, 'devices:register')) {
+  if (!grantsScope(caller.scopes, 'devices:register')) {
     throw DomainError.forbidden('unknown device; registering it automatically needs the devices:register scope', 'insufficient_scope', {
       required_scope: 'devices:register',
     });
