@@ -458,14 +458,8 @@ function kitTables(schema: string): string {
       traceparent text,
       tracestate text
     );
-    -- the W3C trace context of the write (tracing.ts), added to outboxes created
-    -- before it; checked first, so a start finding it there takes no table lock
-    do $$ begin
-      if not exists (select 1 from information_schema.columns
-                     where table_schema = '${schema}' and table_name = 'outbox' and column_name = 'traceparent') then
-        alter table ${schema}.outbox add column traceparent text, add column tracestate text;
-      end if;
-    end $$;
+    -- the W3C trace context of the write (tracing.ts), added to outboxes created before it
+    ${addColumnsIfMissing(schema, 'outbox', 'traceparent', 'add column traceparent text, add column tracestate text')}
     create index if not exists outbox_due_idx on ${schema}.outbox (next_attempt_at, seq);
     create table if not exists ${schema}.dead_letters (
       id uuid primary key,
@@ -489,8 +483,24 @@ function kitTables(schema: string): string {
       key text not null,
       answer text,
       created_at timestamptz not null default now(),
+      request_hash text,
       primary key (org_id, token_id, key)
     );
     create index if not exists call_receipts_created_idx on ${schema}.call_receipts (created_at);
-    alter table ${schema}.call_receipts add column if not exists request_hash text;`;
+    -- the keyed request's hash (receipts.ts), added to receipts created before it
+    ${addColumnsIfMissing(schema, 'call_receipts', 'request_hash', 'add column request_hash text')}`;
+}
+
+/**
+ * Columns added to a kit table that older schemas lack. The catalog is asked
+ * first: ALTER TABLE takes an exclusive lock on the table even when IF NOT
+ * EXISTS finds the column, and every start of every replica runs this.
+ */
+function addColumnsIfMissing(schema: string, table: string, probe: string, changes: string): string {
+  return `do $$ begin
+      if not exists (select 1 from information_schema.columns
+                     where table_schema = '${schema}' and table_name = '${table}' and column_name = '${probe}') then
+        alter table ${schema}.${table} ${changes};
+      end if;
+    end $$;`;
 }
