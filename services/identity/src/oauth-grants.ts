@@ -102,6 +102,7 @@ async function issuePair(tx: Tx, emit: Emitter, g: GrantOf, accessScopes: string
     scopes: accessScopes,
     org_id: g.org_id,
     user_id: g.user_id,
+    revoked_token_ids: [],
   };
 }
 
@@ -209,8 +210,8 @@ export async function refreshOAuthToken(
       const scopes = input.scopes.length ? input.scopes : row.grant_scopes;
       if (!subsetOf(scopes, row.grant_scopes)) return { fail: invalidScope('a refresh may only narrow the granted scopes') };
       // Rotation: the used refresh token and the grant's earlier access tokens end here.
-      await revokeWhere(tx, emit, { grant_id: row.grant_id });
-      return { ok: await issuePair(tx, emit, row, scopes) };
+      const ended = await revokeWhere(tx, emit, { grant_id: row.grant_id });
+      return { ok: { ...(await issuePair(tx, emit, row, scopes)), revoked_token_ids: ended.map((t) => t.id) } };
     }),
   );
 }

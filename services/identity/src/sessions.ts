@@ -26,7 +26,7 @@ async function issuePair(tx: Tx, emit: Emitter, userId: string, sessionId: strin
     record_id: sessionId,
     after: { user_id: userId, access_token_id: access.id, refresh_token_id: refresh.id },
   });
-  return { access_token: access.token, expires_in: SESSION_ACCESS_TTL_SECONDS, refresh_token: refresh.token, user_id: userId };
+  return { access_token: access.token, expires_in: SESSION_ACCESS_TTL_SECONDS, refresh_token: refresh.token, user_id: userId, revoked_token_ids: [] };
 }
 
 export async function passwordGrant(deps: ServiceDeps, caller: CallerContext, email: string, password: string): Promise<identity.SessionTokens> {
@@ -61,8 +61,9 @@ export async function refreshGrant(deps: ServiceDeps, caller: CallerContext, ref
     );
     if (!row || row.expired) return null;
     // Rotation and reuse both end the session's live tokens; only rotation issues new ones.
-    await revokeWhere(tx, emit, { session_id: row.session_id });
-    return row.revoked ? null : issuePair(tx, emit, row.user_id, row.session_id);
+    const ended = await revokeWhere(tx, emit, { session_id: row.session_id });
+    if (row.revoked) return null;
+    return { ...(await issuePair(tx, emit, row.user_id, row.session_id)), revoked_token_ids: ended.map((t) => t.id) };
   });
   if (!outcome) throw invalidGrant();
   return outcome;

@@ -363,6 +363,8 @@ export async function grantTokens(
     if (err.kind === 'unavailable') return { ...tokenError(503, 'temporarily_unavailable', 'try again later'), cause: causeOf(err) };
     throw err;
   }
+  // A rotation ended the grant's earlier tokens: this replica stops honouring them now, not when the event arrives.
+  for (const id of t.revoked_token_ids) deps.auth.cache.dropToken(id);
   return {
     status: 200,
     contentType: 'application/json; charset=utf-8',

@@ -229,6 +229,11 @@ export interface OAuthTokens {
   scopes: string[];
   org_id: string;
   user_id: string;
+  /**
+   * The tokens this refresh ended (the grant's earlier pair), so the gateway that
+   * answered forgets them at once; other replicas hear identity.token.revoked.
+   */
+  revoked_token_ids: string[];
 }
 
 export interface Empty {
@@ -400,6 +405,8 @@ export interface SessionTokens {
   expires_in: number;
   refresh_token: string;
   user_id: string;
+  /** as OAuthTokens.revoked_token_ids: the session's tokens a refresh ended */
+  revoked_token_ids: string[];
 }
 
 export interface VerifyPasswordRequest {
@@ -2411,7 +2418,15 @@ export const RefreshOAuthTokenRequest: MessageFns<RefreshOAuthTokenRequest> = {
 };
 
 function createBaseOAuthTokens(): OAuthTokens {
-  return { access_token: "", expires_in: 0, refresh_token: "", scopes: [], org_id: "", user_id: "" };
+  return {
+    access_token: "",
+    expires_in: 0,
+    refresh_token: "",
+    scopes: [],
+    org_id: "",
+    user_id: "",
+    revoked_token_ids: [],
+  };
 }
 
 export const OAuthTokens: MessageFns<OAuthTokens> = {
@@ -2433,6 +2448,9 @@ export const OAuthTokens: MessageFns<OAuthTokens> = {
     }
     if (message.user_id !== "") {
       writer.uint32(50).string(message.user_id);
+    }
+    for (const v of message.revoked_token_ids) {
+      writer.uint32(58).string(v!);
     }
     return writer;
   },
@@ -2496,6 +2514,14 @@ export const OAuthTokens: MessageFns<OAuthTokens> = {
             }
 
             message.user_id = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.revoked_token_ids.push(reader.string());
             continue;
           }
         }
@@ -4289,7 +4315,7 @@ export const RefreshGrantRequest: MessageFns<RefreshGrantRequest> = {
 };
 
 function createBaseSessionTokens(): SessionTokens {
-  return { access_token: "", expires_in: 0, refresh_token: "", user_id: "" };
+  return { access_token: "", expires_in: 0, refresh_token: "", user_id: "", revoked_token_ids: [] };
 }
 
 export const SessionTokens: MessageFns<SessionTokens> = {
@@ -4305,6 +4331,9 @@ export const SessionTokens: MessageFns<SessionTokens> = {
     }
     if (message.user_id !== "") {
       writer.uint32(34).string(message.user_id);
+    }
+    for (const v of message.revoked_token_ids) {
+      writer.uint32(42).string(v!);
     }
     return writer;
   },
@@ -4352,6 +4381,14 @@ export const SessionTokens: MessageFns<SessionTokens> = {
             }
 
             message.user_id = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.revoked_token_ids.push(reader.string());
             continue;
           }
         }
