@@ -698,6 +698,37 @@ function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
   return out;
 }
 
+/**
+ * The creates beyond the generic record ones: each answers the Location of what
+ * it made (its handler sets it) and links to the operation that reads it. `id`
+ * names the field of the answer's data that holds the new id (default `id`).
+ */
+const CREATES: Record<string, { item: string; id?: string }> = {
+  'POST /admin/v1/orgs': { item: '/admin/v1/orgs/:org_id' },
+  'POST /admin/v1/users': { item: '/admin/v1/users/:user_id' },
+  'POST /admin/v1/oauth-clients': { item: '/admin/v1/oauth-clients/:client_id', id: 'client_id' },
+  'POST /admin/v1/orgs/:org_id/webhook-subscriptions': { item: '/admin/v1/orgs/:org_id/webhook-subscriptions/:id' },
+  'POST /admin/v1/orgs/:org_id/inbound-endpoints': { item: '/admin/v1/orgs/:org_id/inbound-endpoints/:id' },
+  'POST /v1/lab-orders': { item: '/v1/lab-orders/:id' },
+  'POST /v1/experiments/:id/amendments': { item: '/v1/experiments/:id' },
+  'POST /v1/jobs': { item: '/v1/jobs/:id' },
+};
+
+/** Location and the link to the item operation of a create listed in CREATES. */
+function createdItem(route: Route): Pick<Op, 'successHeaders' | 'links'> | undefined {
+  const made = CREATES[`${route.method} ${route.path}`];
+  if (!made) return undefined;
+  const names = [...made.item.matchAll(/:([a-z_A-Z]+)/g)].map((m) => m[1]!);
+  const parameters: Json = {};
+  names.forEach((name, i) => {
+    parameters[name] = i === names.length - 1 ? `$response.body#/data/${made.id ?? 'id'}` : `$request.path.${name}`;
+  });
+  return {
+    successHeaders: { Location: ref('headers', 'Location') },
+    links: { get: { operationId: operationIdOf('GET', made.item), parameters, description: 'what was just created' } },
+  };
+}
+
 /** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
 const OAUTH_ERROR: Json = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, error_description: { type: 'string' } } };
 const oauthError = (status: string, description: string) => ({ status, description, schema: OAUTH_ERROR });
@@ -1374,7 +1405,8 @@ function pathParam(name: string): Json {
 }
 
 function operation(route: Route): Json {
-  const op = describe(route);
+  const described = describe(route);
+  const op: Op = { ...described, ...createdItem(route) };
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const h = route.handler;
   const rateHeaders = publicAuth

@@ -1,6 +1,6 @@
 import { orderJson, resultJson } from '@lab/contracts';
 import type { Reply } from '../replies.js';
-import { itemFromJson, listFromJson } from '../replies.js';
+import { itemFromJson, listFromJson, withLocation } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 
@@ -22,7 +22,7 @@ export async function labOrderHandler(ctx: Ctx, deps: Deps, op: LabOrderOp): Pro
     case 'create': {
       // up to 200 samples are created one by one in the notebook: more than the default deadline
       const r = await client.call('createOrder', { body: objectBody(ctx.body) }, caller, CREATE_DEADLINE_MS);
-      return itemFromJson(201, orderJson(r.order!, true));
+      return withLocation(itemFromJson(201, orderJson(r.order!, true)), ctx.req.path, r.order!.id);
     }
     case 'list': {
       const r = await client.call('listOrders', { query: queryMap(ctx.req.query as Record<string, unknown>) }, caller);
