@@ -753,6 +753,7 @@ const OAUTH_AUTHORIZE_PAGES: Op = {
     page('401', 'the sign-in page again: wrong email or password'),
     page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
     page('429', 'too many sign-in attempts from this address'),
+    page('413', 'the form is over its limit (64 KB)'),
     page('503', 'the identity service is unavailable'),
   ],
 };
@@ -779,7 +780,8 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     },
     bodyRequired: true,
     extraStatuses: [
-      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata'),
+      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata; invalid_request for a body that is not JSON'),
+      oauthError('413', 'invalid_request: the body is over its limit (1 MB)'),
       { ...oauthError('429', 'temporarily_unavailable: too many registrations from this address'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
     ],
   },
@@ -815,6 +817,7 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     bodyRequired: true,
     extraStatuses: [
       oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'),
+      oauthError('413', 'invalid_request: the body is over its limit'),
       oauthError('401', 'invalid_client'),
       oauthError('503', 'temporarily_unavailable'),
     ],
@@ -894,6 +897,7 @@ const OAUTH_TOKEN: Op = {
   extraStatuses: [
     tokenError('400', 'invalid_request, invalid_grant, unsupported_grant_type, invalid_scope or invalid_target'),
     { ...tokenError('401', 'invalid_client (with WWW-Authenticate: Basic)'), headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } },
+    tokenError('413', 'invalid_request: the body is over its limit'),
     tokenError('503', 'temporarily_unavailable'),
   ],
 };
@@ -933,6 +937,7 @@ const MCP: Op = {
       schema: okSchema('Error'),
     },
     { status: '400', description: 'not a JSON-RPC request', schema: { type: 'object' } },
+    { status: '413', description: 'the body is over its limit (1 MB; payload_too_large)', schema: okSchema('Error') },
     { status: '403', description: 'the token lacks the scope', schema: okSchema('Error') },
     { status: '503', description: 'unavailable', schema: okSchema('Error') },
   ],
@@ -1377,7 +1382,8 @@ function errorStatuses(route: Route, op: Op): string[] {
   const params = /:[a-z_]+/.test(route.path);
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const out = new Set<string>();
-  if (op.body || op.query || publicAuth || route.idempotent || (params && route.handler.kind !== 'record')) out.add('400');
+  // every route refuses a query parameter PostgreSQL cannot store (NUL) and a body that is not JSON
+  out.add('400');
   if (route.auth !== 'none') out.add('401');
   if (publicAuth) out.add('403');
   if (params) out.add('404');
