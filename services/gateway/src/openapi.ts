@@ -5,7 +5,6 @@ import { notificationSchemas } from '@lab/notifications';
 import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
 import { adminBodies, adminQueries } from './handlers/admin.js';
 import { auditQuery } from './handlers/audit.js';
-import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
 import { amendBody, MEANINGS } from '@lab/notebook';
@@ -14,14 +13,16 @@ import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
-import { ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
+import { describeLabOrderOp, LAB_ORDER_SCHEMAS, ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
-import { nullableOf, UUID, type Json } from './openapi-parts.js';
+import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
+
+export { jsonSchemaOf };
 
 /**
  * The OpenAPI 3.1 document of the gateway, derived from the route table and from
@@ -46,35 +47,6 @@ interface RecordDef {
   filters: Record<string, string>;
 }
 
-/** A zod schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema of what a client sends. */
-export function jsonSchemaOf(schema: z.ZodType): Json {
-  const s = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
-  delete s.$schema;
-  return markSecrets(typeArrays(s)) as Json;
-}
-
-const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
-
-/**
- * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1
- * way generators read best: `type: [string, null]` (null added to an enum too).
- * X without a plain type (a $ref, another anyOf) keeps the anyOf.
- */
-function typeArrays(x: unknown): unknown {
-  if (Array.isArray(x)) return x.map(typeArrays);
-  if (!x || typeof x !== 'object') return x;
-  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
-  const alts = o.anyOf;
-  if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
-    const other = alts.find((a) => !isNullSchema(a)) as Json;
-    if (typeof other?.type === 'string') {
-      const { anyOf: _anyOf, ...rest } = o;
-      return { ...rest, ...nullableOf(other) };
-    }
-  }
-  return o;
-}
-
 /** The schema with null taken out again (a NOT NULL column). */
 function withoutNull(s: Json): Json {
   if (!Array.isArray(s.type)) return s;
@@ -82,22 +54,6 @@ function withoutNull(s: Json): Json {
   const out: Json = { ...s, type: types.length === 1 ? types[0] : types };
   if (Array.isArray(s.enum)) out.enum = s.enum.filter((v) => v !== null);
   return out;
-}
-
-/** Passwords and secrets a client sends are never answered: writeOnly. */
-function markSecrets(x: unknown): unknown {
-  if (Array.isArray(x)) return x.map(markSecrets);
-  if (!x || typeof x !== 'object') return x;
-  const o = x as Json;
-  if (o.properties && typeof o.properties === 'object') {
-    const props = o.properties as Record<string, Json>;
-    for (const k of Object.keys(props)) {
-      props[k] = markSecrets(props[k]) as Json;
-      if (/password|secret/.test(k) && typeof props[k] === 'object') props[k] = { ...props[k], writeOnly: true };
-    }
-  }
-  for (const k of ['items', 'anyOf', 'oneOf', 'allOf']) if (o[k]) o[k] = markSecrets(o[k]);
-  return o;
 }
 
 // ---------------------------------------------------------------- components
