@@ -15,7 +15,6 @@ export * from './batcher.js';
 export * from './outbox.js';
 export * from './dead-letters.js';
 export * from './receipts.js';
-export { grantsScope } from './access.js';
 export * from './inbox.js';
 export * from './net-guard.js';
 export * from './service.js';

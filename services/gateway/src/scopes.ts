@@ -1,4 +1,4 @@
-import { grantsScope } from '@lab/kit';
+import { grantsScope } from '@lab/permissions';
 
 /**
  * Token scope rules of the public API, pure so they can be tested alone.
