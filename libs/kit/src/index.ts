@@ -25,5 +25,6 @@ export * from './storable.js';
 export * from './waits.js';
 export * from './retention.js';
 export * from './housekeeping.js';
-export * from './records/index.js';
+export * from './validation.js';
+export * from './paging.js';
 export * from './tracing.js';
