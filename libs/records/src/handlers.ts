@@ -13,8 +13,8 @@ import {
   validationFailed,
   isoTimestamp,
 } from '@lab/kit';
-import { parseListQuery } from './list-query.js';
 import { assertMay, denial, may, recordWriteDenied } from '@lab/permissions';
+import { parseListQuery } from './list-query.js';
 import type { RecordJson, Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
