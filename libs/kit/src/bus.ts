@@ -7,13 +7,13 @@ import { DomainError, isTransientFailure } from './errors.js';
 import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
 /**
- * The envelope of every message on the bus: domain events (experiment.created),
+ * The envelope of every message on the bus: domain events (<resource>.created),
  * audit records (audit.record) and internal notices (identity.token.revoked).
  */
 export interface BusMessage<T = unknown> {
   /** unique id; consumers drop duplicates by it */
   id: string;
-  /** routing key, e.g. "sample.created" */
+  /** routing key, e.g. "<resource>.created" */
   type: string;
   org_id: string | null;
   occurred_at: string;
@@ -24,7 +24,7 @@ export interface BusMessage<T = unknown> {
 export interface SubscribeOptions {
   /** durable queue name; with `transient`, a prefix for a private auto-deleted queue */
   queue: string;
-  /** topic patterns bound on the events exchange ("sample.*", "audit.#") */
+  /** topic patterns bound on the events exchange ("<resource>.*", "audit.#") */
   bindings: readonly string[];
   handler: (msg: BusMessage) => Promise<void>;
   prefetch?: number;

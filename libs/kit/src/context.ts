@@ -7,7 +7,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 export interface CallerContext {
   org_id: string | null;
   user_id: string | null;
-  /** role of user_id in org_id: admin, dept_admin, researcher, qm, viewer */
+  /**
+   * The role of user_id in org_id and the department it belongs to there, as
+   * identity set them: opaque to the mechanisms here, read by the permission
+   * model (libs/permissions).
+   */
   role: string | null;
   department_id: string | null;
   scopes: string[];
@@ -72,8 +76,8 @@ export function currentRequestId(): string | undefined {
 /**
  * The scope a service serves a call in. The Idempotency-Key the gateway sent is
  * kept in the scope and taken out of the caller, so that it stays with this call:
- * a service that calls a peer with the same caller (orders creating samples in
- * the notebook) must not make the peer's writes count as the client's keyed one.
+ * a service that calls a peer with the same caller (creating records that a
+ * peer owns) must not make the peer's writes count as the client's keyed one.
  */
 export function callScope(caller: CallerContext): { scope: RequestScope; caller: CallerContext } {
   const { idempotency_key, request_hash, ...rest } = caller;

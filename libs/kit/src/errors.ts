@@ -23,7 +23,7 @@ export type ErrorKind =
 
 /** Where an error a client got came from: the peer it called and the gRPC status it got. */
 export interface UpstreamCause {
-  /** the peer service called (its configured name, e.g. notebook) */
+  /** the peer service called (its configured name in the peer table) */
   service: string;
   /** gRPC status name, e.g. UNAVAILABLE */
   grpc_code: string;

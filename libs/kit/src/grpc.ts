@@ -399,7 +399,7 @@ export class GrpcServer {
   /**
    * The server's HTTP/2 receive window, as the clients' (RECEIVE_WINDOW): grpc-js
    * offers no server option for it, so each new session is given it. At HTTP/2's
-   * 64 KiB, a few concurrent requests of tens of KiB (500 readings, an upload
+   * 64 KiB, a few concurrent requests of tens of KiB (a batch of 500 items, an upload
    * piece) filled the connection window and waited for WINDOW_UPDATE round trips.
    * Internals of grpc-js 1.x (`http2Servers`): if they are not there, the default stays.
    */
@@ -502,7 +502,7 @@ export class RpcClient<D extends Definition> {
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.deadlineMs = opts.deadlineMs ?? 10_000;
-    // '/lab.notebook.v1.NotebookService/Get' -> 'lab.notebook.v1.NotebookService'
+    // '/lab.example.v1.ExampleService/Get' -> 'lab.example.v1.ExampleService'
     const firstPath = Object.values(this.paths)[0] ?? '';
     this.peer = opts.peer ?? (firstPath.split('/')[1] || address);
   }

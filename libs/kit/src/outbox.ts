@@ -19,9 +19,9 @@ export interface AuditEntry {
   record_id: string | null;
   before?: Record<string, unknown> | null;
   after?: Record<string, unknown> | null;
-  /** why the change was made, where the write asks for it (an amendment) */
+  /** why the change was made, where the write asks for it */
   reason?: string | null;
-  /** what a signature means (authorship, review, approval) */
+  /** what an attestation of the record means, where the write is one (the owning service names the meanings) */
   meaning?: string | null;
 }
 

@@ -114,7 +114,7 @@ let httpRequestOf: ((ctx: Context) => { route?: string } | undefined) | undefine
 
 /**
  * Names the HTTP server span of the request being served after its route
- * ("POST /v1/samples", attribute http.route), as a web framework's
+ * ("POST /v1/{resource}", attribute http.route), as a web framework's
  * instrumentation does: the gateway routes with its own table, not express's.
  */
 export function nameHttpRoute(route: string): void {

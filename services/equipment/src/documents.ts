@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineResource, validationFailed, type Resource } from '@lab/kit';
+import { validationFailed } from '@lab/kit';
+import { defineResource, type Resource } from '@lab/records';
 import { underEquipment } from './equipment.js';
 import { SUB_LIST_LIMITS } from './fields.js';
 import { childAccess } from './permissions.js';

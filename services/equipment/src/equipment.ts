@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineResource, findRecord, DomainError, type CallerContext, type Tx } from '@lab/kit';
+import { DomainError, type CallerContext, type Tx } from '@lab/kit';
+import { defineResource, findRecord } from '@lab/records';
 import { date, name, reference, shortText, status, tags, text } from './fields.js';
 import { equipmentAccess } from './permissions.js';
 

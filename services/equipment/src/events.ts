@@ -1,4 +1,5 @@
-import type { Emitter, RecordJson } from '@lab/kit';
+import type { Emitter } from '@lab/kit';
+import type { RecordJson } from '@lab/records';
 
 /**
  * The equipment's domain events, built from records as PostgreSQL rendered

@@ -1,4 +1,4 @@
-import { fields } from '@lab/kit';
+import { fields } from '@lab/records';
 
 /** The equipment record schemas use the shared field vocabulary. */
 export const { name, text, status, tags, reference, object, date, timestamp } = fields;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineResource, findRecord, updateColumns, type CallerContext, type Emitter, type RecordJson, type Tx } from '@lab/kit';
+import { type CallerContext, type Emitter, type Tx } from '@lab/kit';
+import { defineResource, findRecord, updateColumns, type RecordJson } from '@lab/records';
 import { equipment, underEquipment } from './equipment.js';
 import { maintenanceEvents } from './events.js';
 import { date, reference, SUB_LIST_LIMITS, text } from './fields.js';

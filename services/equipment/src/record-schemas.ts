@@ -1,4 +1,4 @@
-import type { Resource } from '@lab/kit';
+import type { Resource } from '@lab/records';
 import { calibrations, qualifications } from './documents.js';
 import { equipment } from './equipment.js';
 import { maintenance } from './maintenance.js';

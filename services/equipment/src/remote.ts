@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { records } from '@lab/contracts';
-import { defineResource, DomainError, isGuid, rows, violatedConstraint, type Database, type Handlers } from '@lab/kit';
+import { DomainError, isGuid, rows, violatedConstraint, type Database, type Handlers } from '@lab/kit';
+import { defineResource } from '@lab/records';
 import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { underEquipment } from './equipment.js';
 import { text } from './fields.js';

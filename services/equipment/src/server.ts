@@ -1,5 +1,6 @@
 import { records } from '@lab/contracts';
-import { PeerReferences, recordServiceHandlers, withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { calibrations, qualifications } from './documents.js';
 import { equipment } from './equipment.js';

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { OutageLog, rows, type RecordJson, type ServiceDeps } from '@lab/kit';
+import { OutageLog, rows, type ServiceDeps } from '@lab/kit';
+import { type RecordJson } from '@lab/records';
 import { usageEvents } from './events.js';
 import { usage } from './usage.js';
 

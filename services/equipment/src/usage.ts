@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineResource, validationFailed, type RecordJson } from '@lab/kit';
+import { validationFailed } from '@lab/kit';
+import { defineResource, type RecordJson } from '@lab/records';
 import { underEquipment } from './equipment.js';
 import { usageEvents } from './events.js';
 import { object, reference, SUB_LIST_LIMITS, text, timestamp } from './fields.js';

@@ -552,4 +552,22 @@ describe('permissions', () => {
     const stranger = w.member('researcher');
     expect((await failure(update('equipment/usage', s.id, { ended_at: new Date().toISOString() }, stranger, eq.id))).code).toBe('forbidden');
   });
+
+  it('the owner of a session changes and deletes it, but not once a viewer; a dept_admin deletes any', async () => {
+    const w = org();
+    const eq = await create('equipment', { name: 'Owned' }, w.admin);
+    const remove = (id: string, caller: CallerContext) => rec.call('deleteRecord', { resource: 'equipment/usage', id, parent_id: eq.id }, caller);
+    const mine = await create('equipment/usage', {}, w.researcher, eq.id);
+    // the same user, demoted to viewer: the permission model lets a viewer change nothing
+    const demoted = { ...w.researcher, role: 'viewer' };
+    expect(await failure(remove(mine.id, demoted))).toMatchObject({ kind: 'forbidden', code: 'forbidden' });
+    expect(await failure(update('equipment/usage', mine.id, { purpose: 'x' }, demoted, eq.id))).toMatchObject({
+      code: 'forbidden',
+      message: 'the viewer role cannot change records',
+    });
+    await remove(mine.id, w.researcher);
+    const theirs = await create('equipment/usage', {}, w.researcher, eq.id);
+    await remove(theirs.id, w.member('dept_admin', { department_id: newId() }));
+    expect((await failure(get('equipment/usage', theirs.id, w.admin, eq.id))).code).toBe('not_found');
+  });
 });

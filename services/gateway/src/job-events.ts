@@ -1,5 +1,6 @@
 import type { Response } from 'express';
-import { DomainError, envInt, isAdministrator, type Bus, type BusMessage, type Logger } from '@lab/kit';
+import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
+import { isAdministrator } from '@lab/permissions';
 import type { Principal } from './auth.js';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */

@@ -1,8 +1,9 @@
-import { grantsScope } from '@lab/kit';
+import { grantsScope } from '@lab/permissions';
 
 /**
- * Token scope rules of the public API, pure so they can be tested alone.
- *   write implies read; admin and `*` imply every scope.
+ * The scopes of the public API and what a route demands. Which scope implies
+ * which (write implies read; admin and `*` imply every scope) is the permission
+ * model's rule (libs/permissions scopes.ts).
  */
 export const SCOPES = ['read', 'write', 'audit:read', 'admin', '*', 'devices:register'] as const;
 export type Scope = (typeof SCOPES)[number];

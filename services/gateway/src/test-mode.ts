@@ -1,4 +1,5 @@
-import { DomainError, isAdministrator, validationFailed } from '@lab/kit';
+import { validationFailed } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import type { Principal } from './auth.js';
 import { objectBody } from './handlers/records.js';
 import { json, type Reply } from './replies.js';
@@ -20,15 +21,14 @@ export function isTestMode(header: string | string[] | undefined): boolean {
 
 /**
  * The preliminary write permission of X-Test-Mode (the route's write scope is
- * already checked): a viewer may not write, and a delete needs an administrator
- * role, or the admin scope for an API key that acts as no user.
+ * already checked), the permission model's as the records engine applies it: a
+ * role that may not write is refused, and a delete needs an administrator role,
+ * or the admin scope for an API key that acts as no user. The record-level
+ * rule needs the record, which test mode does not read.
  */
 export function checkWritePermission(p: Principal, op: RecordOp): void {
-  if (p.role === 'viewer') throw DomainError.forbidden('a viewer cannot change records', 'forbidden');
-  if (op === 'delete') {
-    const admin = isAdministrator(p);
-    if (!admin) throw DomainError.forbidden('deleting records needs an administrator role', 'forbidden');
-  }
+  assertMay(p, 'write');
+  if (op === 'delete') assertMay(p, 'delete');
 }
 
 const OPERATION: Partial<Record<RecordOp, string>> = { create: 'create', update: 'update', replace: 'replace', delete: 'delete' };

@@ -121,12 +121,17 @@ describe('PrincipalCache', () => {
 });
 
 describe('X-Test-Mode write permission', () => {
+  // the refusals of the real write (the records engine), word for word
   it('refuses viewers', () => {
-    expect(() => checkWritePermission(principal({ role: 'viewer' }), 'create')).toThrow(expect.objectContaining({ kind: 'forbidden' }));
+    expect(() => checkWritePermission(principal({ role: 'viewer' }), 'create')).toThrow(
+      expect.objectContaining({ kind: 'forbidden', code: 'forbidden', message: 'the viewer role cannot change records' }),
+    );
   });
   it('lets members create but only administrators delete', () => {
     expect(() => checkWritePermission(principal(), 'create')).not.toThrow();
-    expect(() => checkWritePermission(principal(), 'delete')).toThrow(expect.objectContaining({ kind: 'forbidden' }));
+    expect(() => checkWritePermission(principal(), 'delete')).toThrow(
+      expect.objectContaining({ kind: 'forbidden', code: 'forbidden', message: 'deleting records needs an administrator role' }),
+    );
     expect(() => checkWritePermission(principal({ role: 'admin' }), 'delete')).not.toThrow();
   });
   it('lets an API key without user delete only with the admin scope', () => {

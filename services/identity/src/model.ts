@@ -2,8 +2,8 @@
 export const MODULES = ['lab_equipment', 'analytics_qc', 'sample_intake'] as const;
 export type Module = (typeof MODULES)[number];
 
-export const ROLES = ['admin', 'dept_admin', 'researcher', 'qm', 'viewer'] as const;
-export type Role = (typeof ROLES)[number];
+// The roles are the permission model's (libs/permissions): identity stores them, it does not define them.
+export { ROLES, type Role } from '@lab/permissions';
 
 export const DEFAULT_RATE_LIMIT = { per_minute: 120, per_hour: 5000 } as const;
 

@@ -1,3 +1,5 @@
+import { roleMay } from '@lab/permissions';
+
 /**
  * Token scopes of the public API. Pure, like tokens.ts, so the gateway can check
  * a principal's scopes without pulling in anything else.
@@ -15,7 +17,7 @@ export const unknownScopes = (scopes: readonly string[]): string[] => scopes.fil
 /** Scopes only an organisation's administrators may hold through a user's consent (OAuth). */
 export const ADMIN_ONLY_SCOPES: readonly string[] = ['admin', 'audit:read', '*'];
 
-/** The scopes a member of `role` may hold through an OAuth grant: admin-only scopes need role admin. */
+/** The scopes a member of `role` may hold through an OAuth grant: admin-only scopes need a role that may administer. */
 export function scopesForRole(scopes: readonly string[], role: string | null): string[] {
-  return role === 'admin' ? [...scopes] : scopes.filter((s) => !ADMIN_ONLY_SCOPES.includes(s));
+  return roleMay(role, 'administer') ? [...scopes] : scopes.filter((s) => !ADMIN_ONLY_SCOPES.includes(s));
 }

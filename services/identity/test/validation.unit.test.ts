@@ -1,5 +1,5 @@
 import { DomainError } from '@lab/kit';
-import { grantsScope } from '@lab/kit';
+import { grantsScope } from '@lab/permissions';
 import { parse, schemas } from '../src/validation';
 
 const ORG = '0190a4f0-1234-7abc-8def-0123456789ab';

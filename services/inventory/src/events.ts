@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { rows, type CallerContext, type Emitter, type RecordJson, type Tx } from '@lab/kit';
+import { rows, type CallerContext, type Emitter, type Tx } from '@lab/kit';
+import { type RecordJson } from '@lab/records';
 
 /**
  * The inventory's domain events (routing key = event name, org_id = the

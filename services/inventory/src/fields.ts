@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { fields } from '@lab/kit';
+import { fields } from '@lab/records';
 
 /** The inventory's record schemas use the shared field vocabulary, plus its own pieces. */
 export const { name, short, text, reference, date } = fields;

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { defineResource, isoTimestamp, rows, validationFailed, type Tx } from '@lab/kit';
+import { isoTimestamp, rows, validationFailed, type Tx } from '@lab/kit';
+import { defineResource } from '@lab/records';
 import { name, reference, text } from './fields.js';
 import { assertTransition, INVENTORY_STATUSES, type InventoryStatus } from './inventory-status.js';
 import { canWriteInventory } from './permissions.js';

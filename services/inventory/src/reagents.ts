@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineResource } from '@lab/kit';
+import { defineResource } from '@lab/records';
 import { name, number, phrases, reference, short, text } from './fields.js';
 import { canWriteInventory } from './permissions.js';
 

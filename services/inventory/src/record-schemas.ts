@@ -1,4 +1,4 @@
-import type { Resource } from '@lab/kit';
+import type { Resource } from '@lab/records';
 import { inventories } from './inventories.js';
 import { reagents } from './reagents.js';
 import { stockItems } from './stock-items.js';

@@ -1,5 +1,6 @@
 import { records } from '@lab/contracts';
-import { PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { inventories } from './inventories.js';
 import { reagents } from './reagents.js';
 import { refuseMovementUpdate, stockMovements } from './stock-movements.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DomainError, defineResource, sameOrgRecord } from '@lab/kit';
+import { DomainError } from '@lab/kit';
+import { defineResource, sameOrgRecord } from '@lab/records';
 import { belowMinStockIfCrossed, movementCreated } from './events.js';
 import { number, reference, short, text } from './fields.js';
 import { MOVEMENT_TYPES, signProblem, signRuleSchema } from './movement-rules.js';

@@ -233,6 +233,36 @@ describe('stock items', () => {
     expect((await failure(update('stock-items', item.id, { catalog_id: foreign.id }, w.admin))).details).toMatchObject({ field: 'catalog_id' });
     expect((await list('stock-items', {}, w.admin)).total).toBe(1);
   });
+
+  it('are read by every member and written by the permission model, with stock without a department shared by every writer', async () => {
+    const w = await realOrg();
+    const other = await owners.department(w.org_id);
+    const shared = await stockOf(w, 1);
+    const ours = await stockOf(w, 1, { department_id: w.dept });
+    const theirs = await stockOf(w, 1, { department_id: other });
+    const deptAdmin = w.member('dept_admin', { department_id: w.dept });
+    for (const caller of [w.researcher, w.viewer, deptAdmin]) expect((await list('stock-items', {}, caller)).total).toBe(3);
+    for (const caller of [w.researcher, deptAdmin]) {
+      expect((await update('stock-items', shared.id, { notes: 'checked' }, caller)).notes).toBe('checked');
+      expect((await update('stock-items', ours.id, { notes: 'checked' }, caller)).notes).toBe('checked');
+      expect(await failure(update('stock-items', theirs.id, { notes: 'x' }, caller))).toMatchObject({
+        code: 'forbidden',
+        message: 'no permission to change this stock_item',
+      });
+    }
+    expect(await failure(update('stock-items', shared.id, { notes: 'x' }, w.viewer))).toMatchObject({
+      code: 'forbidden',
+      message: 'the viewer role cannot change records',
+    });
+    // a researcher owns what it files elsewhere; a dept_admin's reach is its department and stock without one
+    const reagent = await create('reagents', { name: 'Acetone' }, w.admin);
+    expect(await create('stock-items', { catalog_id: reagent.id, quantity: 1, unit: 'g', department_id: other }, w.researcher)).toMatchObject({
+      department_id: other,
+    });
+    expect(await failure(create('stock-items', { catalog_id: reagent.id, quantity: 1, unit: 'g', department_id: other }, deptAdmin))).toMatchObject({
+      code: 'forbidden',
+    });
+  });
 });
 
 describe('stock movements', () => {

@@ -2,18 +2,8 @@ import { open } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { jobFromRowJson, type jobs } from '@lab/contracts';
-import {
-  DomainError,
-  fieldIssues,
-  isAdministrator,
-  isGuid,
-  parseWith,
-  structBody,
-  validationFailed,
-  type CallerContext,
-  type Emitter,
-  type ServiceDeps,
-} from '@lab/kit';
+import { DomainError, fieldIssues, isGuid, parseWith, structBody, validationFailed, type CallerContext, type Emitter, type ServiceDeps } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import { artifactFile } from './artifacts.js';
 import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, listVisible, type JobRow } from './store.js';
@@ -51,9 +41,7 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
     const shown = JSON.stringify(job_type.length > 64 ? `${job_type.slice(0, 64)}...` : job_type);
     throw DomainError.forbidden(`job_type ${shown} is not allowed; allowed: ${JOB_TYPES.join(', ')}`, 'job_type_not_allowed');
   }
-  if (ADMIN_JOB_TYPES.has(job_type) && !isAdministrator(caller)) {
-    throw DomainError.forbidden(`job_type ${job_type} needs an administrator`, 'admin_required');
-  }
+  if (ADMIN_JOB_TYPES.has(job_type)) assertMay(caller, 'administer', `job_type ${job_type}`);
   const parsed = INPUTS[job_type].safeParse(input ?? {}, { reportInput: true });
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));

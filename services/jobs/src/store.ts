@@ -2,7 +2,6 @@ import { sql, type SQL } from 'drizzle-orm';
 import { jobFromRowJson } from '@lab/contracts';
 import {
   activeTraceCarrier,
-  isAdministrator,
   isGuid,
   newId,
   PLANNED_PER_CALL,
@@ -14,6 +13,7 @@ import {
   type Executor,
   type Tx,
 } from '@lab/kit';
+import { isAdministrator } from '@lab/permissions';
 
 const T = sql`jobs.jobs`;
 

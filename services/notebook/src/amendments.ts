@@ -1,23 +1,17 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
+import { DomainError, parseWith, rows, structBody, type CallerContext, type Executor, type ServiceDeps } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import {
   assertMayWrite,
-  assertNotViewer,
   checkLocalReferences,
   checkRemoteReferences,
-  DomainError,
   getRecordOr404,
   insertRecord,
   listRecords,
   parseListQuery,
-  parseWith,
-  rows,
-  structBody,
-  type CallerContext,
-  type Executor,
   type RemoteChecks,
-  type ServiceDeps,
-} from '@lab/kit';
+} from '@lab/records';
 import { experimentEvents } from './events.js';
 import { createExperiment, experiments } from './experiments.js';
 import { manifest, signaturesOf } from './signatures.js';
@@ -52,7 +46,7 @@ export async function amendExperiment(
   body: Record<string, unknown> | undefined,
   remote: RemoteChecks,
 ): Promise<notebook.ExperimentResponse> {
-  assertNotViewer(caller);
+  assertMay(caller, 'write');
   const { reason, ...changes } = parseWith(amendBody, structBody(body));
   // the changes name what an experiment's fields may name, checked as the records engine does
   await checkRemoteReferences(experiments.references, remote, caller, changes);

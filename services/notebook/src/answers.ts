@@ -1,5 +1,5 @@
 import { timestampFromText, type notebook, type notebookRecords, type records } from '@lab/contracts';
-import type { RecordJson, StoredRecord } from '@lab/kit';
+import type { RecordJson, StoredRecord } from '@lab/records';
 
 /** The typed answers of the notebook's own RPCs (beyond the generic record service). */
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RecordJson } from '@lab/kit';
+import type { RecordJson } from '@lab/records';
 
 /**
  * The fields of an experiment version that a signature covers: everything the

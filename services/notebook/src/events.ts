@@ -1,4 +1,5 @@
-import type { CallerContext, Emitter, RecordJson } from '@lab/kit';
+import type { CallerContext, Emitter } from '@lab/kit';
+import type { RecordJson } from '@lab/records';
 
 /**
  * The notebook's domain events. Each carries exactly the data fields the spec

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { defineResource, departmentAccess, DomainError, type RecordJson } from '@lab/kit';
+import { DomainError } from '@lab/kit';
+import { defineResource, departmentAccess, type RecordJson } from '@lab/records';
 import { nextDisplayId } from './display-id.js';
 import { experimentEvents } from './events.js';
 import { object, reference, status, tags, text } from './fields.js';

@@ -1,4 +1,4 @@
-import { fields } from '@lab/kit';
+import { fields } from '@lab/records';
 
 /** The notebook's record schemas use the shared field vocabulary. */
 export const { name, text, status, tags, reference, object, date } = fields;

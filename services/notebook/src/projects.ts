@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { type CallerContext, defineResource, departmentAccess, rows, type Tx, validationFailed } from '@lab/kit';
+import { type CallerContext, rows, type Tx, validationFailed } from '@lab/kit';
+import { defineResource, departmentAccess } from '@lab/records';
 import { date, name, reference, status, tags, text } from './fields.js';
 
 const createProject = z.strictObject({

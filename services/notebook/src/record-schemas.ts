@@ -1,4 +1,4 @@
-import type { Resource } from '@lab/kit';
+import type { Resource } from '@lab/records';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
 import { samples } from './samples.js';

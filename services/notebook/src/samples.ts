@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineResource, departmentAccess } from '@lab/kit';
+import { defineResource, departmentAccess } from '@lab/records';
 import { sampleEvents } from './events.js';
 import { name, object, reference, status } from './fields.js';
 

@@ -1,5 +1,6 @@
 import { notebook, records } from '@lab/contracts';
-import { PeerReferences, recordServiceHandlers, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { amendExperiment, listSignatures, listVersions } from './amendments.js';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';

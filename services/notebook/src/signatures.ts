@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, rows, validationFailed, type CallerContext, type Executor, type RecordJson } from '@lab/kit';
+import { DomainError, rows, validationFailed, type CallerContext, type Executor } from '@lab/kit';
+import { type RecordJson } from '@lab/records';
 import { contentHash } from './content-hash.js';
 
 /** What a signature says about the version it signs; the order is the usual order of signing. */

@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, getRecordOr404, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { getRecordOr404 } from '@lab/records';
 import type { notebook } from '@lab/contracts';
+import { assertMay } from '@lab/permissions';
 import { experimentOf, signatureMessages } from './answers.js';
 import { contentHash } from './content-hash.js';
 import { experimentEvents } from './events.js';
@@ -23,7 +25,7 @@ export async function signExperiment(
   if (caller.token_kind !== 'session' || !caller.user_id) {
     throw DomainError.forbidden('only a signed-in user can sign an experiment');
   }
-  if (caller.role === 'viewer') throw DomainError.forbidden('the viewer role cannot sign experiments');
+  assertMay(caller, 'sign');
   const userId = caller.user_id;
   const meaning = parseMeaning(req.meaning);
   const { id } = req;

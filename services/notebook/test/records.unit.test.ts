@@ -3,7 +3,7 @@ import { DomainError, parseWith, type CallerContext } from '@lab/kit';
 import { experiments } from '../src/experiments';
 import { projects } from '../src/projects';
 import { samples } from '../src/samples';
-import { departmentAccess as recordAccess } from '@lab/kit';
+import { departmentAccess as recordAccess } from '@lab/records';
 
 const USER = '0190f5a0-0000-7000-8000-000000000001';
 const OTHER = '0190f5a0-0000-7000-8000-000000000002';

@@ -4,7 +4,7 @@ import { DomainError, isGuid, newId, parseWith, rows, structBody, type CallerCon
 import { createOrderBody, listOrdersQuery, type CreateOrderBody } from './bodies.js';
 import { orderCreated } from './events.js';
 import type { NotebookSamples } from './notebook-client.js';
-import { assertCanWrite } from './permissions.js';
+import { assertMay } from '@lab/permissions';
 import { orderJson } from './render.js';
 
 export interface OrdersDeps {
@@ -38,7 +38,8 @@ interface CreatedSample {
  * 'receiving' (visible, never half-linked).
  */
 export async function createOrder(deps: OrdersDeps, caller: CallerContext, given: Record<string, unknown> | undefined): Promise<orders.LabOrder> {
-  assertCanWrite(caller);
+  // every member reads orders (the gateway checked the read scope); creating one is a write
+  assertMay(caller, 'write', 'lab orders');
   const body = parseWith(createOrderBody, structBody(given));
   const id = newId();
   await deps.outbox.write(caller, (tx) => insertReceiving(tx, caller, id, body));

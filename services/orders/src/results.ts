@@ -4,7 +4,7 @@ import { DomainError, isGuid, newId, parseWith, rows, structBody, validationFail
 import { listResultsQuery, recordResultBody } from './bodies.js';
 import { resultReleased } from './events.js';
 import type { OrdersDeps } from './orders.js';
-import { assertCanRelease, assertCanWrite } from './permissions.js';
+import { assertMay } from '@lab/permissions';
 import { resultJoins, resultJson } from './render.js';
 
 export interface ResultCaps {
@@ -42,7 +42,7 @@ export async function recordResult(
   orderId: string,
   given: Record<string, unknown> | undefined,
 ): Promise<orders.ResultResponse> {
-  assertCanWrite(caller);
+  assertMay(caller, 'write', 'lab orders');
   const body = parseWith(recordResultBody, structBody(given));
   return deps.outbox.write(
     caller,
@@ -76,7 +76,8 @@ export async function recordResult(
  * concurrent releases the second finds nothing to change: 409 already_released.
  */
 export async function releaseResult(deps: OrdersDeps, caller: CallerContext, orderId: string, resultId: string): Promise<orders.ResultResponse> {
-  assertCanRelease(caller);
+  // a quality decision, not a write: the roles the permission model names (admin, qm)
+  assertMay(caller, 'release_result');
   if (!isGuid(orderId) || !isGuid(resultId)) throw DomainError.notFound('lab result not found');
   return deps.outbox.write(
     caller,

@@ -1,7 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { assertNotViewer, DomainError, isAdministrator, newId, rows, validationFailed, type CallerContext, type ServiceDeps, type Tx } from '@lab/kit';
+import { DomainError, newId, rows, validationFailed, type CallerContext, type ServiceDeps, type Tx } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import { isBound } from './access.js';
 import { idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
@@ -149,7 +150,7 @@ export function connectorHandlers(deps: ServiceDeps) {
   return {
     connectorHeartbeat: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
       const org = orgOf(caller);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const b = parseBody(heartbeatBody, req.json);
       return deps.outbox.write(
         caller,
@@ -191,7 +192,7 @@ export function connectorHandlers(deps: ServiceDeps) {
     deleteConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.Empty> => {
       const org = orgOf(caller);
       const id = idOf(req.id, 'connector');
-      if (!isAdministrator(caller)) throw DomainError.forbidden('deleting a connector needs an administrator role');
+      assertMay(caller, 'delete', 'a connector');
       await deps.outbox.write(
         caller,
         async (tx, emit) => {

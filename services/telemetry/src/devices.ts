@@ -1,18 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import {
-  assertNotViewer,
-  DomainError,
-  isAdministrator,
-  newId,
-  rows,
-  validationFailed,
-  type CallerContext,
-  type Emitter,
-  type ServiceDeps,
-  type Tx,
-} from '@lab/kit';
+import { DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import { deviceScope, isBound } from './access.js';
 import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
@@ -113,7 +103,7 @@ export function deviceHandlers(deps: ServiceDeps) {
   return {
     registerDevice: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
       const org = orgOf(caller);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const b = parseBody(registerBody, req.json);
       const connector_id = connectorForNewDevice(caller, b.connector_id);
       const answer = ({ json }: { json: string }) => createdAnswer(json);
@@ -143,7 +133,7 @@ export function deviceHandlers(deps: ServiceDeps) {
     deleteDevice: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.Empty> => {
       const org = orgOf(caller);
       const id = idOf(req.id, 'device');
-      if (!isAdministrator(caller)) throw DomainError.forbidden('deleting a device needs an administrator role');
+      assertMay(caller, 'delete', 'a device');
       await deps.outbox.write(
         caller,
         async (tx, emit) => {

@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { assertNotViewer, DomainError, newId, parseWith, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, parseWith, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertMay } from '@lab/permissions';
 import { createdAnswer, orgOf, text, uuid } from './common.js';
 import { RawFileAllowance } from './raw-file-limits.js';
 import { deviceById, insertResult } from './results.js';
@@ -37,7 +38,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
   return {
     uploadRawFile: async (input: AsyncIterable<telemetry.UploadChunk>, caller: CallerContext): Promise<telemetry.JsonResponse> => {
       const org = orgOf(caller);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const messages = input[Symbol.asyncIterator]();
       const first = await messages.next();
       if (first.done || !first.value.meta) throw DomainError.invalid('the first message must carry the upload metadata');

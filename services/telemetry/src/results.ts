@@ -1,19 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import {
-  assertNotViewer,
-  DomainError,
-  grantsScope,
-  newId,
-  rows,
-  validationFailed,
-  type CallerContext,
-  type Emitter,
-  type Executor,
-  type ServiceDeps,
-  type Tx,
-} from '@lab/kit';
+import { DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type Executor, type ServiceDeps, type Tx } from '@lab/kit';
+import { assertMay, grantsScope } from '@lab/permissions';
 import { assertMayActFor, deviceScope } from './access.js';
 import { createdAnswer, dateTime, finite, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
@@ -159,7 +148,7 @@ export function resultHandlers(deps: ServiceDeps) {
   return {
     ingestResult: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
       const org = orgOf(caller);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const b = parseBody(ingestBody, req.json);
       const json = await deps.outbox.write(
         caller,

@@ -1,8 +1,5 @@
 import { identity, records } from '@lab/contracts';
-import type { CallerContext } from '../context.js';
-import { DomainError } from '../errors.js';
-import { PeerClient } from '../peers.js';
-import type { ServiceDeps } from '../service.js';
+import { type CallerContext, DomainError, PeerClient, type ServiceDeps } from '@lab/kit';
 import type { RemoteCheck } from './references.js';
 
 /**

@@ -1,7 +1,5 @@
 import { sql } from 'drizzle-orm';
-import type { CallerContext } from '../context.js';
-import { rows, type Tx } from '../db.js';
-import { validationFailed, type FieldIssue } from './validation.js';
+import { type CallerContext, rows, type Tx, validationFailed, type FieldIssue } from '@lab/kit';
 import type { RecordJson } from './resource.js';
 
 /**

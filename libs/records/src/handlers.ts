@@ -1,28 +1,33 @@
 import { records } from '@lab/contracts';
-import type { CallerContext } from '../context.js';
-import type { Executor, Tx } from '../db.js';
-import { DomainError } from '../errors.js';
-import type { Handlers } from '../grpc.js';
-import type { Emitter } from '../outbox.js';
-import type { ServiceDeps } from '../service.js';
+import {
+  type CallerContext,
+  type Executor,
+  type Tx,
+  DomainError,
+  type Handlers,
+  type Emitter,
+  type ServiceDeps,
+  isGuid,
+  parseWith,
+  structBody,
+  validationFailed,
+  isoTimestamp,
+} from '@lab/kit';
+import { assertMay, denial, may, recordWriteDenied } from '@lab/permissions';
 import { parseListQuery } from './list-query.js';
-import { isAdministrator, type RecordJson, type Resource } from './resource.js';
+import type { RecordJson, Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
-import { isGuid, parseWith, structBody, validationFailed } from './validation.js';
-import { isoTimestamp } from '../storable.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
-/** A viewer reads only, whatever the token's scopes say. */
-export function assertNotViewer(caller: CallerContext): void {
-  if (caller.role === 'viewer') throw DomainError.forbidden('the viewer role cannot change records');
-}
-
-/** The resource's record-level write rule. */
+/**
+ * The resource's record-level write rule, after the permission model's `write`
+ * (a role that reads only is refused whatever the token's scopes say).
+ */
 export function assertMayWrite(r: Resource, caller: CallerContext, row: RecordJson): void {
-  assertNotViewer(caller);
-  if (r.canWrite && !r.canWrite(caller, row)) throw DomainError.forbidden(`no permission to change this ${r.auditResource}`);
+  assertMay(caller, 'write');
+  if (r.canWrite && !r.canWrite(caller, row)) throw recordWriteDenied(r.auditResource);
 }
 
 function parentOf(r: Resource, parentId: string): string | undefined {
@@ -155,7 +160,7 @@ export function recordServiceHandlers(
 
     createRecord: async (req, caller) => {
       const r = resource(req.resource);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const input = parseWith(r.create, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
@@ -174,7 +179,7 @@ export function recordServiceHandlers(
 
     updateRecord: async (req, caller) => {
       const r = resource(req.resource);
-      assertNotViewer(caller);
+      assertMay(caller, 'write');
       const input = parseWith(r.update, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
@@ -199,8 +204,8 @@ export function recordServiceHandlers(
       await audited(caller, r, 'delete', async (tx, emit) => {
         await checkParent(tx, r, caller, parentId);
         const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
-        const allowed = r.canDelete ? r.canDelete(caller, before.row) : isAdministrator(caller);
-        if (!allowed) throw DomainError.forbidden(`deleting a ${r.auditResource} needs an administrator`);
+        const allowed = r.canDelete ? r.canDelete(caller, before.row) : may(caller, 'delete');
+        if (!allowed) throw denial(caller, 'delete', `a ${r.auditResource}`);
         r.assertUnlocked?.(before.row);
         await deleteRow(tx, r, caller, req.id);
         await r.afterDelete?.(tx, emit, caller, before.row, null);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DomainError, defineResource, parseJsonObject, parseListQuery, parseWith } from '@lab/kit';
+import { DomainError, parseJsonObject, parseWith } from '@lab/kit';
+import { defineResource, parseListQuery } from '@lab/records';
 
 const things = defineResource({
   name: 'things',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isoDate, isoTimestamp } from '../storable.js';
+import { isoDate, isoTimestamp } from '@lab/kit';
 
 /**
  * The field vocabulary of record schemas, shared by every service that defines

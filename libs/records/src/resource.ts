@@ -1,9 +1,7 @@
 import type { SQL } from 'drizzle-orm';
 import type { z } from 'zod';
 import type { RecordCase } from '@lab/contracts';
-import type { CallerContext } from '../context.js';
-import type { Tx } from '../db.js';
-import type { Emitter } from '../outbox.js';
+import { type CallerContext, type Tx, type Emitter } from '@lab/kit';
 import type { ReferenceTarget } from './references.js';
 
 /** A record as PostgreSQL rendered it (JSON object of the visible columns). */
@@ -80,7 +78,7 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
    * updates and deletes, after the permission checks, on the locked row.
    */
   assertUnlocked?: (row: RecordJson) => void;
-  /** Delete permission (default: an administrator, see isAdministrator). */
+  /** Delete permission (default: the permission model's `delete`, an administrator). */
   canDelete?: (caller: CallerContext, row: RecordJson) => boolean;
   /**
    * Turns the validated create body into column values (add server-set
@@ -139,5 +137,3 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
     hidden,
   };
 }
-
-export { isAdministrator } from '../access.js';

@@ -1,4 +1,3 @@
-export * from './validation.js';
 export * from './resource.js';
 export * from './list-query.js';
 export * from './store.js';

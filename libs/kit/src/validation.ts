@@ -1,9 +1,9 @@
 import type { z } from 'zod';
-import { DomainError } from '../errors.js';
-import { jsonProblem, MAX_JSON_DEPTH } from '../storable.js';
-import { fieldIssues, type FieldIssue } from '../field-issues.js';
+import { DomainError } from './errors.js';
+import { jsonProblem, MAX_JSON_DEPTH } from './storable.js';
+import { fieldIssues, type FieldIssue } from './field-issues.js';
 
-export { fieldIssues, type FieldIssue } from '../field-issues.js';
+export { fieldIssues, type FieldIssue } from './field-issues.js';
 
 /**
  * The 400 of every request, in the project's shape: `details.fields` lists every

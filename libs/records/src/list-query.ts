@@ -1,9 +1,6 @@
 import type { FilterType, Resource } from './resource.js';
-import { isoDate, isoTimestamp, storableDate, storableText } from '../storable.js';
-import { isGuid, validationFailed } from './validation.js';
+import { isoDate, isoTimestamp, storableDate, storableText, isGuid, validationFailed, MAX_LIST_OFFSET } from '@lab/kit';
 
-/** Paging offsets travel as int32 in every contract: a larger one could not be answered. */
-export const MAX_LIST_OFFSET = 2_147_483_647;
 const TIMESTAMP = isoTimestamp();
 const DATE_ONLY = isoDate();
 

@@ -1,0 +1,16 @@
+/**
+ * Scopes (of a token): a token holds a scope when it was granted that scope, or
+ * `admin` or `*` (each implies every scope); `write` implies `read`.
+ */
+
+/** Scopes that make a token without a user an administrator (they imply every scope). */
+export const ADMIN_SCOPES: readonly string[] = ['admin', '*'];
+
+/** Whether `granted` scopes allow `required`. */
+export function grantsScope(granted: readonly string[], required: string): boolean {
+  if (granted.includes(required) || ADMIN_SCOPES.some((s) => granted.includes(s))) return true;
+  return required === 'read' && granted.includes('write');
+}
+
+/** Whether the scopes include one that implies every scope (admin or `*`). */
+export const hasAdminScope = (granted: readonly string[]): boolean => ADMIN_SCOPES.some((s) => granted.includes(s));
