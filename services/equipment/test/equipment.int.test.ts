@@ -118,10 +118,12 @@ const eventsOf = (type: string, key: string, id: string) => received.filter((m) 
  * duplicate event included, has been relayed too.
  */
 async function flush(): Promise<void> {
-  for (const c of [rec, tiny]) {
-    const marker = await create('equipment', { name: 'marker' }, org().admin, '', c);
-    await until(() => received.some((m) => m.type === 'audit.record' && (m.data as Json).record_id === marker.id) || undefined, 'the marker audit record');
-  }
+  await Promise.all(
+    [rec, tiny].map(async (c) => {
+      const marker = await create('equipment', { name: 'marker' }, org().admin, '', c);
+      await until(() => received.some((m) => m.type === 'audit.record' && (m.data as Json).record_id === marker.id) || undefined, 'the marker audit record');
+    }),
+  );
 }
 /** waits for the event, then for the relay to pass a later marker, so a duplicate would show */
 async function exactlyOne(type: string, key: string, id: string): Promise<BusMessage> {
