@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import pino from 'pino';
 import { AmqpBus, durableQueueArguments, newId, QUORUM_DELIVERY_LIMIT, type BusMessage, type BusQueueType, type Logger } from '@lab/kit';
 import { uniqueExchange } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * The durable queues on a RabbitMQ cluster: quorum queues by default (replicated,
@@ -14,12 +15,7 @@ const amqpUrl = process.env.AMQP_URL;
 const describeBroker = amqpUrl ? describe : describe.skip;
 
 const message = (): BusMessage => ({ id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  for (const end = Date.now() + ms; Date.now() < end; await sleep(25)) if (await cond()) return;
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (cond: () => boolean | Promise<boolean>, what: string, ms = 15_000) => waitFor(what, cond, ms);
 
 /** A logger whose lines the test reads (warn and above). */
 function capturingLogger(): { log: Logger; lines: Record<string, unknown>[] } {

@@ -1,5 +1,6 @@
 import { AmqpBus, createLogger, DomainError, MemoryBus, heldUntilOpen, newId, type BusMessage } from '@lab/kit';
 import { uniqueExchange } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * The connection to RabbitMQ drops while a consumer's handler is still running:
@@ -8,6 +9,10 @@ import { uniqueExchange } from '../../testing/src/backing';
  */
 const amqpUrl = process.env.AMQP_URL;
 const describeBroker = amqpUrl ? describe : describe.skip;
+
+/** How long a test watches for something that must not happen (an unhandled error, an early delivery). */
+const UNHANDLED_WINDOW_MS = 100;
+const HELD_WINDOW_MS = 20;
 
 describeBroker('a connection dropped while a handler runs', () => {
   const log = createLogger('test', 'silent');
@@ -33,13 +38,7 @@ describeBroker('a connection dropped while a handler runs', () => {
     model._core._model.connection.stream.destroy(new Error('connection reset (test)'));
   }
 
-  async function until(cond: () => boolean, what: string): Promise<void> {
-    for (let i = 0; i < 500; i++) {
-      if (cond()) return;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    throw new Error(`timed out waiting for ${what}`);
-  }
+  const until = (cond: () => boolean, what: string) => waitFor(what, cond);
 
   it.each([
     ['succeeded (ack)', false],
@@ -71,7 +70,8 @@ describeBroker('a connection dropped while a handler runs', () => {
 
     expect(seen.every((id) => id === msg.id)).toBe(true);
     expect(bus.connected).toBe(true);
-    await new Promise((r) => setTimeout(r, 100));
+    // deliberate wait: the subject is that nothing surfaces unhandled after the settle on the dead channel, an absence no condition marks
+    await new Promise((r) => setTimeout(r, UNHANDLED_WINDOW_MS));
     expect(unhandled).toEqual([]);
     await bus.close();
   });
@@ -97,8 +97,8 @@ describeBroker('transient failures of a consumer', () => {
         },
       });
       await bus.publish([{ id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} }]);
-      for (let i = 0; i < 500 && !handled; i++) await new Promise((r) => setTimeout(r, 20));
-      expect([handled, calls]).toEqual([true, 4]);
+      await waitFor('the message handled after three transient failures', () => handled, 20_000);
+      expect(calls).toBe(4);
     } finally {
       await bus.close();
     }
@@ -136,7 +136,8 @@ describe('the in-process bus', () => {
     const published = bus.publish([msg]);
     // a consumer that starts after the publisher (a service started later in the same process)
     await bus.subscribe({ queue: 'late', bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
-    await new Promise((r) => setTimeout(r, 20));
+    // deliberate wait: the subject is that nothing is delivered before open(), an absence no condition marks
+    await new Promise((r) => setTimeout(r, HELD_WINDOW_MS));
     expect(seen).toEqual([]);
     bus.open();
     await published;
@@ -159,7 +160,7 @@ describeBroker('durable queues declared by every process', () => {
       await producer.publish([msg]);
       const seen: string[] = [];
       await consumer.subscribe({ ...route, handler: async (m) => void seen.push(m.id) });
-      for (let i = 0; i < 250 && !seen.length; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor('the event kept for the late consumer', () => seen.length > 0, 5_000);
       expect(seen).toEqual([msg.id]);
     } finally {
       await producer.close();
@@ -182,12 +183,12 @@ describeBroker('a publish channel closed by itself', () => {
       const count = open();
       for (const channel of [...(bus as unknown as Channels).channels]) await channel!.close();
       expect(bus.connected).toBe(false);
-      for (let i = 0; i < 250 && open() < count; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(`${count} publish channel(s) open again`, () => open() >= count, 5_000);
       expect(open()).toBe(count);
       expect(bus.connected).toBe(true);
       const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
       await bus.publish([msg]);
-      for (let i = 0; i < 250 && !seen.length; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitFor('the message published on the new channel delivered', () => seen.length > 0, 5_000);
       expect(seen).toEqual([msg.id]);
     } finally {
       await bus.close();
@@ -211,10 +212,14 @@ describeBroker('a consumer cancelled by the broker', () => {
       await ch.deleteQueue(`${exchange}.${queue}`);
       const msg: BusMessage = { id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} };
       // published until the queue is there again and the message is read
-      for (let i = 0; i < 40 && !seen.length; i++) {
-        await bus.publish([msg]);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitFor(
+        'a message read from the queue declared anew',
+        async () => {
+          await bus.publish([msg]);
+          return seen.length > 0;
+        },
+        { timeoutMs: 4_000, intervalMs: 100 },
+      );
       expect(seen[0]).toBe(msg.id);
     } finally {
       await admin.close();

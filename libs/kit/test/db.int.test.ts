@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { newId, openDatabase, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * A connection lost in the middle of a transaction (the server restarted, the
@@ -11,6 +12,8 @@ import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing'
  */
 const url = process.env.DATABASE_URL;
 const describePg = url ? describe : describe.skip;
+/** How long a test watches for an uncaught error after a lost transaction settled. */
+const AFTERMATH_WINDOW_MS = 200;
 
 describePg('a connection lost during a transaction', () => {
   let dbUrl: string;
@@ -37,15 +40,13 @@ describePg('a connection lost during a transaction', () => {
   /** Terminates the backend running pg_sleep in this test's database once it is there. */
   async function terminateSleeper(): Promise<void> {
     const database = new URL(dbUrl).pathname.slice(1);
-    for (let i = 0; i < 200; i++) {
+    await waitFor('the sleeping statement to show up in pg_stat_activity', async () => {
       const r = await admin.query(
         `select pg_terminate_backend(pid) as done from pg_stat_activity where datname = $1 and query like '%pg_sleep%' and pid <> pg_backend_pid()`,
         [database],
       );
-      if (r.rows.some((x) => x.done)) return;
-      await new Promise((res) => setTimeout(res, 25));
-    }
-    throw new Error('the sleeping statement never showed up');
+      return r.rows.some((x) => x.done);
+    });
   }
 
   /** The sleeping transaction's backend is terminated: the transaction rejects, nothing escapes. */
@@ -58,7 +59,8 @@ describePg('a connection lost during a transaction', () => {
     await terminateSleeper();
     expect(await outcome).toMatch(/terminat|ECONNRESET/i);
     // the socket's end and the client's 'error' come after the statement's rejection
-    await new Promise((res) => setTimeout(res, 200));
+    // deliberate wait: the subject is that neither escapes as uncaught, an absence no condition marks
+    await new Promise((res) => setTimeout(res, AFTERMATH_WINDOW_MS));
     expect(uncaught).toEqual([]);
   }
 

@@ -1,5 +1,6 @@
 import { telemetry } from '@lab/contracts';
 import { createLogger, GrpcServer, isGrpcTarget, newId, RpcClient, systemContext, type Handlers } from '@lab/kit';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * Calls of one client spread over every replica its target names, and replicas
@@ -25,7 +26,7 @@ async function replica(name: string, opts: { port?: number; delayMs?: number; ma
   const handlers = new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, {
     get: () => async () => {
       r.calls++;
-      if (opts.delayMs) await sleep(opts.delayMs);
+      if (opts.delayMs) await sleep(opts.delayMs); // deliberate wait: the replica's work, so calls are in flight when it stops
       return { json: JSON.stringify({ replica: name }), created: true };
     },
   });
@@ -130,7 +131,7 @@ describe('round-robin calls over replicas', () => {
     const client = clientOf(`ipv4:127.0.0.1:${a.port},127.0.0.1:${b.port}`);
     try {
       const load = calls(client, 400, 8);
-      await sleep(300);
+      await waitFor('a quarter of the load answered, b serving part of it', () => a.calls + b.calls >= 100 && b.calls > 0);
       const stopped = b.server.shutdown(5_000);
       const { answered, failed } = await load;
       await stopped;
@@ -172,7 +173,8 @@ describe('round-robin calls over replicas', () => {
       // each replica in turn stops gracefully and a new one starts on its address;
       // the other stops as soon as it is up, before the client has reconnected to it
       for (const name of ['a', 'b', 'a'] as const) {
-        await sleep(150);
+        const base = a.calls + b.calls;
+        await waitFor(`100 more calls answered before ${name} restarts`, () => a.calls + b.calls >= base + 100);
         const old = name === 'a' ? a : b;
         await old.server.shutdown(5_000);
         started.splice(started.indexOf(old), 1);

@@ -19,6 +19,7 @@ import {
   type Readiness,
 } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 const log = createLogger('test', 'silent');
 const servers: Server[] = [];
@@ -110,13 +111,13 @@ describe('operations port', () => {
       { log, bus, secret: 'x'.repeat(32), databaseUrl: await freshDatabaseUrl(), dataDir, grpcAddress: '127.0.0.1:0', housekeepingMs: 50 },
     );
     try {
-      for (let i = 0; i < 100 && passes < 3; i++) await new Promise((r) => setTimeout(r, 20));
-      expect(passes).toBeGreaterThanOrEqual(3);
+      await waitFor('three housekeeping passes (the first one failing)', () => passes >= 3, 5_000);
     } finally {
       await svc.stop();
       await bus.close();
     }
     const after = passes;
+    // deliberate wait: the subject is that no pass runs after stop(), an absence no condition marks (three housekeeping periods of 50 ms)
     await new Promise((r) => setTimeout(r, 150));
     // stopped with the service
     expect(passes).toBe(after);

@@ -4,6 +4,7 @@ import { sql } from 'drizzle-orm';
 import { AmqpBus, createLogger, migrate, newId, openDatabase, Outbox, systemContext, type Database, type Logger } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 import { cuttableProxy, type CuttableProxy } from '../../testing/src/tcp-proxy';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * The relay through a broker outage, made by cutting a TCP proxy between the bus
@@ -35,13 +36,7 @@ function recordingLog(): { log: Logger; lines: { level: string; msg: string; obj
   return { log, lines };
 }
 
-async function until(cond: () => boolean | Promise<boolean>, what: string, ms = 30_000) {
-  for (const end = Date.now() + ms; Date.now() < end;) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (cond: () => boolean | Promise<boolean>, what: string, ms = 30_000) => waitFor(what, cond, ms);
 
 describeBroker('outbox relay through a broker outage', () => {
   const exchange = uniqueExchange();

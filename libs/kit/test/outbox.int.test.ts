@@ -19,6 +19,7 @@ import {
   type PublishOutcome,
 } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 const log = createLogger('test', 'silent');
 const amqpUrl = process.env.AMQP_URL;
@@ -60,13 +61,7 @@ afterAll(async () => {
   await dropFreshDatabases();
 });
 
-async function until(cond: () => boolean | Promise<boolean>, what: string) {
-  for (let i = 0; i < 300; i++) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (cond: () => boolean | Promise<boolean>, what: string) => waitFor(what, cond);
 
 test('every committed change publishes its event exactly once, and the outbox empties', async () => {
   const ids = await Promise.all(

@@ -18,6 +18,7 @@ import {
   type Handlers,
 } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
 
 // The receipts of keyed calls, end to end within the kit: a GrpcServer and an
 // Outbox sharing Receipts, as runService wires them, on a real database.
@@ -77,7 +78,7 @@ const receiptsOf = async (key: string) =>
   db.rows<{ answered: boolean }>(sql`select answer is not null as answered from kit_test.call_receipts where key = ${key}`);
 /** The key's one receipt, once its answer is kept (the call is answered without waiting for that). */
 async function answered(key: string): Promise<void> {
-  for (let i = 0; i < 100 && !(await receiptsOf(key))[0]?.answered; i++) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(`the receipt of ${key} to keep its answer`, async () => (await receiptsOf(key))[0]?.answered, 5_000);
   expect(await receiptsOf(key)).toEqual([{ answered: true }]);
 }
 

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { waitFor } from './waits.js';
 
 /** A transaction held open on a connection of its own, for tests of what waits on its locks. */
 export interface HeldTransaction {
@@ -30,16 +31,13 @@ export async function holdTransaction(databaseUrl: string, hold: (db: pg.Client)
   }
   return {
     async waiters(n = 1) {
-      const deadline = Date.now() + 10_000;
-      for (;;) {
+      await waitFor(`${n} session(s) waiting for the held locks`, async () => {
         const r = await db.query<{ n: number }>(
           `select count(*)::int as n from pg_stat_activity
            where datname = current_database() and pid <> pg_backend_pid() and wait_event_type = 'Lock'`,
         );
-        if (r.rows[0]!.n >= n) return;
-        if (Date.now() > deadline) throw new Error(`no ${n} session(s) came to wait for the held locks`);
-        await new Promise((res) => setTimeout(res, 20));
-      }
+        return r.rows[0]!.n >= n;
+      });
     },
     async commit() {
       await db.query('commit');

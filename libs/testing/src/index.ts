@@ -6,3 +6,4 @@ export * from './held-locks.js';
 export * from './reference-owners.js';
 export * from './otlp-receiver.js';
 export * from './tcp-proxy.js';
+export * from './waits.js';

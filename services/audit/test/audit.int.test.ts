@@ -18,6 +18,7 @@ import { audit } from '@lab/contracts';
 import { definition } from '../src/index';
 import { listRecords, parseListRequest } from '../src/audit-log';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
+import { waitFor } from '../../../libs/testing/src/waits';
 
 const secret = 'test-secret-0123456789';
 const log = createLogger('test', 'silent');
@@ -53,23 +54,11 @@ function record(org: string, i: number): BusMessage {
 
 const ctx = (org: string) => ({ ...systemContext('t'), org_id: org, token_kind: 'api_key', scopes: ['audit:read'] });
 
-async function eventually<T>(check: () => Promise<T | undefined>): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const v = await check();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('condition not met in time');
-}
-
-async function waitForCount(org: string, n: number) {
-  for (let i = 0; i < 200; i++) {
+const waitForCount = (org: string, n: number) =>
+  waitFor(`${n} audit records for ${org}`, async () => {
     const res = await client.call('listAudit', { limit: 1000 }, ctx(org));
-    if (res.count >= n) return res.count;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`audit records for ${org} never reached ${n}`);
-}
+    return res.count >= n ? res.count : undefined;
+  });
 
 beforeAll(async () => {
   bus = process.env.AMQP_URL ? await AmqpBus.connect(process.env.AMQP_URL, uniqueExchange(), log, { queueExpiresMs: 600_000 }) : new MemoryBus(log);
@@ -128,12 +117,11 @@ test('pages of heavy records are cut by bytes and still cover the log', async ()
   for (const m of heavy) await bus.publish([m]);
   const db = await openDatabase({ url: databaseUrl, dataDir: '/tmp/lab-audit-test', poolSize: 1 });
   try {
-    for (let i = 0; ; i++) {
-      const [c] = await db.rows<{ n: number }>(sql`select count(*)::int as n from audit.records where org_id = ${org}::uuid`);
-      if (c!.n === heavy.length) break;
-      if (i > 400) throw new Error('heavy audit records never arrived');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(
+      `${heavy.length} heavy audit records stored`,
+      async () => (await db.rows<{ n: number }>(sql`select count(*)::int as n from audit.records where org_id = ${org}::uuid`))[0]!.n === heavy.length,
+      20_000,
+    );
   } finally {
     await db.close();
   }
@@ -242,7 +230,7 @@ describe('hash chain', () => {
     const msgs = Array.from({ length: 3 }, (_, i) => ({ ...record(orgA, i), org_id: null }));
     await bus.publish(msgs);
     const nil = '00000000-0000-0000-0000-000000000000';
-    const report = await eventually(async () => {
+    const report = await waitFor('3 entries in the chain without an organisation', async () => {
       const r = await verify(nil);
       return r.entries >= 3 ? r : undefined;
     });

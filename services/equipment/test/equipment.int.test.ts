@@ -9,6 +9,7 @@ import {
   tapEvents,
   testBus,
   uniqueExchange,
+  waitFor,
   type EventTap,
   type ReferenceOwners,
 } from '@lab/testing';
@@ -108,20 +109,26 @@ async function failure(p: Promise<unknown>): Promise<DomainError> {
   throw new Error('expected the call to fail');
 }
 
-async function until<T>(check: () => T | undefined | Promise<T | undefined>, what: string): Promise<T> {
-  for (let i = 0; i < 750; i++) {
-    const v = await check();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = <T>(check: () => T | undefined | Promise<T | undefined>, what: string) => waitFor(what, check, 15_000);
 
 const eventsOf = (type: string, key: string, id: string) => received.filter((m) => m.type === type && (m.data as Json)[key] === id);
-/** waits for the event, then gives the relay a moment more so a duplicate would show */
+/**
+ * Waits until a marker record's audit entry is out from each database (the usual
+ * one and the auto-close replicas'): whatever was committed before it, a
+ * duplicate event included, has been relayed too.
+ */
+async function flush(): Promise<void> {
+  await Promise.all(
+    [rec, tiny].map(async (c) => {
+      const marker = await create('equipment', { name: 'marker' }, org().admin, '', c);
+      await until(() => received.some((m) => m.type === 'audit.record' && (m.data as Json).record_id === marker.id) || undefined, 'the marker audit record');
+    }),
+  );
+}
+/** waits for the event, then for the relay to pass a later marker, so a duplicate would show */
 async function exactlyOne(type: string, key: string, id: string): Promise<BusMessage> {
   await until(() => (eventsOf(type, key, id).length ? true : undefined), `${type} of ${id}`);
-  await new Promise((r) => setTimeout(r, 300));
+  await flush();
   const hits = eventsOf(type, key, id);
   expect(hits).toHaveLength(1);
   return hits[0]!;

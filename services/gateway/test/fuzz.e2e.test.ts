@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Client } from 'pg';
-import { startStack, type Stack } from '@lab/testing';
+import { startStack, waitFor, type Stack } from '@lab/testing';
 import { checkerFor } from './openapi-responses';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
@@ -572,14 +572,18 @@ async function rowCounts(): Promise<Record<string, number>> {
 
 /** Waits until asynchronous consumers (audit, inboxes) have caught up with setup. */
 async function settledCounts(): Promise<Record<string, number>> {
-  let prev = JSON.stringify(await rowCounts());
-  for (let i = 0; i < 40; i++) {
-    await new Promise((r) => setTimeout(r, 500));
-    const cur = await rowCounts();
-    if (JSON.stringify(cur) === prev) return cur;
-    prev = JSON.stringify(cur);
-  }
-  return JSON.parse(prev);
+  // settled: the same counts twice, half a second apart (the first look only sets the baseline)
+  let prev = '';
+  return waitFor(
+    'the row counts to stop changing',
+    async () => {
+      const cur = await rowCounts();
+      const same = JSON.stringify(cur) === prev;
+      prev = JSON.stringify(cur);
+      return same ? cur : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 500 },
+  );
 }
 
 const dedupe = (xs: string[]) => [...new Set(xs.map((x) => x.slice(0, 400)))].slice(0, 40);

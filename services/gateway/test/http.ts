@@ -3,6 +3,7 @@
  * checked against the OpenAPI document the gateway serves (openapi-responses.ts):
  * an answer the document does not describe fails the test that made the call.
  */
+import { waitFor } from '@lab/testing/waits';
 import { checkerFor } from './openapi-responses';
 
 export interface Answer<T = any> {
@@ -45,13 +46,6 @@ export async function call<T = any>(base: string, method: string, path: string, 
   return { status: res.status, headers: res.headers, body: parsed as T, text };
 }
 
-/** Polls until check() returns a value other than undefined, or fails after the timeout. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls until check() returns a value other than undefined, or fails after the timeout naming `what`. */
+export const eventually = <T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'the awaited condition'): Promise<T> =>
+  waitFor(what, check, { timeoutMs, intervalMs: 50 }) as Promise<T>;

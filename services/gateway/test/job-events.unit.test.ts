@@ -4,6 +4,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Response } from 'express';
 import { createLogger, MemoryBus } from '@lab/kit';
+import { waitFor } from '@lab/testing/waits';
 import type { Principal } from '../src/auth';
 import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEventsOptions } from '../src/job-events';
 
@@ -13,6 +14,8 @@ import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEvents
  */
 const log = createLogger('test', 'silent');
 const ORG = '0190a0c8-0000-7000-8000-000000000001';
+/** Ten heartbeat periods of the 5 ms the close() test sets: long enough for a stray write to show. */
+const HEARTBEAT_PERIODS_MS = 50;
 const admin = { org_id: ORG, user_id: 'u-1', role: 'admin', scopes: ['read'], token_kind: 'pat', token_id: 't-1' } as unknown as Principal;
 
 interface Harness {
@@ -65,7 +68,7 @@ async function client(t: Harness, read = false, who = admin): Promise<{ socket: 
   else s.pause();
   await once(s, 'connect');
   s.write('GET /v1/realtime/background_jobs HTTP/1.1\r\nHost: test\r\n\r\n');
-  while (t.responses.length < t.clients.length) await delay(5);
+  await waitFor('the server to take the request', () => t.responses.length >= t.clients.length, { intervalMs: 5 });
   return { socket: s, received: () => got };
 }
 
@@ -91,7 +94,7 @@ describe('JobEventsHub', () => {
     const t = await harness();
     const c = await client(t, true);
     await t.bus.publish([event()]);
-    while (!c.received().includes('event: job.updated')) await delay(5);
+    await waitFor('the event at the client', () => c.received().includes('event: job.updated'), { intervalMs: 5 });
     expect(c.received()).toContain(': connected to background_jobs');
     expect(t.hub.size).toBe(1);
   });
@@ -101,7 +104,7 @@ describe('JobEventsHub', () => {
     const c = await client(t, true);
     await t.attached[0];
     // the response's last chunk: the stream ended (the socket itself may be kept alive)
-    while (!c.received().endsWith('0\r\n\r\n')) await delay(5);
+    await waitFor("the response's last chunk", () => c.received().endsWith('0\r\n\r\n'), { intervalMs: 5 });
     expect(c.received()).toContain('retry: 1000\n\n');
     expect(t.hub.size).toBe(0);
     await t.bus.publish([event()]);
@@ -113,16 +116,21 @@ describe('JobEventsHub', () => {
     await client(t); // stalled: its end() cannot complete, so 'close' does not come soon
     const res = t.responses[0]!;
     // Fill the socket until output queues in the process (but stays under the drop bound).
-    for (let i = 0; i < 2000 && res.writableLength === 0; i++) {
-      await t.bus.publish([event(16 * 1024)]);
-      await delay(1);
-    }
+    await waitFor(
+      'output queued in the process',
+      async () => {
+        await t.bus.publish([event(16 * 1024)]);
+        return res.writableLength > 0;
+      },
+      { intervalMs: 1 },
+    );
     expect(res.writableLength).toBeGreaterThan(0);
     expect(res.writableLength).toBeLessThan(MAX_BUFFERED_BYTES);
 
     t.hub.close();
     await t.bus.publish([event()]);
-    await delay(50); // several heartbeat periods
+    // deliberate wait: the subject is that no write comes after end() in several heartbeat periods, an absence no condition marks
+    await delay(HEARTBEAT_PERIODS_MS);
     expect(t.errors.map((e) => (e as NodeJS.ErrnoException).code)).toEqual([]);
     expect(t.hub.size).toBe(0);
     expect(res.writableEnded).toBe(true);
@@ -131,7 +139,7 @@ describe('JobEventsHub', () => {
   it('attach() of a client that already left returns at once and registers nothing', async () => {
     const t = await harness({ attachAfterClose: true });
     (await client(t)).socket.destroy();
-    while (t.attached.length === 0) await delay(5);
+    await waitFor('attach() to be called', () => t.attached.length > 0, { intervalMs: 5 });
     const outcome = await Promise.race([t.attached[0]!.then(() => 'returned'), delay(500).then(() => 'pending')]);
     expect(outcome).toBe('returned');
     expect(t.hub.size).toBe(0);
@@ -142,10 +150,16 @@ describe('JobEventsHub', () => {
     await client(t);
     const res = t.responses[0]!;
     // At most 64 MiB offered: far beyond socket buffers plus the bound.
-    for (let i = 0; i < 1024 && t.hub.size > 0; i++) {
-      await t.bus.publish([event(64 * 1024)]);
-      await delay(1);
-    }
+    let offered = 0;
+    await waitFor(
+      'the client dropped',
+      async () => {
+        if (++offered > 1024) throw new Error('64 MiB offered and the client is still attached');
+        await t.bus.publish([event(64 * 1024)]);
+        return t.hub.size === 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 1 },
+    );
     expect(t.hub.size).toBe(0);
     expect(res.destroyed).toBe(true);
     await t.attached[0]; // the stream's promise settles: the handler does not leak
@@ -160,13 +174,13 @@ describe('JobEventsHub.admit', () => {
       t.hub.admit(admin);
       opened.push(await client(t, true));
     }
-    while (t.hub.size < MAX_STREAMS_PER_TOKEN) await delay(5);
+    await waitFor(`${MAX_STREAMS_PER_TOKEN} streams attached`, () => t.hub.size >= MAX_STREAMS_PER_TOKEN, { intervalMs: 5 });
     expect(() => t.hub.admit(admin)).toThrow(expect.objectContaining({ kind: 'rate_limited', code: 'too_many_streams' }));
     // the cap is per token
     expect(() => t.hub.admit({ ...admin, token_id: 't-2' } as Principal)).not.toThrow();
     // a stream that ends gives its place back
     opened[0]!.socket.destroy();
-    while (t.hub.size > MAX_STREAMS_PER_TOKEN - 1) await delay(5);
+    await waitFor('the ended stream forgotten', () => t.hub.size <= MAX_STREAMS_PER_TOKEN - 1, { intervalMs: 5 });
     expect(() => t.hub.admit(admin)).not.toThrow();
   });
 });
@@ -182,12 +196,12 @@ describe('JobEventsHub caps beyond the token', () => {
       t.hub.admit(tokenOf(i));
       await client(t, true, tokenOf(i));
     }
-    while (t.hub.size < 3) await delay(5);
+    await waitFor('3 streams attached', () => t.hub.size >= 3, { intervalMs: 5 });
     expect(() => t.hub.admit(tokenOf(9))).toThrow(expect.objectContaining({ kind: 'rate_limited', code: 'too_many_streams' }));
     expect(() => t.hub.admit(tokenOf(0, OTHER_ORG))).not.toThrow();
     // a stream that ends gives the organisation its place back
     t.clients[0]!.destroy();
-    while (t.hub.size > 2) await delay(5);
+    await waitFor('the ended stream forgotten', () => t.hub.size <= 2, { intervalMs: 5 });
     expect(() => t.hub.admit(tokenOf(9))).not.toThrow();
   });
 
@@ -195,7 +209,7 @@ describe('JobEventsHub caps beyond the token', () => {
     const t = await harness({ maxStreams: 2 });
     await client(t, true, tokenOf(1));
     await client(t, true, tokenOf(1, OTHER_ORG));
-    while (t.hub.size < 2) await delay(5);
+    await waitFor('2 streams attached', () => t.hub.size >= 2, { intervalMs: 5 });
     expect(() => t.hub.admit(tokenOf(2))).toThrow(expect.objectContaining({ kind: 'unavailable' }));
   });
 
@@ -207,7 +221,7 @@ describe('JobEventsHub caps beyond the token', () => {
     t.hub.admit(tokenOf(2)); // both admitted while none is attached
     const first = await client(t, true, tokenOf(1));
     const second = await client(t, true, tokenOf(2));
-    while (!second.received().endsWith('0\r\n\r\n')) await delay(5);
+    await waitFor("the second stream's last chunk", () => second.received().endsWith('0\r\n\r\n'), { intervalMs: 5 });
     expect(second.received()).toContain('retry: 5000\n\n');
     expect(second.received()).not.toContain('connected to background_jobs');
     expect(first.received()).toContain('connected to background_jobs');
@@ -219,9 +233,9 @@ describe('JobEventsHub caps beyond the token', () => {
     const mine = await client(t, true, tokenOf(1));
     const theirs = await client(t, true, tokenOf(1, OTHER_ORG));
     await t.bus.publish([event(64, OTHER_ORG)]);
-    while (!theirs.received().includes('event: job.updated')) await delay(5);
+    await waitFor('the event at the other organisation', () => theirs.received().includes('event: job.updated'), { intervalMs: 5 });
     await t.bus.publish([event()]);
-    while (!mine.received().includes('event: job.updated')) await delay(5);
+    await waitFor('the event at my organisation', () => mine.received().includes('event: job.updated'), { intervalMs: 5 });
     expect(mine.received().match(/event: job.updated/g)).toHaveLength(1);
     expect(theirs.received().match(/event: job.updated/g)).toHaveLength(1);
   });

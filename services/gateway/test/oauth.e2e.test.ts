@@ -302,6 +302,8 @@ describe('authorization server metadata', () => {
 });
 
 describe('code lifetime', () => {
+  /** The codes' TTL of this stack (1 s) and half a second more. */
+  const CODE_EXPIRED_AFTER_MS = 1_500;
   let short: Stack;
   beforeAll(async () => {
     const before = process.env.IDENTITY_OAUTH_CODE_TTL_SECONDS;
@@ -324,7 +326,8 @@ describe('code lifetime', () => {
     const c = await short.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'c', redirect_uris: [REDIRECT] }, 201);
     const loc = await authorize(short.url, { client_id: c.client_id, redirect_uri: REDIRECT }, { email: u.email, password }, org);
     const code = loc.searchParams.get('code')!;
-    await new Promise((r) => setTimeout(r, 1500));
+    // deliberate wait: the subject is the code's TTL running out; redeeming it to poll would use it up
+    await new Promise((r) => setTimeout(r, CODE_EXPIRED_AFTER_MS));
     const t = await token(short.url, c, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT });
     expect(t.status).toBe(400);
     expect(t.body.error).toBe('invalid_grant');

@@ -1,7 +1,7 @@
 import { recordObject, records } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/inventory';
-import { startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
+import { startReferenceOwners, startTestService, waitFor, type ReferenceOwners, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rec: RpcClient<typeof records.RecordServiceService>;
@@ -68,13 +68,7 @@ async function failure(p: Promise<unknown>): Promise<DomainError> {
   throw new Error('expected the call to fail');
 }
 
-async function until(cond: () => boolean, what: string) {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (cond: () => boolean, what: string) => waitFor(what, cond);
 
 const auditOf = (id: string) => received.filter((m) => m.type === 'audit.record' && (m.data as Json).record_id === id);
 /** Waits until the relay published a marker record's audit entry: everything committed before it is out too. */

@@ -8,7 +8,7 @@ import { getChannelzHandlers } from '@grpc/grpc-js';
 import { PDFDocument } from 'pdf-lib';
 import yauzl from 'yauzl';
 import type { RunningService } from '@lab/kit';
-import { startStack, type Stack } from '@lab/testing';
+import { startStack, waitFor, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 import { toCsv } from './csv-oracle';
 import { SCRATCH_DIR } from '../src/scratch';
@@ -465,12 +465,24 @@ describe('GET /v1/jobs/{id}/artifact', () => {
         // read one piece, then stop reading: the gateway fills the buffers and waits
         res.once('data', () => {
           res.pause();
-          setTimeout(() => resolve(r), 500);
+          resolve(r);
         });
       });
       r.on('error', reject);
       r.end();
     });
+    // the buffers full: nothing more arrives on the socket between two looks
+    let bytes = -1;
+    await waitFor(
+      'the download to stall on backpressure',
+      () => {
+        const now = req.socket!.bytesRead;
+        const stalled = now === bytes;
+        bytes = now;
+        return stalled;
+      },
+      { intervalMs: 100 },
+    );
     expect(await openCallsToJobs()).toBe(1);
     req.on('error', () => undefined);
     req.destroy();

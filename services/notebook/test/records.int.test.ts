@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { experimentJson, notebook, recordObject, records, signatureObject, signedExperimentJson } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
-import { holdTransaction, startReferenceOwners, startTestService, type ReferenceOwners, type TestService } from '@lab/testing';
+import { holdTransaction, startReferenceOwners, startTestService, waitFor, type ReferenceOwners, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rec: RpcClient<typeof records.RecordServiceService>;
@@ -94,13 +94,7 @@ async function failure(p: Promise<unknown>): Promise<DomainError> {
   throw new Error('expected the call to fail');
 }
 
-async function until(cond: () => boolean, what: string) {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = (cond: () => boolean, what: string) => waitFor(what, cond);
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?\+00:00$/;
 

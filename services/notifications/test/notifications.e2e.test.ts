@@ -1,10 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { sql } from 'drizzle-orm';
-import { newId, Receipts } from '@lab/kit';
+import { metrics, newId, Receipts } from '@lab/kit';
 import { purgeExpired } from '../src/retention';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
+import { waitFor } from '@lab/testing/waits';
+
+/** Messages the notifications consumer has handled so far (the stack runs in this process). */
+async function reactionsHandled(): Promise<number> {
+  const { values } = await metrics().consumed.get();
+  return values.filter((v) => v.labels.queue === 'notifications.reactions' && v.labels.outcome === 'ok').reduce((n, v) => n + v.value, 0);
+}
 
 let stack: Stack;
 let orgId: string;
@@ -291,6 +298,7 @@ describe('notifications from events', () => {
     const fridge = `FRIDGE-${randomUUID()}`;
     const freezer = `FREEZER-${randomUUID()}`;
     const breachOf = (code: string, value: number) => ({ parameter: 'temperature', external_code: code, value, unit: '°C', limit_min: 2, limit_max: 8 });
+    const before = await reactionsHandled();
     // one ingest batch's worth of breaches of one point at once, and one of another point
     await stack.bus.publish([
       ...Array.from({ length: 30 }, (_, i) => ({
@@ -308,8 +316,8 @@ describe('notifications from events', () => {
       await eventually(async () => ((await about(u, freezer)).length === 1 ? true : undefined));
       await eventually(async () => ((await about(u, fridge)).length >= 1 ? true : undefined));
     }
-    // every message has been consumed once the freezer's alert is in; give stragglers a moment
-    await new Promise((r) => setTimeout(r, 500));
+    // every one of the 31 breaches handled (the services run in this process): a second alert would be in by now
+    await waitFor('the 31 breaches handled by notifications.reactions', async () => (await reactionsHandled()) >= before + 31);
     for (const u of [users.qm1!, users.qm2!]) expect(await about(u, fridge)).toHaveLength(1);
 
     // once the quiet period has passed, the point alerts again

@@ -14,7 +14,7 @@ import {
 } from '@lab/kit';
 import { definition as notebookDefinition } from '@lab/notebook';
 import { ordersDefinition, rowsWarning, samplesWarning } from '@lab/orders';
-import { dropFreshDatabases, freshDatabaseUrl, tapEvents, testBus, uniqueExchange, type EventTap } from '@lab/testing';
+import { dropFreshDatabases, freshDatabaseUrl, tapEvents, testBus, uniqueExchange, waitFor as waitUntil, type EventTap } from '@lab/testing';
 
 const log = createLogger('test', 'silent');
 const secret = 'test-secret-0123456789';
@@ -99,14 +99,11 @@ const results = async (caller: CallerContext, query: Record<string, string> = {}
   return { ...r, data: r.results.map((x) => JSON.parse(resultJson(x)) as Json) };
 };
 
-async function waitFor(pred: (m: BusMessage) => boolean, n: number): Promise<BusMessage[]> {
-  for (let i = 0; i < 200; i++) {
+const waitFor = (pred: (m: BusMessage) => boolean, n: number): Promise<BusMessage[]> =>
+  waitUntil(`${n} matching event(s)`, () => {
     const found = received.filter(pred);
-    if (found.length >= n) return found;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return received.filter(pred);
-}
+    return found.length >= n ? found : undefined;
+  });
 
 describe('orders over gRPC', () => {
   it('creates the order and its samples in the notebook, links them and emits lab_order.created', async () => {

@@ -2,6 +2,7 @@ import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, loadConfig } from '@lab/kit';
+import { waitFor } from '@lab/testing/waits';
 import { standaloneEnv, startStandalone, type Standalone } from '../src/standalone';
 
 // The embedded default a new user meets: PGlite and the in-process bus, whatever
@@ -46,11 +47,10 @@ test('starts embedded, serves the whole flow, and keeps its data across a restar
     expect(created.status).toBe(201);
 
     // the audit record travels outbox -> in-process bus -> audit service
-    let audit = await call(lab, 'GET', '/v1/audit', token);
-    for (let i = 0; i < 100 && !audit.body.data.some((r: { resource: string }) => r.resource === 'sample'); i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      audit = await call(lab, 'GET', '/v1/audit', token);
-    }
+    const audit = await waitFor('the sample audit record', async () => {
+      const r = await call(lab, 'GET', '/v1/audit', token);
+      return r.body.data.some((x: { resource: string }) => x.resource === 'sample') ? r : undefined;
+    });
     expect(audit.body.data.map((r: { resource: string; action: string }) => `${r.resource}:${r.action}`)).toContain('sample:create');
     // every service answers for its outbox's dead letters (none here)
     const dead = await call(lab, 'GET', '/admin/v1/dead-letters', op);

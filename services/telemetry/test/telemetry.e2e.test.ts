@@ -48,6 +48,7 @@ const collect = runInNewContext('gc') as () => void;
 const settledRss = async () => {
   for (let i = 0; i < 3; i++) {
     collect();
+    // deliberate wait: what the collector freed reaches the RSS in the background, which no event marks
     await new Promise((r) => setTimeout(r, 50));
   }
   return process.memoryUsage().rss;

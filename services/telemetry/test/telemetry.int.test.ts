@@ -1,7 +1,7 @@
 import { telemetry } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { telemetryDefinition } from '@lab/telemetry';
-import { startTestService, type TestService } from '@lab/testing';
+import { startTestService, waitFor, type TestService } from '@lab/testing';
 
 let t: TestService;
 let rpc: RpcClient<typeof telemetry.TelemetryServiceService>;
@@ -47,14 +47,7 @@ async function failure(p: Promise<unknown>): Promise<DomainError> {
   throw new Error('expected the call to fail');
 }
 
-async function until<T>(check: () => T | undefined, what: string): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const v = check();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = <T>(check: () => T | undefined, what: string) => waitFor(what, check);
 
 const j = (r: { json: string }) => JSON.parse(r.json) as Json;
 

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { waitFor } from '@lab/testing/waits';
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -41,13 +42,6 @@ export class Receiver {
   }
 }
 
-/** Polls until check() returns a value other than undefined. */
-export async function eventually<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls until check() returns a value other than undefined, or fails after the timeout naming `what`. */
+export const eventually = <T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, what = 'the awaited condition'): Promise<T> =>
+  waitFor(what, check, { timeoutMs, intervalMs: 50 }) as Promise<T>;

@@ -38,6 +38,7 @@ describe('postOnce deadline', () => {
     await once(server, 'listening');
     const port = (server.address() as AddressInfo).port;
     const slow: Resolver = async () => {
+      // deliberate wait: the subject, a lookup that takes 200 ms
       await delay(200);
       return [{ address: '127.0.0.1', family: 4 }];
     };
@@ -54,6 +55,7 @@ describe('postOnce deadline', () => {
     await expect(attempt).rejects.toMatchObject({ code: 'ERR_INVALID_CHAR' });
     // Past the deadline its timer has fired; with no request it used to throw, an
     // uncaught exception (which crashes a service, and which Jest reports as this test's failure).
+    // deliberate wait: the subject is that the 20 ms deadline timer fires without a throw, an absence no condition marks
     await delay(100);
   });
 });

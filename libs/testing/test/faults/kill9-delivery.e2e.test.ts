@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startCluster, type Cluster } from '../../src/cluster';
-import { describeFault, eventually, query, request, seedOrg, sleep, writeLoad } from './support';
+import { answersSince, describeFault, eventually, query, request, seedOrg, writeLoad } from './support';
 
 /**
  * SIGKILL of the webhooks process and of the jobs worker in the middle of a
@@ -59,9 +59,12 @@ describeFault('kill -9 of the webhooks and jobs processes', [], () => {
     const load = writeLoad(cluster.url, token, 4);
     const jobIds: string[] = [];
     try {
-      await sleep(2_500);
+      let at = Date.now();
+      await answersSince(load.result, at, 'created', 20);
+      // webhooks down while writes go on: their deliveries wait for it
+      at = Date.now();
       await cluster.kill('webhooks');
-      await sleep(500);
+      await answersSince(load.result, at, 'created', 5);
       await cluster.restart('webhooks');
 
       for (let i = 0; i < 8; i++) {
@@ -79,9 +82,11 @@ describeFault('kill -9 of the webhooks and jobs processes', [], () => {
         20_000,
       );
       await cluster.kill('jobs');
-      await sleep(500);
+      at = Date.now();
+      await answersSince(load.result, at, 'created', 5);
       await cluster.restart('jobs');
-      await sleep(2_000);
+      at = Date.now();
+      await answersSince(load.result, at, 'created', 20);
     } finally {
       const result = await load.stop();
       expect(result.abandoned).toBe(0);

@@ -1,5 +1,5 @@
 import { startCluster, type Cluster } from '../../src/cluster';
-import { describeFault, eventQueue, query, seedOrg, sleep, writeLoad } from './support';
+import { answersSince, describeFault, eventQueue, query, seedOrg, writeLoad } from './support';
 
 /**
  * SIGKILL of the gateway in the middle of a write load. The writers retry with
@@ -25,11 +25,14 @@ describeFault('kill -9 of the gateway', [], () => {
       const load = writeLoad(cluster.url, token, 8, 90_000);
       let result;
       try {
-        await sleep(3_000);
+        let at = Date.now();
+        await answersSince(load.result, at, 'created', 30);
+        at = Date.now();
         await cluster.kill('gateway');
-        await sleep(500);
+        await answersSince(load.result, at, 'failed', 1);
         await cluster.restart('gateway');
-        await sleep(2_000);
+        at = Date.now();
+        await answersSince(load.result, at, 'created', 30);
       } finally {
         result = await load.stop();
       }

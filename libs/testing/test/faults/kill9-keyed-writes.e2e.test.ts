@@ -1,6 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { startCluster, type Cluster } from '../../src/cluster';
+import { waitFor } from '../../src/waits';
 import { describeFault, query, request, sleep, type Answer } from './support';
+
+/** Answers counted in `statuses` of a kind: 'ok' (2xx) or 'failed' (no answer, 5xx). */
+const answered = (statuses: Record<number, number>, kind: 'ok' | 'failed') =>
+  Object.entries(statuses)
+    .filter(([s]) => (kind === 'ok' ? Number(s) >= 200 && Number(s) < 300 : Number(s) === 0 || Number(s) >= 500))
+    .reduce((n, [, c]) => n + c, 0);
+
+/** Waits for `n` more answers of a kind than now: the load going, or meeting the kill. */
+async function more(statuses: Record<number, number>, kind: 'ok' | 'failed', n: number): Promise<void> {
+  const base = answered(statuses, kind);
+  await waitFor(`${n} more write(s) answered ${kind}`, () => answered(statuses, kind) >= base + n, { timeoutMs: 60_000, intervalMs: 50 });
+}
 
 /**
  * Exactly once through crashes, for every keyed write kind the spec lists:
@@ -158,7 +171,7 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
             break;
           }
           if (r.status !== 0 && r.status < 500 && r.status !== 409 && r.status !== 429) throw new Error(`${kind.name} answered ${r.status}: ${r.text}`);
-          await sleep(200);
+          await sleep(200); // deliberate wait: the writer's retry backoff, part of the load it makes
         }
       }
     };
@@ -206,11 +219,12 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
     const before = await Promise.all(kinds.map((k) => k.rows()));
     expect(before.every((n) => n === 0)).toBe(true);
     const load = writers(kinds);
-    await sleep(2_000);
+    await more(load.statuses, 'ok', 30);
+    const failedBefore = answered(load.statuses, 'failed');
     await cluster.kill('gateway');
-    await sleep(300);
+    await waitFor('a write meeting the killed gateway', () => answered(load.statuses, 'failed') > failedBefore, { timeoutMs: 30_000, intervalMs: 20 });
     await cluster.restart('gateway');
-    await sleep(2_000);
+    await more(load.statuses, 'ok', 30);
     const sent = await load.stop();
     const lost = sent.filter((w) => w.lost).length;
     if (lost) console.info(`lab orders whose answer died with the owner: ${lost}`);
@@ -227,11 +241,12 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
       const mine = kinds.filter((k) => k.owner === owner);
       const rowsBefore = await Promise.all(mine.map((k) => k.rows()));
       const load = writers(mine, 4);
-      await sleep(1_500);
+      await more(load.statuses, 'ok', 20);
+      const failedBefore = answered(load.statuses, 'failed');
       await cluster.kill(owner);
-      await sleep(300);
+      await waitFor(`a write meeting the killed ${owner}`, () => answered(load.statuses, 'failed') > failedBefore, { timeoutMs: 30_000, intervalMs: 20 });
       await cluster.restart(owner);
-      await sleep(1_500);
+      await more(load.statuses, 'ok', 20);
       const sent = await load.stop();
       totals.push(`${owner}: ${sent.length} writes, statuses ${JSON.stringify(load.statuses)}, ${load.replays.n} from a receipt`);
       // rows of this round only: the earlier test's are there already

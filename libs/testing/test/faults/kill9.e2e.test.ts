@@ -1,5 +1,5 @@
 import { startCluster, type Cluster } from '../../src/cluster';
-import { describeFault, eventQueue, eventually, query, sampleAuditCounts, seedOrg, sleep, writeLoad } from './support';
+import { answersSince, describeFault, eventQueue, eventually, query, sampleAuditCounts, seedOrg, writeLoad } from './support';
 
 /**
  * SIGKILL of a service process in the middle of a write load: no write answered
@@ -20,20 +20,28 @@ describeFault('kill -9 during writes', [], () => {
     const events = await eventQueue(process.env.AMQP_URL!, cluster.exchange, ['sample.created']);
     try {
       const load = writeLoad(cluster.url, token, 8);
-      await sleep(3_000);
+      let at = Date.now();
+      await answersSince(load.result, at, 'created', 30);
+      at = Date.now();
       await cluster.kill('notebook');
-      await sleep(500);
+      await answersSince(load.result, at, 'failed', 1);
       await cluster.restart('notebook');
-      await sleep(2_000);
+      at = Date.now();
+      await answersSince(load.result, at, 'created', 30);
+      // audit down: writes go on, their audit records wait in the outbox
+      at = Date.now();
       await cluster.kill('audit');
-      await sleep(500);
+      await answersSince(load.result, at, 'created', 10);
       await cluster.restart('audit');
-      await sleep(2_000);
+      at = Date.now();
+      await answersSince(load.result, at, 'created', 30);
       // identity: the gateway's principal cache carries warm tokens across its restart
+      at = Date.now();
       await cluster.kill('identity');
-      await sleep(500);
+      await answersSince(load.result, at, 'created', 10);
       await cluster.restart('identity');
-      await sleep(2_000);
+      at = Date.now();
+      await answersSince(load.result, at, 'created', 30);
       const result = await load.stop();
 
       expect(result.abandoned).toBe(0);

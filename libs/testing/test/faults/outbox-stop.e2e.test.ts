@@ -7,6 +7,7 @@ import { connect, type ChannelModel } from 'amqplib';
 import pg from 'pg';
 import { freePort } from '../../src/cluster';
 import { deleteRunQueues } from '../../src/queues';
+import { waitFor } from '../../src/waits';
 
 /**
  * SIGTERM with a large outbox backlog: a service process (the built telemetry
@@ -119,12 +120,12 @@ describeIf('a service stopped with a large outbox backlog', () => {
   const outboxIds = async () => new Set((await db.query<{ id: string }>('select id::text from telemetry.outbox')).rows.map((r) => r.id));
 
   async function until(cond: () => boolean | Promise<boolean>, what: string, ms: number) {
-    for (const end = Date.now() + ms; Date.now() < end;) {
-      if (await cond()) return;
-      await new Promise((r) => setTimeout(r, 200));
+    try {
+      await waitFor(what, cond, { timeoutMs: ms, intervalMs: 200 });
+    } catch (err) {
+      const left = (await db.query<{ n: number }>('select count(*)::int as n from telemetry.outbox')).rows[0]!.n;
+      throw new Error(`${(err as Error).message} (${delivered.size} delivered, ${left} in the outbox):\n${output.slice(-3000)}`);
     }
-    const left = (await db.query<{ n: number }>('select count(*)::int as n from telemetry.outbox')).rows[0]!.n;
-    throw new Error(`timed out waiting for ${what} (${delivered.size} delivered, ${left} in the outbox):\n${output.slice(-3000)}`);
   }
 
   it('stops within 20 s whatever the backlog, and loses nothing: the rest goes out on the next start', async () => {

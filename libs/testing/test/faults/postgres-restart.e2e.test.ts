@@ -1,4 +1,5 @@
 import { startCluster, type Cluster } from '../../src/cluster';
+import { waitFor } from '../../src/waits';
 import { describeFault, eventually, postgres, request, seedOrg, sleep, type Answer } from './support';
 
 /**
@@ -35,7 +36,7 @@ describeFault('PostgreSQL restart', ['pg_ctlcluster'], () => {
           }),
         ]);
         outage.push(read, write);
-        await sleep(100);
+        await sleep(100); // deliberate wait: the probe's cadence, part of the traffic it makes
       }
     })();
 
@@ -50,7 +51,9 @@ describeFault('PostgreSQL restart', ['pg_ctlcluster'], () => {
         },
         15_000,
       );
-      await sleep(3_000);
+      // the database stays down while the probe meets it: five rounds of read and write
+      const seen = outage.length;
+      await waitFor('five probe rounds against the stopped database', () => outage.length >= seen + 10, 30_000);
     } finally {
       postgres.start();
     }

@@ -1,5 +1,8 @@
 import { startCluster, type Cluster } from '../../src/cluster';
-import { describeFault, eventQueue, eventually, query, rabbit, sampleAuditCounts, seedOrg, sleep, writeLoad } from './support';
+import { answersSince, describeFault, eventQueue, eventually, query, rabbit, sampleAuditCounts, seedOrg, sleep, writeLoad } from './support';
+
+/** How long the broker app is away: the subject (see below), beyond every publish/reconnect timeout involved. */
+const OUTAGE_MS = 15_000;
 
 /**
  * The broker app away for 15 s under a write load (the issue names 30 s; 15 s keeps
@@ -25,15 +28,17 @@ describeFault('RabbitMQ away for a while', ['rabbitmqctl'], () => {
     try {
       const load = writeLoad(cluster.url, token, 4);
       try {
-        await sleep(2_000);
+        await answersSince(load.result, Date.now(), 'created', 20);
         rabbit.stopApp();
         stoppedAt = Date.now();
-        await sleep(15_000);
+        // deliberate wait: the outage's length is what the test is about
+        await sleep(OUTAGE_MS);
       } finally {
         rabbit.startApp();
         startedAt = Date.now();
       }
-      await sleep(2_000);
+      // writes land again with the broker back (their events from the outbox)
+      await answersSince(load.result, startedAt, 'created', 20);
       const result = await load.stop();
 
       const during = result.answers.filter((a) => a.at > stoppedAt && a.at < startedAt);

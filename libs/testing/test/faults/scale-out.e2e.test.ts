@@ -2,6 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startCluster, type Cluster } from '../../src/cluster';
+import { waitFor } from '../../src/waits';
 import { describeFault, eventually, query, request, seedOrg, sleep, type Answer } from './support';
 
 /**
@@ -133,11 +134,14 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     const load = mixedLoad(cluster.urls);
     // until every service has served enough calls to judge the spread (a loaded
     // machine gets there later), not for a fixed time
-    for (let waited = 0; waited < 90_000; waited += 1_000) {
-      await sleep(1_000);
-      const now = await callsPerReplica();
-      if ([...DOUBLED, 'gateway'].every((service) => totalOf(now, service) > 40)) break;
-    }
+    await waitFor(
+      'over 40 calls served by each doubled service and the gateways',
+      async () => {
+        const now = await callsPerReplica();
+        return [...DOUBLED, 'gateway'].every((service) => totalOf(now, service) > 40);
+      },
+      { timeoutMs: 90_000, intervalMs: 1_000 },
+    );
     const result = await load.stop();
     expect(result.failures).toEqual([]);
     const after = await callsPerReplica();
@@ -154,7 +158,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
 
   it('answers every request of a mixed load while each doubled service is restarted replica by replica (SIGTERM)', async () => {
     const load = mixedLoad(cluster.urls);
-    await sleep(1_000);
+    await answeredSince(load.result, Date.now(), 20);
     // a rolling update: each replica stops gracefully and comes back, one at a time
     for (const service of DOUBLED) {
       for (const replica of cluster.replicasOf(service)) {
@@ -162,7 +166,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
         await cluster.restart(replica);
       }
     }
-    await sleep(1_000);
+    await answeredSince(load.result, Date.now(), 20);
     const result = await load.stop();
     console.info(`rolling restart under load: ${JSON.stringify(result.statuses)}`);
     expect(result.failures).toEqual([]);
@@ -198,7 +202,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
       },
       30_000,
     );
-    await sleep(1_000);
+    await answeredSince(load.result, Date.now(), 20);
 
     // the second of each: its callers must notice, and the first must carry on alone
     const running = () => query<{ id: string }>(cluster.databaseUrl, `select id::text from jobs.jobs where status = 'running'`);
@@ -209,8 +213,9 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     // with those the dead worker claimed in the moment before it died
     const heldAtKill = new Set([...heldBefore, ...(await running())].map((r) => r.id));
     // at least 6 s after the kill, and on until enough writes were made to judge (a loaded machine is slower)
+    // deliberate wait: the load must run past the span in which callers notice the killed replicas, a span rather than an event
     await sleep(6_000);
-    for (let waited = 0; load.result.samples.length <= 20 && waited < 60_000; waited += 500) await sleep(500);
+    await waitFor('over 20 samples written', () => load.result.samples.length > 20, { timeoutMs: 60_000, intervalMs: 500 });
     const result = await load.stop();
 
     // every acknowledged write is there
@@ -299,6 +304,18 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     return out;
   }
 
+  /** Waits until `n` answers of a 2xx came since `since`: the load going. */
+  function answeredSince(result: { answers: { at: number; status: number }[] }, since: number, n: number) {
+    return waitFor(
+      `${n} requests answered 2xx since ${new Date(since).toISOString()}`,
+      () => result.answers.filter((a) => a.at >= since && a.status >= 200 && a.status < 300).length >= n,
+      {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+      },
+    );
+  }
+
   /**
    * Clients of every doubled service, each request through the next gateway in turn
    * (as a load balancer in front of them would), retried with the same
@@ -334,7 +351,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
           result.failures.push(`${method} ${path} -> ${r.status} ${r.text.slice(0, 200)}`);
           return r;
         }
-        await sleep(Math.min(500, 25 * 2 ** attempt));
+        await sleep(Math.min(500, 25 * 2 ** attempt)); // deliberate wait: the client's retry backoff, part of the load it makes
       }
     };
     const raw = (body: unknown) => JSON.stringify(body);
@@ -368,7 +385,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
         });
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
         result.answers.push({ at: Date.now(), status: r.status, what: `POST inbound ${r.status >= 500 ? r.text.slice(0, 160) : ''}` });
-        await sleep(100);
+        await sleep(100); // deliberate wait: this client's pace, part of the load it makes
       },
     ];
     // two of each kind of client

@@ -9,6 +9,7 @@ import { readdirSync } from 'node:fs';
 import { connect } from 'amqplib';
 import pg from 'pg';
 import type { Cluster } from '../../src/cluster';
+import { waitFor } from '../../src/waits';
 
 /** Why these tests cannot run here, or undefined when they can. */
 export function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
@@ -111,6 +112,21 @@ export async function seedOrg(cluster: Cluster): Promise<{ orgId: string; token:
 }
 
 /** What a write load saw. */
+/**
+ * Waits until `n` answers of a load since `since` (Date.now()) are of a kind:
+ * writes landing ('created') or writes meeting an outage ('failed': no answer or a
+ * 5xx). A fault test moves on when the load has reached the state it needs (going,
+ * seeing the kill, going again) rather than after a time guessed to be enough.
+ */
+export function answersSince(result: LoadResult, since: number, kind: 'created' | 'failed', n: number, timeoutMs = 60_000) {
+  const counts = kind === 'created' ? (s: number) => s >= 200 && s < 300 : (s: number) => s === 0 || s >= 500;
+  return waitFor(
+    `${n} write(s) ${kind} since ${new Date(since).toISOString()}`,
+    () => result.answers.filter((a) => a.at >= since && counts(a.status)).length >= n,
+    { timeoutMs, intervalMs: 50 },
+  );
+}
+
 export interface LoadResult {
   /** sample ids of every write answered 2xx */
   created: string[];
@@ -148,7 +164,7 @@ export function writeLoad(base: string, token: string, writers = 8, retryWindowM
         result.abandoned++;
         return;
       }
-      await sleep(Math.min(1000, 50 * 2 ** attempt));
+      await sleep(Math.min(1000, 50 * 2 ** attempt)); // deliberate wait: the client's retry backoff, part of the load it makes
     }
   };
   let counter = 0;
@@ -204,9 +220,9 @@ export async function eventQueue(amqpUrl: string, exchange: string, bindings: st
           missing.delete(msg.data.id);
           ch.ack(m);
         });
-        const deadline = Date.now() + timeoutMs;
-        while (missing.size && Date.now() < deadline) await sleep(100);
-        // a moment more, so a duplicate or an unexpected extra event shows too
+        // what is still missing then is for the caller to name, comparing what came
+        await waitFor('every awaited event', () => missing.size === 0, { timeoutMs, intervalMs: 100 }).catch(() => undefined);
+        // deliberate wait: a moment more, so a duplicate or an unexpected extra event shows too (an absence no condition marks)
         await sleep(500);
         await ch.close();
       } finally {
@@ -241,15 +257,9 @@ export async function query<T extends pg.QueryResultRow>(url: string, text: stri
 }
 
 /** Polls until check() returns a value other than undefined, or throws after the timeout. */
-export async function eventually<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await sleep(200);
-  }
-}
+export const eventually = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> =>
+  // a check's error is a service still down: polled again, as an answer not there yet
+  waitFor(what, () => check().catch(() => undefined), { timeoutMs, intervalMs: 200 }) as Promise<T>;
 
 /** Audit rows per created sample id of an organisation. */
 export async function sampleAuditCounts(url: string, orgId: string): Promise<Map<string, number>> {

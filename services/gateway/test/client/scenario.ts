@@ -6,6 +6,7 @@
  * document stops describing what these calls need, the test fails.
  */
 import createClient from 'openapi-fetch';
+import { waitFor } from '@lab/testing/waits';
 import type { components, paths } from './schema';
 
 type Schemas = components['schemas'];
@@ -70,13 +71,16 @@ export async function scenario(
   // start a job and read it until it is done
   const started = await client.POST('/v1/jobs', { body: { job_type: 'risk_assessment_pdf', input: { reagent_ids: [reagentId] } } });
   if (!started.data) throw failed('start job', started.response.status, started.error);
-  let job: Schemas['Job'] = started.data.data;
-  for (let i = 0; i < 600 && !isDone(job); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const read = await client.GET('/v1/jobs/{id}', { params: { path: { id: job.id } } });
-    if (!read.data) throw failed('read job', read.response.status, read.error);
-    job = read.data.data;
-  }
+  const id = started.data.data.id;
+  const job: Schemas['Job'] = await waitFor(
+    `job ${id} to finish`,
+    async () => {
+      const read = await client.GET('/v1/jobs/{id}', { params: { path: { id } } });
+      if (!read.data) throw failed('read job', read.response.status, read.error);
+      return isDone(read.data.data) ? read.data.data : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
   const size: number | undefined = job.result_meta?.size;
   if (job.status === 'succeeded' && size === undefined) throw new Error('read job: a succeeded job without its artifact size');
   return { sample, samplesSeen, movement, job };

@@ -1,0 +1,39 @@
+import { strict as assert } from 'node:assert';
+import { randomBytes } from 'node:crypto';
+import { createLogger, DomainError } from '@lab/kit';
+import { RateLimiter } from '../src/rate-limit';
+
+/**
+ * The limiter's counts in Redis, the store replicas share. An integration test:
+ * unit tests need nothing running, and CI (.ci/run) always gives a Redis.
+ */
+const log = createLogger('test', 'silent');
+
+const outcomes = async (limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number) => {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++)
+    out.push(
+      await limiter.consume(key, limits).then(
+        () => 'ok',
+        (e: DomainError) => e.code,
+      ),
+    );
+  return out;
+};
+
+// a personal access token acting in two organisations whose limits differ had a budget in each
+it('is counted once whatever limit a request is under (in Redis)', async () => {
+  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (.ci/run sets it)');
+  const limiter = new RateLimiter(log, process.env.REDIS_URL);
+  const token = `pat-${randomBytes(8).toString('hex')}`;
+  try {
+    await limiter.ready();
+    const inA = await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 5);
+    const inB = await outcomes(limiter, token, { per_minute: 6, per_hour: 100 }, 5);
+    expect([...inA, ...inB]).toEqual([...Array(6).fill('ok'), ...Array(4).fill('rate_limited')]);
+    // and back in A, whose limit is the lower one
+    expect(await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 1)).toEqual(['rate_limited']);
+  } finally {
+    await limiter.close();
+  }
+});
