@@ -51,7 +51,19 @@ const str = (s: string | undefined): string => (s === undefined ? 'null' : JSON.
 /** a UUID or another text the database made (hex digits and dashes): nothing to escape */
 const bare = (s: string | undefined): string => (s === undefined ? 'null' : `"${s}"`);
 const float = (x: number | undefined): string => (x === undefined ? 'null' : pgFloat(x));
-const time = (t: Timestamp | undefined): string => (t === undefined ? 'null' : `"${timestampText(t)}"`);
+/**
+ * A time, the last one written kept: the readings of an ingest share their
+ * created_at (and mostly their measured_at), and a list's neighbours often do, so
+ * most readings skip the digit work.
+ */
+let lastTime: { seconds: number; nanos: number; text: string } = { seconds: NaN, nanos: NaN, text: '' };
+function time(t: Timestamp | undefined): string {
+  if (t === undefined) return 'null';
+  if (t.seconds === lastTime.seconds && t.nanos === lastTime.nanos) return lastTime.text;
+  const text = `"${timestampText(t)}"`;
+  lastTime = { seconds: t.seconds, nanos: t.nanos, text };
+  return text;
+}
 /** free-form JSON (jsonb): as JSON.stringify writes it (jsonb's spaces after ':' and ',' are gone) */
 const free = (v: unknown): string => (v === undefined ? 'null' : JSON.stringify(v));
 /** a number of a jsonb document (a result's value): as JavaScript writes it */
