@@ -15,7 +15,8 @@ import {
 } from '@lab/kit';
 import { authenticate, runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
-import { errorReply, send } from './replies.js';
+import { send } from './replies.js';
+import { errorReplyOn } from './functions/refusals.js';
 import { logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';
 import { ROUTES, Router, type Route } from './routes.js';
@@ -123,7 +124,7 @@ export function createApp(deps: Deps): express.Express {
   // what failed before a handler ran: routing, authentication, the body
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     rateHeaders(res, err instanceof RateLimitedError ? err.state : locals(res).ctx?.rate);
-    send(res, errorReply(bodyError(err) ?? err));
+    send(res, errorReplyOn(locals(res).route, bodyError(err) ?? err));
   });
   return app;
 }
@@ -136,7 +137,7 @@ async function handle(ctx: Ctx, deps: Deps, res: Response): Promise<void> {
     rateHeaders(res, ctx.rate);
   } catch (err) {
     rateHeaders(res, err instanceof RateLimitedError ? err.state : ctx.rate);
-    reply = errorReply(err);
+    reply = errorReplyOn(ctx.route, err);
   }
   send(res, reply);
 }

@@ -5,7 +5,6 @@ import { notificationSchemas } from '@lab/notifications';
 import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
 import { adminBodies, adminQueries } from './handlers/admin.js';
 import { auditQuery } from './handlers/audit.js';
-import { describeLabOrderOp, LAB_ORDER_SCHEMAS } from './handlers/lab-orders.js';
 import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
 import { grantBody, signBody } from './handlers/user.js';
 import { amendBody, MEANINGS } from '@lab/notebook';
@@ -14,14 +13,16 @@ import { adminPageQuery } from './handlers/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
-import { ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
+import { describeLabOrderOp, LAB_ORDER_SCHEMAS, ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
 import { deadLettersQuery } from './handlers/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
-import { nullableOf, UUID, type Json } from './openapi-parts.js';
+import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
+
+export { jsonSchemaOf };
 
 /**
  * The OpenAPI 3.1 document of the gateway, derived from the route table and from
@@ -46,35 +47,6 @@ interface RecordDef {
   filters: Record<string, string>;
 }
 
-/** A zod schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema of what a client sends. */
-export function jsonSchemaOf(schema: z.ZodType): Json {
-  const s = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
-  delete s.$schema;
-  return markSecrets(typeArrays(s)) as Json;
-}
-
-const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
-
-/**
- * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1
- * way generators read best: `type: [string, null]` (null added to an enum too).
- * X without a plain type (a $ref, another anyOf) keeps the anyOf.
- */
-function typeArrays(x: unknown): unknown {
-  if (Array.isArray(x)) return x.map(typeArrays);
-  if (!x || typeof x !== 'object') return x;
-  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
-  const alts = o.anyOf;
-  if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
-    const other = alts.find((a) => !isNullSchema(a)) as Json;
-    if (typeof other?.type === 'string') {
-      const { anyOf: _anyOf, ...rest } = o;
-      return { ...rest, ...nullableOf(other) };
-    }
-  }
-  return o;
-}
-
 /** The schema with null taken out again (a NOT NULL column). */
 function withoutNull(s: Json): Json {
   if (!Array.isArray(s.type)) return s;
@@ -82,22 +54,6 @@ function withoutNull(s: Json): Json {
   const out: Json = { ...s, type: types.length === 1 ? types[0] : types };
   if (Array.isArray(s.enum)) out.enum = s.enum.filter((v) => v !== null);
   return out;
-}
-
-/** Passwords and secrets a client sends are never answered: writeOnly. */
-function markSecrets(x: unknown): unknown {
-  if (Array.isArray(x)) return x.map(markSecrets);
-  if (!x || typeof x !== 'object') return x;
-  const o = x as Json;
-  if (o.properties && typeof o.properties === 'object') {
-    const props = o.properties as Record<string, Json>;
-    for (const k of Object.keys(props)) {
-      props[k] = markSecrets(props[k]) as Json;
-      if (/password|secret/.test(k) && typeof props[k] === 'object') props[k] = { ...props[k], writeOnly: true };
-    }
-  }
-  for (const k of ['items', 'anyOf', 'oneOf', 'allOf']) if (o[k]) o[k] = markSecrets(o[k]);
-  return o;
 }
 
 // ---------------------------------------------------------------- components
@@ -698,6 +654,37 @@ function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
   return out;
 }
 
+/**
+ * The creates beyond the generic record ones: each answers the Location of what
+ * it made (its handler sets it) and links to the operation that reads it. `id`
+ * names the field of the answer's data that holds the new id (default `id`).
+ */
+const CREATES: Record<string, { item: string; id?: string }> = {
+  'POST /admin/v1/orgs': { item: '/admin/v1/orgs/:org_id' },
+  'POST /admin/v1/users': { item: '/admin/v1/users/:user_id' },
+  'POST /admin/v1/oauth-clients': { item: '/admin/v1/oauth-clients/:client_id', id: 'client_id' },
+  'POST /admin/v1/orgs/:org_id/webhook-subscriptions': { item: '/admin/v1/orgs/:org_id/webhook-subscriptions/:id' },
+  'POST /admin/v1/orgs/:org_id/inbound-endpoints': { item: '/admin/v1/orgs/:org_id/inbound-endpoints/:id' },
+  'POST /v1/lab-orders': { item: '/v1/lab-orders/:id' },
+  'POST /v1/experiments/:id/amendments': { item: '/v1/experiments/:id' },
+  'POST /v1/jobs': { item: '/v1/jobs/:id' },
+};
+
+/** Location and the link to the item operation of a create listed in CREATES. */
+function createdItem(route: Route): Pick<Op, 'successHeaders' | 'links'> | undefined {
+  const made = CREATES[`${route.method} ${route.path}`];
+  if (!made) return undefined;
+  const names = [...made.item.matchAll(/:([a-z_A-Z]+)/g)].map((m) => m[1]!);
+  const parameters: Json = {};
+  names.forEach((name, i) => {
+    parameters[name] = i === names.length - 1 ? `$response.body#/data/${made.id ?? 'id'}` : `$request.path.${name}`;
+  });
+  return {
+    successHeaders: { Location: ref('headers', 'Location') },
+    links: { get: { operationId: operationIdOf('GET', made.item), parameters, description: 'what was just created' } },
+  };
+}
+
 /** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
 const OAUTH_ERROR: Json = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, error_description: { type: 'string' } } };
 const oauthError = (status: string, description: string) => ({ status, description, schema: OAUTH_ERROR });
@@ -722,6 +709,7 @@ const OAUTH_AUTHORIZE_PAGES: Op = {
     page('401', 'the sign-in page again: wrong email or password'),
     page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
     page('429', 'too many sign-in attempts from this address'),
+    page('413', 'the form is over its limit (64 KB)'),
     page('503', 'the identity service is unavailable'),
   ],
 };
@@ -748,7 +736,8 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     },
     bodyRequired: true,
     extraStatuses: [
-      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata'),
+      oauthError('400', 'invalid_redirect_uri or invalid_client_metadata; invalid_request for a body that is not JSON'),
+      oauthError('413', 'invalid_request: the body is over its limit (1 MB)'),
       { ...oauthError('429', 'temporarily_unavailable: too many registrations from this address'), headers: { 'Retry-After': ref('headers', 'Retry-After') } },
     ],
   },
@@ -784,6 +773,7 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     bodyRequired: true,
     extraStatuses: [
       oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'),
+      oauthError('413', 'invalid_request: the body is over its limit'),
       oauthError('401', 'invalid_client'),
       oauthError('503', 'temporarily_unavailable'),
     ],
@@ -863,6 +853,7 @@ const OAUTH_TOKEN: Op = {
   extraStatuses: [
     tokenError('400', 'invalid_request, invalid_grant, unsupported_grant_type, invalid_scope or invalid_target'),
     { ...tokenError('401', 'invalid_client (with WWW-Authenticate: Basic)'), headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } },
+    tokenError('413', 'invalid_request: the body is over its limit'),
     tokenError('503', 'temporarily_unavailable'),
   ],
 };
@@ -902,6 +893,7 @@ const MCP: Op = {
       schema: okSchema('Error'),
     },
     { status: '400', description: 'not a JSON-RPC request', schema: { type: 'object' } },
+    { status: '413', description: 'the body is over its limit (1 MB; payload_too_large)', schema: okSchema('Error') },
     { status: '403', description: 'the token lacks the scope', schema: okSchema('Error') },
     { status: '503', description: 'unavailable', schema: okSchema('Error') },
   ],
@@ -1346,7 +1338,8 @@ function errorStatuses(route: Route, op: Op): string[] {
   const params = /:[a-z_]+/.test(route.path);
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const out = new Set<string>();
-  if (op.body || op.query || publicAuth || route.idempotent || (params && route.handler.kind !== 'record')) out.add('400');
+  // every route refuses a query parameter PostgreSQL cannot store (NUL) and a body that is not JSON
+  out.add('400');
   if (route.auth !== 'none') out.add('401');
   if (publicAuth) out.add('403');
   if (params) out.add('404');
@@ -1374,7 +1367,8 @@ function pathParam(name: string): Json {
 }
 
 function operation(route: Route): Json {
-  const op = describe(route);
+  const described = describe(route);
+  const op: Op = { ...described, ...createdItem(route) };
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const h = route.handler;
   const rateHeaders = publicAuth

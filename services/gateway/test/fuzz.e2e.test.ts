@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Client } from 'pg';
 import { startStack, type Stack } from '@lab/testing';
+import { checkerFor } from './openapi-responses';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
 const CONCURRENCY = 16;
@@ -32,6 +33,8 @@ interface Outcome {
   req: Req;
   status: number;
   text: string;
+  contentType?: string | null;
+  location?: string | null;
 }
 
 let stack: Stack;
@@ -472,9 +475,9 @@ async function send(req: Req): Promise<Outcome> {
     // streams (SSE) are not read to the end
     if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) {
       await res.body?.cancel();
-      return { req, status: res.status, text: '' };
+      return { req, status: res.status, text: '', contentType: res.headers.get('content-type') };
     }
-    return { req, status: res.status, text: await res.text() };
+    return { req, status: res.status, text: await res.text(), contentType: res.headers.get('content-type'), location: res.headers.get('location') };
   } catch (err) {
     return { req, status: 0, text: String(err) };
   }
@@ -519,11 +522,30 @@ const envelopeOk = (o: Outcome): boolean => {
 const describeOutcome = (o: Outcome) =>
   `${o.status} ${o.req.label} ${o.req.url.slice(stack.url.length, stack.url.length + 160)} hdr=${JSON.stringify(o.req.headers).slice(0, 200)} body=${(o.req.body ?? '').slice(0, 200)} -> ${o.text.slice(0, 300)}`;
 
+/**
+ * What is wrong with the answers: a 5xx or a broken connection, an error outside
+ * the envelope, or any answer (refusals included) that is not what the document
+ * says for its operation and status (a streamed answer is checked by status and
+ * content type only).
+ */
 function problems(outcomes: Outcome[]): string[] {
   const bad: string[] = [];
+  const checker = checkerFor(stack.url);
   for (const o of outcomes) {
     if (o.status === 0 || o.status >= 500) bad.push(`5xx/transport: ${describeOutcome(o)}`);
     else if (o.status >= 400 && !envelopeOk(o)) bad.push(`envelope: ${describeOutcome(o)}`);
+    else {
+      const url = new URL(o.req.url);
+      const found = checker.problems({
+        method: o.req.method,
+        path: url.pathname,
+        status: o.status,
+        contentType: o.contentType ?? null,
+        text: o.text,
+        location: o.location,
+      });
+      if (found.length) bad.push(`document: ${found[0]!.slice(0, 300)} <- ${describeOutcome(o)}`);
+    }
   }
   return bad;
 }
@@ -725,6 +747,33 @@ describe('findings of the fuzz test, pinned', () => {
     });
     expect(r.status).toBe(431);
     expect(JSON.parse(r.text)).toEqual({ error: { code: 'headers_too_large', message: expect.any(String) } });
+  });
+
+  it('refuses what the gateway refuses before an OAuth endpoint runs in that endpoint’s error language', async () => {
+    const at = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+      send({ label: path, method, url: `${stack.url}${path}`, headers: { 'x-forwarded-for': '198.19.0.1', ...headers }, body });
+    const asJson = { 'content-type': 'application/json' };
+    const asForm = { 'content-type': 'application/x-www-form-urlencoded' };
+    // RFC 6749 5.2 / RFC 7591 3.2.2: `error` is a string an OAuth client library reads
+    for (const path of ['/auth/v1/oauth/register', '/auth/v1/oauth/token', '/functions/v1/oauth-token']) {
+      const r = await at('POST', path, asJson, '{"redirect_uris":');
+      expect([path, r.status, r.contentType, JSON.parse(r.text)]).toEqual([
+        path,
+        400,
+        'application/json; charset=utf-8',
+        { error: 'invalid_request', error_description: 'request body is not valid JSON' },
+      ]);
+    }
+    // a browser on the authorization endpoint gets a page, here for a query PostgreSQL cannot store
+    for (const path of ['/auth/v1/oauth/authorize', '/functions/v1/oauth-authorize']) {
+      const r = await at('POST', `${path}?state=a%00b`, asForm, 'step=login');
+      expect([path, r.status, r.contentType?.split(';')[0]]).toEqual([path, 400, 'text/html']);
+      expect(r.text).toContain('invalid_request');
+    }
+    // the problems() check holds these answers to the document too
+    const answers = await Promise.all([at('POST', '/auth/v1/oauth/register', asJson, '['), at('GET', '/v1/health?x=%00', {})]);
+    expect(answers.map((a) => a.status)).toEqual([400, 400]);
+    expect(problems(answers)).toEqual([]);
   });
 });
 

@@ -28,7 +28,14 @@ export async function call<T = any>(base: string, method: string, path: string, 
   }
   const res = await fetch(`${base}${path}`, { method, headers, body });
   const text = await res.text();
-  checkerFor(base).check({ method, path: new URL(`${base}${path}`).pathname, status: res.status, contentType: res.headers.get('content-type'), text });
+  checkerFor(base).check({
+    method,
+    path: new URL(`${base}${path}`).pathname,
+    status: res.status,
+    contentType: res.headers.get('content-type'),
+    text,
+    location: res.headers.get('location'),
+  });
   let parsed: unknown = undefined;
   try {
     parsed = text ? JSON.parse(text) : undefined;

@@ -23,8 +23,6 @@ interface Problem {
 
 /** Warnings the decisions justify: [rule, JSON pointer pattern]. */
 const JUSTIFIED: [string, RegExp][] = [
-  // documents that take no input answer no 4xx of their own (only the router's 404/405)
-  ['operation-4xx-response', /^#\/paths\/(~1v1~1health|~1v1~1openapi\.json|[^/]*well-known[^/]*)\/get\/responses$/],
   // the update of a record or the X-Test-Mode echo: closed shapes that cannot both match (additionalProperties: false)
   ['no-illogical-composition-keywords', /^#\/paths\/~1v1~1[a-z-]+~1\{id\}\/(put|patch)\/responses\/200\/content\/application~1json\/schema\/oneOf$/],
 ];

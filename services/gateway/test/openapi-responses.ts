@@ -20,6 +20,8 @@ interface Checked {
   status: number;
   contentType: string | null;
   text: string;
+  /** the Location header as answered; checked when given and the answer documents one */
+  location?: string | null;
 }
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -61,6 +63,9 @@ export class ResponseChecker {
     if (!key)
       return [`${a.method} ${template}: status ${a.status} is not documented (documented: ${Object.keys(responses).join(', ')}); body ${a.text.slice(0, 300)}`];
     const response = this.resolve(responses[key]);
+    const headers = (response.headers ?? {}) as Json;
+    if (a.location === null && headers.Location && a.status < 300)
+      return [`${a.method} ${template} ${a.status}: no Location header where the document has one`];
     const content = response.content as Json | undefined;
     if (!content) return a.text.length ? [`${a.method} ${template} ${a.status}: a body where the document has none: ${a.text.slice(0, 200)}`] : [];
     const media = (a.contentType ?? '').split(';')[0]!.trim().toLowerCase();

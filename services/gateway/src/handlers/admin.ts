@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { identity } from '@lab/contracts';
 import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
 import { DomainError, isUuid } from '@lab/kit';
-import { json, noContent, type Reply } from '../replies.js';
+import { json, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { DEPARTMENT_RESOURCES } from '../record-fields.js';
 import { RECORD_RESOURCES, type AdminAction } from '../routes.js';
@@ -152,7 +152,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'createOrg': {
       const b = body(adminBodies.createOrg, ctx);
       const org = await idc.call('createOrg', { name: b.name, modules: b.modules ?? [], rate_limit: b.rate_limit }, caller);
-      return json(201, { data: orgView(org) });
+      return withLocation(json(201, { data: orgView(org) }), ctx.req.path, org.id);
     }
     case 'updateOrg': {
       const org_id = param(ctx, 'org_id');
@@ -174,7 +174,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'createUser': {
       const b = body(adminBodies.createUser, ctx);
       const u = await idc.call('createUser', b, caller);
-      return json(201, { data: { id: u.id, email: u.email, name: u.name ?? null } });
+      return withLocation(json(201, { data: { id: u.id, email: u.email, name: u.name ?? null } }), ctx.req.path, u.id);
     }
     case 'putMember': {
       const org_id = param(ctx, 'org_id');
@@ -210,7 +210,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'createOAuthClient': {
       const b = body(adminBodies.createOAuthClient, ctx);
       const c = await idc.call('createOAuthClient', { name: b.name, redirect_uris: b.redirect_uris, scopes: b.scopes ?? [] }, caller);
-      return json(201, { data: { client_id: c.client_id, client_secret: c.client_secret } });
+      return withLocation(json(201, { data: { client_id: c.client_id, client_secret: c.client_secret } }), ctx.req.path, c.client_id);
     }
     case 'listOrgs': {
       const p = adminPage(ctx);

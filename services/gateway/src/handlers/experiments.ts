@@ -1,5 +1,5 @@
 import { experimentJson, signaturesJson } from '@lab/contracts';
-import { itemFromJson, listFromJson, type Reply } from '../replies.js';
+import { itemFromJson, listFromJson, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, recordId } from './records.js';
 
@@ -18,7 +18,8 @@ export async function experimentHandler(ctx: Ctx, deps: Deps, op: ExperimentOp):
   const caller = callerIn(ctx);
   if (op === 'amend') {
     const r = await nb.call('amendExperiment', { id, body: objectBody(ctx.body) }, caller);
-    return itemFromJson(201, experimentJson(r.experiment!));
+    // the new version is an experiment of its own
+    return withLocation(itemFromJson(201, experimentJson(r.experiment!)), '/v1/experiments', r.experiment!.id);
   }
   if (op === 'versions') {
     const r = await nb.call('listExperimentVersions', { id }, caller);

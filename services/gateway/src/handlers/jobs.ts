@@ -1,7 +1,7 @@
 import type { Response } from 'express';
 import { jobJson } from '@lab/contracts';
 import { DomainError, drainedOrGone } from '@lab/kit';
-import type { Reply } from '../replies.js';
+import { withLocation, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 
@@ -10,7 +10,8 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 /** POST /v1/jobs: 202 {data: Job}; the job runs later. */
 export async function createJob(ctx: Ctx, deps: Deps): Promise<Reply> {
   const r = await deps.clients.jobs().call('createJob', { body: objectBody(ctx.body) }, callerIn(ctx));
-  return { status: 202, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE };
+  // 202 with where to follow the job (RFC 9110 15.3.3)
+  return withLocation({ status: 202, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE }, ctx.req.path, r.job!.id);
 }
 
 /** GET /v1/jobs: {data, next_cursor, count}; next_cursor is the enqueued_at of the last item. */

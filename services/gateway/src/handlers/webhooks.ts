@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { webhooks } from '@lab/contracts';
 import { DomainError, isUuid, systemContext, validationFailed } from '@lab/kit';
 import { FILTER_MESSAGE, isInboundAddress, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
-import { json, noContent, type Reply } from '../replies.js';
+import { json, noContent, withLocation, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseBody, parseWith } from '../validation.js';
@@ -111,7 +111,7 @@ export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: Webhook
     case 'createSubscription': {
       const b = parseBody(webhooksAdminBodies.createSubscription, ctx.body, 'invalid request body');
       const s = await client.call('createSubscription', { org_id, ...b }, caller);
-      return json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } });
+      return withLocation(json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } }), ctx.req.path, s.id);
     }
     case 'listSubscriptions': {
       const p = adminPage(ctx);
@@ -158,16 +158,15 @@ export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: Webhook
     case 'createInboundEndpoint': {
       const b = parseBody(webhooksAdminBodies.createInboundEndpoint, ctx.body, 'invalid request body');
       const e = await client.call('createInboundEndpoint', { org_id, ...b, allowed_event_types: b.allowed_event_types ?? [] }, caller);
-      return json(201, {
-        data: {
-          id: e.id,
-          slug: e.slug,
-          secret: e.secret,
-          url: receiverUrl(ctx, org_id, e.slug),
-          allowed_event_types: e.allowed_event_types,
-          job_type: e.job_type ?? null,
-        },
-      });
+      const data = {
+        id: e.id,
+        slug: e.slug,
+        secret: e.secret,
+        url: receiverUrl(ctx, org_id, e.slug),
+        allowed_event_types: e.allowed_event_types,
+        job_type: e.job_type ?? null,
+      };
+      return withLocation(json(201, { data }), ctx.req.path, e.id);
     }
     case 'listInboundEndpoints': {
       const p = adminPage(ctx);
