@@ -246,8 +246,8 @@ export function readingHandlers(deps: ServiceDeps) {
      * in one query, stores the accepted items with one set-based insert of arrays
      * (limits copied from the point rows read, is_breach computed by the database),
      * and emits the breach events and one audit record in the same transaction.
-     * The answer is rendered here from what was inserted, rather than read back
-     * with RETURNING and json_agg, which cost PostgreSQL as much as the insert.
+     * The answer's readings are built here from what was inserted, rather than
+     * read back with RETURNING, which cost PostgreSQL as much as the insert.
      */
     ingestReadings: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
