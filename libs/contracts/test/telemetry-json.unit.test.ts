@@ -15,7 +15,10 @@ import {
  * session in UTC) go through the typed messages and the wire and come back as the
  * very same text: fields in order, nulls as null, timestamps to the microsecond
  * with trailing zeros dropped, floats with PostgreSQL's digits. The texts below
- * are written as PostgreSQL writes them.
+ * are PostgreSQL's without the spaces json_build_object puts around ':' and
+ * after ',' (the answers are compact JSON now, as the records' always were);
+ * services/telemetry/test/telemetry.int.test.ts holds a listed page to
+ * PostgreSQL's own rendering, value for value.
  */
 type Row = Record<string, unknown>;
 

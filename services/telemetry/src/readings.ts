@@ -77,8 +77,12 @@ interface Accepted {
   measured: Timestamp;
 }
 
-/** A reading as the API shows it, with its point's code and parameter (read by readingFromRow). */
-const readingRow = sql`json_build_object(
+/**
+ * A reading as the API shows it, with its point's code and parameter (read by
+ * readingFromRow); of readings r joined to their points p. Exported for the tests,
+ * which hold the typed answer to what PostgreSQL renders.
+ */
+export const readingRow = sql`json_build_object(
   'id', r.id, 'point_id', r.point_id, 'external_code', p.external_code, 'parameter', p.parameter,
   'value', r.value, 'unit', r.unit, 'limit_min', r.limit_min, 'limit_max', r.limit_max, 'is_breach', r.is_breach,
   'measured_at', r.measured_at, 'sample_id', r.sample_id, 'notes', r.notes, 'created_by', r.created_by, 'created_at', r.created_at)`;

@@ -1,6 +1,8 @@
 import { telemetry, telemetryItemJson, telemetryListJson } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
+import { sql } from 'drizzle-orm';
 import { telemetryDefinition } from '@lab/telemetry';
+import { readingRow } from '../src/readings';
 import { startTestService, type TestService } from '@lab/testing';
 
 let t: TestService;
@@ -228,6 +230,14 @@ describe('environmental readings', () => {
     expect(r.readings[0].measured_at).toBe('2024-01-01T09:00:00.12+00:00');
     expect(r.readings[2].measured_at).toBe(r.readings[0].measured_at);
     expect(r.readings[1].measured_at).toBe(r.readings[1].created_at);
+    // the typed list (rows to messages, the wire, messages to JSON) is what PostgreSQL
+    // renders of the same rows, value for value: floats, nulls and times to the microsecond
+    const [pg] = await t.svc.deps.db.rows<{ json: string }>(
+      sql`select json_agg(${readingRow} order by r.measured_at desc, r.id desc)::text as json
+          from telemetry.environmental_readings r join telemetry.environmental_points p on p.org_id = r.org_id and p.id = r.point_id
+          where r.org_id = ${o.org_id}`,
+    );
+    expect(stored).toEqual(JSON.parse(pg!.json));
   });
 
   it('publishes environmental.breach and one audit record per batch', async () => {
