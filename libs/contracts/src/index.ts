@@ -12,6 +12,7 @@ export * as orders from './lab/orders/v1/orders.js';
 export * as telemetry from './lab/telemetry/v1/telemetry.js';
 export * as outbox from './lab/outbox/v1/dead_letters.js';
 export { JOB_TYPES, type JobType } from './job-types.js';
+export type { Timestamp } from './google/protobuf/timestamp.js';
 export { DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';
 export * as inventory from './lab/inventory/v1/records.js';
 export * as equipment from './lab/equipment/v1/records.js';
@@ -39,4 +40,36 @@ export {
   type RecordObject,
 } from './record-json.js';
 export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
-export { orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
+export { enumWords, orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
+export {
+  connectorFromRow,
+  connectorJson,
+  deviceFromRow,
+  deviceJson,
+  pgFloat,
+  pointFromRow,
+  pointJson,
+  readingFromRow,
+  readingJson,
+  readingsIngestedJson,
+  rejectedJson,
+  rejectionCode,
+  resultChartFromRow,
+  resultChartJson,
+  resultFromRow,
+  resultJson as telemetryResultJson,
+  telemetryItemJson,
+  telemetryListJson,
+  type RejectionWord,
+} from './telemetry-json.js';
+export {
+  auditRecordFromRow,
+  auditRecordJson,
+  auditRecordObject,
+  auditRecordsJson,
+  chainReportJson,
+  chainReportMessage,
+  chainReportObject,
+  type ChainProblemWord,
+  type ChainReportData,
+} from './audit-json.js';

@@ -4,8 +4,8 @@
 import { OrderPriority, OrderStatus, ResultStatus, type LabOrder, type LabResult, type OrderSample, type Requester } from './lab/orders/v1/orders.js';
 import { messageFromRow, messageJson, messageShape, type RecordObject } from './record-json.js';
 
-/** An enum's values and the lowercase words the API writes for them (ORDER_STATUS_RECEIVED: received). */
-function enumWords<E extends number>(e: { [name: string]: string | number }, prefix: string) {
+/** An enum's values and the lowercase words the API writes for them (ORDER_STATUS_RECEIVED: received); shared by every typed contract with such enums. */
+export function enumWords<E extends number>(e: { [name: string]: string | number }, prefix: string) {
   const words = new Map<number, string>();
   const values = new Map<string, number>();
   for (const [name, v] of Object.entries(e)) {

@@ -27,7 +27,8 @@ async function replica(name: string, opts: { port?: number; delayMs?: number; ma
     get: () => async () => {
       r.calls++;
       if (opts.delayMs) await sleep(opts.delayMs); // deliberate wait: the replica's work, so calls are in flight when it stops
-      return { json: JSON.stringify({ replica: name }), created: true };
+      // the replica's name in the id of a point (any message would do)
+      return { created: true, item: { $case: 'point', value: { id: name, parameter: '', unit: '', active: true } } } satisfies telemetry.ItemResponse;
     },
   });
   server.add(telemetry.TelemetryServiceService, handlers);
@@ -46,8 +47,8 @@ async function calls(client: RpcClient<typeof telemetry.TelemetryServiceService>
     Array.from({ length: concurrency }, async () => {
       while (next++ < n) {
         try {
-          const res = await client.call('createPoint', { json: '{}' } as never, caller);
-          answered.push((JSON.parse(res.json) as { replica: string }).replica);
+          const res = await client.call('createPoint', { org_id: '', point_id: '' }, caller);
+          answered.push(res.item?.$case === 'point' ? res.item.value.id : '');
         } catch (err) {
           failed.push((err as Error).message);
         }

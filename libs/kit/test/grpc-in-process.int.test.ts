@@ -8,7 +8,11 @@ const caller = { ...systemContext('req-1', newId()), user_id: newId(), role: 'ad
 let server: GrpcServer;
 let address: string;
 /** what the upload handler does; each test sets it */
-let upload: (messages: AsyncIterable<Chunk>) => Promise<telemetry.JsonResponse>;
+let upload: (messages: AsyncIterable<Chunk>) => Promise<telemetry.ItemResponse>;
+
+/** An answer that names what the handler saw (in the id of a point: any message would do). */
+const answer = (id = ''): telemetry.ItemResponse => ({ created: true, item: { $case: 'point', value: { id, parameter: '', unit: '', active: true } } });
+const answerId = (r: telemetry.ItemResponse) => (r.item?.$case === 'point' ? r.item.value.id : undefined);
 
 beforeAll(async () => {
   server = new GrpcServer({ name: 'test', logger: createLogger('test', 'silent'), secret });
@@ -42,15 +46,15 @@ describe('client-streaming calls within one process', () => {
     const received: Chunk[] = [];
     upload = async (messages) => {
       for await (const m of messages) received.push(m);
-      return { json: `{"n":${received.length}}`, created: true };
+      return answer(`n=${received.length}`);
     };
     const sent: Chunk[] = [{ data: Buffer.from('first') }, { data: Buffer.from('second') }];
-    expect(await send(true, sent)).toEqual({ json: '{"n":2}', created: true });
+    expect(await send(true, sent)).toEqual(answer('n=2'));
     expect(received[0]).toBe(sent[0]);
     expect(received[1]).toBe(sent[1]);
 
     received.length = 0;
-    expect((await send(false, sent)).json).toBe('{"n":2}');
+    expect(answerId(await send(false, sent))).toBe('n=2');
     expect(received[0]).not.toBe(sent[0]);
     expect(Buffer.from(received[1]!.data).toString()).toBe('second');
   });
@@ -62,7 +66,7 @@ describe('client-streaming calls within one process', () => {
       for await (const _ of messages) {
         /* read all */
       }
-      return { json: '{}', created: true };
+      return answer();
     };
     await send(false, [{ data: Buffer.alloc(256 * 1024) }]);
     const sessions = [...(server.server as unknown as { sessions: Map<{ state: { effectiveLocalWindowSize?: number } }, unknown> }).sessions.keys()];
@@ -90,7 +94,7 @@ describe('client-streaming calls within one process', () => {
         readingFailed = err;
         throw err;
       }
-      return { json: '{}', created: true };
+      return answer();
     };
     const c = client(true);
     const { stream, response } = c.clientStream('uploadRawFile', caller);
@@ -103,10 +107,7 @@ describe('client-streaming calls within one process', () => {
 
   it('after the server stops, calls go over gRPC (and find it gone)', async () => {
     const other = new GrpcServer({ name: 'other', logger: createLogger('test', 'silent'), secret });
-    other.add(
-      telemetry.TelemetryServiceService,
-      new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, { get: () => async () => ({ json: '{}', created: true }) }),
-    );
+    other.add(telemetry.TelemetryServiceService, new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, { get: () => async () => answer() }));
     const at = `127.0.0.1:${await other.listen('127.0.0.1:0')}`;
     other.serveInProcess(at);
     await other.shutdown(1_000);

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { auditRecordFromRow, type audit } from '@lab/contracts';
 import { z } from 'zod';
 import { cutByBytes, isUuid, keysetPage, parseWith, utcMicros, type AuditRecordData, type BusMessage, type Database, type Executor } from '@lab/kit';
 
@@ -42,7 +43,7 @@ export async function storeRecords(exec: Executor, msgs: BusMessage<AuditRecordD
 }
 
 export interface AuditPage {
-  json: string;
+  records: audit.AuditRecord[];
   count: number;
   next?: { since_created_at: string; since_id: string };
 }
@@ -90,7 +91,7 @@ export async function listRecords(db: Database, orgId: string, q: ListQuery): Pr
   const { shown, more } = keysetPage(page, q.limit);
   const last = shown.at(-1);
   return {
-    json: `[${shown.map((r) => r.json).join(',')}]`,
+    records: shown.map((r) => auditRecordFromRow(JSON.parse(r.json) as Record<string, unknown>)),
     count: shown.length,
     next: more && last ? { since_created_at: last.cursor_created_at, since_id: last.id } : undefined,
   };

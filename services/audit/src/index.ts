@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { audit, EVENT_ROUTES } from '@lab/contracts';
+import { audit, chainReportMessage, EVENT_ROUTES } from '@lab/contracts';
 import { Batcher, DomainError, isUuid, type AuditRecordData, type BusMessage, type ServiceDefinition } from '@lab/kit';
 import { listRecords, parseListRequest, storeRecords } from './audit-log.js';
 import { NIL_UUID, verifyChain } from './chain.js';
@@ -29,7 +29,7 @@ export const definition: ServiceDefinition = {
         if (!caller.org_id) throw DomainError.forbidden('an organisation is required', 'org_required');
         const page = await listRecords(db, caller.org_id, parseListRequest(req));
         return {
-          json: page.json,
+          records: page.records,
           count: page.count,
           next_since_created_at: page.next?.since_created_at,
           next_since_id: page.next?.since_id,
@@ -40,7 +40,7 @@ export const definition: ServiceDefinition = {
         if (!isUuid(req.org_id)) throw DomainError.notFound('organisation not found');
         // the nil UUID names the chain of entries without an organisation
         const org = req.org_id.toLowerCase();
-        return { json: JSON.stringify(await verifyChain(db, org === NIL_UUID ? null : org)) };
+        return chainReportMessage(await verifyChain(db, org === NIL_UUID ? null : org));
       },
     });
   },

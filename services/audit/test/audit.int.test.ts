@@ -14,7 +14,7 @@ import {
   runService,
   MemoryBus,
 } from '@lab/kit';
-import { audit } from '@lab/contracts';
+import { audit, auditRecordsJson, chainReportObject } from '@lab/contracts';
 import { definition } from '../src/index';
 import { listRecords, parseListRequest } from '../src/audit-log';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
@@ -93,7 +93,7 @@ test('keyset pages cover the log with no gap and no duplicate, scoped to the org
   let pages = 0;
   for (;;) {
     const res = await client.call('listAudit', { limit: 100, ...cursor }, ctx(orgA));
-    const data = JSON.parse(res.json) as { id: string; resource: string; after: { name: string } }[];
+    const data = JSON.parse(auditRecordsJson(res.records)) as { id: string; resource: string; after: { name: string } }[];
     expect(data.length).toBe(res.count);
     seen.push(...data.map((r) => r.id));
     pages++;
@@ -130,8 +130,8 @@ test('pages of heavy records are cut by bytes and still cover the log', async ()
   let cursor: { since_created_at?: string; since_id?: string } = {};
   for (;;) {
     const res = await client.call('listAudit', { limit: 1000, ...cursor }, ctx(org));
-    sizes.push(Buffer.byteLength(res.json));
-    seen.push(...(JSON.parse(res.json) as { id: string }[]).map((r) => r.id));
+    sizes.push(Buffer.byteLength(auditRecordsJson(res.records)));
+    seen.push(...res.records.map((r) => r.id));
     if (!res.next_since_id) break;
     cursor = { since_created_at: res.next_since_created_at, since_id: res.next_since_id };
   }
@@ -185,8 +185,7 @@ test('a page is read in keyset order from the index, never sorted', async () => 
 });
 
 describe('hash chain', () => {
-  const verify = (org: string) =>
-    client.call('verifyChain', { org_id: org }, { ...systemContext('t'), token_kind: 'operator' }).then((r) => JSON.parse(r.json));
+  const verify = (org: string) => client.call('verifyChain', { org_id: org }, { ...systemContext('t'), token_kind: 'operator' }).then(chainReportObject);
 
   /** An organisation with `n` stored records, and a session on the database to tamper with them. */
   async function chainOf(n: number): Promise<{ org: string; db: Database; ids: string[] }> {
@@ -208,7 +207,11 @@ describe('hash chain', () => {
       const [head] = await db.rows<{ seq: string; hash: string }>(sql`select seq::text, hash from audit.chain_heads where chain_org = ${org}::uuid`);
       expect(report).toEqual({ ok: true, entries: 6, head_hash: head!.hash });
       expect(head!.seq).toBe('6');
-      const page = JSON.parse((await client.call('listAudit', { limit: 10 }, ctx(org))).json) as { seq: number; prev_hash: string; hash: string }[];
+      const page = JSON.parse(auditRecordsJson((await client.call('listAudit', { limit: 10 }, ctx(org))).records)) as {
+        seq: number;
+        prev_hash: string;
+        hash: string;
+      }[];
       expect(page.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
       for (let i = 1; i < page.length; i++) expect(page[i]!.prev_hash).toBe(page[i - 1]!.hash);
       expect(page[0]!.prev_hash).toBe('0'.repeat(64));

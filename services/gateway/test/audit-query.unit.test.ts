@@ -8,7 +8,7 @@ const ID = '0190a0c8-0000-7000-8000-00000000000b';
 /** listAudit with a fake audit client that records what it was asked. */
 async function audit(query: Record<string, unknown>) {
   const calls: unknown[] = [];
-  const deps = { clients: { audit: () => ({ call: async (_m: string, q: unknown) => (calls.push(q), { json: '[]', count: 0 }) }) } } as unknown as Deps;
+  const deps = { clients: { audit: () => ({ call: async (_m: string, q: unknown) => (calls.push(q), { records: [], count: 0 }) }) } } as unknown as Deps;
   const ctx = { req: { query }, caller: { org_id: ORG }, route: { method: 'GET', path: '/v1/audit' } } as unknown as Ctx;
   const reply = await listAudit(ctx, deps);
   return { reply, calls };

@@ -1,4 +1,4 @@
-import { audit, identity, notebook, recordObject, records, recordsJson, signatureObject } from '@lab/contracts';
+import { audit, auditRecordObject, identity, notebook, recordObject, records, recordsJson, signatureObject } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -170,7 +170,7 @@ export class Sources {
     let since: { since_created_at?: string; since_id?: string } = {};
     for (;;) {
       const r = await this.audit.get().call('listAudit', { limit: this.pageSize, ...range, ...since }, caller);
-      yield JSON.parse(r.json) as Rec[];
+      yield r.records.map(auditRecordObject) as Rec[];
       if (!r.next_since_created_at || !r.next_since_id) return;
       since = { since_created_at: r.next_since_created_at, since_id: r.next_since_id };
     }

@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import { DomainError, isGuid, isoTimestamp, parseJsonObject, parseWith, type CallerContext } from '@lab/kit';
+import { DomainError, isGuid, isoTimestamp, parseWith, structBody, type CallerContext } from '@lab/kit';
 import type { telemetry } from '@lab/contracts';
 
 /** The caller's organisation; every statement of this service filters by it. */
@@ -9,8 +9,8 @@ export function orgOf(caller: CallerContext): string {
   return caller.org_id;
 }
 
-/** A JSON object body validated with zod: 400 validation_failed naming every bad field. */
-export const parseBody = <S extends z.ZodType>(schema: S, json: string): z.infer<S> => parseWith(schema, parseJsonObject(json));
+/** A body (a Struct, as the client gave it) validated with zod: 400 validation_failed naming every bad field. */
+export const parseBody = <S extends z.ZodType>(schema: S, body: Record<string, unknown> | undefined): z.infer<S> => parseWith(schema, structBody(body));
 
 /** A query map validated with zod (unknown keys are refused by .strict()). */
 export const parseQuery = <S extends z.ZodType>(schema: S, query: Record<string, string>): z.infer<S> => parseWith(schema, query);
@@ -41,5 +41,8 @@ export const where = (conds: (SQL | undefined)[]): SQL =>
     sql` and `,
   );
 
-/** The answer of a call that created a record (201): its JSON as stored. */
-export const createdAnswer = (json: string): telemetry.JsonResponse => ({ json, created: true });
+/** The answer of a call that created a record (201): the record as stored. */
+export const createdAnswer = (item: telemetry.ItemResponse['item']): telemetry.ItemResponse => ({ item, created: true });
+
+/** A row or an aggregate PostgreSQL rendered as JSON text, parsed. */
+export const parsed = <T = Record<string, unknown>>(json: string): T => JSON.parse(json) as T;

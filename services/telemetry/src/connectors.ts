@@ -1,10 +1,10 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import type { telemetry } from '@lab/contracts';
+import { connectorFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, rows, validationFailed, type CallerContext, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
 import { isBound } from './access.js';
-import { idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import { idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
 
 export const MAX_SYNCED_DEVICES = 1000;
 
@@ -144,27 +144,28 @@ export function connectorHandlers(deps: ServiceDeps) {
           where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])}`,
       exec,
     );
-    return row?.json;
+    return row && parsed(row.json);
   };
 
   return {
-    connectorHeartbeat: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    connectorHeartbeat: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
       assertMay(caller, 'write');
-      const b = parseBody(heartbeatBody, req.json);
+      const b = parseBody(heartbeatBody, req.body);
       return deps.outbox.write(
         caller,
         async (tx, emit) => {
           const c = await upsertConnector(tx, org, caller, b);
           const synced = await syncDevices(tx, org, caller, c.id, b.devices ?? []);
-          const json = (await one(org, c.id, { ...caller, connector_id: null, device_ids: [] }, tx))!;
+          const row = (await one(org, c.id, { ...caller, connector_id: null, device_ids: [] }, tx))!;
           emit.audit(org, {
             action: c.created ? 'create' : 'heartbeat',
             resource: 'connector',
             record_id: c.id,
-            after: { ...JSON.parse(json), devices_synced: synced },
+            after: { ...row, devices_synced: synced },
           });
-          return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
+          const value = { connector: connectorFromRow(row), devices_synced: synced };
+          return { item: { $case: 'connector_heartbeat', value }, created: c.created } satisfies telemetry.ItemResponse;
         },
         (res) => res,
       );
@@ -179,14 +180,15 @@ export function connectorHandlers(deps: ServiceDeps) {
                    (select count(*) from telemetry.connectors c where ${cond})::text as total
             from (select * from telemetry.connectors c where ${cond} order by c.name, c.id limit ${q.limit} offset ${q.offset}) c`,
       );
-      return { json: r!.json, limit: q.limit, offset: q.offset, total: Number(r!.total) };
+      const connectors = parsed<Record<string, unknown>[]>(r!.json).map(connectorFromRow);
+      return { page: { $case: 'connectors', value: { connectors } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 
-    getConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    getConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
-      const json = await one(org, idOf(req.id, 'connector'), caller);
-      if (!json) throw DomainError.notFound('connector not found');
-      return { json, created: false };
+      const row = await one(org, idOf(req.id, 'connector'), caller);
+      if (!row) throw DomainError.notFound('connector not found');
+      return { item: { $case: 'connector', value: connectorFromRow(row) }, created: false };
     },
 
     deleteConnector: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.Empty> => {

@@ -1,10 +1,10 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import type { telemetry } from '@lab/contracts';
+import { deviceFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
 import { deviceScope, isBound } from './access.js';
-import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
 
 const optText = (max: number) => text(max).nullish();
 
@@ -57,10 +57,10 @@ export function connectorForNewDevice(caller: CallerContext, given: string | nul
   return caller.connector_id;
 }
 
-type StoredDevice = { id: string; json: string };
+type StoredDevice = { id: string; device: telemetry.Device };
 
 /**
- * Inserts one device and audits it; returns its JSON and id. An identifier the
+ * Inserts one device and audits it; returns it and its id. An identifier the
  * organisation already has is a conflict (409 device_identifier_taken).
  */
 export async function insertDevice(tx: Tx, emit: Emitter, org: string, caller: CallerContext, d: NewDevice): Promise<StoredDevice> {
@@ -95,18 +95,19 @@ async function writeDevice(tx: Tx, emit: Emitter, org: string, caller: CallerCon
         select ${deviceJson(D)}::text as json from d`,
   );
   if (!row) return undefined;
-  emit.audit(org, { action: 'create', resource: 'device', record_id: id, after: JSON.parse(row.json) });
-  return { id, json: row.json };
+  const after = parsed(row.json);
+  emit.audit(org, { action: 'create', resource: 'device', record_id: id, after });
+  return { id, device: deviceFromRow(after) };
 }
 
 export function deviceHandlers(deps: ServiceDeps) {
   return {
-    registerDevice: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    registerDevice: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
       assertMay(caller, 'write');
-      const b = parseBody(registerBody, req.json);
+      const b = parseBody(registerBody, req.body);
       const connector_id = connectorForNewDevice(caller, b.connector_id);
-      const answer = ({ json }: { json: string }) => createdAnswer(json);
+      const answer = ({ device }: StoredDevice) => createdAnswer({ $case: 'device', value: device });
       return answer(
         await deps.outbox.write(caller, (tx, emit) => insertDevice(tx, emit, org, caller, { ...b, kind: b.kind ?? b.type ?? null, connector_id }), answer),
       );
@@ -127,7 +128,8 @@ export function deviceHandlers(deps: ServiceDeps) {
             from (select * from telemetry.devices d where ${cond}
                   order by d.created_at desc, d.id desc limit ${q.limit} offset ${q.offset}) d`,
       );
-      return { json: r!.json, limit: q.limit, offset: q.offset, total: Number(r!.total) };
+      const devices = parsed<Record<string, unknown>[]>(r!.json).map(deviceFromRow);
+      return { page: { $case: 'devices', value: { devices } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 
     deleteDevice: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.Empty> => {

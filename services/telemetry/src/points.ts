@@ -1,8 +1,8 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import type { telemetry } from '@lab/contracts';
+import { pointFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { finite, idOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import { finite, idOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
 
 export const MAX_POINTS = 500;
 
@@ -58,13 +58,19 @@ function assertOperator(caller: CallerContext): void {
 
 const P = sql.raw('p');
 
+/** A list page of points as PostgreSQL aggregated them (json_agg). */
+const pointPage = (json: string): telemetry.ListResponse['page'] => ({
+  $case: 'points',
+  value: { points: parsed<Record<string, unknown>[]>(json).map(pointFromRow) },
+});
+
 export function pointHandlers(deps: ServiceDeps) {
   return {
-    createPoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    createPoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       assertOperator(caller);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('organisation not found');
-      const b = parseBody(createBody, req.json);
+      const b = parseBody(createBody, req.body);
       const id = newId();
       return deps.outbox.write(caller, async (tx, emit) => {
         const [row] = await rows<{ json: string }>(
@@ -76,17 +82,18 @@ export function pointHandlers(deps: ServiceDeps) {
               returning *)
               select ${pointJson(P)}::text as json from p`,
         );
-        emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after: JSON.parse(row!.json) });
-        return { json: row!.json, created: true };
+        const after = parsed(row!.json);
+        emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after });
+        return { item: { $case: 'point', value: pointFromRow(after) }, created: true };
       });
     },
 
-    updatePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    updatePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       assertOperator(caller);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('point not found');
       const id = idOf(req.point_id, 'point');
-      const b = parseBody(updateBody, req.json);
+      const b = parseBody(updateBody, req.body);
       const sets = Object.entries(b).map(([k, v]) => sql`${sql.identifier(k)} = ${v ?? null}`);
       return deps.outbox.write(caller, async (tx, emit) => {
         const found = await rows<{ before: string; json: string }>(
@@ -99,8 +106,9 @@ export function pointHandlers(deps: ServiceDeps) {
         );
         const row = found[0];
         if (!row) throw DomainError.notFound('point not found');
-        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(row.before), after: JSON.parse(row.json) });
-        return { json: row.json, created: false };
+        const after = parsed(row.json);
+        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: parsed(row.before), after });
+        return { item: { $case: 'point', value: pointFromRow(after) }, created: false };
       });
     },
 
@@ -117,7 +125,7 @@ export function pointHandlers(deps: ServiceDeps) {
             from (select * from telemetry.environmental_points where org_id = ${org.data}
                   order by created_at, id limit ${limit} offset ${p.offset}) p`,
       );
-      return { json: r!.json, limit, offset: p.offset, total: Number(r!.total) };
+      return { page: pointPage(r!.json), limit, offset: p.offset, total: Number(r!.total) };
     },
 
     /**
@@ -157,14 +165,9 @@ export function pointHandlers(deps: ServiceDeps) {
                          where org_id = ${org.data} and id = ${id} returning *)
               select ${pointJson(P)}::text as json from p`,
         );
-        emit.audit(org.data, {
-          action: 'update',
-          resource: 'environmental_point',
-          record_id: id,
-          before: JSON.parse(before.json),
-          after: JSON.parse(after!.json),
-        });
-        return { deleted: false, json: after!.json };
+        const point = parsed(after!.json);
+        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: parsed(before.json), after: point });
+        return { deleted: false, point: pointFromRow(point) };
       });
     },
 
@@ -180,7 +183,7 @@ export function pointHandlers(deps: ServiceDeps) {
                   where ${where([sql`org_id = ${org}`, q.active ? sql`active = ${q.active === 'true'}` : undefined])}
                   order by parameter, id limit ${MAX_POINTS}) p`,
       );
-      return { json: r!.json, limit: MAX_POINTS, offset: 0, total: Number(r!.total) };
+      return { page: pointPage(r!.json), limit: MAX_POINTS, offset: 0, total: Number(r!.total) };
     },
   };
 }

@@ -36,7 +36,7 @@ const tooLarge = (limit: number) => new DomainError('too_large', 'payload_too_la
  */
 export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
   return {
-    uploadRawFile: async (input: AsyncIterable<telemetry.UploadChunk>, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    uploadRawFile: async (input: AsyncIterable<telemetry.UploadChunk>, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
       assertMay(caller, 'write');
       const messages = input[Symbol.asyncIterator]();
@@ -68,7 +68,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
       const stored = await storage.put(bytes());
       try {
         const device = named ?? (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
-        const json = await deps.outbox.write(
+        const result = await deps.outbox.write(
           caller,
           async (tx, emit) => {
             // the upload took its time: the device is held from here to the commit
@@ -80,7 +80,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
           },
           createdAnswer,
         );
-        return createdAnswer(json);
+        return createdAnswer(result);
       } catch (err) {
         await storage.remove(stored.key).catch(() => undefined);
         throw err;

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
-import type { telemetry } from '@lab/contracts';
-import { DomainError, fieldIssues, parseJsonObject, pipelined, rows, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { dateTime, finite, limitParam, orgOf, parseQuery, text, uuid, where } from './common.js';
+import { pgFloat, readingFromRow, rejectionCode, timestampFromText, type Timestamp, type telemetry } from '@lab/contracts';
+import { DomainError, fieldIssues, pipelined, rows, structBody, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { dateTime, finite, limitParam, orgOf, parsed, parseQuery, text, uuid, where } from './common.js';
 
 export const MAX_BATCH = 500;
 
@@ -71,37 +71,25 @@ type FoundPoint = PointRow & { id: string };
 interface Accepted {
   item: Item;
   point: FoundPoint;
-  /** as PostgreSQL renders the stored value */
+  /** as PostgreSQL renders the stored value (the breach event's), ... */
   measured_at: string;
+  /** ... and read as the answer's Timestamp */
+  measured: Timestamp;
 }
 
-/** A reading as the API shows it, with its point's code and parameter. */
-const readingJson = sql`json_build_object(
+/**
+ * A reading as the API shows it, with its point's code and parameter (read by
+ * readingFromRow); of readings r joined to their points p. Exported for the tests,
+ * which hold the typed answer to what PostgreSQL renders.
+ */
+export const readingRow = sql`json_build_object(
   'id', r.id, 'point_id', r.point_id, 'external_code', p.external_code, 'parameter', p.parameter,
   'value', r.value, 'unit', r.unit, 'limit_min', r.limit_min, 'limit_max', r.limit_max, 'is_breach', r.is_breach,
   'measured_at', r.measured_at, 'sample_id', r.sample_id, 'notes', r.notes, 'created_by', r.created_by, 'created_at', r.created_at)`;
 
-/**
- * parseJsonObject without its walk over every string when the text holds no \u
- * escape: NUL and unpaired surrogates, the text PostgreSQL cannot store, can only
- * arrive escaped in JSON. Anything unusual goes through parseJsonObject itself,
- * so errors are the same.
- */
-function jsonObject(json: string): Record<string, unknown> {
-  if (!json || json.includes('\\u')) return parseJsonObject(json);
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    return parseJsonObject(json);
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return parseJsonObject(json);
-  return value as Record<string, unknown>;
-}
-
 /** The items of a body: one reading object, or {readings: [...]} of 1 to 500. */
-function itemsOf(json: string): unknown[] {
-  const body = jsonObject(json);
+function itemsOf(given: Record<string, unknown> | undefined): unknown[] {
+  const body = structBody(given);
   if (!('readings' in body)) return [body];
   const list = body.readings;
   const extra = Object.keys(body).filter((k) => k !== 'readings');
@@ -111,6 +99,14 @@ function itemsOf(json: string): unknown[] {
   }
   return list;
 }
+
+const rejectedMessage = (r: Rejected): telemetry.RejectedReading => ({
+  index: r.index,
+  code: rejectionCode(r.code),
+  message: r.message,
+  point_id: r.point_id,
+  external_code: r.external_code,
+});
 
 const idOrCode = (i: { point_id?: string; external_code?: string }) => ({
   ...(i.point_id !== undefined ? { point_id: i.point_id } : {}),
@@ -196,19 +192,6 @@ function storedStrings(i: Item): Item {
   };
 }
 
-/** A double as PostgreSQL's float8 output writes it (shortest exact digits, exponent outside 1e-4..1e15). */
-export function pgFloat(x: number): string {
-  if (x === 0) return Object.is(x, -0) ? '-0' : '0';
-  const a = Math.abs(x);
-  if (a >= 1e-4 && a < 1e15) return String(x);
-  const e = x.toExponential();
-  const at = e.indexOf('e');
-  const exp = Number(e.slice(at + 1));
-  return `${e.slice(0, at)}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
-}
-const jsonFloat = (x: number | null): string => (x === null ? 'null' : pgFloat(x));
-const jsonText = (s: string | null): string => (s === null ? 'null' : JSON.stringify(s));
-
 /** An element of a PostgreSQL array literal: quoted, so any text is taken as it is. */
 const quoted = (s: string): string => (s.includes('"') || s.includes('\\') ? `"${s.replace(/[\\"]/g, '\\$&')}"` : `"${s}"`);
 /** An element that needs no quoting (UUIDs checked by the schema). */
@@ -225,12 +208,13 @@ function pgArray<T>(xs: readonly (T | null)[], element: (x: T) => string): strin
   }
   return `${out}}`;
 }
+/** What a batch's readings share of their point: sent to the insert once, written into each answer's reading. */
 interface Shape {
   /** 1-based position in the batch's point arrays */
   n: number;
-  head: string;
-  unit: string;
-  limits: string;
+  external_code: string | undefined;
+  limit_min: number | undefined;
+  limit_max: number | undefined;
 }
 
 const HEX4 = Array.from({ length: MAX_BATCH }, (_, k) => k.toString(16).padStart(4, '0'));
@@ -266,12 +250,12 @@ export function readingHandlers(deps: ServiceDeps) {
      * in one query, stores the accepted items with one set-based insert of arrays
      * (limits copied from the point rows read, is_breach computed by the database),
      * and emits the breach events and one audit record in the same transaction.
-     * The answer is rendered here from what was inserted, rather than read back
-     * with RETURNING and json_agg, which cost PostgreSQL as much as the insert.
+     * The answer's readings are built here from what was inserted, rather than
+     * read back with RETURNING, which cost PostgreSQL as much as the insert.
      */
-    ingestReadings: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    ingestReadings: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
-      const raw = itemsOf(req.json);
+      const raw = itemsOf(req.body);
       const rejected: Rejected[] = [];
       const valid: { index: number; item: Item }[] = [];
       for (let index = 0; index < raw.length; index++) {
@@ -333,6 +317,9 @@ export function readingHandlers(deps: ServiceDeps) {
               const now = clock.now!;
               // rendered timestamps hold no comma
               const stampText = clock.stamps ? clock.stamps.split(',') : [];
+              // read once each: the batch's readings share the clock and the few times given
+              const nowTime = timestampFromText(now);
+              const stampTimes = stampText.map(timestampFromText);
               const byId = new Map<string, FoundPoint>();
               const byCode = new Map<string, FoundPoint>();
               for (const row of found) {
@@ -353,7 +340,13 @@ export function readingHandlers(deps: ServiceDeps) {
                 } else if (!p.active) {
                   rejected.push({ index, code: 'point_inactive', message: 'the environmental point is inactive', ...idOrCode(i) });
                 } else {
-                  accepted.push({ item: i, point: p, measured_at: i.measured_at === undefined ? now : stampText[stamps.get(i.measured_at)!]! });
+                  accepted.push({
+                    item: i,
+                    point: p,
+                    ...(i.measured_at === undefined
+                      ? { measured_at: now, measured: nowTime }
+                      : { measured_at: stampText[stamps.get(i.measured_at)!]!, measured: stampTimes[stamps.get(i.measured_at)!]! }),
+                  });
                 }
               }
               rejected.sort((a, b) => a.index - b.index);
@@ -361,17 +354,17 @@ export function readingHandlers(deps: ServiceDeps) {
 
               const n = accepted.length;
               const idBase = batchIdBase();
-              // Per point once (its id, unit, limits and the parts of a reading's JSON that are
-              // the point's); per reading only its own values: a batch is a few KB on the wire.
+              // Per point once (its id, unit, limits, and its fields as the answer's readings
+              // hold them); per reading only its own values: a batch is a few KB on the wire.
               const used = new Map<FoundPoint, Shape>();
               const shapeOf = (p: FoundPoint): Shape => {
                 let sh = used.get(p);
                 if (!sh) {
                   sh = {
                     n: used.size + 1,
-                    head: `","point_id":"${p.id}","external_code":${jsonText(p.external_code)},"parameter":${jsonText(p.parameter)},"value":`,
-                    unit: JSON.stringify(p.unit),
-                    limits: `,"limit_min":${jsonFloat(p.limit_min)},"limit_max":${jsonFloat(p.limit_max)},"is_breach":`,
+                    external_code: p.external_code ?? undefined,
+                    limit_min: p.limit_min ?? undefined,
+                    limit_max: p.limit_max ?? undefined,
                   };
                   used.set(p, sh);
                 }
@@ -425,31 +418,32 @@ export function readingHandlers(deps: ServiceDeps) {
                 ),
               );
 
-              const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
-              const parts: string[] = new Array(n);
+              const created_by = caller.user_id ?? undefined;
+              const readings: telemetry.Reading[] = new Array(n);
               let breaches = 0;
               for (let k = 0; k < n; k++) {
-                const { item: i, point: p, measured_at } = accepted[k]!;
+                const { item: i, point: p, measured_at, measured } = accepted[k]!;
                 const sh = shapes[k]!;
                 const id = idBase + HEX4[k]!;
                 // the generated column's rule, on the same doubles
                 const breach = (p.limit_min !== null && i.value < p.limit_min) || (p.limit_max !== null && i.value > p.limit_max);
-                parts[k] =
-                  '{"id":"' +
-                  id +
-                  sh.head +
-                  pgFloat(i.value) +
-                  ',"unit":' +
-                  (i.unit === undefined ? sh.unit : JSON.stringify(i.unit)) +
-                  sh.limits +
-                  breach +
-                  ',"measured_at":"' +
-                  measured_at +
-                  '","sample_id":' +
-                  (i.sample_id === undefined ? 'null' : `"${i.sample_id}"`) +
-                  ',"notes":' +
-                  (i.notes === undefined ? 'null' : JSON.stringify(i.notes)) +
-                  tail;
+                // one literal of a fixed shape; the point's fields and the times are shared, not copied
+                readings[k] = {
+                  id,
+                  point_id: p.id,
+                  external_code: sh.external_code,
+                  parameter: p.parameter,
+                  value: i.value,
+                  unit: i.unit ?? p.unit,
+                  limit_min: sh.limit_min,
+                  limit_max: sh.limit_max,
+                  is_breach: breach,
+                  measured_at: measured,
+                  sample_id: i.sample_id,
+                  notes: i.notes,
+                  created_by,
+                  created_at: nowTime,
+                };
                 if (breach) {
                   breaches++;
                   emit.event('environmental.breach', org, {
@@ -473,8 +467,8 @@ export function readingHandlers(deps: ServiceDeps) {
               });
               // the answer (rejected is final once the points are resolved); a keyed call's
               // receipt keeps it in this transaction
-              const json = `{"created":${n},"breaches":${breaches},"readings":[${parts.join(',')}],"rejected":${JSON.stringify(rejected)}}`;
-              return { json, created: true } satisfies telemetry.JsonResponse;
+              const value: telemetry.ReadingsIngested = { created: n, breaches, readings, rejected: rejected.map(rejectedMessage) };
+              return { item: { $case: 'readings_ingested', value }, created: true } satisfies telemetry.ItemResponse;
             },
             (res) => res,
           )
@@ -496,12 +490,13 @@ export function readingHandlers(deps: ServiceDeps) {
         q.breaches === 'true' ? sql`r.is_breach` : q.breaches === 'false' ? sql`not r.is_breach` : undefined,
       ]);
       const [r] = await deps.db.rows<{ json: string }>(
-        sql`select coalesce(json_agg(${readingJson} order by r.measured_at desc, r.id desc), '[]')::text as json
+        sql`select coalesce(json_agg(${readingRow} order by r.measured_at desc, r.id desc), '[]')::text as json
             from (select * from telemetry.environmental_readings r where ${cond}
                   order by r.measured_at desc, r.id desc limit ${q.limit}) r
             join telemetry.environmental_points p on p.org_id = r.org_id and p.id = r.point_id`,
       );
-      return { json: r!.json, limit: q.limit, offset: 0 };
+      const readings = parsed<Record<string, unknown>[]>(r!.json).map(readingFromRow);
+      return { page: { $case: 'readings', value: { readings } }, limit: q.limit, offset: 0 };
     },
   };
 }

@@ -1,10 +1,25 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
-import type { telemetry } from '@lab/contracts';
+import { resultChartFromRow, resultFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type Executor, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMay, grantsScope } from '@lab/permissions';
 import { assertMayActFor, deviceScope } from './access.js';
-import { createdAnswer, dateTime, finite, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
+import {
+  createdAnswer,
+  dateTime,
+  finite,
+  freeObject,
+  idOf,
+  limitParam,
+  offsetParam,
+  orgOf,
+  parseBody,
+  parsed,
+  parseQuery,
+  text,
+  uuid,
+  where,
+} from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
 export const MAX_VALUES = 1000;
@@ -113,7 +128,7 @@ async function resolveDevice(tx: Tx, emit: Emitter, org: string, caller: CallerC
   return { id: made.id, connector_id };
 }
 
-/** Inserts a result (and audits it); returns its JSON. */
+/** Inserts a result (and audits it); returns it as the answer's resource. */
 export async function insertResult(
   tx: Tx,
   emit: Emitter,
@@ -128,29 +143,30 @@ export async function insertResult(
     metadata?: Record<string, unknown>;
     raw_file_id?: string;
   },
-): Promise<string> {
+): Promise<telemetry.ItemResponse['item']> {
   const id = newId();
   await tx.execute(sql`insert into telemetry.results (id, org_id, device_id, sample_id, sample_ref, measured_at, "values", metadata, raw_file_id, created_by)
       values (${id}, ${org}, ${r.device_id}, ${r.sample_id ?? null}, ${r.sample_ref ?? null}, coalesce(${r.measured_at ?? null}::timestamptz, now()),
               ${JSON.stringify(r.values)}::jsonb, ${JSON.stringify(r.metadata ?? {})}::jsonb, ${r.raw_file_id ?? null}, ${caller.user_id})`);
   const [row] = await rows<{ json: string }>(tx, sql`select ${resultJson}::text as json from ${fromResults(org, caller, [sql`r.id = ${id}`])}`);
-  emit.audit(org, { action: 'create', resource: 'result', record_id: id, after: JSON.parse(row!.json) });
-  return row!.json;
+  const after = parsed(row!.json);
+  emit.audit(org, { action: 'create', resource: 'result', record_id: id, after });
+  return { $case: 'result', value: resultFromRow(after) };
 }
 
 export function resultHandlers(deps: ServiceDeps) {
   const getOne = async (org: string, caller: CallerContext, id: string, what: SQL) => {
     const [row] = await deps.db.rows<{ json: string }>(sql`select ${what}::text as json from ${fromResults(org, caller, [sql`r.id = ${id}`])}`);
     if (!row) throw DomainError.notFound('result not found');
-    return row.json;
+    return parsed(row.json);
   };
 
   return {
-    ingestResult: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    ingestResult: async (req: telemetry.BodyRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
       assertMay(caller, 'write');
-      const b = parseBody(ingestBody, req.json);
-      const json = await deps.outbox.write(
+      const b = parseBody(ingestBody, req.body);
+      const result = await deps.outbox.write(
         caller,
         async (tx, emit) => {
           const device = await resolveDevice(tx, emit, org, caller, b);
@@ -158,7 +174,7 @@ export function resultHandlers(deps: ServiceDeps) {
         },
         createdAnswer,
       );
-      return createdAnswer(json);
+      return createdAnswer(result);
     },
 
     listResults: async (req: telemetry.QueryRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
@@ -177,12 +193,13 @@ export function resultHandlers(deps: ServiceDeps) {
                       order by r.measured_at desc, r.id desc limit ${q.limit} offset ${q.offset}) x), '[]')::text as json,
                    (select count(*) from ${from})::text as total`,
       );
-      return { json: r!.json, limit: q.limit, offset: q.offset, total: Number(r!.total) };
+      const results = parsed<Record<string, unknown>[]>(r!.json).map(resultFromRow);
+      return { page: { $case: 'results', value: { results } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 
-    getResult: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    getResult: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
-      return { json: await getOne(org, caller, idOf(req.id, 'result'), resultJson), created: false };
+      return { item: { $case: 'result', value: resultFromRow(await getOne(org, caller, idOf(req.id, 'result'), resultJson)) }, created: false };
     },
 
     /**
@@ -190,7 +207,7 @@ export function resultHandlers(deps: ServiceDeps) {
      * its unit (the first one given), and its points {x: the result's
      * measured_at, y: the value} in the order the values were sent.
      */
-    getResultChart: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.JsonResponse> => {
+    getResultChart: async (req: telemetry.IdRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
       const chart = sql`json_build_object('result_id', r.id, 'device_id', r.device_id, 'measured_at', r.measured_at, 'series', coalesce((
           select json_agg(json_build_object('name', s.name, 'unit', s.unit, 'points', s.points) order by s.first)
@@ -199,7 +216,7 @@ export function resultHandlers(deps: ServiceDeps) {
                        json_agg(json_build_object('x', r.measured_at, 'y', e.v->'value') order by e.o) as points
                 from jsonb_array_elements(r."values") with ordinality as e(v, o)
                 group by e.v->>'name') s), '[]'::json))`;
-      return { json: await getOne(org, caller, idOf(req.id, 'result'), chart), created: false };
+      return { item: { $case: 'result_chart', value: resultChartFromRow(await getOne(org, caller, idOf(req.id, 'result'), chart)) }, created: false };
     },
   };
 }

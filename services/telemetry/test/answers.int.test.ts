@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { telemetry } from '@lab/contracts';
+import { telemetry, telemetryItemJson } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type CallerContext } from '@lab/kit';
 import { telemetryDefinition } from '@lab/telemetry';
 import { startTestService, type TestService } from '@lab/testing';
@@ -67,18 +67,20 @@ afterEach(() => {
 test('ingestReadings: the answer commits with the readings; a retry gets it and stores nothing', async () => {
   const o = org();
   const p = JSON.parse(
-    (await rpc.call('createPoint', { org_id: o.org_id, point_id: '', json: '{"parameter":"temperature","unit":"°C","limit_max":8}' }, o.operator)).json,
+    telemetryItemJson(
+      (await rpc.call('createPoint', { org_id: o.org_id, point_id: '', body: { parameter: 'temperature', unit: '°C', limit_max: 8 } }, o.operator)).item,
+    ),
   ) as Json;
-  const body = JSON.stringify({
+  const body = {
     readings: [
       { point_id: p.id, value: 5 },
       { point_id: p.id, value: 9 },
       { external_code: 'NOPE', value: 1 },
     ],
-  });
-  const first = await keyedTwice((c) => rpc.call('ingestReadings', { json: body }, c), o);
+  };
+  const first = await keyedTwice((c) => rpc.call('ingestReadings', { body }, c), o);
   expect(first.created).toBe(true);
-  const r = JSON.parse(first.json) as Json;
+  const r = JSON.parse(telemetryItemJson(first.item)) as Json;
   expect(r).toMatchObject({ created: 2, breaches: 1, rejected: [{ index: 2, code: 'point_not_found' }] });
   expect(await count(sql`select count(*)::int as n from telemetry.environmental_readings where org_id = ${o.org_id}`)).toBe(2);
 });
@@ -86,17 +88,17 @@ test('ingestReadings: the answer commits with the readings; a retry gets it and 
 test('ingestReadings: a call whose every reading is rejected keeps no receipt', async () => {
   const o = org();
   const key = `key-${newId()}`;
-  const body = JSON.stringify({ readings: [{ external_code: 'NOPE', value: 1 }] });
-  await expect(rpc.call('ingestReadings', { json: body }, o.caller({ idempotency_key: key }))).rejects.toMatchObject({ code: 'all_readings_rejected' });
+  const body = { readings: [{ external_code: 'NOPE', value: 1 }] };
+  await expect(rpc.call('ingestReadings', { body }, o.caller({ idempotency_key: key }))).rejects.toMatchObject({ code: 'all_readings_rejected' });
   expect(await receipt(key)).toEqual([]);
 });
 
 test('registerDevice and deleteDevice', async () => {
   const o = org();
-  const body = JSON.stringify({ name: 'pH meter', identifier: `ph-${newId()}` });
-  const d = await keyedTwice((c) => rpc.call('registerDevice', { json: body }, c), o);
+  const body = { name: 'pH meter', identifier: `ph-${newId()}` };
+  const d = await keyedTwice((c) => rpc.call('registerDevice', { body }, c), o);
   expect(d.created).toBe(true);
-  const id = (JSON.parse(d.json) as Json).id as string;
+  const id = (JSON.parse(telemetryItemJson(d.item)) as Json).id as string;
   expect(await count(sql`select count(*)::int as n from telemetry.devices where org_id = ${o.org_id}`)).toBe(1);
   // the retry of a delete finds no device, and is given the first call's empty answer rather than 404
   expect(await keyedTwice((c) => rpc.call('deleteDevice', { id }, c), o)).toEqual({});
@@ -105,18 +107,18 @@ test('registerDevice and deleteDevice', async () => {
 
 test('connectorHeartbeat and deleteConnector', async () => {
   const o = org();
-  const body = JSON.stringify({ name: 'bench-1', devices: [{ identifier: 'balance-1', name: 'Balance' }] });
-  const hb = await keyedTwice((c) => rpc.call('connectorHeartbeat', { json: body }, c), o);
+  const body = { name: 'bench-1', devices: [{ identifier: 'balance-1', name: 'Balance' }] };
+  const hb = await keyedTwice((c) => rpc.call('connectorHeartbeat', { body }, c), o);
   // a second heartbeat would answer created: false; the retry is given the first answer
   expect(hb.created).toBe(true);
-  const id = (JSON.parse(hb.json) as Json).id as string;
+  const id = (JSON.parse(telemetryItemJson(hb.item)) as Json).id as string;
   expect(await keyedTwice((c) => rpc.call('deleteConnector', { id }, c), o)).toEqual({});
 });
 
 test('ingestResult', async () => {
   const o = org();
-  const body = JSON.stringify({ device_identifier: `ph-${newId()}`, values: [{ name: 'pH', value: 6.5 }] });
-  const r = await keyedTwice((c) => rpc.call('ingestResult', { json: body }, c), o);
+  const body = { device_identifier: `ph-${newId()}`, values: [{ name: 'pH', value: 6.5 }] };
+  const r = await keyedTwice((c) => rpc.call('ingestResult', { body }, c), o);
   expect(r.created).toBe(true);
   expect(await count(sql`select count(*)::int as n from telemetry.results where org_id = ${o.org_id}`)).toBe(1);
 });

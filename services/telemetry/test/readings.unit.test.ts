@@ -1,5 +1,6 @@
 import { storableTimestamp } from '@lab/kit';
-import { batchIdBase, item, pgFloat, quickItem } from '../src/readings';
+import { pgFloat } from '@lab/contracts';
+import { batchIdBase, item, quickItem } from '../src/readings';
 
 const ID = '0190a5b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b';
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { auditRecordsJson, chainReportJson } from '@lab/contracts';
 import { isUuid, isoTimestamp } from '@lab/kit';
 import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -29,7 +30,7 @@ export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
   const next = r.next_since_created_at && r.next_since_id ? JSON.stringify({ since_created_at: r.next_since_created_at, since_id: r.next_since_id }) : 'null';
   return {
     status: 200,
-    body: `{"data":${r.json},"next_cursor":${next},"count":${r.count}}`,
+    body: `{"data":${auditRecordsJson(r.records)},"next_cursor":${next},"count":${r.count}}`,
     contentType: 'application/json; charset=utf-8',
   };
 }
@@ -51,5 +52,5 @@ export async function verifyAuditChain(ctx: Ctx, deps: Deps): Promise<Reply> {
   if (!isUuid(org_id)) return json(404, { error: { code: 'not_found', message: 'organisation not found' } });
   await requireKnownOrg(org_id, ctx, deps);
   const r = await deps.clients.audit().call('verifyChain', { org_id }, callerIn(ctx), VERIFY_DEADLINE_MS);
-  return { status: 200, body: `{"data":${r.json}}`, contentType: 'application/json; charset=utf-8' };
+  return { status: 200, body: `{"data":${chainReportJson(r)}}`, contentType: 'application/json; charset=utf-8' };
 }

@@ -1,5 +1,6 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
+import { telemetryItemJson } from '@lab/contracts';
 import { MZML_MAX_BYTES, RawFileAllowance, rawFileLimit } from '@lab/telemetry';
 import { DomainError } from '@lab/kit';
 import type { Reply } from '../replies.js';
@@ -172,7 +173,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         });
       });
       return response.then(
-        (r) => r.json,
+        (r) => telemetryItemJson(r.item),
         (err: unknown) => {
           stop();
           throw err;

@@ -1,3 +1,4 @@
+import { pointJson, telemetryItemJson, telemetryListJson, type telemetry } from '@lab/contracts';
 import { isUuid } from '@lab/kit';
 import { json, listFromJson, noContent, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -28,15 +29,18 @@ export type TelemetryAdminOp = 'createPoint' | 'updatePoint' | 'adminListPoints'
 const JSON_TYPE = 'application/json; charset=utf-8';
 const item = (status: number, objectJson: string): Reply => ({ status, body: `{"data":${objectJson}}`, contentType: JSON_TYPE });
 
-/** /v1 telemetry routes onto the service's RPCs; bodies and answers stay JSON text. */
+/** A page as the list envelope, its records written as the API shows them. */
+const list = (r: telemetry.ListResponse): Reply => listFromJson(telemetryListJson(r.page), { limit: r.limit, offset: r.offset, total: r.total ?? null });
+/** A single answer's resource under data. */
+const itemOf = (status: number, r: telemetry.ItemResponse): Reply => item(status, telemetryItemJson(r.item));
+
+/** /v1 telemetry routes onto the service's RPCs: bodies go as given (a Struct), typed answers come back as the API's JSON. */
 export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): Promise<Reply> {
   const c = deps.clients.telemetry();
   const caller = callerIn(ctx);
-  const body = () => ({ json: JSON.stringify(objectBody(ctx.body)) });
+  const body = () => ({ body: objectBody(ctx.body) });
   const query = () => ({ query: queryMap(ctx.req.query as Record<string, unknown>) });
   const id = () => ({ id: recordId(ctx.params) });
-  const list = (r: { json: string; limit: number; offset: number; total?: number }) =>
-    listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total ?? null });
   switch (op) {
     case 'listPoints':
     case 'listReadings':
@@ -47,15 +51,15 @@ export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): P
     case 'ingestReadings':
     case 'registerDevice':
     case 'ingestResult':
-      return item(201, (await c.call(op, body(), caller)).json);
+      return itemOf(201, await c.call(op, body(), caller));
     case 'connectorHeartbeat': {
       const r = await c.call(op, body(), caller);
-      return item(r.created ? 201 : 200, r.json);
+      return itemOf(r.created ? 201 : 200, r);
     }
     case 'getResult':
     case 'getResultChart':
     case 'getConnector':
-      return item(200, (await c.call(op, id(), caller)).json);
+      return itemOf(200, await c.call(op, id(), caller));
     case 'deleteDevice':
     case 'deleteConnector':
       await c.call(op, id(), caller);
@@ -74,18 +78,17 @@ export async function telemetryAdminHandler(ctx: Ctx, deps: Deps, op: TelemetryA
   switch (op) {
     case 'adminListPoints': {
       const p = adminPage(ctx);
-      const r = await c.call('adminListPoints', { org_id, ...p }, callerIn(ctx));
-      return listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total ?? null });
+      return list(await c.call('adminListPoints', { org_id, ...p }, callerIn(ctx)));
     }
     case 'deletePoint': {
-      const r = await c.call('deletePoint', { org_id, point_id, json: '' }, callerIn(ctx));
+      const r = await c.call('deletePoint', { org_id, point_id }, callerIn(ctx));
       // a point with readings stays, deactivated: the answer shows it
-      return r.deleted ? noContent() : item(200, r.json!);
+      return r.deleted ? noContent() : item(200, pointJson(r.point!));
     }
     case 'createPoint':
     case 'updatePoint': {
-      const r = await c.call(op, { org_id, point_id, json: JSON.stringify(objectBody(ctx.body)) }, callerIn(ctx));
-      return item(op === 'createPoint' ? 201 : 200, r.json);
+      const r = await c.call(op, { org_id, point_id, body: objectBody(ctx.body) }, callerIn(ctx));
+      return itemOf(op === 'createPoint' ? 201 : 200, r);
     }
   }
 }

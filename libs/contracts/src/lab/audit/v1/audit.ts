@@ -18,18 +18,51 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.audit.v1";
 
 export const protobufFileName = "lab/audit/v1/audit.proto";
 
+export enum ChainProblem {
+  CHAIN_PROBLEM_UNSPECIFIED = 0,
+  /** CHAIN_PROBLEM_HASH_MISMATCH - the entry's content no longer gives its hash: it was edited */
+  CHAIN_PROBLEM_HASH_MISMATCH = 1,
+  /** CHAIN_PROBLEM_PREV_HASH_MISMATCH - the entry does not link to the one before it: one was removed or moved */
+  CHAIN_PROBLEM_PREV_HASH_MISMATCH = 2,
+  /** CHAIN_PROBLEM_SEQUENCE_GAP - a sequence number is missing: an entry was removed */
+  CHAIN_PROBLEM_SEQUENCE_GAP = 3,
+  /** CHAIN_PROBLEM_HEAD_MISMATCH - the chain stops before its recorded head: its last entries were removed */
+  CHAIN_PROBLEM_HEAD_MISMATCH = 4,
+  UNRECOGNIZED = -1,
+}
+
 export interface VerifyChainRequest {
   org_id: string;
 }
 
+/** Where a chain breaks. */
+export interface ChainBreak {
+  seq: number;
+  /** the entry found there; absent: past the last entry */
+  id?: string | undefined;
+  problem: ChainProblem;
+  /** for a gap (and a head past the end): the number expected there */
+  expected_seq?: number | undefined;
+}
+
+/** {ok, entries, head_hash} or {ok: false, entries, broken}. */
 export interface VerifyChainResponse {
-  /** JSON object: {ok, entries, head_hash} or {ok: false, entries, broken} */
-  json: string;
+  ok: boolean;
+  /** sound entries (before the broken one) */
+  entries: number;
+  /** ok: the last entry's hash; absent for an empty chain */
+  head_hash?:
+    | string
+    | undefined;
+  /** not ok: where */
+  broken?: ChainBreak | undefined;
 }
 
 export interface ListAuditRequest {
@@ -41,9 +74,38 @@ export interface ListAuditRequest {
   to?: string | undefined;
 }
 
+/**
+ * One audit entry: who did what to which record, with the record before and
+ * after (free-form JSON, as the owning service gave it) and its place in the
+ * hash chain.
+ */
+export interface AuditRecord {
+  id: string;
+  created_at?: Timestamp | undefined;
+  occurred_at?: Timestamp | undefined;
+  service: string;
+  action: string;
+  resource: string;
+  record_id?: string | undefined;
+  actor_user_id?: string | undefined;
+  actor_token_id?: string | undefined;
+  token_kind?: string | undefined;
+  changed_fields: string[];
+  before?: { [key: string]: any } | undefined;
+  after?: { [key: string]: any } | undefined;
+  request_id?: string | undefined;
+  reason?: string | undefined;
+  meaning?:
+    | string
+    | undefined;
+  /** absent on entries stored before the chain existed */
+  seq?: number | undefined;
+  prev_hash?: string | undefined;
+  hash?: string | undefined;
+}
+
 export interface ListAuditResponse {
-  /** JSON array of audit records */
-  json: string;
+  records: AuditRecord[];
   count: number;
   next_since_created_at?: string | undefined;
   next_since_id?: string | undefined;
@@ -95,14 +157,102 @@ export const VerifyChainRequest: MessageFns<VerifyChainRequest> = {
   },
 };
 
+function createBaseChainBreak(): ChainBreak {
+  return { seq: 0, id: undefined, problem: 0, expected_seq: undefined };
+}
+
+export const ChainBreak: MessageFns<ChainBreak> = {
+  encode(message: ChainBreak, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0) {
+      writer.uint32(8).int64(message.seq);
+    }
+    if (message.id !== undefined) {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.problem !== 0) {
+      writer.uint32(24).int32(message.problem);
+    }
+    if (message.expected_seq !== undefined) {
+      writer.uint32(32).int64(message.expected_seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChainBreak {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChainBreak();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.int64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.problem = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expected_seq = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseVerifyChainResponse(): VerifyChainResponse {
-  return { json: "" };
+  return { ok: false, entries: 0, head_hash: undefined, broken: undefined };
 }
 
 export const VerifyChainResponse: MessageFns<VerifyChainResponse> = {
   encode(message: VerifyChainResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.ok !== false) {
+      writer.uint32(16).bool(message.ok);
+    }
+    if (message.entries !== 0) {
+      writer.uint32(24).int64(message.entries);
+    }
+    if (message.head_hash !== undefined) {
+      writer.uint32(34).string(message.head_hash);
+    }
+    if (message.broken !== undefined) {
+      ChainBreak.encode(message.broken, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -120,12 +270,36 @@ export const VerifyChainResponse: MessageFns<VerifyChainResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 16) {
               break;
             }
 
-            message.json = reader.string();
+            message.ok = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.entries = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.head_hash = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.broken = ChainBreak.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -231,14 +405,278 @@ export const ListAuditRequest: MessageFns<ListAuditRequest> = {
   },
 };
 
+function createBaseAuditRecord(): AuditRecord {
+  return {
+    id: "",
+    created_at: undefined,
+    occurred_at: undefined,
+    service: "",
+    action: "",
+    resource: "",
+    record_id: undefined,
+    actor_user_id: undefined,
+    actor_token_id: undefined,
+    token_kind: undefined,
+    changed_fields: [],
+    before: undefined,
+    after: undefined,
+    request_id: undefined,
+    reason: undefined,
+    meaning: undefined,
+    seq: undefined,
+    prev_hash: undefined,
+    hash: undefined,
+  };
+}
+
+export const AuditRecord: MessageFns<AuditRecord> = {
+  encode(message: AuditRecord, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(18).fork()).join();
+    }
+    if (message.occurred_at !== undefined) {
+      Timestamp.encode(message.occurred_at, writer.uint32(26).fork()).join();
+    }
+    if (message.service !== "") {
+      writer.uint32(34).string(message.service);
+    }
+    if (message.action !== "") {
+      writer.uint32(42).string(message.action);
+    }
+    if (message.resource !== "") {
+      writer.uint32(50).string(message.resource);
+    }
+    if (message.record_id !== undefined) {
+      writer.uint32(58).string(message.record_id);
+    }
+    if (message.actor_user_id !== undefined) {
+      writer.uint32(66).string(message.actor_user_id);
+    }
+    if (message.actor_token_id !== undefined) {
+      writer.uint32(74).string(message.actor_token_id);
+    }
+    if (message.token_kind !== undefined) {
+      writer.uint32(82).string(message.token_kind);
+    }
+    for (const v of message.changed_fields) {
+      writer.uint32(90).string(v!);
+    }
+    if (message.before !== undefined) {
+      Struct.encode(Struct.wrap(message.before), writer.uint32(98).fork()).join();
+    }
+    if (message.after !== undefined) {
+      Struct.encode(Struct.wrap(message.after), writer.uint32(106).fork()).join();
+    }
+    if (message.request_id !== undefined) {
+      writer.uint32(114).string(message.request_id);
+    }
+    if (message.reason !== undefined) {
+      writer.uint32(122).string(message.reason);
+    }
+    if (message.meaning !== undefined) {
+      writer.uint32(130).string(message.meaning);
+    }
+    if (message.seq !== undefined) {
+      writer.uint32(136).int64(message.seq);
+    }
+    if (message.prev_hash !== undefined) {
+      writer.uint32(146).string(message.prev_hash);
+    }
+    if (message.hash !== undefined) {
+      writer.uint32(154).string(message.hash);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuditRecord {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuditRecord();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.occurred_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.resource = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.record_id = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.actor_user_id = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.actor_token_id = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.token_kind = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.changed_fields.push(reader.string());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.before = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.after = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.request_id = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.meaning = reader.string();
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.int64());
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.prev_hash = reader.string();
+            continue;
+          }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.hash = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseListAuditResponse(): ListAuditResponse {
-  return { json: "", count: 0, next_since_created_at: undefined, next_since_id: undefined };
+  return { records: [], count: 0, next_since_created_at: undefined, next_since_id: undefined };
 }
 
 export const ListAuditResponse: MessageFns<ListAuditResponse> = {
   encode(message: ListAuditResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    for (const v of message.records) {
+      AuditRecord.encode(v!, writer.uint32(42).fork()).join();
     }
     if (message.count !== 0) {
       writer.uint32(16).int32(message.count);
@@ -265,12 +703,12 @@ export const ListAuditResponse: MessageFns<ListAuditResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 5: {
+            if (tag !== 42) {
               break;
             }
 
-            message.json = reader.string();
+            message.records.push(AuditRecord.decode(reader, reader.uint32()));
             continue;
           }
           case 2: {
@@ -393,6 +831,17 @@ export const AuditServiceClient = makeGenericClientConstructor(
   service: typeof AuditServiceService;
   serviceName: string;
 };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 export interface MessageFns<T> {
   encode(message: T, writer?: BinaryWriter): BinaryWriter;

@@ -20,14 +20,36 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Struct } from "../../../google/protobuf/struct.js";
+import { Timestamp } from "../../../google/protobuf/timestamp.js";
 
 export const protobufPackage = "lab.telemetry.v1";
 
 export const protobufFileName = "lab/telemetry/v1/telemetry.proto";
 
+export enum RejectionCode {
+  REJECTION_CODE_UNSPECIFIED = 0,
+  REJECTION_CODE_POINT_NOT_FOUND = 1,
+  REJECTION_CODE_POINT_INACTIVE = 2,
+  REJECTION_CODE_VALIDATION_FAILED = 3,
+  UNRECOGNIZED = -1,
+}
+
+/** Derived from last_seen_at when read. */
+export enum ConnectorStatus {
+  CONNECTOR_STATUS_UNSPECIFIED = 0,
+  /** CONNECTOR_STATUS_ONLINE - a heartbeat within 2 minutes */
+  CONNECTOR_STATUS_ONLINE = 1,
+  /** CONNECTOR_STATUS_STALE - within 15 minutes */
+  CONNECTOR_STATUS_STALE = 2,
+  /** CONNECTOR_STATUS_OFFLINE - later, or never */
+  CONNECTOR_STATUS_OFFLINE = 3,
+  UNRECOGNIZED = -1,
+}
+
 export interface BodyRequest {
-  /** JSON object, the request body */
-  json: string;
+  /** the request body as given, checked by the service */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface QueryRequest {
@@ -55,7 +77,8 @@ export interface PointWriteRequest {
   org_id: string;
   /** empty on create */
   point_id: string;
-  json: string;
+  /** create and update: the body as given, checked by the service; none on delete */
+  body?: { [key: string]: any } | undefined;
 }
 
 export interface PointPageRequest {
@@ -64,26 +87,211 @@ export interface PointPageRequest {
   offset: number;
 }
 
-export interface DeletePointResponse {
-  /** true: the point is gone; false: it had readings and was deactivated (json is the point) */
-  deleted: boolean;
-  json?: string | undefined;
+/** An environmental point (what is measured where, and its limits). */
+export interface Point {
+  id: string;
+  external_code?: string | undefined;
+  parameter: string;
+  unit: string;
+  limit_min?: number | undefined;
+  limit_max?: number | undefined;
+  room_id?: string | undefined;
+  equipment_id?: string | undefined;
+  active: boolean;
+  created_at?: Timestamp | undefined;
+  updated_at?: Timestamp | undefined;
 }
 
-export interface JsonResponse {
-  /** JSON object */
-  json: string;
+/** A stored environmental reading, with its point's code and parameter. */
+export interface Reading {
+  id: string;
+  point_id: string;
+  external_code?: string | undefined;
+  parameter: string;
+  value: number;
+  unit: string;
+  /** the point's limits when the reading was stored */
+  limit_min?: number | undefined;
+  limit_max?: number | undefined;
+  is_breach: boolean;
+  measured_at?: Timestamp | undefined;
+  sample_id?: string | undefined;
+  notes?: string | undefined;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+}
+
+/**
+ * An ingest item that was not stored. The point it named is given as the item
+ * named it (point_id or external_code, either or both absent).
+ */
+export interface RejectedReading {
+  /** of the reading in the request */
+  index: number;
+  code: RejectionCode;
+  message: string;
+  point_id?: string | undefined;
+  external_code?: string | undefined;
+}
+
+/** The answer of an ingest: each item stored or rejected on its own. */
+export interface ReadingsIngested {
+  created: number;
+  breaches: number;
+  readings: Reading[];
+  rejected: RejectedReading[];
+}
+
+export interface Device {
+  id: string;
+  name: string;
+  identifier: string;
+  kind?: string | undefined;
+  manufacturer?: string | undefined;
+  model?: string | undefined;
+  serial_number?: string | undefined;
+  connector_id?:
+    | string
+    | undefined;
+  /** free-form JSON object given at registration */
+  metadata?: { [key: string]: any } | undefined;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+  updated_at?: Timestamp | undefined;
+}
+
+/** One measured value of a result, as sent. */
+export interface ResultValue {
+  name: string;
+  value: number;
+  unit?: string | undefined;
+}
+
+/** The raw file a result was made of (an upload). */
+export interface RawFile {
+  id: string;
+  filename: string;
+  size: number;
+  sha256: string;
+  content_type: string;
+}
+
+export interface Result {
+  id: string;
+  /** absent once its device was deleted (results outlive it) */
+  device_id?: string | undefined;
+  device_identifier?: string | undefined;
+  sample_id?: string | undefined;
+  sample_ref?: string | undefined;
+  measured_at?: Timestamp | undefined;
+  values: ResultValue[];
+  /** free-form JSON object given at ingest */
+  metadata?:
+    | { [key: string]: any }
+    | undefined;
+  /** absent: not made of an upload */
+  raw_file?: RawFile | undefined;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+}
+
+export interface ChartPoint {
+  /** the result's measured_at */
+  x?: Timestamp | undefined;
+  y: number;
+}
+
+/** A result's values of one name, in the order they were sent. */
+export interface ChartSeries {
+  name: string;
+  /** the first unit given for the name */
+  unit?: string | undefined;
+  points: ChartPoint[];
+}
+
+export interface ResultChart {
+  result_id: string;
+  device_id?: string | undefined;
+  measured_at?: Timestamp | undefined;
+  series: ChartSeries[];
+}
+
+export interface Connector {
+  id: string;
+  name: string;
+  version?: string | undefined;
+  host?: string | undefined;
+  last_seen_at?: Timestamp | undefined;
+  status: ConnectorStatus;
+  device_count: number;
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+  updated_at?: Timestamp | undefined;
+}
+
+/** A heartbeat's answer: the connector and how many devices it reported. */
+export interface ConnectorHeartbeat {
+  connector?: Connector | undefined;
+  devices_synced: number;
+}
+
+/**
+ * One answer of a single resource; the case names the resource's message (as
+ * lab.common.v1.Record does for the generic records).
+ */
+export interface ItemResponse {
   /** a new record was made (201 rather than 200) */
   created: boolean;
+  item?:
+    | { $case: "point"; value: Point }
+    | { $case: "readings_ingested"; value: ReadingsIngested }
+    | { $case: "device"; value: Device }
+    | { $case: "result"; value: Result }
+    | { $case: "result_chart"; value: ResultChart }
+    | { $case: "connector"; value: Connector }
+    | { $case: "connector_heartbeat"; value: ConnectorHeartbeat }
+    | undefined;
 }
 
+export interface PointList {
+  points: Point[];
+}
+
+export interface ReadingList {
+  readings: Reading[];
+}
+
+export interface DeviceList {
+  devices: Device[];
+}
+
+export interface ResultList {
+  results: Result[];
+}
+
+export interface ConnectorList {
+  connectors: Connector[];
+}
+
+/** A page of one resource: one list message per page, not a wrapper per element. */
 export interface ListResponse {
-  /** JSON array */
-  json: string;
   limit: number;
   offset: number;
   /** absent where counting would cost more than the page (readings) */
   total?: number | undefined;
+  page?:
+    | { $case: "points"; value: PointList }
+    | { $case: "readings"; value: ReadingList }
+    | { $case: "devices"; value: DeviceList }
+    | { $case: "results"; value: ResultList }
+    | { $case: "connectors"; value: ConnectorList }
+    | undefined;
+}
+
+export interface DeletePointResponse {
+  /** true: the point is gone; false: it had readings and was deactivated (point is the point) */
+  deleted: boolean;
+  point?: Point | undefined;
 }
 
 export interface UploadMeta {
@@ -105,13 +313,13 @@ export interface Empty {
 }
 
 function createBaseBodyRequest(): BodyRequest {
-  return { json: "" };
+  return { body: undefined };
 }
 
 export const BodyRequest: MessageFns<BodyRequest> = {
   encode(message: BodyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -129,12 +337,12 @@ export const BodyRequest: MessageFns<BodyRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
+          case 2: {
+            if (tag !== 18) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -371,7 +579,7 @@ export const KeyBindingsRequest: MessageFns<KeyBindingsRequest> = {
 };
 
 function createBasePointWriteRequest(): PointWriteRequest {
-  return { org_id: "", point_id: "", json: "" };
+  return { org_id: "", point_id: "", body: undefined };
 }
 
 export const PointWriteRequest: MessageFns<PointWriteRequest> = {
@@ -382,8 +590,8 @@ export const PointWriteRequest: MessageFns<PointWriteRequest> = {
     if (message.point_id !== "") {
       writer.uint32(18).string(message.point_id);
     }
-    if (message.json !== "") {
-      writer.uint32(26).string(message.json);
+    if (message.body !== undefined) {
+      Struct.encode(Struct.wrap(message.body), writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -417,12 +625,12 @@ export const PointWriteRequest: MessageFns<PointWriteRequest> = {
             message.point_id = reader.string();
             continue;
           }
-          case 3: {
-            if (tag !== 26) {
+          case 4: {
+            if (tag !== 34) {
               break;
             }
 
-            message.json = reader.string();
+            message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
         }
@@ -506,8 +714,1952 @@ export const PointPageRequest: MessageFns<PointPageRequest> = {
   },
 };
 
+function createBasePoint(): Point {
+  return {
+    id: "",
+    external_code: undefined,
+    parameter: "",
+    unit: "",
+    limit_min: undefined,
+    limit_max: undefined,
+    room_id: undefined,
+    equipment_id: undefined,
+    active: false,
+    created_at: undefined,
+    updated_at: undefined,
+  };
+}
+
+export const Point: MessageFns<Point> = {
+  encode(message: Point, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.external_code !== undefined) {
+      writer.uint32(18).string(message.external_code);
+    }
+    if (message.parameter !== "") {
+      writer.uint32(26).string(message.parameter);
+    }
+    if (message.unit !== "") {
+      writer.uint32(34).string(message.unit);
+    }
+    if (message.limit_min !== undefined) {
+      writer.uint32(41).double(message.limit_min);
+    }
+    if (message.limit_max !== undefined) {
+      writer.uint32(49).double(message.limit_max);
+    }
+    if (message.room_id !== undefined) {
+      writer.uint32(58).string(message.room_id);
+    }
+    if (message.equipment_id !== undefined) {
+      writer.uint32(66).string(message.equipment_id);
+    }
+    if (message.active !== false) {
+      writer.uint32(72).bool(message.active);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(82).fork()).join();
+    }
+    if (message.updated_at !== undefined) {
+      Timestamp.encode(message.updated_at, writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Point {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.external_code = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.parameter = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.limit_min = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.limit_max = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.room_id = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.equipment_id = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.active = reader.bool();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.updated_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseReading(): Reading {
+  return {
+    id: "",
+    point_id: "",
+    external_code: undefined,
+    parameter: "",
+    value: 0,
+    unit: "",
+    limit_min: undefined,
+    limit_max: undefined,
+    is_breach: false,
+    measured_at: undefined,
+    sample_id: undefined,
+    notes: undefined,
+    created_by: undefined,
+    created_at: undefined,
+  };
+}
+
+export const Reading: MessageFns<Reading> = {
+  encode(message: Reading, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.point_id !== "") {
+      writer.uint32(18).string(message.point_id);
+    }
+    if (message.external_code !== undefined) {
+      writer.uint32(26).string(message.external_code);
+    }
+    if (message.parameter !== "") {
+      writer.uint32(34).string(message.parameter);
+    }
+    if (message.value !== 0) {
+      writer.uint32(41).double(message.value);
+    }
+    if (message.unit !== "") {
+      writer.uint32(50).string(message.unit);
+    }
+    if (message.limit_min !== undefined) {
+      writer.uint32(57).double(message.limit_min);
+    }
+    if (message.limit_max !== undefined) {
+      writer.uint32(65).double(message.limit_max);
+    }
+    if (message.is_breach !== false) {
+      writer.uint32(72).bool(message.is_breach);
+    }
+    if (message.measured_at !== undefined) {
+      Timestamp.encode(message.measured_at, writer.uint32(82).fork()).join();
+    }
+    if (message.sample_id !== undefined) {
+      writer.uint32(90).string(message.sample_id);
+    }
+    if (message.notes !== undefined) {
+      writer.uint32(98).string(message.notes);
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(106).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(114).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Reading {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReading();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.point_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.external_code = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.parameter = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.value = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.limit_min = reader.double();
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.limit_max = reader.double();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.is_breach = reader.bool();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.measured_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.sample_id = reader.string();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.notes = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRejectedReading(): RejectedReading {
+  return { index: 0, code: 0, message: "", point_id: undefined, external_code: undefined };
+}
+
+export const RejectedReading: MessageFns<RejectedReading> = {
+  encode(message: RejectedReading, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).int32(message.index);
+    }
+    if (message.code !== 0) {
+      writer.uint32(16).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(26).string(message.message);
+    }
+    if (message.point_id !== undefined) {
+      writer.uint32(34).string(message.point_id);
+    }
+    if (message.external_code !== undefined) {
+      writer.uint32(42).string(message.external_code);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RejectedReading {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRejectedReading();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.code = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.point_id = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.external_code = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseReadingsIngested(): ReadingsIngested {
+  return { created: 0, breaches: 0, readings: [], rejected: [] };
+}
+
+export const ReadingsIngested: MessageFns<ReadingsIngested> = {
+  encode(message: ReadingsIngested, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.created !== 0) {
+      writer.uint32(8).int32(message.created);
+    }
+    if (message.breaches !== 0) {
+      writer.uint32(16).int32(message.breaches);
+    }
+    for (const v of message.readings) {
+      Reading.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.rejected) {
+      RejectedReading.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadingsIngested {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadingsIngested();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.created = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.breaches = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.readings.push(Reading.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rejected.push(RejectedReading.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDevice(): Device {
+  return {
+    id: "",
+    name: "",
+    identifier: "",
+    kind: undefined,
+    manufacturer: undefined,
+    model: undefined,
+    serial_number: undefined,
+    connector_id: undefined,
+    metadata: undefined,
+    created_by: undefined,
+    created_at: undefined,
+    updated_at: undefined,
+  };
+}
+
+export const Device: MessageFns<Device> = {
+  encode(message: Device, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.identifier !== "") {
+      writer.uint32(26).string(message.identifier);
+    }
+    if (message.kind !== undefined) {
+      writer.uint32(34).string(message.kind);
+    }
+    if (message.manufacturer !== undefined) {
+      writer.uint32(42).string(message.manufacturer);
+    }
+    if (message.model !== undefined) {
+      writer.uint32(50).string(message.model);
+    }
+    if (message.serial_number !== undefined) {
+      writer.uint32(58).string(message.serial_number);
+    }
+    if (message.connector_id !== undefined) {
+      writer.uint32(66).string(message.connector_id);
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(74).fork()).join();
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(82).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(90).fork()).join();
+    }
+    if (message.updated_at !== undefined) {
+      Timestamp.encode(message.updated_at, writer.uint32(98).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Device {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDevice();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.identifier = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.manufacturer = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.serial_number = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.connector_id = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.updated_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResultValue(): ResultValue {
+  return { name: "", value: 0, unit: undefined };
+}
+
+export const ResultValue: MessageFns<ResultValue> = {
+  encode(message: ResultValue, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.value !== 0) {
+      writer.uint32(17).double(message.value);
+    }
+    if (message.unit !== undefined) {
+      writer.uint32(26).string(message.unit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResultValue {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResultValue();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.value = reader.double();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseRawFile(): RawFile {
+  return { id: "", filename: "", size: 0, sha256: "", content_type: "" };
+}
+
+export const RawFile: MessageFns<RawFile> = {
+  encode(message: RawFile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.filename !== "") {
+      writer.uint32(18).string(message.filename);
+    }
+    if (message.size !== 0) {
+      writer.uint32(24).int64(message.size);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(34).string(message.sha256);
+    }
+    if (message.content_type !== "") {
+      writer.uint32(42).string(message.content_type);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RawFile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRawFile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.filename = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.size = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.content_type = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResult(): Result {
+  return {
+    id: "",
+    device_id: undefined,
+    device_identifier: undefined,
+    sample_id: undefined,
+    sample_ref: undefined,
+    measured_at: undefined,
+    values: [],
+    metadata: undefined,
+    raw_file: undefined,
+    created_by: undefined,
+    created_at: undefined,
+  };
+}
+
+export const Result: MessageFns<Result> = {
+  encode(message: Result, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.device_id !== undefined) {
+      writer.uint32(18).string(message.device_id);
+    }
+    if (message.device_identifier !== undefined) {
+      writer.uint32(26).string(message.device_identifier);
+    }
+    if (message.sample_id !== undefined) {
+      writer.uint32(34).string(message.sample_id);
+    }
+    if (message.sample_ref !== undefined) {
+      writer.uint32(42).string(message.sample_ref);
+    }
+    if (message.measured_at !== undefined) {
+      Timestamp.encode(message.measured_at, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.values) {
+      ResultValue.encode(v!, writer.uint32(58).fork()).join();
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(66).fork()).join();
+    }
+    if (message.raw_file !== undefined) {
+      RawFile.encode(message.raw_file, writer.uint32(74).fork()).join();
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(82).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Result {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.device_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.device_identifier = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.sample_id = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.sample_ref = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.measured_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.values.push(ResultValue.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.raw_file = RawFile.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseChartPoint(): ChartPoint {
+  return { x: undefined, y: 0 };
+}
+
+export const ChartPoint: MessageFns<ChartPoint> = {
+  encode(message: ChartPoint, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.x !== undefined) {
+      Timestamp.encode(message.x, writer.uint32(10).fork()).join();
+    }
+    if (message.y !== 0) {
+      writer.uint32(17).double(message.y);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChartPoint {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChartPoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.x = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.y = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseChartSeries(): ChartSeries {
+  return { name: "", unit: undefined, points: [] };
+}
+
+export const ChartSeries: MessageFns<ChartSeries> = {
+  encode(message: ChartSeries, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.unit !== undefined) {
+      writer.uint32(18).string(message.unit);
+    }
+    for (const v of message.points) {
+      ChartPoint.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChartSeries {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChartSeries();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.points.push(ChartPoint.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResultChart(): ResultChart {
+  return { result_id: "", device_id: undefined, measured_at: undefined, series: [] };
+}
+
+export const ResultChart: MessageFns<ResultChart> = {
+  encode(message: ResultChart, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result_id !== "") {
+      writer.uint32(10).string(message.result_id);
+    }
+    if (message.device_id !== undefined) {
+      writer.uint32(18).string(message.device_id);
+    }
+    if (message.measured_at !== undefined) {
+      Timestamp.encode(message.measured_at, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.series) {
+      ChartSeries.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResultChart {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResultChart();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.device_id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.measured_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.series.push(ChartSeries.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseConnector(): Connector {
+  return {
+    id: "",
+    name: "",
+    version: undefined,
+    host: undefined,
+    last_seen_at: undefined,
+    status: 0,
+    device_count: 0,
+    created_by: undefined,
+    created_at: undefined,
+    updated_at: undefined,
+  };
+}
+
+export const Connector: MessageFns<Connector> = {
+  encode(message: Connector, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.version !== undefined) {
+      writer.uint32(26).string(message.version);
+    }
+    if (message.host !== undefined) {
+      writer.uint32(34).string(message.host);
+    }
+    if (message.last_seen_at !== undefined) {
+      Timestamp.encode(message.last_seen_at, writer.uint32(42).fork()).join();
+    }
+    if (message.status !== 0) {
+      writer.uint32(48).int32(message.status);
+    }
+    if (message.device_count !== 0) {
+      writer.uint32(56).int64(message.device_count);
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(66).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(74).fork()).join();
+    }
+    if (message.updated_at !== undefined) {
+      Timestamp.encode(message.updated_at, writer.uint32(82).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Connector {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConnector();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.version = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.host = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.last_seen_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.device_count = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.updated_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseConnectorHeartbeat(): ConnectorHeartbeat {
+  return { connector: undefined, devices_synced: 0 };
+}
+
+export const ConnectorHeartbeat: MessageFns<ConnectorHeartbeat> = {
+  encode(message: ConnectorHeartbeat, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.connector !== undefined) {
+      Connector.encode(message.connector, writer.uint32(10).fork()).join();
+    }
+    if (message.devices_synced !== 0) {
+      writer.uint32(16).int32(message.devices_synced);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConnectorHeartbeat {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConnectorHeartbeat();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.connector = Connector.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.devices_synced = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseItemResponse(): ItemResponse {
+  return { created: false, item: undefined };
+}
+
+export const ItemResponse: MessageFns<ItemResponse> = {
+  encode(message: ItemResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.created !== false) {
+      writer.uint32(16).bool(message.created);
+    }
+    switch (message.item?.$case) {
+      case "point":
+        Point.encode(message.item.value, writer.uint32(26).fork()).join();
+        break;
+      case "readings_ingested":
+        ReadingsIngested.encode(message.item.value, writer.uint32(34).fork()).join();
+        break;
+      case "device":
+        Device.encode(message.item.value, writer.uint32(42).fork()).join();
+        break;
+      case "result":
+        Result.encode(message.item.value, writer.uint32(50).fork()).join();
+        break;
+      case "result_chart":
+        ResultChart.encode(message.item.value, writer.uint32(58).fork()).join();
+        break;
+      case "connector":
+        Connector.encode(message.item.value, writer.uint32(66).fork()).join();
+        break;
+      case "connector_heartbeat":
+        ConnectorHeartbeat.encode(message.item.value, writer.uint32(74).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ItemResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseItemResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.created = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.item = { $case: "point", value: Point.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.item = { $case: "readings_ingested", value: ReadingsIngested.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.item = { $case: "device", value: Device.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.item = { $case: "result", value: Result.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.item = { $case: "result_chart", value: ResultChart.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.item = { $case: "connector", value: Connector.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.item = { $case: "connector_heartbeat", value: ConnectorHeartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBasePointList(): PointList {
+  return { points: [] };
+}
+
+export const PointList: MessageFns<PointList> = {
+  encode(message: PointList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.points) {
+      Point.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PointList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePointList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.points.push(Point.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseReadingList(): ReadingList {
+  return { readings: [] };
+}
+
+export const ReadingList: MessageFns<ReadingList> = {
+  encode(message: ReadingList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.readings) {
+      Reading.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReadingList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReadingList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.readings.push(Reading.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseDeviceList(): DeviceList {
+  return { devices: [] };
+}
+
+export const DeviceList: MessageFns<DeviceList> = {
+  encode(message: DeviceList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.devices) {
+      Device.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeviceList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeviceList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.devices.push(Device.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseResultList(): ResultList {
+  return { results: [] };
+}
+
+export const ResultList: MessageFns<ResultList> = {
+  encode(message: ResultList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.results) {
+      Result.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResultList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResultList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.results.push(Result.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseConnectorList(): ConnectorList {
+  return { connectors: [] };
+}
+
+export const ConnectorList: MessageFns<ConnectorList> = {
+  encode(message: ConnectorList, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.connectors) {
+      Connector.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConnectorList {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConnectorList();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.connectors.push(Connector.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseListResponse(): ListResponse {
+  return { limit: 0, offset: 0, total: undefined, page: undefined };
+}
+
+export const ListResponse: MessageFns<ListResponse> = {
+  encode(message: ListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.limit !== 0) {
+      writer.uint32(16).int32(message.limit);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(24).int32(message.offset);
+    }
+    if (message.total !== undefined) {
+      writer.uint32(32).int64(message.total);
+    }
+    switch (message.page?.$case) {
+      case "points":
+        PointList.encode(message.page.value, writer.uint32(42).fork()).join();
+        break;
+      case "readings":
+        ReadingList.encode(message.page.value, writer.uint32(50).fork()).join();
+        break;
+      case "devices":
+        DeviceList.encode(message.page.value, writer.uint32(58).fork()).join();
+        break;
+      case "results":
+        ResultList.encode(message.page.value, writer.uint32(66).fork()).join();
+        break;
+      case "connectors":
+        ConnectorList.encode(message.page.value, writer.uint32(74).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.offset = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.total = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.page = { $case: "points", value: PointList.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.page = { $case: "readings", value: ReadingList.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.page = { $case: "devices", value: DeviceList.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.page = { $case: "results", value: ResultList.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.page = { $case: "connectors", value: ConnectorList.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseDeletePointResponse(): DeletePointResponse {
-  return { deleted: false, json: undefined };
+  return { deleted: false, point: undefined };
 }
 
 export const DeletePointResponse: MessageFns<DeletePointResponse> = {
@@ -515,8 +2667,8 @@ export const DeletePointResponse: MessageFns<DeletePointResponse> = {
     if (message.deleted !== false) {
       writer.uint32(8).bool(message.deleted);
     }
-    if (message.json !== undefined) {
-      writer.uint32(18).string(message.json);
+    if (message.point !== undefined) {
+      Point.encode(message.point, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -542,148 +2694,12 @@ export const DeletePointResponse: MessageFns<DeletePointResponse> = {
             message.deleted = reader.bool();
             continue;
           }
-          case 2: {
-            if (tag !== 18) {
-              break;
-            }
-
-            message.json = reader.string();
-            continue;
-          }
-        }
-        if ((tag & 7) === 4 || tag === 0) {
-          break;
-        }
-        reader.skip(tag & 7);
-      }
-      return message;
-    } finally {
-      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
-    }
-  },
-};
-
-function createBaseJsonResponse(): JsonResponse {
-  return { json: "", created: false };
-}
-
-export const JsonResponse: MessageFns<JsonResponse> = {
-  encode(message: JsonResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
-    }
-    if (message.created !== false) {
-      writer.uint32(16).bool(message.created);
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): JsonResponse {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
-    if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
-    }
-    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
-    try {
-      const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseJsonResponse();
-      while (reader.pos < end) {
-        const tag = reader.uint32();
-        switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
-              break;
-            }
-
-            message.json = reader.string();
-            continue;
-          }
-          case 2: {
-            if (tag !== 16) {
-              break;
-            }
-
-            message.created = reader.bool();
-            continue;
-          }
-        }
-        if ((tag & 7) === 4 || tag === 0) {
-          break;
-        }
-        reader.skip(tag & 7);
-      }
-      return message;
-    } finally {
-      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
-    }
-  },
-};
-
-function createBaseListResponse(): ListResponse {
-  return { json: "", limit: 0, offset: 0, total: undefined };
-}
-
-export const ListResponse: MessageFns<ListResponse> = {
-  encode(message: ListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.json !== "") {
-      writer.uint32(10).string(message.json);
-    }
-    if (message.limit !== 0) {
-      writer.uint32(16).int32(message.limit);
-    }
-    if (message.offset !== 0) {
-      writer.uint32(24).int32(message.offset);
-    }
-    if (message.total !== undefined) {
-      writer.uint32(32).int64(message.total);
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): ListResponse {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
-    if (previousRecursionDepth >= 100) {
-      throw new globalThis.Error("protobuf decode recursion limit exceeded");
-    }
-    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
-    try {
-      const end = length === undefined ? reader.len : reader.pos + length;
-      const message = createBaseListResponse();
-      while (reader.pos < end) {
-        const tag = reader.uint32();
-        switch (tag >>> 3) {
-          case 1: {
-            if (tag !== 10) {
-              break;
-            }
-
-            message.json = reader.string();
-            continue;
-          }
-          case 2: {
-            if (tag !== 16) {
-              break;
-            }
-
-            message.limit = reader.int32();
-            continue;
-          }
           case 3: {
-            if (tag !== 24) {
+            if (tag !== 26) {
               break;
             }
 
-            message.offset = reader.int32();
-            continue;
-          }
-          case 4: {
-            if (tag !== 32) {
-              break;
-            }
-
-            message.total = longToNumber(reader.int64());
+            message.point = Point.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -872,9 +2888,12 @@ export const Empty: MessageFns<Empty> = {
 
 /**
  * Devices, measurement results and their raw files, connectors, environmental
- * points and readings (module analytics_qc). Bodies, queries and answers travel
- * as JSON text, like the generic records: the service validates them with zod
- * and PostgreSQL renders rows to JSON, so the gateway forwards bytes untouched.
+ * points and readings (module analytics_qc). Bodies travel as the client gave
+ * them (a Struct), like the generic record protocol: the service is the one
+ * authority on what a body may hold and checks it with its zod schemas (400
+ * naming the field). Answers travel typed: one message per resource, whose
+ * fields are the resource's fields as the API shows them; a nullable field is
+ * `optional` (or a message), answered as null when absent.
  */
 export type TelemetryServiceService = typeof TelemetryServiceService;
 export const TelemetryServiceService = {
@@ -885,8 +2904,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: PointWriteRequest): Buffer => Buffer.from(PointWriteRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): PointWriteRequest => PointWriteRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   updatePoint: {
     path: "/lab.telemetry.v1.TelemetryService/UpdatePoint" as const,
@@ -894,8 +2913,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: PointWriteRequest): Buffer => Buffer.from(PointWriteRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): PointWriteRequest => PointWriteRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   listPoints: {
     path: "/lab.telemetry.v1.TelemetryService/ListPoints" as const,
@@ -947,8 +2966,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: BodyRequest): Buffer => Buffer.from(BodyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): BodyRequest => BodyRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   listReadings: {
     path: "/lab.telemetry.v1.TelemetryService/ListReadings" as const,
@@ -965,8 +2984,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: BodyRequest): Buffer => Buffer.from(BodyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): BodyRequest => BodyRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   listDevices: {
     path: "/lab.telemetry.v1.TelemetryService/ListDevices" as const,
@@ -992,8 +3011,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: BodyRequest): Buffer => Buffer.from(BodyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): BodyRequest => BodyRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   listResults: {
     path: "/lab.telemetry.v1.TelemetryService/ListResults" as const,
@@ -1010,8 +3029,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: IdRequest): Buffer => Buffer.from(IdRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): IdRequest => IdRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   getResultChart: {
     path: "/lab.telemetry.v1.TelemetryService/GetResultChart" as const,
@@ -1019,8 +3038,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: IdRequest): Buffer => Buffer.from(IdRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): IdRequest => IdRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   /**
    * Client streaming: the first message carries meta, every later one a chunk of the file;
@@ -1032,8 +3051,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: UploadChunk): Buffer => Buffer.from(UploadChunk.encode(value).finish()),
     requestDeserialize: (value: Buffer): UploadChunk => UploadChunk.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat: {
@@ -1042,8 +3061,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: BodyRequest): Buffer => Buffer.from(BodyRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): BodyRequest => BodyRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   listConnectors: {
     path: "/lab.telemetry.v1.TelemetryService/ListConnectors" as const,
@@ -1060,8 +3079,8 @@ export const TelemetryServiceService = {
     responseStream: false as const,
     requestSerialize: (value: IdRequest): Buffer => Buffer.from(IdRequest.encode(value).finish()),
     requestDeserialize: (value: Buffer): IdRequest => IdRequest.decode(value),
-    responseSerialize: (value: JsonResponse): Buffer => Buffer.from(JsonResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): JsonResponse => JsonResponse.decode(value),
+    responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
   deleteConnector: {
     path: "/lab.telemetry.v1.TelemetryService/DeleteConnector" as const,
@@ -1076,8 +3095,8 @@ export const TelemetryServiceService = {
 
 export interface TelemetryServiceServer extends UntypedServiceImplementation {
   /** Management API (operator token): points of the organisation named in the request. */
-  createPoint: handleUnaryCall<PointWriteRequest, JsonResponse>;
-  updatePoint: handleUnaryCall<PointWriteRequest, JsonResponse>;
+  createPoint: handleUnaryCall<PointWriteRequest, ItemResponse>;
+  updatePoint: handleUnaryCall<PointWriteRequest, ItemResponse>;
   listPoints: handleUnaryCall<QueryRequest, ListResponse>;
   /**
    * Before an API key is bound to a connector or devices: INVALID_ARGUMENT naming
@@ -1090,24 +3109,24 @@ export interface TelemetryServiceServer extends UntypedServiceImplementation {
   /** Deletes a point without readings; one with readings is deactivated instead (they stay readable). */
   deletePoint: handleUnaryCall<PointWriteRequest, DeletePointResponse>;
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
-  ingestReadings: handleUnaryCall<BodyRequest, JsonResponse>;
+  ingestReadings: handleUnaryCall<BodyRequest, ItemResponse>;
   listReadings: handleUnaryCall<QueryRequest, ListResponse>;
-  registerDevice: handleUnaryCall<BodyRequest, JsonResponse>;
+  registerDevice: handleUnaryCall<BodyRequest, ItemResponse>;
   listDevices: handleUnaryCall<QueryRequest, ListResponse>;
   deleteDevice: handleUnaryCall<IdRequest, Empty>;
-  ingestResult: handleUnaryCall<BodyRequest, JsonResponse>;
+  ingestResult: handleUnaryCall<BodyRequest, ItemResponse>;
   listResults: handleUnaryCall<QueryRequest, ListResponse>;
-  getResult: handleUnaryCall<IdRequest, JsonResponse>;
-  getResultChart: handleUnaryCall<IdRequest, JsonResponse>;
+  getResult: handleUnaryCall<IdRequest, ItemResponse>;
+  getResultChart: handleUnaryCall<IdRequest, ItemResponse>;
   /**
    * Client streaming: the first message carries meta, every later one a chunk of the file;
    * when meta names no device, the last message names it (device_id, no data).
    */
-  uploadRawFile: handleClientStreamingCall<UploadChunk, JsonResponse>;
+  uploadRawFile: handleClientStreamingCall<UploadChunk, ItemResponse>;
   /** Heartbeat plus device sync; created tells 201 from 200. */
-  connectorHeartbeat: handleUnaryCall<BodyRequest, JsonResponse>;
+  connectorHeartbeat: handleUnaryCall<BodyRequest, ItemResponse>;
   listConnectors: handleUnaryCall<QueryRequest, ListResponse>;
-  getConnector: handleUnaryCall<IdRequest, JsonResponse>;
+  getConnector: handleUnaryCall<IdRequest, ItemResponse>;
   deleteConnector: handleUnaryCall<IdRequest, Empty>;
 }
 
@@ -1115,33 +3134,33 @@ export interface TelemetryServiceClient extends Client {
   /** Management API (operator token): points of the organisation named in the request. */
   createPoint(
     request: PointWriteRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   createPoint(
     request: PointWriteRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   createPoint(
     request: PointWriteRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   updatePoint(
     request: PointWriteRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   updatePoint(
     request: PointWriteRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   updatePoint(
     request: PointWriteRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   listPoints(
     request: QueryRequest,
@@ -1213,18 +3232,18 @@ export interface TelemetryServiceClient extends Client {
   /** One reading or {readings: [...]}; FAILED_PRECONDITION all_readings_rejected when none is stored. */
   ingestReadings(
     request: BodyRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   ingestReadings(
     request: BodyRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   ingestReadings(
     request: BodyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   listReadings(
     request: QueryRequest,
@@ -1243,18 +3262,18 @@ export interface TelemetryServiceClient extends Client {
   ): ClientUnaryCall;
   registerDevice(
     request: BodyRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   registerDevice(
     request: BodyRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   registerDevice(
     request: BodyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   listDevices(
     request: QueryRequest,
@@ -1285,18 +3304,18 @@ export interface TelemetryServiceClient extends Client {
   ): ClientUnaryCall;
   ingestResult(
     request: BodyRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   ingestResult(
     request: BodyRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   ingestResult(
     request: BodyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   listResults(
     request: QueryRequest,
@@ -1315,69 +3334,69 @@ export interface TelemetryServiceClient extends Client {
   ): ClientUnaryCall;
   getResult(
     request: IdRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getResult(
     request: IdRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getResult(
     request: IdRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getResultChart(
     request: IdRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getResultChart(
     request: IdRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getResultChart(
     request: IdRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   /**
    * Client streaming: the first message carries meta, every later one a chunk of the file;
    * when meta names no device, the last message names it (device_id, no data).
    */
   uploadRawFile(
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientWritableStream<UploadChunk>;
   uploadRawFile(
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientWritableStream<UploadChunk>;
   uploadRawFile(
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientWritableStream<UploadChunk>;
   uploadRawFile(
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientWritableStream<UploadChunk>;
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat(
     request: BodyRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   connectorHeartbeat(
     request: BodyRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   connectorHeartbeat(
     request: BodyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   listConnectors(
     request: QueryRequest,
@@ -1396,18 +3415,18 @@ export interface TelemetryServiceClient extends Client {
   ): ClientUnaryCall;
   getConnector(
     request: IdRequest,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getConnector(
     request: IdRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   getConnector(
     request: IdRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: JsonResponse) => void,
+    callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientUnaryCall;
   deleteConnector(request: IdRequest, callback: (error: ServiceError | null, response: Empty) => void): ClientUnaryCall;
   deleteConnector(
