@@ -668,21 +668,23 @@ const CREATES: Record<string, { item: string; id?: string }> = {
   'POST /v1/lab-orders': { item: '/v1/lab-orders/:id' },
   'POST /v1/experiments/:id/amendments': { item: '/v1/experiments/:id' },
   'POST /v1/jobs': { item: '/v1/jobs/:id' },
+  'POST /v1/results': { item: '/v1/results/:id' },
+  // a heartbeat that registers the connector (201; 200 for one already known)
+  'POST /v1/connectors': { item: '/v1/connectors/:id' },
 };
 
-/** Location and the link to the item operation of a create listed in CREATES. */
-function createdItem(route: Route): Pick<Op, 'successHeaders' | 'links'> | undefined {
+/** Location and the link to the item operation of a create listed in CREATES, on its 201 (or 202) answer. */
+function markCreated(route: Route, responses: Record<string, Json>): void {
   const made = CREATES[`${route.method} ${route.path}`];
-  if (!made) return undefined;
+  const answer = responses['201'] ?? responses['202'];
+  if (!made || !answer) return;
   const names = [...made.item.matchAll(/:([a-z_A-Z]+)/g)].map((m) => m[1]!);
   const parameters: Json = {};
   names.forEach((name, i) => {
     parameters[name] = i === names.length - 1 ? `$response.body#/data/${made.id ?? 'id'}` : `$request.path.${name}`;
   });
-  return {
-    successHeaders: { Location: ref('headers', 'Location') },
-    links: { get: { operationId: operationIdOf('GET', made.item), parameters, description: 'what was just created' } },
-  };
+  answer.headers = { ...(answer.headers as Json), Location: ref('headers', 'Location') };
+  answer.links = { ...(answer.links as Json), get: { operationId: operationIdOf('GET', made.item), parameters, description: 'what was just created' } };
 }
 
 /** RFC 6749 5.2 / RFC 7591 3.2.2 error body of the identity provider's OAuth endpoints. */
@@ -1367,8 +1369,7 @@ function pathParam(name: string): Json {
 }
 
 function operation(route: Route): Json {
-  const described = describe(route);
-  const op: Op = { ...described, ...createdItem(route) };
+  const op = describe(route);
   const publicAuth = route.auth === 'bearer' || route.auth === 'session';
   const h = route.handler;
   const rateHeaders = publicAuth
@@ -1401,6 +1402,7 @@ function operation(route: Route): Json {
       ...(x.schema ? { content: { [x.contentType ?? 'application/json']: { schema: x.schema } } } : {}),
     };
   }
+  markCreated(route, responses);
   for (const status of op.ownErrors ? [] : errorStatuses(route, op)) {
     if (responses[status]) continue;
     const schema = status === '409' && route.idempotent ? { oneOf: [okSchema('IdempotencyConflict'), okSchema('Error')] } : okSchema('Error');

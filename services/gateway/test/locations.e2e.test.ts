@@ -14,8 +14,8 @@ let org: string;
 let key: string;
 
 beforeAll(async () => {
-  stack = await startStack({ services: ['identity', 'notebook', 'audit', 'webhooks', 'orders', 'jobs'] });
-  org = (await stack.admin.createOrg({ modules: ['sample_intake'] })).id;
+  stack = await startStack({ services: ['identity', 'notebook', 'audit', 'webhooks', 'orders', 'jobs', 'telemetry'] });
+  org = (await stack.admin.createOrg({ modules: ['sample_intake', 'analytics_qc'] })).id;
   key = (await stack.admin.createApiKey(org, { scopes: ['*'] })).token;
 }, 60_000);
 
@@ -65,6 +65,16 @@ describe('the public API', () => {
     const experiment = await call(stack.url, 'POST', '/v1/experiments', { token: key, body: { title: 'for a job' } });
     const job = await createAndFollow('/v1/jobs', { job_type: 'experiment_entry_pdf', input: { entry_id: experiment.body.data.id } }, key);
     expect(job.read.job_type).toBe('experiment_entry_pdf');
+  });
+
+  it('answers Location for an instrument result and for the heartbeat that registers a connector, not for a later one', async () => {
+    const device = await call(stack.url, 'POST', '/v1/devices', { token: key, body: { name: 'balance', identifier: `dev-${randomUUID()}` } });
+    const result = await createAndFollow('/v1/results', { device_id: device.body.data.id, values: [{ name: 'mass', value: 1.25, unit: 'g' }] }, key);
+    expect(result.read.device_id).toBe(device.body.data.id);
+    const heartbeat = { name: `pc-${randomUUID()}`, version: '1.0', devices: [{ identifier: `c-${randomUUID()}`, name: 'X' }] };
+    await createAndFollow('/v1/connectors', heartbeat, key);
+    const again = await call(stack.url, 'POST', '/v1/connectors', { token: key, body: heartbeat });
+    expect([again.status, again.headers.get('location')]).toEqual([200, null]);
   });
 
   it('answers the same Location when a keyed create is replayed', async () => {

@@ -1,6 +1,6 @@
 import { pointJson, telemetryItemJson, telemetryListJson, type telemetry } from '@lab/contracts';
 import { isUuid } from '@lab/kit';
-import { json, listFromJson, noContent, type Reply } from '../replies.js';
+import { json, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 import { requireKnownOrg } from './known-org.js';
@@ -34,6 +34,13 @@ const list = (r: telemetry.ListResponse): Reply => listFromJson(telemetryListJso
 /** A single answer's resource under data. */
 const itemOf = (status: number, r: telemetry.ItemResponse): Reply => item(status, telemetryItemJson(r.item));
 
+/** The id of the resource a single answer holds (a heartbeat's is its connector's). */
+function idOf(r: telemetry.ItemResponse): string {
+  const item = r.item;
+  if (item?.$case === 'connector_heartbeat') return item.value.connector?.id ?? '';
+  return (item?.value as { id?: string } | undefined)?.id ?? '';
+}
+
 /** /v1 telemetry routes onto the service's RPCs: bodies go as given (a Struct), typed answers come back as the API's JSON. */
 export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): Promise<Reply> {
   const c = deps.clients.telemetry();
@@ -50,11 +57,15 @@ export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): P
       return list(await c.call(op, query(), caller));
     case 'ingestReadings':
     case 'registerDevice':
-    case 'ingestResult':
       return itemOf(201, await c.call(op, body(), caller));
+    case 'ingestResult': {
+      const r = await c.call(op, body(), caller);
+      return withLocation(itemOf(201, r), ctx.req.path, idOf(r));
+    }
     case 'connectorHeartbeat': {
       const r = await c.call(op, body(), caller);
-      return itemOf(r.created ? 201 : 200, r);
+      // the heartbeat that registered the connector answers where it now is
+      return r.created ? withLocation(itemOf(201, r), ctx.req.path, idOf(r)) : itemOf(200, r);
     }
     case 'getResult':
     case 'getResultChart':
