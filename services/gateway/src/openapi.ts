@@ -717,13 +717,60 @@ const OAUTH_AUTHORIZE_PAGES: Op = {
 };
 
 /** The identity provider's OAuth endpoints for MCP clients (public clients, PKCE S256, tokens bound to the MCP function). */
+/** RFC 6749 5.1: the token answer of both token endpoints. */
+const OAUTH_TOKEN_ANSWER: Json = {
+  type: 'object',
+  required: ['access_token', 'token_type', 'expires_in'],
+  properties: {
+    access_token: { type: 'string' },
+    token_type: { type: 'string', enum: ['bearer', 'Bearer'] },
+    expires_in: { type: 'integer' },
+    refresh_token: { type: 'string' },
+    scope: { type: 'string' },
+  },
+};
+
+/** RFC 7591 3.2.1: the client information answer of a registration (a public client: no secret). */
+const REGISTERED_CLIENT: Json = {
+  type: 'object',
+  required: ['client_id', 'client_id_issued_at', 'redirect_uris', 'grant_types', 'response_types', 'token_endpoint_auth_method'],
+  properties: {
+    client_id: { type: 'string' },
+    client_id_issued_at: { type: 'integer', description: 'seconds since the epoch' },
+    client_name: { type: 'string' },
+    redirect_uris: { type: 'array', items: { type: 'string', format: 'uri' } },
+    grant_types: { type: 'array', items: { enum: ['authorization_code', 'refresh_token'] } },
+    response_types: { type: 'array', items: { const: 'code' } },
+    token_endpoint_auth_method: { const: 'none' },
+    scope: { type: 'string' },
+  },
+};
+
+/** JSON-RPC 2.0 section 5: a response holds a result or an error, never both. */
+const JSON_RPC_RESPONSE: Json = {
+  type: 'object',
+  description: 'a JSON-RPC 2.0 response',
+  required: ['jsonrpc', 'id'],
+  properties: {
+    jsonrpc: { const: '2.0' },
+    id: { type: ['string', 'integer', 'null'] },
+    result: { type: 'object', description: 'the MCP result of the method (initialize, tools/list, tools/call, ...)', additionalProperties: true },
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: { code: { type: 'integer' }, message: { type: 'string' }, data: {} },
+    },
+  },
+  oneOf: [{ required: ['result'] }, { required: ['error'] }],
+};
+
 const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
   register: {
     successStatus: '201',
     successDescription:
       'RFC 7591 dynamic registration of a public client: {client_id, client_id_issued_at, client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: none, scope}. ' +
       'redirect_uris: https, or http on localhost/127.0.0.1; scope: read; 10 a minute and 60 an hour per client address (429)',
-    successSchema: { type: 'object' },
+    successSchema: REGISTERED_CLIENT,
     body: {
       type: 'object',
       required: ['redirect_uris'],
@@ -756,7 +803,7 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     successDescription:
       'authorization_code (code, redirect_uri, code_verifier, client_id) or refresh_token (refresh_token, client_id; rotates): ' +
       '{access_token, token_type, expires_in, refresh_token, scope}; no client secret. The access token is accepted only by the MCP function.',
-    successSchema: { type: 'object' },
+    successSchema: OAUTH_TOKEN_ANSWER,
     bodyType: 'application/x-www-form-urlencoded',
     body: {
       type: 'object',
@@ -823,17 +870,7 @@ const tokenError = (status: string, description: string) => ({ status, descripti
 const OAUTH_TOKEN: Op = {
   successStatus: '200',
   successDescription: 'RFC 6749 token answer',
-  successSchema: {
-    type: 'object',
-    required: ['access_token', 'token_type', 'expires_in'],
-    properties: {
-      access_token: { type: 'string' },
-      token_type: { type: 'string', enum: ['bearer', 'Bearer'] },
-      expires_in: { type: 'integer' },
-      refresh_token: { type: 'string' },
-      scope: { type: 'string' },
-    },
-  },
+  successSchema: OAUTH_TOKEN_ANSWER,
   bodyType: 'application/x-www-form-urlencoded',
   body: {
     type: 'object',
@@ -878,7 +915,7 @@ const OAUTH_METADATA: Json = {
 const MCP: Op = {
   successStatus: '200',
   successDescription: 'the JSON-RPC answer (application/json) or a stream of them (text/event-stream)',
-  successSchema: { type: 'object', description: 'a JSON-RPC 2.0 response' },
+  successSchema: JSON_RPC_RESPONSE,
   body: {
     type: 'object',
     required: ['jsonrpc'],

@@ -197,6 +197,33 @@ describe('OpenAPI document', () => {
     );
   });
 
+  it('types every JSON success answer: no object without its fields, in the answer or its data', () => {
+    // GET /v1/openapi.json answers this document, whose own schema is OpenAPI 3.1's
+    const untyped: string[] = [];
+    const visit = (x: any, at: string, depth: number): void => {
+      const s = deref(x);
+      if (!s || depth > 6) return;
+      const alternatives = [...(s.oneOf ?? []), ...(s.anyOf ?? []), ...(s.allOf ?? [])];
+      alternatives.forEach((a: any, i: number) => visit(a, `${at}/${i}`, depth + 1));
+      const isObject = s.type === 'object' || (Array.isArray(s.type) && s.type.includes('object'));
+      if (isObject && !s.properties && !s.additionalProperties && !alternatives.length) untyped.push(at);
+      if (s.properties?.data) visit(s.properties.data, `${at}.data`, depth + 1);
+      if (s.items) visit(s.items, `${at}[]`, depth + 1);
+    };
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (path === '/v1/openapi.json') continue;
+        for (const [status, r] of Object.entries(op.responses as Record<string, any>)) {
+          if (!status.startsWith('2')) continue;
+          for (const [type, c] of Object.entries((deref(r).content ?? {}) as Record<string, any>)) {
+            if (type.includes('json')) visit(c.schema, `${method.toUpperCase()} ${path} ${status}`, 0);
+          }
+        }
+      }
+    }
+    expect(untyped).toEqual([]);
+  });
+
   it('documents the realtime channel as server-sent events and the MCP function with its OAuth scheme', () => {
     expect(Object.keys(doc.paths['/v1/realtime/background_jobs']!.get!.responses['200'].content)).toEqual(['text/event-stream']);
     expect(doc.paths['/functions/v1/mcp']!.post!.security).toEqual([{ mcp: ['read'] }]);
