@@ -10,7 +10,7 @@ import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 import { registerPool } from './metrics.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
-export type Orm = PgDatabase<PgQueryResultHKT, Record<string, never>>;
+export type Orm = PgDatabase<PgQueryResultHKT>;
 export type Tx = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
 /** Anything that runs a statement: the database or an open transaction. */
 export type Executor = Orm | Tx;
@@ -107,7 +107,7 @@ async function tailFailure(tx: Tx): Promise<{ reason: unknown } | undefined> {
   const tail = tails.get(tx)?.tail;
   if (!tail?.length) return undefined;
   const failed = (await Promise.all(tail)).find((r) => r.status === 'rejected');
-  return failed ? { reason: (failed as PromiseRejectedResult).reason } : undefined;
+  return failed ? { reason: failed.reason } : undefined;
 }
 
 /** db.tx on PGlite (one connection, no pipelining): the handed-over statements are awaited before COMMIT. */

@@ -19,7 +19,7 @@ function deadLetterMessage(d: DeadLetter): contract.DeadLetter {
     queue: d.queue ?? undefined,
     created_at: timestampFromText(d.created_at),
     parked_at: timestampFromText(d.parked_at),
-    message: d.message as unknown as Record<string, unknown>,
+    message: d.message,
   };
 }
 
@@ -43,7 +43,7 @@ export function serveDeadLetters(server: GrpcServer, outbox: Outbox): void {
     replayDeadLetter: async (req, caller) => {
       operatorOnly(caller);
       if (!isUuid(req.id ?? '')) throw DomainError.invalid('id must be a UUID', { fields: [{ path: 'id', message: 'must be a UUID' }] });
-      return { replayed: await outbox.replayDeadLetter(req.id!.toLowerCase()) };
+      return { replayed: await outbox.replayDeadLetter(req.id.toLowerCase()) };
     },
   });
 }

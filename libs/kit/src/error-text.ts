@@ -15,7 +15,7 @@ export function logErr(err: unknown): unknown {
     if (e.params === undefined) continue;
     const given = `\nparams: ${String(e.params)}`;
     for (const k of ['message', 'stack'] as const) {
-      if (typeof out[k] === 'string') out[k] = (out[k] as string).split(given).join('\nparams: [redacted]');
+      if (typeof out[k] === 'string') out[k] = out[k].split(given).join('\nparams: [redacted]');
     }
   }
   for (const k of ['params', 'detail']) if (out[k] !== undefined) out[k] = '[redacted]';

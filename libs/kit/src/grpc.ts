@@ -253,7 +253,7 @@ export class GrpcServer {
       try {
         caller = verifyCallerContext(call.metadata, secret);
       } catch (err) {
-        callback(toServiceError(err) as ServiceError);
+        callback(toServiceError(err));
         return;
       }
       // the messages' stream watches for a cancel from now on, not from when the handler starts

@@ -572,7 +572,7 @@ export class Outbox {
       );
       const refused = new Map((outcome?.refused ?? []).map((r) => [r.id, r.error]));
       claimed.forEach((r, i) => {
-        if (refused.has(r.id) && spans[i]) failSpan(spans[i]!.span, refused.get(r.id));
+        if (refused.has(r.id) && spans[i]) failSpan(spans[i].span, refused.get(r.id));
       });
       return outcome;
     } catch (err) {

@@ -49,8 +49,8 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
     limits: SUB_LIST_LIMITS,
     rangeColumn: 'created_at',
     ...childAccess(),
-    beforeCreate: async (_tx, _caller, input) => bounded(input as Record<string, unknown>),
-    beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...(input as Record<string, unknown>) }),
+    beforeCreate: async (_tx, _caller, input) => bounded(input),
+    beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...input }),
   });
 }
 

@@ -53,7 +53,7 @@ export function jsonSchemaOf(schema: z.ZodType): Json {
   return markSecrets(typeArrays(s)) as Json;
 }
 
-const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
+const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x).length === 1;
 
 /**
  * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1

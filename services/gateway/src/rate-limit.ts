@@ -100,7 +100,7 @@ export async function countedSignIn<T>(
   const keys = signInKeys(who.email, who.address);
   const counted = await Promise.allSettled(keys.map(([key, limits]) => limiter.consume(key, limits, 'other')));
   const refused = counted.find((r) => r.status === 'rejected');
-  if (refused) throw (refused as PromiseRejectedResult).reason;
+  if (refused) throw refused.reason;
   const giveBack = () => Promise.all(keys.map(([key]) => limiter.refund(key)));
   try {
     const passed = await check();

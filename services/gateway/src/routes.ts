@@ -558,7 +558,7 @@ export class Router {
     }
     // A more specific template of another method is the document's path for this
     // one: GET /v1/results/upload is a 405 naming POST, not a GET of /v1/results/{id}.
-    const shadowed = best !== undefined && candidates.some((c) => c.literals > best!.literals && literalsMatch(c.segments, parts));
+    const shadowed = best !== undefined && candidates.some((c) => c.literals > best.literals && literalsMatch(c.segments, parts));
     if (best && !shadowed) return { kind: 'found', route: best.route, params: bestParams! };
     // Only a miss pays for the other methods' list: those of the most specific
     // templates the path matches (the document's path for it), so Allow on

@@ -58,7 +58,7 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));
   }
-  return { job_type, input: parsed.data as Record<string, unknown> };
+  return { job_type, input: parsed.data };
 }
 
 export interface EnqueueOptions {

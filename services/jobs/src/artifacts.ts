@@ -52,7 +52,7 @@ export type Pdf = PDFKit.PDFDocument;
 export async function writePdf(dir: string, path: string, title: string, draw: (doc: Pdf) => void | Promise<void>): Promise<Artifact> {
   // Pages are not buffered: each is written out when the next begins, so a long report holds one page, not all of them.
   const doc = new PDFDocument({ size: 'A4', margin: 50, info: { Title: title, Creator: 'lab notebook service' } });
-  const stored = store(dir, path, doc as unknown as Readable);
+  const stored = store(dir, path, doc);
   // the constructor added the first page before a listener could be attached
   let pages = 1;
   doc.on('pageAdded', () => pages++);

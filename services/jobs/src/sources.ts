@@ -94,7 +94,7 @@ export class Sources {
 
   async get(caller: CallerContext, resource: string, id: string, parent_id = ''): Promise<Rec> {
     const r = await this.records(resource).call('getRecord', { resource, id, parent_id }, caller);
-    return recordObject(r.record!) as Rec;
+    return recordObject(r.record!);
   }
 
   /**

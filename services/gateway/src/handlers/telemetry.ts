@@ -33,7 +33,7 @@ export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): P
   const c = deps.clients.telemetry();
   const caller = callerIn(ctx);
   const body = () => ({ json: JSON.stringify(objectBody(ctx.body)) });
-  const query = () => ({ query: queryMap(ctx.req.query as Record<string, unknown>) });
+  const query = () => ({ query: queryMap(ctx.req.query) });
   const id = () => ({ id: recordId(ctx.params) });
   const list = (r: { json: string; limit: number; offset: number; total?: number }) =>
     listFromJson(r.json, { limit: r.limit, offset: r.offset, total: r.total ?? null });
