@@ -33,7 +33,7 @@ const verifiedBySecret = new Map<string, Map<string, { sig: Buffer; who: Who; ia
 
 function cacheOf<V>(caches: Map<string, Map<string, V>>, secret: string): Map<string, V> {
   let c = caches.get(secret);
-  if (!c) caches.set(secret, (c = new Map()));
+  if (!c) caches.set(secret, (c = new Map<string, V>()));
   return c;
 }
 
