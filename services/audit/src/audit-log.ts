@@ -13,7 +13,7 @@ export const listQuery = z
     to: iso.optional(),
   })
   .refine((q) => (q.since_created_at === undefined) === (q.since_id === undefined), {
-    message: 'since_created_at and since_id go together',
+    error: 'since_created_at and since_id go together',
     path: ['since_id'],
   });
 export type ListQuery = z.infer<typeof listQuery>;

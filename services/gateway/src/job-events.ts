@@ -112,6 +112,7 @@ export class JobEventsHub {
 
   private deliver(msg: BusMessage): void {
     const e = msg.data as JobUpdated;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- an event from the bus is checked before it is trusted
     if (!e?.job?.id) return;
     const org = msg.org_id ? this.byOrg.get(msg.org_id) : undefined;
     if (!org) return;

@@ -10,8 +10,8 @@ export const schemaRef = (name: string) => ({ $ref: `#/components/schemas/${name
 /** The schema with null allowed (a type array; null also in its enum). */
 export function nullableOf(s: Json): Json {
   if (s.type === undefined) return s.anyOf || s.oneOf || s.$ref ? { anyOf: [s, { type: 'null' }] } : s;
-  const types = Array.isArray(s.type) ? s.type : [s.type];
+  const types: unknown[] = Array.isArray(s.type) ? s.type : [s.type];
   const out: Json = { ...s, type: types.includes('null') ? types : [...types, 'null'] };
-  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...s.enum, null];
+  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...(s.enum as unknown[]), null];
   return out;
 }

@@ -63,10 +63,10 @@ const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json)
 function typeArrays(x: unknown): unknown {
   if (Array.isArray(x)) return x.map(typeArrays);
   if (!x || typeof x !== 'object') return x;
-  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
+  const o: Json = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)]));
   const alts = o.anyOf;
   if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
-    const other = alts.find((a) => !isNullSchema(a)) as Json;
+    const other = alts.find((a) => !isNullSchema(a)) as Json | undefined;
     if (typeof other?.type === 'string') {
       const { anyOf: _anyOf, ...rest } = o;
       return { ...rest, ...nullableOf(other) };
@@ -676,7 +676,7 @@ function describeRecordOp(route: Route, h: RecordHandler): Op {
 }
 
 /** From a created record to reading, changing and deleting it. */
-function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
+function recordLinks(_route: Route, h: RecordHandler, itemPath: string): Json {
   const params: Json = h.nested === 'many' ? { id: '$request.path.id', sub_id: '$response.body#/data/id' } : { id: '$response.body#/data/id' };
   const out: Json = {};
   const targets: [string, string][] = h.nested
@@ -694,7 +694,6 @@ function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
       description: `the ${recordName(h.resource)} just created`,
     };
   }
-  void route;
   return out;
 }
 

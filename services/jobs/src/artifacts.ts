@@ -73,6 +73,8 @@ export type ZipEntry = { name: string } & ({ content: string | Buffer } | { file
 /** A ZIP of named files; rows counts the data rows of its tables. */
 export async function writeZip(dir: string, path: string, entries: ZipEntry[], rows: number): Promise<Artifact> {
   const zip = new ZipFile();
+  // yazl's outputStream is a PassThrough (its types say only ReadableStream)
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
   const out = zip.outputStream as Readable;
   // yazl reports a file it cannot read on the ZipFile, not on its output, and possibly before the store reads the
   // output: ending the output (without an error no one may be listening for yet) fails the store instead of leaving

@@ -20,6 +20,7 @@ export interface JobRun {
   all(resource: string, query?: Record<string, string>, parent_id?: string): Promise<Rec[]>;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects go to JSON.stringify: String() gets scalars only
 const text = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
 function section(doc: Pdf, title: string): void {

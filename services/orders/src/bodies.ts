@@ -73,7 +73,7 @@ const timestamp = isoTimestamp();
 export const recordResultBody = z.strictObject({
   sample_id: guid,
   analyte: text(200),
-  value: z.union([z.number().finite(), z.string().max(10_000)], 'must be a number or a string'),
+  value: z.union([z.number(), z.string().max(10_000)], 'must be a number or a string'),
   unit: optionalText(64),
   reference_range: optionalText(200),
   flag: optionalText(32),

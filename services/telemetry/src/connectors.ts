@@ -137,7 +137,7 @@ async function syncDevices(tx: Tx, org: string, caller: CallerContext, connector
 }
 
 export function connectorHandlers(deps: ServiceDeps) {
-  const one = async (org: string, id: string, caller: CallerContext, exec: Tx | undefined = undefined) => {
+  const one = async (org: string, id: string, caller: CallerContext, exec?: Tx) => {
     const [row] = await deps.db.rows<{ json: string }>(
       sql`select ${connectorJson(C)}::text as json from telemetry.connectors c
           where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])}`,
@@ -161,7 +161,7 @@ export function connectorHandlers(deps: ServiceDeps) {
             action: c.created ? 'create' : 'heartbeat',
             resource: 'connector',
             record_id: c.id,
-            after: { ...JSON.parse(json), devices_synced: synced },
+            after: { ...(JSON.parse(json) as Record<string, unknown>), devices_synced: synced },
           });
           return { json: `${json.slice(0, -1)},"devices_synced":${synced}}`, created: c.created };
         },

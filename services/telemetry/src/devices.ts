@@ -105,7 +105,7 @@ async function writeDevice(tx: Tx, emit: Emitter, org: string, caller: CallerCon
         select ${deviceJson(D)}::text as json from d`,
   );
   if (!row) return undefined;
-  emit.audit(org, { action: 'create', resource: 'device', record_id: id, after: JSON.parse(row.json) });
+  emit.audit(org, { action: 'create', resource: 'device', record_id: id, after: JSON.parse(row.json) as Record<string, unknown> });
   return { id, json: row.json };
 }
 
@@ -154,7 +154,7 @@ export function deviceHandlers(deps: ServiceDeps) {
               select ${deviceJson(D)}::text as json from d`,
           );
           if (!row) throw DomainError.notFound('device not found');
-          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) });
+          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) as Record<string, unknown> });
         },
         () => ({}),
       );

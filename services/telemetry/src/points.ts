@@ -76,7 +76,7 @@ export function pointHandlers(deps: ServiceDeps) {
               returning *)
               select ${pointJson(P)}::text as json from p`,
         );
-        emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after: JSON.parse(row!.json) });
+        emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after: JSON.parse(row!.json) as Record<string, unknown> });
         return { json: row!.json, created: true };
       });
     },
@@ -99,7 +99,13 @@ export function pointHandlers(deps: ServiceDeps) {
         );
         const row = found[0];
         if (!row) throw DomainError.notFound('point not found');
-        emit.audit(org.data, { action: 'update', resource: 'environmental_point', record_id: id, before: JSON.parse(row.before), after: JSON.parse(row.json) });
+        emit.audit(org.data, {
+          action: 'update',
+          resource: 'environmental_point',
+          record_id: id,
+          before: JSON.parse(row.before) as Record<string, unknown>,
+          after: JSON.parse(row.json) as Record<string, unknown>,
+        });
         return { json: row.json, created: false };
       });
     },
@@ -148,7 +154,12 @@ export function pointHandlers(deps: ServiceDeps) {
               returning p.id`,
         );
         if (deleted) {
-          emit.audit(org.data, { action: 'delete', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json) });
+          emit.audit(org.data, {
+            action: 'delete',
+            resource: 'environmental_point',
+            record_id: id,
+            before: JSON.parse(before.json) as Record<string, unknown>,
+          });
           return { deleted: true };
         }
         const [after] = await rows<{ json: string }>(
@@ -161,8 +172,8 @@ export function pointHandlers(deps: ServiceDeps) {
           action: 'update',
           resource: 'environmental_point',
           record_id: id,
-          before: JSON.parse(before.json),
-          after: JSON.parse(after!.json),
+          before: JSON.parse(before.json) as Record<string, unknown>,
+          after: JSON.parse(after!.json) as Record<string, unknown>,
         });
         return { deleted: false, json: after!.json };
       });

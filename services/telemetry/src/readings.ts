@@ -20,7 +20,7 @@ export const item = z
   })
   .strict()
   .refine((i) => i.point_id !== undefined || i.external_code !== undefined, {
-    message: 'point_id or external_code is required',
+    error: 'point_id or external_code is required',
     path: ['point_id'],
   });
 type Item = z.infer<typeof item>;
@@ -339,8 +339,11 @@ export function readingHandlers(deps: ServiceDeps) {
                 if (row.id === null) continue;
                 const p = row as FoundPoint;
                 // numbers whichever driver answered, as the insert and the answer are written from them
+                // (node-postgres gives numeric columns as text, whatever FoundPoint says)
+                /* eslint-disable @typescript-eslint/no-unnecessary-type-conversion -- see above */
                 if (p.limit_min !== null) p.limit_min = Number(p.limit_min);
                 if (p.limit_max !== null) p.limit_max = Number(p.limit_max);
+                /* eslint-enable @typescript-eslint/no-unnecessary-type-conversion */
                 byId.set(p.id, p);
                 if (p.external_code !== null) byCode.set(p.external_code, p);
               }
@@ -377,7 +380,7 @@ export function readingHandlers(deps: ServiceDeps) {
                 }
                 return sh;
               };
-              const shapes: Shape[] = new Array(n);
+              const shapes = new Array<Shape>(n);
               let pointIdx = '';
               let values = '';
               const units: (string | null)[] = [];
@@ -387,7 +390,7 @@ export function readingHandlers(deps: ServiceDeps) {
               for (let k = 0; k < n; k++) {
                 const { item: i, point } = accepted[k]!;
                 const sh = (shapes[k] = shapeOf(point));
-                pointIdx += (k ? ',' : '') + sh.n;
+                pointIdx += (k ? ',' : '') + String(sh.n);
                 values += (k ? ',' : '') + pgFloat(i.value);
                 // only the columns some item sets are sent; unnest pads the shorter arrays with NULL
                 if (i.unit !== undefined) units[k] = i.unit;
@@ -426,7 +429,7 @@ export function readingHandlers(deps: ServiceDeps) {
               );
 
               const tail = `,"created_by":${caller.user_id ? JSON.stringify(caller.user_id) : 'null'},"created_at":"${now}"}`;
-              const parts: string[] = new Array(n);
+              const parts = new Array<string>(n);
               let breaches = 0;
               for (let k = 0; k < n; k++) {
                 const { item: i, point: p, measured_at } = accepted[k]!;
@@ -442,7 +445,7 @@ export function readingHandlers(deps: ServiceDeps) {
                   ',"unit":' +
                   (i.unit === undefined ? sh.unit : JSON.stringify(i.unit)) +
                   sh.limits +
-                  breach +
+                  String(breach) +
                   ',"measured_at":"' +
                   measured_at +
                   '","sample_id":' +

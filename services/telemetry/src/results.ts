@@ -35,7 +35,7 @@ const ingestBody = z
   })
   .strict()
   .refine((b) => b.device_id !== undefined || b.device_identifier !== undefined, {
-    message: 'device_id or device_identifier is required',
+    error: 'device_id or device_identifier is required',
     path: ['device_id'],
   });
 
@@ -145,7 +145,7 @@ export async function insertResult(
       values (${id}, ${org}, ${r.device_id}, ${r.sample_id ?? null}, ${r.sample_ref ?? null}, coalesce(${r.measured_at ?? null}::timestamptz, now()),
               ${JSON.stringify(r.values)}::jsonb, ${JSON.stringify(r.metadata ?? {})}::jsonb, ${r.raw_file_id ?? null}, ${caller.user_id})`);
   const [row] = await rows<{ json: string }>(tx, sql`select ${resultJson}::text as json from ${fromResults(org, caller, [sql`r.id = ${id}`])}`);
-  emit.audit(org, { action: 'create', resource: 'result', record_id: id, after: JSON.parse(row!.json) });
+  emit.audit(org, { action: 'create', resource: 'result', record_id: id, after: JSON.parse(row!.json) as Record<string, unknown> });
   return row!.json;
 }
 

@@ -51,6 +51,7 @@ export function parseItem(req: { org_id: string; id: string }, what: string): { 
 }
 
 /** One page of an organisation's rows of `table`, oldest first, and their total. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row type its columns give
 export async function pageOf<T>(exec: Executor, table: SQL, columns: SQL, p: Page): Promise<{ rows: T[]; page: webhooks.Page }> {
   const [list, count] = await Promise.all([
     rows<T>(exec, sql`select ${columns} from ${table} where org_id = ${p.org_id}::uuid order by created_at, id limit ${p.limit} offset ${p.offset}`),

@@ -110,6 +110,7 @@ class FanOutBatcher {
   /** `trace`: the context of the message's handling (its consumer span), kept with its deliveries. */
   add(msg: BusMessage, trace?: TraceCarrier): Promise<void> {
     return new Promise((resolve, reject) => {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the batch's write threw
       this.queue.push({ msg, trace, done: (err) => (err === undefined ? resolve() : reject(err)) });
       if (!this.running) void this.drain();
     });

@@ -21,14 +21,20 @@ export async function recordJobOutcome(deps: ServiceDeps, msg: BusMessage): Prom
   if (!msg.org_id) return;
   if (msg.type === 'inbound_webhook.job_created') {
     const d = created.safeParse(msg.data);
-    if (!d.success) return warn(deps, msg);
+    if (!d.success) {
+      warn(deps, msg);
+      return;
+    }
     await deps.db.orm.execute(
       sql`update webhooks.inbound_events set job_status = 'created', job_id = ${d.data.job_id}::uuid, job_reason = null
           where org_id = ${msg.org_id}::uuid and id = ${d.data.event_id}::uuid and job_status in ('pending', 'rejected')`,
     );
   } else if (msg.type === 'inbound_webhook.job_rejected') {
     const d = rejected.safeParse(msg.data);
-    if (!d.success) return warn(deps, msg);
+    if (!d.success) {
+      warn(deps, msg);
+      return;
+    }
     await deps.db.orm.execute(
       sql`update webhooks.inbound_events set job_status = 'rejected', job_reason = ${d.data.reason}
           where org_id = ${msg.org_id}::uuid and id = ${d.data.event_id}::uuid and job_status = 'pending'`,

@@ -128,6 +128,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
           if (t.module && !p.modules.includes(t.module)) return toolError(`module_not_enabled: the ${t.module} module is not enabled for this organisation`);
           if (!deps.clients.has(t.service)) return toolError(`service_unavailable: ${t.resource} are not served by this deployment`);
           const query: Record<string, string> = {};
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the tools' arguments are JSON scalars (their input schemas)
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
           const r = await deps.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
           return toolJson(listText(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total }));
