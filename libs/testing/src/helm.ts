@@ -23,7 +23,7 @@ const ENTRY = 'helm/helm';
 let cached: Promise<string> | undefined;
 
 /** Path of a helm binary (extracting it on first use). */
-export function helmBinary(): Promise<string> {
+function helmBinary(): Promise<string> {
   cached ??= locate().catch((err: unknown) => {
     cached = undefined;
     throw err;

@@ -4,7 +4,7 @@ import { cutByBytes, isUuid, keysetPage, parseWith, utcMicros, type AuditRecordD
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
-export const listQuery = z
+const listQuery = z
   .object({
     limit: z.number().int().min(1).max(1000).default(100),
     since_created_at: iso.optional(),

@@ -19,7 +19,7 @@ const documentBody = z.record(z.string(), z.unknown()).superRefine((body, ctx) =
  * would grow one record without limit, and every later read, update and audit
  * record with it.
  */
-export const MAX_DOCUMENT_BYTES = 1_000_000;
+const MAX_DOCUMENT_BYTES = 1_000_000;
 
 function bounded(data: Record<string, unknown>): { data: Record<string, unknown> } {
   if (Buffer.byteLength(JSON.stringify(data)) > MAX_DOCUMENT_BYTES) {

@@ -642,7 +642,7 @@ interface Op {
 type RecordHandler = Extract<Route['handler'], { kind: 'record' }>;
 
 /** The operationId of a route (also the target of links). */
-export const operationIdOf = (method: string, path: string) => `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+const operationIdOf = (method: string, path: string) => `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
 
 /**
  * A generic CRUD operation, typed from its resource's schemas. Test mode has its

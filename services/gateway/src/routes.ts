@@ -15,7 +15,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
  * How a route authenticates: `bearer` is the public API (API keys, PATs, OAuth),
  * `session` a signed-in user's access token, `operator` the management token.
  */
-export type AuthKind = 'none' | 'bearer' | 'session' | 'operator';
+type AuthKind = 'none' | 'bearer' | 'session' | 'operator';
 
 export type RecordOp = 'list' | 'get' | 'create' | 'update' | 'replace' | 'delete';
 
@@ -308,7 +308,7 @@ const webhooksAdmin = (method: HttpMethod, path: string, action: WebhooksAdminAc
  * signature; Idempotency-Key is honoured by the webhooks service itself
  * (per endpoint, not per token).
  */
-export const INBOUND_WEBHOOK_PATHS = ['/functions/v1/inbound-webhook/:org_id/:slug', '/functions/v1/inbound-webhook/:slug'];
+const INBOUND_WEBHOOK_PATHS = ['/functions/v1/inbound-webhook/:org_id/:slug', '/functions/v1/inbound-webhook/:slug'];
 
 const inboundWebhookRoutes = (): Route[] =>
   INBOUND_WEBHOOK_PATHS.map((path) => ({

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join, resolve, sep } from 'node:path';
+import { dirname, resolve, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import PDFDocument from 'pdfkit';
@@ -94,8 +94,3 @@ export async function writeZip(dir: string, path: string, entries: ZipEntry[], r
   });
   return { path, meta: { ...s, content_type: 'application/zip', rows, files: entries.map((e) => e.name) } };
 }
-
-export const joinPath = (...parts: string[]) =>
-  join(...parts)
-    .split(sep)
-    .join('/');

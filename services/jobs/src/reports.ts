@@ -1,4 +1,4 @@
-import { DomainError, type CallerContext } from '@lab/kit';
+import type { CallerContext } from '@lab/kit';
 import { writePdf, type Artifact, type Pdf } from './artifacts.js';
 import type { InputOf, JobType } from './job-types.js';
 import type { Rec, Sources } from './sources.js';
@@ -255,5 +255,3 @@ export const PDF_PRODUCERS: Partial<Record<JobType, (run: JobRun, input: never) 
   risk_assessment_pdf: riskAssessment,
   box_layout_pdf: boxLayout,
 };
-
-export const missing = (what: string) => DomainError.notFound(`${what} not found`);

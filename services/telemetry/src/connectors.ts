@@ -5,7 +5,7 @@ import { assertNotViewer, DomainError, isAdministrator, newId, rows, validationF
 import { isBound } from './access.js';
 import { idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_SYNCED_DEVICES = 1000;
+const MAX_SYNCED_DEVICES = 1000;
 
 const heartbeatBody = z
   .object({
@@ -29,7 +29,7 @@ export const connectorSchemas = { heartbeat: heartbeatBody, list: listQuery };
  * status is derived from last_seen_at when read: online within 2 minutes of the
  * last heartbeat, stale within 15, offline after that (or never seen).
  */
-export const connectorJson = (c: SQL) => sql`json_build_object(
+const connectorJson = (c: SQL) => sql`json_build_object(
   'id', ${c}.id, 'name', ${c}.name, 'version', ${c}.version, 'host', ${c}.host, 'last_seen_at', ${c}.last_seen_at,
   'status', case when ${c}.last_seen_at > now() - interval '2 minutes' then 'online'
                  when ${c}.last_seen_at > now() - interval '15 minutes' then 'stale' else 'offline' end,

@@ -38,7 +38,7 @@ const listQuery = z.object({ limit: limitParam(50, 500), offset: offsetParam, co
 /** What the device routes take (the gateway documents them from these). */
 export const deviceSchemas = { register: registerBody, list: listQuery };
 
-export const deviceJson = (d: SQL) => sql`json_build_object(
+const deviceJson = (d: SQL) => sql`json_build_object(
   'id', ${d}.id, 'name', ${d}.name, 'identifier', ${d}.identifier, 'kind', ${d}.kind, 'manufacturer', ${d}.manufacturer,
   'model', ${d}.model, 'serial_number', ${d}.serial_number, 'connector_id', ${d}.connector_id, 'metadata', ${d}.metadata,
   'created_by', ${d}.created_by, 'created_at', ${d}.created_at, 'updated_at', ${d}.updated_at)`;

@@ -4,7 +4,7 @@ import type { telemetry } from '@lab/contracts';
 import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { finite, idOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_POINTS = 500;
+const MAX_POINTS = 500;
 
 const fields = {
   parameter: text(100),
@@ -44,7 +44,7 @@ const adminPage = z.object({ limit: z.number().int().min(0).max(200), offset: z.
 export const pointSchemas = { create: createBody, update: updateBody, list: listQuery };
 
 /** A point as the API shows it, rendered by PostgreSQL. */
-export const pointJson = (p: SQL) => sql`json_build_object(
+const pointJson = (p: SQL) => sql`json_build_object(
   'id', ${p}.id, 'external_code', ${p}.external_code, 'parameter', ${p}.parameter, 'unit', ${p}.unit,
   'limit_min', ${p}.limit_min, 'limit_max', ${p}.limit_max, 'room_id', ${p}.room_id, 'equipment_id', ${p}.equipment_id,
   'active', ${p}.active, 'created_at', ${p}.created_at, 'updated_at', ${p}.updated_at)`;

@@ -5,7 +5,7 @@ import type { telemetry } from '@lab/contracts';
 import { DomainError, fieldIssues, parseJsonObject, pipelined, rows, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { dateTime, finite, limitParam, orgOf, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_BATCH = 500;
+const MAX_BATCH = 500;
 
 /** One ingest item (spec: Environmental reading). */
 export const item = z
@@ -45,7 +45,7 @@ export const readingSchemas = {
   list: listQuery,
 };
 
-export interface Rejected {
+interface Rejected {
   index: number;
   code: 'point_not_found' | 'point_inactive' | 'validation_failed';
   message: string;

@@ -18,7 +18,7 @@ import { assertMayActFor, deviceScope } from './access.js';
 import { createdAnswer, dateTime, finite, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parseQuery, text, uuid, where } from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
-export const MAX_VALUES = 1000;
+const MAX_VALUES = 1000;
 
 const ingestBody = z
   .object({

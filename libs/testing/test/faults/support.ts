@@ -11,7 +11,7 @@ import pg from 'pg';
 import type { Cluster } from '../../src/cluster';
 
 /** Why these tests cannot run here, or undefined when they can. */
-export function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
+function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
   if (!process.env.DATABASE_URL || !process.env.AMQP_URL) return 'DATABASE_URL and AMQP_URL are not both set';
   for (const t of tools) {
     if (spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0) return `${t} is not available on this machine`;
@@ -111,7 +111,7 @@ export async function seedOrg(cluster: Cluster): Promise<{ orgId: string; token:
 }
 
 /** What a write load saw. */
-export interface LoadResult {
+interface LoadResult {
   /** sample ids of every write answered 2xx */
   created: string[];
   /** count of every answer by status (0 = no answer) */

@@ -66,7 +66,7 @@ const LIST_TOOLS: ListTool[] = [
  * how many it holds as its limit, as a page cut by its bytes does, so offset +
  * limit is where the next call starts; a note says so.
  */
-export const TOOL_RESULT_BYTES = 1024 * 1024;
+const TOOL_RESULT_BYTES = 1024 * 1024;
 
 const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] });
 const toolJson = (jsonText: string): CallToolResult => ({ content: [{ type: 'text', text: jsonText }] });
@@ -142,7 +142,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
  * A list tool's text: {data, pagination}, with the page's records cut to
  * TOOL_RESULT_BYTES (whole records only) and a note when it was cut.
  */
-export function listText(recordsJson: string, pagination: { limit: number; offset: number; total: number }): string {
+function listText(recordsJson: string, pagination: { limit: number; offset: number; total: number }): string {
   if (Buffer.byteLength(recordsJson) <= TOOL_RESULT_BYTES) return `{"data":${recordsJson},"pagination":${JSON.stringify(pagination)}}`;
   const records = JSON.parse(recordsJson) as unknown[];
   const kept: string[] = [];

@@ -83,7 +83,7 @@ function optionalPkce(p: Params): ProofOutcome {
   return { ok: challenge !== undefined ? { code_challenge: challenge, code_challenge_method: method ?? 'plain' } : {} };
 }
 
-export const FUNCTIONS_FLOW: AuthorizeFlow = {
+const FUNCTIONS_FLOW: AuthorizeFlow = {
   path: '/functions/v1/oauth-authorize',
   publicClients: false,
   wrongClient: 'This client is a public client: it signs users in at the identity provider (/auth/v1/oauth/authorize), not here.',
