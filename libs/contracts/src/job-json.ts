@@ -12,6 +12,7 @@ const STATUS_TEXT: { [S in JobStatus]?: string } = {
   [JobStatus.JOB_STATUS_FAILED]: 'failed',
   [JobStatus.JOB_STATUS_DEAD]: 'dead',
 };
+// eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- the keys are STATUS_TEXT's own JobStatus values, stringified by Object.entries
 const STATUS_OF = new Map(Object.entries(STATUS_TEXT).map(([k, v]) => [v, Number(k) as JobStatus]));
 
 /** A job's status as the API writes it. */

@@ -90,7 +90,7 @@ interface NumberText {
  * messages; a numeric value keeps its digits (5.10 stays 5.10).
  */
 export function resultsFromJson(json: string): LabResult[] {
-  const parsed = JSON.parse(json, (key, value, context?: { source?: string }) =>
+  const parsed = JSON.parse(json, (key, value: unknown, context?: { source?: string }) =>
     key === 'value' && typeof value === 'number' && context?.source !== undefined ? ({ $number: context.source } satisfies NumberText) : value,
   ) as RecordObject | RecordObject[];
   return (Array.isArray(parsed) ? parsed : [parsed]).map((row) => {

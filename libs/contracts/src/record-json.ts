@@ -191,7 +191,7 @@ export function recordFromRowJson(kind: RecordCase, json: string): RecordMessage
 export function messageFromRowJson(s: MessageShape, json: string): RecordObject {
   const row = (
     s.decimals.size
-      ? JSON.parse(json, (key, value, context?: { source?: string }) =>
+      ? JSON.parse(json, (key, value: unknown, context?: { source?: string }) =>
           typeof value === 'number' && s.decimals.has(key) && context?.source !== undefined ? context.source : value,
         )
       : JSON.parse(json)

@@ -230,7 +230,7 @@ export function durableQueueArguments(type: BusQueueType, queue: string, role: '
 
 /** Whether an error is the broker refusing a declaration that differs from the existing entity (406). */
 function isPreconditionFailed(err: unknown): boolean {
-  return (err as { code?: unknown })?.code === 406;
+  return (err as { code?: unknown } | null | undefined)?.code === 406;
 }
 
 /**
@@ -383,7 +383,7 @@ export class AmqpBus implements Bus {
     this.model.on('disconnect', (err: Error) => {
       this.channels = [];
       this.current = undefined;
-      if (!this.closing) this.log.warn({ err: err?.message }, 'bus disconnected, reconnecting');
+      if (!this.closing) this.log.warn({ err: (err as Error | undefined)?.message }, 'bus disconnected, reconnecting');
     });
     this.model.on('error', (err: Error) => this.log.warn({ err: err.message }, 'bus error'));
   }
@@ -455,7 +455,7 @@ export class AmqpBus implements Bus {
       reopen().then(
         () => this.log.info({ what }, 'bus channel reopened'),
         (err: unknown) => {
-          this.log.warn({ err: (err as Error)?.message, what }, 'bus channel not reopened yet');
+          this.log.warn({ err: (err as Error | undefined)?.message, what }, 'bus channel not reopened yet');
           this.reopenLater(model, what, reopen, Math.min(delayMs * 2, 10_000));
         },
       );
@@ -478,7 +478,7 @@ export class AmqpBus implements Bus {
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
     // one promise for the batch, settled by the last confirm (a promise per
     // message was a good part of the relay's garbage)
-    const errors: (Error | undefined)[] = new Array(messages.length);
+    const errors = new Array<Error | undefined>(messages.length);
     let pending = messages.length;
     let settle!: () => void;
     const confirmed = new Promise<void>((resolve) => (settle = resolve));
@@ -504,7 +504,7 @@ export class AmqpBus implements Bus {
       }
     } catch (err) {
       // a channel that closed under the loop throws on the next publish
-      throw DomainError.unavailable(`message bus channel lost: ${(err as Error)?.message}`, 'bus_unavailable');
+      throw DomainError.unavailable(`message bus channel lost: ${(err as Error | undefined)?.message}`, 'bus_unavailable');
     }
     if (messages.length) await confirmed;
     const refused: Refusal[] = [];
@@ -636,7 +636,7 @@ export class AmqpBus implements Bus {
       await (await declaring.get()).checkQueue(name);
     } catch (err) {
       declaring.discard();
-      if ((err as { code?: unknown })?.code !== 404) throw err;
+      if ((err as { code?: unknown } | null | undefined)?.code !== 404) throw err;
       await (await declaring.get()).assertQueue(name, { durable: true, arguments: durableQueueArguments(type, queue, role, expires) });
       return;
     }
@@ -660,7 +660,7 @@ export class AmqpBus implements Bus {
         queue: name,
         existing,
         setting: `LAB_BUS_QUEUE_TYPE=${type}`,
-        refused: ((refused as Error)?.message ?? '').replace(/^.*?(PRECONDITION_FAILED)/, '$1').replace(/"$/, ''),
+        refused: ((refused as Error | undefined)?.message ?? '').replace(/^.*?(PRECONDITION_FAILED)/, '$1').replace(/"$/, ''),
       },
       existing === other
         ? `queue ${name} exists as a ${other} queue, not the ${type} queue LAB_BUS_QUEUE_TYPE=${type} asks for: used as it is until it is migrated (docs/operations.md)`
@@ -711,8 +711,7 @@ export class AmqpBus implements Bus {
     metrics().consumed.inc({ queue: sub.queue, outcome: transientFailure ? 'wait' : 'retry' });
     // Re-queue through the retry queue with a delay, confirmed before the ack,
     // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
-    const headers: Record<string, unknown> = { ...raw.properties.headers };
-    for (const h of BROKER_HEADERS) delete headers[h];
+    const headers: Record<string, unknown> = Object.fromEntries(Object.entries(raw.properties.headers ?? {}).filter(([h]) => !BROKER_HEADERS.includes(h)));
     this.forwardThenAck(ch, raw, `${queue}.retry`, {
       ...raw.properties,
       persistent: true,
@@ -866,7 +865,7 @@ export class MemoryBus implements Bus {
       else this.outages.failure(`${sub.queue} handler dependency`, err, { queue: sub.queue });
       // a private consumer (cache invalidation and the like) is not retried
       if (sub.transient) return undefined;
-      const error = (err as Error)?.message ?? String(err);
+      const error = (err as Error | undefined)?.message ?? String(err);
       if (attempt >= (sub.maxAttempts ?? 8) || waits >= MAX_TRANSIENT_WAITS) {
         this.forget(key);
         metrics().consumed.inc({ queue: sub.queue, outcome: 'dead' });

@@ -33,7 +33,7 @@ const verifiedBySecret = new Map<string, Map<string, { sig: Buffer; who: Who; ia
 
 function cacheOf<V>(caches: Map<string, Map<string, V>>, secret: string): Map<string, V> {
   let c = caches.get(secret);
-  if (!c) caches.set(secret, (c = new Map()));
+  if (!c) caches.set(secret, (c = new Map<string, V>()));
   return c;
 }
 
@@ -86,9 +86,7 @@ export function verifyCallerContext(md: Metadata, secret: string): CallerContext
   const rid = md.get(REQUEST_ID_KEY)[0];
   const request_id = isSaneRequestId(rid) ? rid : ((v.who as Partial<CallerContext>).request_id ?? '');
   const key = md.get(IDEMPOTENCY_KEY)[0];
-  if (!isSaneIdempotencyKey(key)) return { ...v.who, request_id } as CallerContext;
+  if (!isSaneIdempotencyKey(key)) return { ...v.who, request_id };
   const hash = md.get(REQUEST_HASH)[0];
-  return (
-    isSaneRequestHash(hash) ? { ...v.who, request_id, idempotency_key: key, request_hash: hash } : { ...v.who, request_id, idempotency_key: key }
-  ) as CallerContext;
+  return isSaneRequestHash(hash) ? { ...v.who, request_id, idempotency_key: key, request_hash: hash } : { ...v.who, request_id, idempotency_key: key };
 }

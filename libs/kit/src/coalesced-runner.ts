@@ -43,6 +43,8 @@ export class CoalescedRunner {
       do {
         this.again = false;
         more = await this.pass();
+        // stop() may have run during the pass: the compiler keeps the narrowing across the await
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
       } while ((more || this.again) && !this.stopped);
       this.onSuccess?.();
     } catch (err) {

@@ -30,7 +30,7 @@ export const envInt = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) => z
 export const commonEnv = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** PostgreSQL URL of this service's database; unset means embedded PGlite. */
-  DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: z.url().optional(),
   DATABASE_POOL_SIZE: envInt(10, 1, 200),
   /** RabbitMQ URL; unset means the in-process bus (standalone mode only). */
   AMQP_URL: z.string().optional(),

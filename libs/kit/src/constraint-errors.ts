@@ -19,7 +19,7 @@ export function violatedConstraint(err: unknown, known: string[] = []): string |
   for (let e = err as PgLikeError | undefined, depth = 0; e && depth < 5; e = e.cause as PgLikeError | undefined, depth++) {
     if (e.code !== '23505' && e.code !== '23514') continue;
     if (e.constraint) return e.constraint;
-    return known.find((name) => e!.message?.includes(`"${name}"`));
+    return known.find((name) => e.message?.includes(`"${name}"`));
   }
   return undefined;
 }

@@ -10,7 +10,7 @@ import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 import { registerPool } from './metrics.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
-export type Orm = PgDatabase<PgQueryResultHKT, Record<string, never>>;
+export type Orm = PgDatabase<PgQueryResultHKT>;
 export type Tx = PgTransaction<PgQueryResultHKT, Record<string, never>, ExtractTablesWithRelations<Record<string, never>>>;
 /** Anything that runs a statement: the database or an open transaction. */
 export type Executor = Orm | Tx;
@@ -107,7 +107,7 @@ async function tailFailure(tx: Tx): Promise<{ reason: unknown } | undefined> {
   const tail = tails.get(tx)?.tail;
   if (!tail?.length) return undefined;
   const failed = (await Promise.all(tail)).find((r) => r.status === 'rejected');
-  return failed ? { reason: (failed as PromiseRejectedResult).reason } : undefined;
+  return failed ? { reason: failed.reason } : undefined;
 }
 
 /** db.tx on PGlite (one connection, no pipelining): the handed-over statements are awaited before COMMIT. */
@@ -180,7 +180,7 @@ async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) =>
  * with no listener, is an uncaught exception that ends the process. The
  * statements' rejections are the report; the listener only keeps the process up.
  */
-async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release(broken?: boolean): void }> {
+async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release: (broken?: boolean) => void }> {
   const client = await pool.connect();
   const lost = () => undefined;
   client.on('error', lost);
@@ -204,6 +204,8 @@ export async function lockKey(tx: Tx, key: string): Promise<void> {
 }
 
 export async function rows<T>(exec: Executor, q: SQL): Promise<T[]> {
+  // The executor's result type is drizzle's unresolved kind (unknown): the driver's { rows } is named here.
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
   const r = (await exec.execute(q)) as unknown as { rows: T[] };
   return r.rows;
 }

@@ -9,13 +9,17 @@ import pino from 'pino';
  * constraint stay.
  */
 export function logErr(err: unknown): unknown {
-  const out = pino.stdSerializers.err(err as Error) as unknown as Record<string, unknown>;
-  if (out === err || !out || typeof out !== 'object') return out;
+  // pino gives back what is not an Error (null and undefined too) as it is
+  const serialized: unknown = pino.stdSerializers.err(err as Error);
+  if (serialized === err || !serialized || typeof serialized !== 'object') return serialized;
+  const out = serialized as Record<string, unknown>;
   for (let e = err as { params?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
     if (e.params === undefined) continue;
+    // the statement's parameters (an array) as they stand in the driver's message
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string
     const given = `\nparams: ${String(e.params)}`;
     for (const k of ['message', 'stack'] as const) {
-      if (typeof out[k] === 'string') out[k] = (out[k] as string).split(given).join('\nparams: [redacted]');
+      if (typeof out[k] === 'string') out[k] = out[k].split(given).join('\nparams: [redacted]');
     }
   }
   for (const k of ['params', 'detail']) if (out[k] !== undefined) out[k] = '[redacted]';

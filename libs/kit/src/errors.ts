@@ -134,16 +134,25 @@ export function toServiceError(err: unknown, log?: (e: unknown, errorId: string)
  */
 export function fromServiceError(err: ServiceError, peer?: string): DomainError {
   const out = domainErrorOf(err);
-  if (peer) out.upstream = { service: peer, grpc_code: GrpcStatus[err.code] ?? String(err.code), grpc_details: err.details ?? '' };
+  if (peer)
+    out.upstream = {
+      service: peer,
+      // a code grpc-js has no name for, and an error made by hand without details
+      /* eslint-disable @typescript-eslint/no-unnecessary-condition -- see above */
+      grpc_code: GrpcStatus[err.code] ?? String(err.code),
+      grpc_details: err.details ?? '',
+      /* eslint-enable @typescript-eslint/no-unnecessary-condition */
+    };
   return out;
 }
 
 function domainErrorOf(err: ServiceError): DomainError {
   const kind = KIND_BY_GRPC.get(err.code) ?? 'internal';
-  const raw = err.metadata?.get(ERROR_KEY)?.[0];
+  // a ServiceError made by hand (not by grpc-js) may come without metadata
+  const raw = (err.metadata as Metadata | undefined)?.get(ERROR_KEY)[0];
   if (raw) {
     try {
-      const body = JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : String(raw)) as ErrorBody;
+      const body = JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : raw) as ErrorBody;
       return new DomainError(kind, body.code, body.message, body.details);
     } catch {
       /* fall through to a generic error */

@@ -39,7 +39,7 @@ export const GRPC_TARGET_FORMS = 'host:port, dns:///host:port, ipv4:ip:port[,ip:
 /** zod schema of an optional address variable. */
 export const grpcTarget = z
   .string()
-  .refine(isGrpcTarget, { message: `must be a gRPC target: ${GRPC_TARGET_FORMS}` })
+  .refine(isGrpcTarget, { error: `must be a gRPC target: ${GRPC_TARGET_FORMS}` })
   .optional();
 
 /**

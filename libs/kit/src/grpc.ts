@@ -253,14 +253,17 @@ export class GrpcServer {
       try {
         caller = verifyCallerContext(call.metadata, secret);
       } catch (err) {
-        callback(toServiceError(err) as ServiceError);
+        callback(toServiceError(err));
         return;
       }
       // the messages' stream watches for a cancel from now on, not from when the handler starts
       const request = clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request;
       this.run(path, caller, started, (c) => handler(request, c))
         .then((o) => {
-          if (!o.ok) return callback(o.mapped);
+          if (!o.ok) {
+            callback(o.mapped);
+            return;
+          }
           if (o.replayed) {
             const md = new Metadata();
             md.set(REPLAYED_KEY, '1');
@@ -335,7 +338,7 @@ export class GrpcServer {
    * back-pressure, and a client that goes away stops the iteration.
    */
   private wrapStream(path: string, handler: (req: unknown, c: CallerContext) => AsyncIterable<unknown>) {
-    const { logger, secret, name } = this.opts;
+    const { secret, name } = this.opts;
     return (call: ServerWritableStream<unknown, unknown>) => {
       const started = process.hrtime.bigint();
       let caller: CallerContext;
@@ -352,6 +355,8 @@ export class GrpcServer {
           try {
             for await (const msg of handler(call.request, served.caller)) {
               if (call.cancelled || call.destroyed) break;
+              // the write may have found the call gone (the narrowing above does not see that)
+              // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
               if (!call.write(msg) && !call.cancelled) await drainedOrGone(call, 'cancelled');
             }
             observe(name, path, 'OK', started);
@@ -565,7 +570,7 @@ export class RpcClient<D extends Definition> {
   private unary<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadline: number): Promise<ResOf<D[K]>> {
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
-    const fn = (this.client as unknown as Record<string, Function>)[method];
+    const fn = (this.client as unknown as Record<string, (...args: unknown[]) => unknown>)[method];
     if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
       const sent = fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
@@ -588,7 +593,7 @@ export class RpcClient<D extends Definition> {
   async *stream<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadlineMs = this.deadlineMs): AsyncGenerator<ResOf<D[K]>> {
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
-    const fn = (this.client as unknown as Record<string, Function>)[method];
+    const fn = (this.client as unknown as Record<string, (...args: unknown[]) => unknown>)[method];
     if (!fn) throw new DomainError('internal', 'internal_error', `no rpc ${method}`);
     const call = fn.call(this.client, request, md, { deadline: Date.now() + deadlineMs }) as AsyncIterable<ResOf<D[K]>> & {
       cancel(): void;
@@ -596,7 +601,7 @@ export class RpcClient<D extends Definition> {
     try {
       for await (const msg of call) yield msg;
     } catch (err) {
-      throw (err as ServiceError).code !== undefined ? fromServiceError(err as ServiceError, this.peer) : err;
+      throw (err as Partial<ServiceError>).code !== undefined ? fromServiceError(err as ServiceError, this.peer) : err;
     } finally {
       call.cancel();
     }
@@ -615,13 +620,13 @@ export class RpcClient<D extends Definition> {
     if (local) return localClientStream(local, caller, deadlineMs) as { stream: RequestStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> };
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
-    const fn = (this.client as unknown as Record<string, Function>)[method];
+    const fn = (this.client as unknown as Record<string, (...args: unknown[]) => unknown>)[method];
     if (!fn) throw new DomainError('internal', 'internal_error', `no rpc ${method}`);
     let stream!: ClientWritableStream<ReqOf<D[K]>>;
     const response = new Promise<ResOf<D[K]>>((resolve, reject) => {
       stream = fn.call(this.client, md, { deadline: Date.now() + deadlineMs }, (err: ServiceError | null, res: ResOf<D[K]>) =>
         err ? reject(fromServiceError(err, this.peer)) : resolve(res),
-      );
+      ) as ClientWritableStream<ReqOf<D[K]>>;
     });
     return { stream, response };
   }

@@ -139,7 +139,7 @@ export async function serveOps(port: number, readiness: Readiness, log: Logger):
 }
 
 const migrateEnv = commonEnv.extend({
-  DATABASE_URL: z.string().url("a migration needs the service's PostgreSQL URL"),
+  DATABASE_URL: z.url("a migration needs the service's PostgreSQL URL"),
 });
 
 /**

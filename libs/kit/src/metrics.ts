@@ -187,7 +187,7 @@ export type Readiness = () => Promise<Record<string, boolean>>;
 const CHECK_TIMEOUT_MS = 2_000;
 
 /** Runs a check with a deadline; false when it throws or does not answer in time. */
-export async function probe(check: () => Promise<unknown> | unknown, timeoutMs = CHECK_TIMEOUT_MS): Promise<boolean> {
+export async function probe(check: () => unknown, timeoutMs = CHECK_TIMEOUT_MS): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
@@ -226,7 +226,10 @@ export function createMetricsServer(readiness: Readiness = async () => ({})): Se
       res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store' });
       res.end(JSON.stringify(body));
     };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return reply(405, { status: 'method_not_allowed' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      reply(405, { status: 'method_not_allowed' });
+      return;
+    }
     switch (path) {
       case '/metrics':
         m.register.metrics().then(
@@ -238,7 +241,8 @@ export function createMetricsServer(readiness: Readiness = async () => ({})): Se
         );
         return;
       case '/livez':
-        return reply(200, { status: 'ok' });
+        reply(200, { status: 'ok' });
+        return;
       case '/readyz':
         readiness().then(
           (checks) => {
@@ -249,7 +253,7 @@ export function createMetricsServer(readiness: Readiness = async () => ({})): Se
         );
         return;
       default:
-        return reply(404, { status: 'not_found' });
+        reply(404, { status: 'not_found' });
     }
   });
 }

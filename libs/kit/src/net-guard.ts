@@ -43,7 +43,7 @@ export interface ResolvedTarget {
 export type Resolver = (host: string) => Promise<LookupAddress[]>;
 
 const osLookup: Resolver = (host) =>
-  new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
+  new Promise((resolve, reject) => dnsLookup(host, { all: true, order: 'verbatim' }, (err, addrs) => (err ? reject(err) : resolve(addrs))));
 
 /** Answers that mean the DNS was asked and knows no such address (as opposed to not answering). */
 const NO_SUCH_NAME = new Set<string>([dns.NOTFOUND, dns.NODATA]);
@@ -78,7 +78,8 @@ export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?
     if (found.length) return found;
     const failures = [v4, v6].flatMap((x) => (x.status === 'rejected' ? [x.reason as NodeJS.ErrnoException] : []));
     if (failures.every((e) => NO_SUCH_NAME.has(e.code ?? ''))) return fallback(host);
-    throw failures.find((e) => !NO_SUCH_NAME.has(e.code ?? ''));
+    // not every failure is a missing name, so one is something else
+    throw failures.find((e) => !NO_SUCH_NAME.has(e.code ?? ''))!;
   };
 }
 
@@ -110,7 +111,7 @@ export async function resolveAllowed(hostname: string, allowPrivate: boolean, re
 export function pinnedLookup(target: ResolvedTarget): LookupFunction {
   return ((_host: string, opts: { all?: boolean } | number | undefined, cb: (...args: unknown[]) => void) => {
     const callback = typeof opts === 'function' ? (opts as (...args: unknown[]) => void) : cb;
-    if (typeof opts === 'object' && opts?.all) callback(null, [{ address: target.address, family: target.family }]);
+    if (typeof opts === 'object' && (opts as { all?: boolean } | null)?.all) callback(null, [{ address: target.address, family: target.family }]);
     else callback(null, target.address, target.family);
   }) as unknown as LookupFunction;
 }

@@ -30,7 +30,7 @@ export const storableDate = (value: string): boolean => !value.startsWith('0000'
 const TIMESTAMP_MESSAGE = 'must be an ISO 8601 timestamp with offset, from year 1 on, with an offset under 16 hours and at most 9 fraction digits';
 
 /** An ISO 8601 timestamp with offset (Z or ±hh:mm) that PostgreSQL can store. */
-export const isoTimestamp = (message = TIMESTAMP_MESSAGE) => z.iso.datetime({ offset: true, message }).refine(storableTimestamp, message);
+export const isoTimestamp = (message = TIMESTAMP_MESSAGE) => z.iso.datetime({ offset: true, error: message }).refine(storableTimestamp, message);
 
 /** A YYYY-MM-DD date that PostgreSQL can store. */
 export const isoDate = (message = 'must be a date YYYY-MM-DD from year 1 on') => z.iso.date(message).refine(storableDate, message);

@@ -54,6 +54,7 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   if (provider) return true;
   if (!tracesEndpoint(env)) return false;
   // Loaded only now: with tracing off none of these modules is even read.
+  /* eslint-disable @typescript-eslint/no-require-imports -- a synchronous load on demand (see above) */
   const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks') as typeof import('@opentelemetry/context-async-hooks');
   const core = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } = core;
@@ -66,6 +67,7 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   const { GrpcInstrumentation } = require('@opentelemetry/instrumentation-grpc') as typeof import('@opentelemetry/instrumentation-grpc');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   const { AmqplibInstrumentation } = require('@opentelemetry/instrumentation-amqplib') as typeof import('@opentelemetry/instrumentation-amqplib');
+  /* eslint-enable @typescript-eslint/no-require-imports */
 
   const delay = env.OTEL_BSP_SCHEDULE_DELAY ? Number(env.OTEL_BSP_SCHEDULE_DELAY) : NaN;
   const tracerProvider = new TracerProvider({
@@ -140,6 +142,7 @@ export async function stopTracing(): Promise<void> {
  */
 export function samplerFromEnv(env: NodeJS.ProcessEnv = process.env): Sampler {
   const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } =
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK is read only once tracing is on (startTracing)
     require('@opentelemetry/sdk-trace') as typeof import('@opentelemetry/sdk-trace');
   const arg = Number(env.OTEL_TRACES_SAMPLER_ARG);
   const ratio = () => new TraceIdRatioBasedSampler(Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1);

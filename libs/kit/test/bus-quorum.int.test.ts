@@ -79,7 +79,10 @@ describeBroker('durable queues on RabbitMQ: quorum by default, classic by settin
   function listedTypes(queue: string): Promise<Record<string, string> | undefined> {
     return new Promise((resolve) => {
       execFile('rabbitmqctl', ['list_queues', '-q', '--no-table-headers', 'name', 'type'], { timeout: 20_000 }, (err, stdout) => {
-        if (err) return resolve(undefined);
+        if (err) {
+          resolve(undefined);
+          return;
+        }
         const out: Record<string, string> = {};
         for (const line of stdout.split('\n')) {
           const [name, type] = line.trim().split(/\s+/);
@@ -184,7 +187,7 @@ describeBroker('durable queues on RabbitMQ: quorum by default, classic by settin
       }, 'the message in .dlq');
       expect(deliveries).toBe(QUORUM_DELIVERY_LIMIT + 1);
       // an operator moves it back as a shovel would, headers (x-death naming the queue) and all
-      const parked = (await ch.get(`${queue}.dlq`, { noAck: true }))!;
+      const parked = await ch.get(`${queue}.dlq`, { noAck: true });
       expect(parked.properties.headers?.['x-first-death-reason']).toBe('delivery_limit');
       ch.sendToQueue(queue, parked.content, { ...parked.properties, persistent: true });
       await ch.waitForConfirms();

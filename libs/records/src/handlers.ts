@@ -46,9 +46,12 @@ const harmless = (key: string, value: string) => key === 'offset' && /^0+$/.test
 
 const KEYSET_TIME = isoTimestamp();
 
+/** The id of a stored row (a UUID as text), for the audit entry. */
+const idOf = (row: RecordJson | undefined): string => (typeof row?.id === 'string' ? row.id : '');
+
 /** Where a keyset read starts, once its request is checked. */
 function keysetOf(req: records.ListRecordsRequest): KeysetAfter | undefined {
-  const given = NOT_KEYSET.filter((k) => req.query?.[k] !== undefined && !harmless(k, req.query[k]!));
+  const given = NOT_KEYSET.filter((k) => req.query[k] !== undefined && !harmless(k, req.query[k]));
   if (given.length) throw validationFailed(given.map((k) => ({ path: k, message: `${k} cannot be given with keyset paging (since_created_at)` })));
   const { after_created_at: time, after_id: id } = req;
   if (!time) {
@@ -118,7 +121,7 @@ export function recordServiceHandlers(
         emit.audit(caller.org_id, {
           action,
           resource: r.auditResource,
-          record_id: String((after ?? before)?.row.id ?? ''),
+          record_id: idOf((after ?? before)?.row),
           before: before?.row ?? null,
           after: after?.row ?? null,
         });
@@ -130,7 +133,7 @@ export function recordServiceHandlers(
   return {
     listRecords: async (req, caller) => {
       const r = resource(req.resource);
-      const q = parseListQuery(req.query ?? {}, r);
+      const q = parseListQuery(req.query, r);
       const parentId = parentOf(r, req.parent_id);
       if (req.keyset) {
         const after = keysetOf(req);

@@ -131,7 +131,6 @@ export async function listRecords(
     const [c] = await rows<{ total: number }>(exec, sql`select ${total} as total`);
     counted = c?.total ?? 0;
   }
-  counted = Number(counted);
   return {
     records: page.map((p) => recordFromRowJson(r.record, p.json)),
     total: counted,
@@ -196,7 +195,7 @@ export async function listRecordsByKeyset(
   return {
     records: shown.map((p) => recordFromRowJson(r.record, p.json)),
     shown: shown.length,
-    next: more && last ? { created_at: last.k, id: String(last.kid) } : undefined,
+    next: more && last ? { created_at: last.k, id: last.kid } : undefined,
     cut,
   };
 }

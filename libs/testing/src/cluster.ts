@@ -138,8 +138,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           resolve();
         }
       };
-      child.stdout!.on('data', onData);
-      child.stderr!.on('data', onData);
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
         if (!ready) reject(new Error(`${p.name} exited (${code ?? signal}) before it was ready:\n${p.tail}`));

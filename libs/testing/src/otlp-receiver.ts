@@ -84,7 +84,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
         const payload = JSON.parse(body.toString('utf8')) as OtlpRequest;
         for (const rs of payload.resourceSpans ?? []) {
-          const service = String(attributesOf(rs.resource?.attributes)['service.name'] ?? '');
+          const service = String((attributesOf(rs.resource?.attributes)['service.name'] as string | number | boolean | undefined) ?? '');
           for (const ss of rs.scopeSpans ?? []) {
             for (const s of ss.spans ?? []) {
               received.push({

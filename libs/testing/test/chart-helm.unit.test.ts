@@ -41,7 +41,7 @@ async function render(release: string, args: string[] = []): Promise<K8sObject[]
   if (r.code !== 0) throw new Error(`helm template ${args.join(' ')} failed: ${r.stderr}`);
   return parseAllDocuments(r.stdout)
     .map((d) => {
-      if (d.errors.length) throw d.errors[0];
+      if (d.errors.length) throw d.errors[0]!;
       return d.toJS() as K8sObject | null;
     })
     .filter((d): d is K8sObject => !!d);

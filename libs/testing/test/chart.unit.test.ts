@@ -18,7 +18,7 @@ const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
 function has(obj: unknown, path: string[]): boolean {
   let cur: unknown = obj;
   for (const p of path) {
-    if (!cur || typeof cur !== 'object' || !(p in (cur as object))) return false;
+    if (!cur || typeof cur !== 'object' || !(p in cur)) return false;
     cur = (cur as Record<string, unknown>)[p];
   }
   return true;

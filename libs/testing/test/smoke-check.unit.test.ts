@@ -56,7 +56,7 @@ async function healthServer(status: ServingStatus): Promise<HealthServer> {
       ...impl,
       check: (call: unknown, callback: unknown) => {
         checks++;
-        return (impl.check as (c: unknown, cb: unknown) => void)(call, callback);
+        (impl.check as (c: unknown, cb: unknown) => void)(call, callback);
       },
     });
   health.addToServer(server);

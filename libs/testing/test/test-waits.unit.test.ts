@@ -47,7 +47,7 @@ function isTimerPromise(n: ts.Node): boolean {
   if (!executor || !(ts.isArrowFunction(executor) || ts.isFunctionExpression(executor))) return false;
   const body = executor.body;
   if (isSetTimeoutCall(body)) return true;
-  return ts.isBlock(body) && body.statements.length === 1 && ts.isExpressionStatement(body.statements[0]!) && isSetTimeoutCall(body.statements[0]!.expression);
+  return ts.isBlock(body) && body.statements.length === 1 && ts.isExpressionStatement(body.statements[0]!) && isSetTimeoutCall(body.statements[0].expression);
 }
 
 /** Local sleep helpers: `const sleep = (ms) => new Promise((r) => setTimeout(r, ms))`. */

@@ -286,7 +286,7 @@ describeCluster('tracing off', () => {
       await otlp.close();
     }
     expect(otlp.requests()).toBe(0);
-    const lines = ['gateway', ...services].flatMap((s) => jsonLines(cluster!.output(s)));
+    const lines = ['gateway', ...services].flatMap((s) => jsonLines(cluster.output(s)));
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.filter((l) => 'trace_id' in l || 'span_id' in l)).toEqual([]);
   });
@@ -328,8 +328,8 @@ describeCluster('tracing in the standalone process', () => {
           const ready = jsonLines(output).find((l) => typeof l.msg === 'string' && l.msg.startsWith('lab notebook service ready on '));
           if (ready) resolve(String(ready.url));
         };
-        child.stdout!.on('data', onData);
-        child.stderr!.on('data', onData);
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
         child.once('exit', (code) => reject(new Error(`the standalone exited (${code}) before it was ready:\n${output.slice(-3000)}`)));
       });
       const { orgId, token } = await seedOrg({ url, operatorToken } as Cluster);

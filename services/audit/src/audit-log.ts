@@ -5,7 +5,7 @@ import { cutByBytes, isUuid, keysetPage, parseWith, utcMicros, type AuditRecordD
 
 const iso = z.string().refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date-time');
 
-export const listQuery = z
+const listQuery = z
   .object({
     limit: z.number().int().min(1).max(1000).default(100),
     since_created_at: iso.optional(),
@@ -14,7 +14,7 @@ export const listQuery = z
     to: iso.optional(),
   })
   .refine((q) => (q.since_created_at === undefined) === (q.since_id === undefined), {
-    message: 'since_created_at and since_id go together',
+    error: 'since_created_at and since_id go together',
     path: ['since_id'],
   });
 export type ListQuery = z.infer<typeof listQuery>;

@@ -5,10 +5,10 @@ import type { Database } from '@lab/kit';
 export const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
 /** The hash an organisation's chain starts from (the head of an empty chain). */
-export const GENESIS_HASH = '0'.repeat(64);
+const GENESIS_HASH = '0'.repeat(64);
 
 /** What is wrong at the first entry that does not check out. */
-export type ChainProblem =
+type ChainProblem =
   /** the entry's content no longer gives its hash: it was edited */
   | 'hash_mismatch'
   /** the entry does not link to the one before it: one was removed or moved */

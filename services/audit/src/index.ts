@@ -22,7 +22,9 @@ export const definition: ServiceDefinition = {
       prefetch: 200,
       handler: (msg) => store.add(msg as BusMessage<AuditRecordData>),
       // the in-process bus hands over a relay batch at once: stored together too
-      handleBatch: async (msgs) => void (await storeRecords(db.orm, msgs as BusMessage<AuditRecordData>[])),
+      handleBatch: async (msgs) => {
+        await storeRecords(db.orm, msgs as BusMessage<AuditRecordData>[]);
+      },
     });
     server.add(audit.AuditServiceService, {
       listAudit: async (req, caller) => {

@@ -174,7 +174,7 @@ test('a page is read in keyset order from the index, never sorted', async () => 
             plan = lines.map((l) => Object.values(l)[0]).join('\n');
             return [];
           }),
-      } as Database;
+      };
       await listRecords(explaining, orgA, parseListRequest({ limit: 100, ...cursor }));
       expect(plan).toMatch(/Index Scan using records_org_keyset_idx/);
       expect(plan).not.toMatch(/Sort/);

@@ -20,7 +20,7 @@ const documentBody = z.record(z.string(), z.unknown()).superRefine((body, ctx) =
  * would grow one record without limit, and every later read, update and audit
  * record with it.
  */
-export const MAX_DOCUMENT_BYTES = 1_000_000;
+const MAX_DOCUMENT_BYTES = 1_000_000;
 
 function bounded(data: Record<string, unknown>): { data: Record<string, unknown> } {
   if (Buffer.byteLength(JSON.stringify(data)) > MAX_DOCUMENT_BYTES) {
@@ -50,8 +50,8 @@ function documentResource(sub: 'calibrations' | 'qualifications', auditResource:
     limits: SUB_LIST_LIMITS,
     rangeColumn: 'created_at',
     ...childAccess(),
-    beforeCreate: async (_tx, _caller, input) => bounded(input as Record<string, unknown>),
-    beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...(input as Record<string, unknown>) }),
+    beforeCreate: async (_tx, _caller, input) => bounded(input),
+    beforeUpdate: async (_tx, _caller, input, before) => bounded({ ...(before.data as Record<string, unknown>), ...input }),
   });
 }
 

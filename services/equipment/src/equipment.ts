@@ -49,7 +49,7 @@ export const equipment = defineResource({
  * The parent check of every record under /v1/equipment/{id}: equipment of
  * another organisation or hidden from the caller answers like a missing one.
  */
-export async function assertEquipmentVisible(tx: Tx, caller: CallerContext, equipmentId: string, forInsert = false): Promise<void> {
+async function assertEquipmentVisible(tx: Tx, caller: CallerContext, equipmentId: string, forInsert = false): Promise<void> {
   const found = await findRecord(tx, equipment, caller, equipmentId, forInsert ? { lock: 'key share' } : {});
   if (!found) throw DomainError.notFound('equipment not found');
 }

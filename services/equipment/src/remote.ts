@@ -11,7 +11,7 @@ import { childAccess } from './permissions.js';
 type RecordHandlers = Handlers<typeof records.RecordServiceService>;
 
 const createRemote = z.strictObject({
-  url: z.url({ protocol: /^https?$/, message: 'must be an http:// or https:// URL' }).max(2000),
+  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).max(2000),
   protocol: z.enum(['http', 'https', 'vnc', 'rdp', 'ssh', 'vendor', 'other']).optional(),
   label: z.string().trim().max(200).nullable().optional(),
   notes: text.nullable().optional(),

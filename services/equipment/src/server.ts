@@ -8,7 +8,7 @@ import { maintenance } from './maintenance.js';
 import { remote, remoteLinkHandlers } from './remote.js';
 import { usage } from './usage.js';
 
-export const resources = [equipment, usage, maintenance, calibrations, qualifications, remote];
+const resources = [equipment, usage, maintenance, calibrations, qualifications, remote];
 
 /** Registers the record service; returns what closes its clients of other services. */
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {

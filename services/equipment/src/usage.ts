@@ -23,8 +23,11 @@ const createUsage = z.strictObject({
  */
 function assertOrdered(startedAt: unknown, endedAt: unknown): void {
   if (endedAt == null || startedAt == null) return;
+  // the times as given: ISO text, or a Date from a stored row
+  /* eslint-disable @typescript-eslint/no-base-to-string -- see above */
   const start = Date.parse(String(startedAt));
   const end = Date.parse(String(endedAt));
+  /* eslint-enable @typescript-eslint/no-base-to-string */
   if (!Number.isNaN(start) && !Number.isNaN(end) && end < start) {
     throw validationFailed([{ path: 'ended_at', message: 'ended_at must not be before started_at' }]);
   }

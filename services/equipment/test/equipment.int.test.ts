@@ -97,7 +97,7 @@ const update = async (resource: string, id: string, body: unknown, caller: Calle
   recordObject((await rec.call('updateRecord', { resource, id, body: body as Json, replace, parent_id }, caller)).record!);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext, parent_id = '') {
   const res = await rec.call('listRecords', { resource, query, parent_id }, caller);
-  return { data: res.records.map(recordObject), total: Number(res.total), limit: res.limit, offset: res.offset };
+  return { data: res.records.map(recordObject), total: res.total, limit: res.limit, offset: res.offset };
 }
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {
@@ -191,7 +191,7 @@ async function readByKeyset(resource: string, caller: CallerContext, limit: numb
   const pages: { ids: string[]; cut: boolean }[] = [];
   for (let after = {}; ;) {
     const res = await rec.call('listRecords', { resource, query: { limit: String(limit) }, parent_id, keyset: true, ...after }, caller);
-    pages.push({ ids: res.records.map(recordObject).map((r) => r.id as string), cut: !!res.cut_by_size });
+    pages.push({ ids: res.records.map(recordObject).map((r) => r.id as string), cut: res.cut_by_size });
     if (!res.next_created_at) return pages;
     after = { after_created_at: res.next_created_at, after_id: res.next_id };
   }
@@ -334,7 +334,7 @@ describe('usage sessions', () => {
     const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => create('equipment/usage', {}, w.admin, eq.id)));
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     for (const o of outcomes.filter((x) => x.status === 'rejected')) {
-      expect(((o as PromiseRejectedResult).reason as DomainError).code).toBe('usage_in_progress');
+      expect((o.reason as DomainError).code).toBe('usage_in_progress');
     }
   });
 

@@ -89,6 +89,8 @@ export function createApp(deps: Deps): express.Express {
   // beyond, never buffered further); express.json then leaves it alone.
   const inboundRaw = express.raw({ limit: INBOUND_WEBHOOK_MAX_BYTES, type: () => true });
   app.use((req: Request, res: Response, next: NextFunction) => {
+    // express's Request is the IncomingMessage node made, extended in place
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
     if (locals(res).route?.handler.kind === 'inbound_webhook') inboundRaw(req, res, next);
     else next();
   });
@@ -108,6 +110,7 @@ export function createApp(deps: Deps): express.Express {
   const formBody = express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 50 });
   app.use((req: Request, res: Response, next: NextFunction) => {
     const kind = locals(res).route?.handler.kind;
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- as above: express's Request is node's IncomingMessage
     if (kind === 'oauth_authorize' || kind === 'oauth_token' || kind === 'idp_oauth') formBody(req, res, next);
     else next();
   });

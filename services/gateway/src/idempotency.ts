@@ -120,7 +120,7 @@ export class KeyedRefusals {
    * the earlier design's claims ('in_progress', never completed) mean nothing.
    */
   private async read(items: IdempotencyScope[]): Promise<(Row | undefined)[]> {
-    const col = <T>(f: (i: IdempotencyScope) => T) => sqlArray(items.map(f));
+    const col = (f: (i: IdempotencyScope) => unknown) => sqlArray(items.map(f));
     const found = await this.db.rows<Row & { org_id: string; token_id: string; key: string }>(
       sql`${PLANNED_PER_CALL}select i.org_id::text as org_id, i.token_id, i.key, i.request_hash, i.response_status, i.response_body, i.content_type
           from unnest(${col((i) => i.org_id)}::uuid[], ${col((i) => i.token_id)}::text[], ${col((i) => i.key)}::text[]) as v(org_id, token_id, key)

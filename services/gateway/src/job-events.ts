@@ -24,7 +24,7 @@ export const MAX_STREAMS_PER_TOKEN = 10;
  * the token cap alone lets an organisation with many tokens take every socket of
  * a replica, and the other organisations' dashboards with them.
  */
-export const MAX_STREAMS_PER_ORG = 200;
+const MAX_STREAMS_PER_ORG = 200;
 /** LAB_REALTIME_MAX_STREAMS_PER_ORG, read by the gateway and the standalone process. */
 export const realtimeStreamsPerOrgSetting = envInt(MAX_STREAMS_PER_ORG, 1, 100_000);
 /**
@@ -32,7 +32,7 @@ export const realtimeStreamsPerOrgSetting = envInt(MAX_STREAMS_PER_ORG, 1, 100_0
  * replica, or this one later, has room) instead of running out of file
  * descriptors, which would take its ordinary requests down too.
  */
-export const MAX_STREAMS = 5_000;
+const MAX_STREAMS = 5_000;
 /** The reconnection delay asked of a stream refused at attach (its caps filled meanwhile). */
 const FULL_RETRY_MS = 5_000;
 /**
@@ -64,7 +64,7 @@ interface Listener {
  * API key without a user for the jobs it created itself, or such a key with the
  * admin scope for all of them (the jobs service applies the same rule).
  */
-export function maySee(p: Principal, orgId: string | null, e: JobUpdated): boolean {
+function maySee(p: Principal, orgId: string | null, e: JobUpdated): boolean {
   if (!orgId || p.org_id !== orgId) return false;
   if (isAdministrator(p)) return true;
   return p.user_id ? e.created_by === p.user_id : !!e.created_by_token_id && e.created_by_token_id === p.token_id;
@@ -113,6 +113,7 @@ export class JobEventsHub {
 
   private deliver(msg: BusMessage): void {
     const e = msg.data as JobUpdated;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- an event from the bus is checked before it is trusted
     if (!e?.job?.id) return;
     const org = msg.org_id ? this.byOrg.get(msg.org_id) : undefined;
     if (!org) return;

@@ -81,7 +81,6 @@ export function typedResultList(list: Json): Json {
 }
 
 const str = (maxLength: number, minLength = 1): Json => ({ type: 'string', minLength, maxLength });
-const nullableStr = (maxLength: number): Json => ({ type: ['string', 'null'], maxLength });
 const int = (minimum: number, maximum?: number, dflt?: number): Json => ({
   type: 'integer',
   minimum,

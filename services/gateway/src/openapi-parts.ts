@@ -12,9 +12,9 @@ export const schemaRef = (name: string) => ({ $ref: `#/components/schemas/${name
 /** The schema with null allowed (a type array; null also in its enum). */
 export function nullableOf(s: Json): Json {
   if (s.type === undefined) return s.anyOf || s.oneOf || s.$ref ? { anyOf: [s, { type: 'null' }] } : s;
-  const types = Array.isArray(s.type) ? s.type : [s.type];
+  const types: unknown[] = Array.isArray(s.type) ? s.type : [s.type];
   const out: Json = { ...s, type: types.includes('null') ? types : [...types, 'null'] };
-  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...s.enum, null];
+  if (Array.isArray(s.enum) && !s.enum.includes(null)) out.enum = [...(s.enum as unknown[]), null];
   return out;
 }
 
@@ -25,7 +25,7 @@ export function jsonSchemaOf(schema: z.ZodType): Json {
   return markSecrets(typeArrays(s)) as Json;
 }
 
-const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x as Json).length === 1;
+const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json).type === 'null' && Object.keys(x).length === 1;
 
 /**
  * `anyOf: [X, {type: null}]` (zod's nullable) as X with a type array, the 3.1
@@ -35,10 +35,10 @@ const isNullSchema = (x: unknown) => !!x && typeof x === 'object' && (x as Json)
 function typeArrays(x: unknown): unknown {
   if (Array.isArray(x)) return x.map(typeArrays);
   if (!x || typeof x !== 'object') return x;
-  const o = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)])) as Json;
+  const o: Json = Object.fromEntries(Object.entries(x as Json).map(([k, v]) => [k, typeArrays(v)]));
   const alts = o.anyOf;
   if (Array.isArray(alts) && alts.length === 2 && alts.some(isNullSchema)) {
-    const other = alts.find((a) => !isNullSchema(a)) as Json;
+    const other = alts.find((a) => !isNullSchema(a)) as Json | undefined;
     if (typeof other?.type === 'string') {
       const { anyOf: _anyOf, ...rest } = o;
       return { ...rest, ...nullableOf(other) };

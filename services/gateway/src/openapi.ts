@@ -598,7 +598,7 @@ interface Op {
 type RecordHandler = Extract<Route['handler'], { kind: 'record' }>;
 
 /** The operationId of a route (also the target of links). */
-export const operationIdOf = (method: string, path: string) => `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+const operationIdOf = (method: string, path: string) => `${method.toLowerCase()}${toOpenApiPath(path).replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
 
 /**
  * A generic CRUD operation, typed from its resource's schemas. Test mode has its
@@ -632,7 +632,7 @@ function describeRecordOp(route: Route, h: RecordHandler): Op {
 }
 
 /** From a created record to reading, changing and deleting it. */
-function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
+function recordLinks(_route: Route, h: RecordHandler, itemPath: string): Json {
   const params: Json = h.nested === 'many' ? { id: '$request.path.id', sub_id: '$response.body#/data/id' } : { id: '$response.body#/data/id' };
   const out: Json = {};
   const targets: [string, string][] = h.nested
@@ -650,7 +650,6 @@ function recordLinks(route: Route, h: RecordHandler, itemPath: string): Json {
       description: `the ${recordName(h.resource)} just created`,
     };
   }
-  void route;
   return out;
 }
 

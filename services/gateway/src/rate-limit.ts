@@ -20,7 +20,7 @@ export interface RateState {
 }
 
 /** Redis keys are shared by every gateway replica; the prefix must not vary per process. */
-export const KEY_PREFIX = 'lab:gateway:rl';
+const KEY_PREFIX = 'lab:gateway:rl';
 /**
  * A read may run beside its count while the token's last count left at least this
  * many requests of the minute: concurrent reads can then not run far past the limit
@@ -51,7 +51,7 @@ const UNBOUNDED = 2 ** 31 - 1;
  * - per account, over every address: many places at one account; six times the
  *   first, so locking a user out takes many addresses, not a script.
  */
-export const SIGN_IN_LIMITS = {
+const SIGN_IN_LIMITS = {
   pair: { per_minute: 10, per_hour: 100 },
   address: { per_minute: 30, per_hour: 300 },
   account: { per_minute: 60, per_hour: 600 },
@@ -100,7 +100,7 @@ export async function countedSignIn<T>(
   const keys = signInKeys(who.email, who.address);
   const counted = await Promise.allSettled(keys.map(([key, limits]) => limiter.consume(key, limits, 'other')));
   const refused = counted.find((r) => r.status === 'rejected');
-  if (refused) throw (refused as PromiseRejectedResult).reason;
+  if (refused) throw refused.reason;
   const giveBack = () => Promise.all(keys.map(([key]) => limiter.refund(key)));
   try {
     const passed = await check();
@@ -113,9 +113,9 @@ export async function countedSignIn<T>(
 }
 
 /** Wrong operator tokens one client address may send (then 429 for a while, right token or not). */
-export const OPERATOR_FAILURE_LIMITS = { per_minute: 10, per_hour: 100 };
+const OPERATOR_FAILURE_LIMITS = { per_minute: 10, per_hour: 100 };
 /** Requests of the operator token, over every address: generous, but not without end. */
-export const OPERATOR_LIMITS = { per_minute: 3_000, per_hour: 100_000 };
+const OPERATOR_LIMITS = { per_minute: 3_000, per_hour: 100_000 };
 
 /**
  * The management API's door. An address that sent too many wrong operator tokens

@@ -6,7 +6,6 @@ import type { StateSigner } from './functions/signed-state.js';
 import type { KeyedRefusals } from './idempotency.js';
 import type { JobEventsHub } from './job-events.js';
 import type { RateLimiter, RateState } from './rate-limit.js';
-import type { Reply } from './replies.js';
 import type { Route } from './routes.js';
 
 /** One request as the handlers see it, once routing and authentication are done. */
@@ -36,8 +35,6 @@ export interface Deps {
   /** server-sent job.updated events (realtime channel background_jobs) */
   jobEvents: JobEventsHub;
 }
-
-export type Handler = (ctx: Ctx, deps: Deps) => Promise<Reply>;
 
 /** The caller of an authenticated route (the pipeline sets it before any handler). */
 export function callerIn(ctx: Ctx): CallerContext {

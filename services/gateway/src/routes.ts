@@ -15,7 +15,7 @@ export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
  * How a route authenticates: `bearer` is the public API (API keys, PATs, OAuth),
  * `session` a signed-in user's access token, `operator` the management token.
  */
-export type AuthKind = 'none' | 'bearer' | 'session' | 'operator';
+type AuthKind = 'none' | 'bearer' | 'session' | 'operator';
 
 export type RecordOp = 'list' | 'get' | 'create' | 'update' | 'replace' | 'delete';
 
@@ -308,7 +308,7 @@ const webhooksAdmin = (method: HttpMethod, path: string, action: WebhooksAdminAc
  * signature; Idempotency-Key is honoured by the webhooks service itself
  * (per endpoint, not per token).
  */
-export const INBOUND_WEBHOOK_PATHS = ['/functions/v1/inbound-webhook/:org_id/:slug', '/functions/v1/inbound-webhook/:slug'];
+const INBOUND_WEBHOOK_PATHS = ['/functions/v1/inbound-webhook/:org_id/:slug', '/functions/v1/inbound-webhook/:slug'];
 
 const inboundWebhookRoutes = (): Route[] =>
   INBOUND_WEBHOOK_PATHS.map((path) => ({
@@ -558,7 +558,7 @@ export class Router {
     }
     // A more specific template of another method is the document's path for this
     // one: GET /v1/results/upload is a 405 naming POST, not a GET of /v1/results/{id}.
-    const shadowed = best !== undefined && candidates.some((c) => c.literals > best!.literals && literalsMatch(c.segments, parts));
+    const shadowed = best !== undefined && candidates.some((c) => c.literals > best.literals && literalsMatch(c.segments, parts));
     if (best && !shadowed) return { kind: 'found', route: best.route, params: bestParams! };
     // Only a miss pays for the other methods' list: those of the most specific
     // templates the path matches (the document's path for it), so Allow on

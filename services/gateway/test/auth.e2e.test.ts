@@ -89,7 +89,7 @@ describe('authentication', () => {
     ['garbage', 'not-a-token', {}],
     ['a non-bearer scheme', undefined, { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }],
   ])('answers 401 unauthorized for %s', async (_name, token, headers) => {
-    const r = await get('/v1/samples', token, headers as Record<string, string>);
+    const r = await get('/v1/samples', token, headers);
     expect(r.status).toBe(401);
     expect(r.body.error.code).toBe('unauthorized');
   });
@@ -103,10 +103,10 @@ describe('authentication', () => {
     ['a NUL escape', '{"name":"a\\u0000b"}', {}],
   ])('answers 401 before looking at %s', async (_name, body, headers) => {
     for (const token of [undefined, 'lab_00000000000000000000000000000000_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx']) {
-      const r = await call(stack.url, 'POST', '/v1/samples', { token, body, headers: headers as Record<string, string> });
+      const r = await call(stack.url, 'POST', '/v1/samples', { token, body, headers: headers });
       expect([r.status, r.body.error.code]).toEqual([401, 'unauthorized']);
     }
-    const admin = await call(stack.url, 'POST', '/admin/v1/orgs', { token: 'op_wrong', body, headers: headers as Record<string, string> });
+    const admin = await call(stack.url, 'POST', '/admin/v1/orgs', { token: 'op_wrong', body, headers: headers });
     expect(admin.status).toBe(401);
   });
 

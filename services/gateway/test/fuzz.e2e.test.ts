@@ -85,7 +85,7 @@ beforeAll(async () => {
       ops.push({ method: method.toUpperCase(), path, op });
     }
   }
-  // eslint-disable-next-line no-console
+
   console.log(`fuzz seed ${SEED}; ${ops.length} operations`);
 }, 120_000);
 
@@ -104,7 +104,7 @@ function deref(x: Json): Json {
   }
   return cur;
 }
-const bodySchema = (op: Json): Json | undefined => deref(deref(op.requestBody)?.content?.['application/json']?.schema);
+const bodySchema = (op: Json): Json => deref(deref(op.requestBody)?.content?.['application/json']?.schema);
 const securityKinds = (op: Json): string[] => (op.security ?? []).flatMap((s: Json) => Object.keys(s));
 const isFunctions = (path: string) => path.startsWith('/functions/') || path.startsWith('/.well-known/');
 const params = (op: Json, where: string): Json[] => (op.parameters ?? []).map(deref).filter((p: Json) => p?.in === where);
@@ -412,7 +412,7 @@ function rejectedArb(o: Op): fc.Arbitrary<Req> | undefined {
     );
   }
   const auth = good ? { authorization: good } : {};
-  if (withBody(o.method) && schema && (good || o.path.startsWith('/functions/v1/inbound-webhook') === false)) {
+  if (withBody(o.method) && schema && (good || !o.path.startsWith('/functions/v1/inbound-webhook'))) {
     // the body is not an object at all
     add(
       'non-object-body',
@@ -789,11 +789,11 @@ describe('OpenAPI-driven fuzzing', () => {
       if (arb) reqs.push(...fc.sample(arb, { seed: SEED + i, numRuns: 40 }));
     });
     const before = stack.databaseUrl ? await settledCounts() : undefined;
-    // eslint-disable-next-line no-console
+
     console.log(before ? `counting rows of ${Object.keys(before).length} tables` : 'no databaseUrl: row counts skipped');
     const outcomes = await runAll(reqs);
     const notRejected = outcomes.filter((o) => o.status < 400 || o.status >= 500).map(describeOutcome);
-    // eslint-disable-next-line no-console
+
     console.log(`fuzz phase "rejected": ${outcomes.length} requests (seed ${SEED})`);
     expect(dedupe([...problems(outcomes), ...notRejected])).toEqual([]);
     if (before) {
@@ -814,7 +814,7 @@ describe('OpenAPI-driven fuzzing', () => {
     const outcomes = await runAll(reqs);
     const byStatus: Record<number, number> = {};
     for (const o of outcomes) byStatus[o.status] = (byStatus[o.status] ?? 0) + 1;
-    // eslint-disable-next-line no-console
+
     console.log(`fuzz phase "wild": ${outcomes.length} requests (seed ${SEED}), statuses ${JSON.stringify(byStatus)}`);
     expect(dedupe(problems(outcomes))).toEqual([]);
     expect(outcomes.length).toBeGreaterThan(6000);
@@ -843,7 +843,7 @@ describe('OpenAPI-driven fuzzing', () => {
       }
     });
     const outcomes = await runAll(reqs);
-    // eslint-disable-next-line no-console
+
     console.log(`fuzz phase "query sweep": ${outcomes.length} requests`);
     expect(dedupe(problems(outcomes))).toEqual([]);
     expect(outcomes.length).toBeGreaterThan(300);

@@ -48,4 +48,4 @@ export async function call<T = any>(base: string, method: string, path: string, 
 
 /** Polls until check() returns a value other than undefined, or fails after the timeout naming `what`. */
 export const eventually = <T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'the awaited condition'): Promise<T> =>
-  waitFor(what, check, { timeoutMs, intervalMs: 50 }) as Promise<T>;
+  waitFor(what, check, { timeoutMs, intervalMs: 50 });

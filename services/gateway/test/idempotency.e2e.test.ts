@@ -196,6 +196,7 @@ it('answers 409 for a request another than the one a write was keyed with, and w
 });
 
 /** Runs one statement on the stack's database. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row type of its statement
 async function onDatabase<T>(text: string, values: unknown[]): Promise<{ rows: T[]; rowCount: number | null }> {
   const db = new Client({ connectionString: stack.databaseUrl });
   await db.connect();

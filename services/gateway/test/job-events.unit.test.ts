@@ -177,7 +177,7 @@ describe('JobEventsHub.admit', () => {
     await waitFor(`${MAX_STREAMS_PER_TOKEN} streams attached`, () => t.hub.size >= MAX_STREAMS_PER_TOKEN, { intervalMs: 5 });
     expect(() => t.hub.admit(admin)).toThrow(expect.objectContaining({ kind: 'rate_limited', code: 'too_many_streams' }));
     // the cap is per token
-    expect(() => t.hub.admit({ ...admin, token_id: 't-2' } as Principal)).not.toThrow();
+    expect(() => t.hub.admit({ ...admin, token_id: 't-2' })).not.toThrow();
     // a stream that ends gives its place back
     opened[0]!.socket.destroy();
     await waitFor('the ended stream forgotten', () => t.hub.size <= MAX_STREAMS_PER_TOKEN - 1, { intervalMs: 5 });
@@ -187,7 +187,7 @@ describe('JobEventsHub.admit', () => {
 
 /** An administrator of another organisation, with a token of its own. */
 const OTHER_ORG = '0190a0c8-0000-7000-8000-000000000002';
-const tokenOf = (n: number, org = ORG) => ({ ...admin, org_id: org, token_id: `t-${org.slice(-1)}-${n}` }) as Principal;
+const tokenOf = (n: number, org = ORG) => ({ ...admin, org_id: org, token_id: `t-${org.slice(-1)}-${n}` });
 
 describe('JobEventsHub caps beyond the token', () => {
   it('refuses an organisation its streams past the per-org cap (429 too_many_streams), whatever its tokens; other organisations still open', async () => {

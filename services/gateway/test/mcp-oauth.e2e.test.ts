@@ -186,7 +186,7 @@ describe('the official SDK client signs in by itself', () => {
     // As when the access token has expired: the server answers 401 to it.
     provider.saved = { ...before, access_token: `oat_${randomBytes(32).toString('base64url')}` };
     expect(await tool(client, 'whoami')).toMatchObject({ org_id: orgA });
-    const after = provider.saved!;
+    const after = provider.saved;
     expect(after.access_token).not.toBe(before.access_token);
     expect(after.refresh_token).not.toBe(before.refresh_token);
     expect(provider.registrations).toBe(1);
@@ -244,7 +244,7 @@ async function publicClient(): Promise<string> {
 }
 
 const authorizeUrl = (params: Record<string, string>) =>
-  new URL(`${stack.url}${IDP}/authorize?${new URLSearchParams({ response_type: 'code', redirect_uri: REDIRECT, ...params })}`);
+  new URL(`${stack.url}${IDP}/authorize?${new URLSearchParams({ response_type: 'code', redirect_uri: REDIRECT, ...params }).toString()}`);
 
 const idpToken = (fields: Record<string, string>, headers: Record<string, string> = {}) =>
   call(stack.url, 'POST', `${IDP}/token`, {
@@ -326,7 +326,7 @@ describe('authorization and token endpoint rules', () => {
     expect(atIdp.status).toBe(400);
     expect(await atIdp.text()).toContain('unauthorized_client');
     const atFn = await fetch(
-      `${stack.url}${FN}/oauth-authorize?${new URLSearchParams({ response_type: 'code', client_id: publicId, redirect_uri: REDIRECT, ...s256 })}`,
+      `${stack.url}${FN}/oauth-authorize?${new URLSearchParams({ response_type: 'code', client_id: publicId, redirect_uri: REDIRECT, ...s256 }).toString()}`,
       { redirect: 'manual' },
     );
     expect(atFn.status).toBe(400);

@@ -182,7 +182,7 @@ describe('MCP authentication', () => {
         params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
       }),
     });
-  const challenge = `Bearer resource_metadata="${'URL'}"`;
+  const challenge = `Bearer resource_metadata="URL"`;
 
   it.each([
     ['an API key', async () => (await stack.admin.createApiKey(orgA, { scopes: ['read'] })).token],
@@ -257,7 +257,7 @@ describe('MCP request size', () => {
       expect(page.data).toHaveLength(2);
       expect(page.pagination).toEqual({ limit: 2, offset: 0, total: 3 });
       expect(page.note).toMatch(/truncated.*offset 2/);
-      const rest = JSON.parse(await raw({ offset: page.pagination.offset + page.pagination.limit }));
+      const rest = JSON.parse(await raw({ offset: Number(page.pagination.offset) + Number(page.pagination.limit) }));
       expect(rest.data).toHaveLength(1);
       expect(rest.note).toBeUndefined();
       expect([...page.data, ...rest.data].map((s: { name: string }) => s.name).sort()).toEqual(['big 0', 'big 1', 'big 2']);

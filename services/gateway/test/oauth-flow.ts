@@ -27,7 +27,7 @@ async function fetchPage(url: string, init: RequestInit): Promise<Page> {
   return { status: res.status, headers: res.headers, html: await res.text(), location: res.headers.get('location') };
 }
 
-export function authorizeQuery(p: AuthorizeParams): string {
+function authorizeQuery(p: AuthorizeParams): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries({ response_type: 'code', ...p })) if (v !== undefined) q.set(k, v);
   return q.toString();
@@ -115,7 +115,7 @@ function actionOf(page: Page): string {
 }
 
 /** Submits a rendered form to its action (relative to `pageUrl`) with its hidden fields and CSRF cookie. */
-export async function submit(page: Page, pageUrl: URL, fields: Record<string, string>): Promise<Page> {
+async function submit(page: Page, pageUrl: URL, fields: Record<string, string>): Promise<Page> {
   const f = formOf(page);
   return fetchPage(new URL(actionOf(page), pageUrl).toString(), {
     method: 'POST',

@@ -252,7 +252,7 @@ describe('authorization errors', () => {
     ['invalid_scope', { scope: 'read devices:register' }],
     ['invalid_request', { code_challenge_method: 'S256' }],
   ])('redirects %s with the state', async (error, extra) => {
-    const r = await getAuthorize(stack.url, params(extra as Partial<AuthorizeParams>));
+    const r = await getAuthorize(stack.url, params(extra));
     expect(r.status).toBe(302);
     const loc = new URL(r.location!);
     expect(loc.searchParams.get('error')).toBe(error);

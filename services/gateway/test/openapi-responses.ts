@@ -104,7 +104,7 @@ export class ResponseChecker {
   private resolve(x: Json): Json {
     let cur = x;
     for (let i = 0; i < 5 && typeof cur?.$ref === 'string'; i++) {
-      cur = (cur.$ref as string)
+      cur = cur.$ref
         .replace(/^#\//, '')
         .split('/')
         .reduce((n: Json, p) => n?.[p.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
@@ -116,8 +116,7 @@ export class ResponseChecker {
     let v = this.compiled.get(pointer);
     if (!v) {
       // a response given by $ref: point into components instead
-      const target =
-        response && typeof response.$ref === 'string' ? pointer.replace(/#\/paths\/.*\/responses\/[^/]+/, `#${(response.$ref as string).slice(1)}`) : pointer;
+      const target = response && typeof response.$ref === 'string' ? pointer.replace(/#\/paths\/.*\/responses\/[^/]+/, `#${response.$ref.slice(1)}`) : pointer;
       v = this.ajv.compile({ $ref: target });
       this.compiled.set(pointer, v);
     }
@@ -134,6 +133,6 @@ let checker: ResponseChecker | undefined;
  * counts that tests of metrics and rate limits read.
  */
 export function checkerFor(_base: string): ResponseChecker {
-  checker ??= new ResponseChecker(openApiDocument(ROUTES) as Json);
+  checker ??= new ResponseChecker(openApiDocument(ROUTES));
   return checker;
 }

@@ -67,7 +67,10 @@ describe('OpenAPI document', () => {
     const walk = (x: unknown) => {
       if (Array.isArray(x)) x.forEach(walk);
       else if (x && typeof x === 'object') {
-        for (const [k, v] of Object.entries(x)) k === '$ref' && typeof v === 'string' ? refs.push(v) : walk(v);
+        for (const [k, v] of Object.entries(x)) {
+          if (k === '$ref' && typeof v === 'string') refs.push(v);
+          else walk(v);
+        }
       }
     };
     walk(doc);
@@ -312,6 +315,7 @@ describe('OpenAPI webhooks', () => {
   });
 
   it('states the signing input, the tolerance and the rotation rule, as docs/webhooks.md does', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- read where used, like the checks below
     const { readFileSync } = require('node:fs') as typeof import('node:fs');
     const guide = readFileSync(`${__dirname}/../../../docs/webhooks.md`, 'utf8');
     const formula = 'v1 = hex(HMAC-SHA256(secret, "<t>.<raw body>"))';
@@ -326,6 +330,7 @@ describe('OpenAPI webhooks', () => {
   });
 });
 
+/* eslint-disable @typescript-eslint/no-require-imports -- the validators and the services' schemas are loaded only by the checks that use them */
 describe('OpenAPI job creation', () => {
   const { JOB_TYPES } = require('@lab/contracts') as typeof import('@lab/contracts');
   const { INPUTS } = require('@lab/jobs/job-types') as typeof import('@lab/jobs/job-types');
@@ -368,6 +373,7 @@ describe('OpenAPI record bodies agree with the services that validate them', () 
   const Ajv2020 = require('ajv/dist/2020').default as typeof import('ajv/dist/2020').default;
   const addFormats = require('ajv-formats') as typeof import('ajv-formats').default;
   const ajv = new Ajv2020({ strict: false });
+  /* eslint-enable @typescript-eslint/no-require-imports */
   addFormats(ajv);
   ajv.addSchema({ components: doc.components }, 'doc');
   const compiled = (name: string) => ajv.compile({ $ref: `doc#/components/schemas/${name}` });

@@ -92,7 +92,7 @@ describe('generic CRUD of samples', () => {
     expect(first.body.data.length).toBeLessThan(12);
     expect({ limit, offset, total }).toEqual({ limit: first.body.data.length, offset: 0, total: 12 });
     expect(first.headers.get('warning')).toBe(`299 - "page cut by size at ${limit} records; continue at offset ${limit}"`);
-    const rest = await api('GET', `/v1/experiments?limit=50&order=asc&offset=${offset + limit}`, key);
+    const rest = await api('GET', `/v1/experiments?limit=50&order=asc&offset=${Number(offset) + Number(limit)}`, key);
     expect(rest.headers.get('warning')).toBeNull();
     expect([...first.body.data, ...rest.body.data].map((e: { id: string }) => e.id)).toEqual(made);
   });

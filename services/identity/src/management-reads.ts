@@ -18,6 +18,7 @@ export interface PageIn {
 const pageOut = (p: PageIn, total: number): identity.Page => ({ limit: p.limit, offset: p.offset, total });
 
 /** One page of rows and the count of all rows of a `from ... where ...` clause. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row type its select gives
 async function page<T>(deps: ServiceDeps, select: SQL, from: SQL, order: SQL, p: PageIn): Promise<{ rows: T[]; page: identity.Page }> {
   const [list, count] = await Promise.all([
     deps.db.rows<T>(sql`select ${select} ${from} order by ${order} limit ${p.limit} offset ${p.offset}`),
@@ -194,7 +195,7 @@ export async function listTokens(
     sql`created_at, id`,
     p,
   );
-  const opt = <K extends string>(k: K, v: string | null) => (v !== null ? { [k]: v } : {});
+  const opt = (k: string, v: string | null) => (v !== null ? { [k]: v } : {});
   return {
     tokens: r.rows.map((t) => ({
       id: t.id,

@@ -24,7 +24,7 @@ export interface ClientRow {
   created_at: string;
 }
 
-export const invalidClient = () => DomainError.unauthenticated('client authentication failed', 'invalid_client');
+const invalidClient = () => DomainError.unauthenticated('client authentication failed', 'invalid_client');
 
 export async function createOAuthClient(
   deps: ServiceDeps,

@@ -25,7 +25,7 @@ export interface TokenContextRow {
 }
 
 /** The org a token acts in: its bound org, else the one the request selected. */
-export function selectOrg(boundOrgId: string | null, requestedOrgId: string | undefined): string {
+function selectOrg(boundOrgId: string | null, requestedOrgId: string | undefined): string {
   if (boundOrgId) {
     if (requestedOrgId && requestedOrgId !== boundOrgId) {
       throw DomainError.forbidden('the token is bound to another organisation', 'org_mismatch');

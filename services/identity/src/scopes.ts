@@ -15,7 +15,7 @@ export const isScope = (s: string): s is Scope => ALL.has(s);
 export const unknownScopes = (scopes: readonly string[]): string[] => scopes.filter((s) => !ALL.has(s));
 
 /** Scopes only an organisation's administrators may hold through a user's consent (OAuth). */
-export const ADMIN_ONLY_SCOPES: readonly string[] = ['admin', 'audit:read', '*'];
+const ADMIN_ONLY_SCOPES: readonly string[] = ['admin', 'audit:read', '*'];
 
 /** The scopes a member of `role` may hold through an OAuth grant: admin-only scopes need a role that may administer. */
 export function scopesForRole(scopes: readonly string[], role: string | null): string[] {

@@ -33,7 +33,7 @@ export async function insertToken(tx: Tx, t: NewToken): Promise<{ id: string; to
 }
 
 /** What the audit log keeps of a token: never its hash or plain text. */
-export const tokenSnapshot = (id: string, t: NewToken) => ({
+const tokenSnapshot = (id: string, t: NewToken) => ({
   id,
   kind: t.kind,
   name: t.name,

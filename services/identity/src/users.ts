@@ -13,7 +13,7 @@ interface UserRow {
 
 const toUser = (r: UserRow): User => ({ id: r.id, email: r.email, ...(r.name !== null ? { name: r.name } : {}) });
 
-export async function findUser(deps: ServiceDeps, userId: string, exec?: Executor): Promise<User | null> {
+async function findUser(deps: ServiceDeps, userId: string, exec?: Executor): Promise<User | null> {
   const [row] = await deps.db.rows<UserRow>(sql`select id, email, name from identity.users where id = ${userId}`, exec);
   return row ? toUser(row) : null;
 }

@@ -105,8 +105,8 @@ const scopeList = z
   });
 
 /** A page of a management list: limit 1 to 200 (0, proto's unset, is the default 50), offset from 0. */
-export const DEFAULT_PAGE_LIMIT = 50;
-export const MAX_PAGE_LIMIT = 200;
+const DEFAULT_PAGE_LIMIT = 50;
+const MAX_PAGE_LIMIT = 200;
 const pageFields = z.object({ limit: z.number().int().min(0).max(MAX_PAGE_LIMIT), offset: z.number().int().min(0).max(1_000_000_000) });
 const withDefaults = (p: { limit: number; offset: number } | undefined) => ({ limit: p?.limit || DEFAULT_PAGE_LIMIT, offset: p?.offset ?? 0 });
 /** A page nested in a request (proto leaves an unset message undefined). */

@@ -310,7 +310,7 @@ describe('identity over gRPC', () => {
         client.call('revokeToken', { token_id: p.token_id }, ctx()),
       ]);
       expect(revoked.status).toBe('fulfilled');
-      if (refreshed.status === 'rejected') expect(await rejection(Promise.reject(refreshed.reason))).toBe('invalid/invalid_grant');
+      if (refreshed.status === 'rejected') expect(await rejection(Promise.reject(refreshed.reason as Error))).toBe('invalid/invalid_grant');
       else expect(await rejection(resolve(refreshed.value.access_token, org.id))).toBe('unauthenticated/unauthorized');
       expect(await rejection(resolve(s.access_token, org.id))).toBe('unauthenticated/unauthorized');
     }

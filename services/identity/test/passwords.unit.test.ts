@@ -42,12 +42,12 @@ describe('bounded password checks', () => {
 
   const settled = async (ps: Promise<unknown>[]) => {
     const state = ps.map(() => 'pending');
-    ps.forEach((p, i) =>
-      p.then(
+    ps.forEach((p, i) => {
+      void p.then(
         () => (state[i] = 'ok'),
         (err: unknown) => (state[i] = err instanceof DomainError ? `${err.kind}/${err.code}` : `thrown:${String(err)}`),
-      ),
-    );
+      );
+    });
     await new Promise((resolve) => setImmediate(resolve));
     return state;
   };

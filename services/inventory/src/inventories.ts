@@ -55,7 +55,7 @@ export const inventories = defineResource({
   references: { closed_by: { noun: 'member', peer: 'member' } },
   canWrite: canWriteInventory,
   async beforeCreate(tx, caller, input) {
-    const status = (input.status as InventoryStatus | undefined) ?? 'open';
+    const status = input.status ?? 'open';
     if (status === 'open') return { ...input, status };
     return { ...input, status, closed_at: await transactionTime(tx), closed_by: caller.user_id };
   },

@@ -7,7 +7,7 @@ import { refuseMovementUpdate, stockMovements } from './stock-movements.js';
 import { stockItems } from './stock-items.js';
 import { translateReagentInUse } from './reagent-in-use.js';
 
-export const resources = [reagents, stockItems, stockMovements, inventories];
+const resources = [reagents, stockItems, stockMovements, inventories];
 
 /** Registers the record service; returns what closes its clients of other services. */
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {

@@ -56,7 +56,7 @@ const update = async (resource: string, id: string, body: unknown, caller: Calle
 const remove = (resource: string, id: string, caller: CallerContext) => rec.call('deleteRecord', { resource, id, parent_id: '' }, caller);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext) {
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
-  return { data: res.records.map(recordObject), total: Number(res.total) };
+  return { data: res.records.map(recordObject), total: res.total };
 }
 
 async function failure(p: Promise<unknown>): Promise<DomainError> {

@@ -21,7 +21,7 @@ function orgOf(caller: CallerContext): string {
 }
 
 const isUniqueViolation = (err: unknown) => {
-  const e = err as { code?: string; cause?: { code?: string } };
+  const e = err as { code?: string; cause?: { code?: string } } | null | undefined;
   return e?.code === '23505' || e?.cause?.code === '23505';
 };
 
@@ -46,7 +46,7 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));
   }
-  return { job_type, input: parsed.data as Record<string, unknown> };
+  return { job_type, input: parsed.data };
 }
 
 export interface EnqueueOptions {
@@ -160,7 +160,7 @@ export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id
   const job = await visible(deps, caller, id);
   if (job.result_meta?.artifact_deleted_at) {
     throw DomainError.notFound(
-      `the artifact was removed at ${String(job.result_meta.artifact_deleted_at)} (retention); run the job again`,
+      `the artifact was removed at ${job.result_meta.artifact_deleted_at as string} (retention); run the job again`,
       'artifact_not_found',
     );
   }
@@ -172,7 +172,7 @@ export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id
   });
   let first = true;
   let size = 0;
-  const content_type = String(job.result_meta?.content_type ?? 'application/octet-stream');
+  const content_type = (job.result_meta?.content_type as string | undefined) ?? 'application/octet-stream';
   try {
     size = (await handle.stat()).size;
     for await (const data of handle.createReadStream({ highWaterMark: CHUNK, autoClose: false })) {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join, resolve, sep } from 'node:path';
+import { dirname, resolve, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import PDFDocument from 'pdfkit';
@@ -52,7 +52,7 @@ export type Pdf = PDFKit.PDFDocument;
 export async function writePdf(dir: string, path: string, title: string, draw: (doc: Pdf) => void | Promise<void>): Promise<Artifact> {
   // Pages are not buffered: each is written out when the next begins, so a long report holds one page, not all of them.
   const doc = new PDFDocument({ size: 'A4', margin: 50, info: { Title: title, Creator: 'lab notebook service' } });
-  const stored = store(dir, path, doc as unknown as Readable);
+  const stored = store(dir, path, doc);
   // the constructor added the first page before a listener could be attached
   let pages = 1;
   doc.on('pageAdded', () => pages++);
@@ -73,6 +73,8 @@ export type ZipEntry = { name: string } & ({ content: string | Buffer } | { file
 /** A ZIP of named files; rows counts the data rows of its tables. */
 export async function writeZip(dir: string, path: string, entries: ZipEntry[], rows: number): Promise<Artifact> {
   const zip = new ZipFile();
+  // yazl's outputStream is a PassThrough (its types say only ReadableStream)
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
   const out = zip.outputStream as Readable;
   // yazl reports a file it cannot read on the ZipFile, not on its output, and possibly before the store reads the
   // output: ending the output (without an error no one may be listening for yet) fails the store instead of leaving
@@ -92,8 +94,3 @@ export async function writeZip(dir: string, path: string, entries: ZipEntry[], r
   });
   return { path, meta: { ...s, content_type: 'application/zip', rows, files: entries.map((e) => e.name) } };
 }
-
-export const joinPath = (...parts: string[]) =>
-  join(...parts)
-    .split(sep)
-    .join('/');

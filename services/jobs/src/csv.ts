@@ -1,6 +1,7 @@
 /** One CSV field (RFC 4180). */
 export const cell = (v: unknown): string => {
   if (v === null || v === undefined) return '';
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects went to JSON.stringify: v is a scalar here
   const s = typeof v === 'object' ? JSON.stringify(v) : String(v);
   // quotes doubled; a leading = + - @ is neutralised so spreadsheets do not run it as a formula
   const safe = typeof v === 'string' && /^[=+\-@]/.test(s) ? `'${s}` : s;

@@ -30,7 +30,7 @@ function reasonOf(err: DomainError): string {
  * taken where the sender put them; everything else the sender sent (an order
  * number, a LIMS reference) is not an error, it stays in the job's context.
  */
-export function inputFromPayload(jobType: JobType, payload: unknown): Record<string, unknown> {
+function inputFromPayload(jobType: JobType, payload: unknown): Record<string, unknown> {
   if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) return {};
   const known = Object.keys(INPUTS[jobType].shape);
   return Object.fromEntries(Object.entries(payload).filter(([k]) => known.includes(k)));
@@ -55,7 +55,7 @@ export function inputFromPayload(jobType: JobType, payload: unknown): Record<str
  * second delivery finds the job and emits nothing; a rejection is the same
  * every time, and the webhooks service applies it only to a pending row.
  */
-export async function handleInboundEvent(deps: ServiceDeps, msg: BusMessage, maxAttempts: number): Promise<void> {
+async function handleInboundEvent(deps: ServiceDeps, msg: BusMessage, maxAttempts: number): Promise<void> {
   const d = received.safeParse(msg.data);
   if (!d.success || !msg.org_id) {
     // no delivery of this message could ever make a job

@@ -1,4 +1,4 @@
-import { DomainError, type CallerContext } from '@lab/kit';
+import type { CallerContext } from '@lab/kit';
 import { writePdf, type Artifact, type Pdf } from './artifacts.js';
 import type { InputOf, JobType } from './job-types.js';
 import type { Rec, Sources } from './sources.js';
@@ -20,6 +20,7 @@ export interface JobRun {
   all(resource: string, query?: Record<string, string>, parent_id?: string): Promise<Rec[]>;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-base-to-string -- objects go to JSON.stringify: String() gets scalars only
 const text = (v: unknown): string => (v === null || v === undefined || v === '' ? '-' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
 function section(doc: Pdf, title: string): void {
@@ -254,5 +255,3 @@ export const PDF_PRODUCERS: Partial<Record<JobType, (run: JobRun, input: never) 
   risk_assessment_pdf: riskAssessment,
   box_layout_pdf: boxLayout,
 };
-
-export const missing = (what: string) => DomainError.notFound(`${what} not found`);

@@ -94,7 +94,7 @@ export class Sources {
 
   async get(caller: CallerContext, resource: string, id: string, parent_id = ''): Promise<Rec> {
     const r = await this.records(resource).call('getRecord', { resource, id, parent_id }, caller);
-    return recordObject(r.record!) as Rec;
+    return recordObject(r.record!);
   }
 
   /**
@@ -170,7 +170,7 @@ export class Sources {
     let since: { since_created_at?: string; since_id?: string } = {};
     for (;;) {
       const r = await this.audit.get().call('listAudit', { limit: this.pageSize, ...range, ...since }, caller);
-      yield r.records.map(auditRecordObject) as Rec[];
+      yield r.records.map(auditRecordObject);
       if (!r.next_since_created_at || !r.next_since_id) return;
       since = { since_created_at: r.next_since_created_at, since_id: r.next_since_id };
     }

@@ -27,7 +27,7 @@ const SPEC_FIELDS = sql`'id', j.id, 'job_type', j.job_type, 'status', j.status, 
  * an inbound webhook event also names the event and carries its payload as
  * `context`, so what the sender sent is visible beside what became of it.
  */
-export const JOB_JSON = sql`case when j.inbound_event_id is null then json_build_object(${SPEC_FIELDS})
+const JOB_JSON = sql`case when j.inbound_event_id is null then json_build_object(${SPEC_FIELDS})
   else json_build_object(${SPEC_FIELDS}, 'inbound_event_id', j.inbound_event_id, 'context', j.context) end`;
 
 /** What the service keeps beside the Job: who asked, for visibility, events and reads on their behalf. */

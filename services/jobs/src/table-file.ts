@@ -9,7 +9,7 @@ type Rec = Record<string, unknown>;
 const CHUNK = 64 * 1024;
 
 /** A record as an element of a pretty-printed array: JSON.stringify(records, null, 2) nests each one level deeper. */
-const element = (r: unknown): string => (JSON.stringify(r, null, 2) ?? 'null').replace(/\n/g, '\n  ');
+const element = (r: unknown): string => ((JSON.stringify(r, null, 2) as string | undefined) ?? 'null').replace(/\n/g, '\n  ');
 
 /**
  * One export table written to disk a page at a time, so a table of any size
@@ -105,7 +105,7 @@ export class TableFile {
   async close(): Promise<void> {
     const handles = [this.jsonOut, this.rowsOut];
     this.jsonOut = this.rowsOut = undefined;
-    await Promise.all(handles.map((h) => h?.close().catch(() => undefined)));
+    await Promise.all(handles.flatMap((h) => (h ? [h.close().catch(() => undefined)] : [])));
   }
 }
 

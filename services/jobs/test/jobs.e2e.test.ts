@@ -111,7 +111,10 @@ async function artifact(token: string, id: string) {
 function zipNames(bytes: Buffer): Promise<string[]> {
   return new Promise((resolve, reject) =>
     yauzl.fromBuffer(bytes, { lazyEntries: true }, (err, zip) => {
-      if (err || !zip) return reject(err);
+      if (err || !zip) {
+        reject(err ?? new Error('no zip file'));
+        return;
+      }
       const names: string[] = [];
       zip.on('entry', (e: yauzl.Entry) => {
         names.push(e.fileName);
@@ -128,11 +131,17 @@ function zipNames(bytes: Buffer): Promise<string[]> {
 function zipFiles(bytes: Buffer): Promise<Map<string, string>> {
   return new Promise((resolve, reject) =>
     yauzl.fromBuffer(bytes, { lazyEntries: true }, (err, zip) => {
-      if (err || !zip) return reject(err);
+      if (err || !zip) {
+        reject(err ?? new Error('no zip file'));
+        return;
+      }
       const files = new Map<string, string>();
       zip.on('entry', (e: yauzl.Entry) =>
         zip.openReadStream(e, (e2, stream) => {
-          if (e2 || !stream) return reject(e2);
+          if (e2 || !stream) {
+            reject(e2 ?? new Error('no entry stream'));
+            return;
+          }
           const parts: Buffer[] = [];
           stream.on('data', (b: Buffer) => parts.push(b));
           stream.on('end', () => {
@@ -435,12 +444,13 @@ async function openCallsToJobs(): Promise<number> {
     (resolve, reject) =>
       getChannelzHandlers().GetTopChannels(
         { request: { start_channel_id: 0, max_results: 1000 } } as never,
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on grpc-js's error as it is
         ((err: unknown, res: never) => (err ? reject(err) : resolve(res))) as never,
       ),
   );
   return channel
     .filter((c) => c.data.target.endsWith(`:${port}`))
-    .reduce((open, c) => open + Number(c.data.calls_started) - Number(c.data.calls_succeeded) - Number(c.data.calls_failed), 0);
+    .reduce((open, c) => open + c.data.calls_started - c.data.calls_succeeded - c.data.calls_failed, 0);
 }
 
 /** How many file descriptors of this process (the stack runs in it) have `path` open. */

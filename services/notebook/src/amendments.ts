@@ -62,7 +62,7 @@ export async function amendExperiment(
       if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
       await checkLocalReferences(tx, experiments.references, caller, changes);
       const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
-      const given = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
+      const given = Object.fromEntries(Object.entries(changes as Record<string, unknown>).filter(([, v]) => v !== undefined));
       const created = await insertRecord(tx, experiments, caller, {
         ...carried,
         ...given,

@@ -6,7 +6,7 @@ import type { RecordJson } from '@lab/records';
  * record says, not the bookkeeping that signing itself changes (signed_at,
  * signed_by, updated_at).
  */
-export const SIGNED_FIELDS = [
+const SIGNED_FIELDS = [
   'id',
   'display_id',
   'version',
@@ -30,7 +30,7 @@ export const SIGNED_FIELDS = [
  * Array.prototype.sort does) and no spacing: the same content always gives the
  * same bytes, whatever order PostgreSQL or a client put the keys in.
  */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)

@@ -16,14 +16,14 @@ export const createExperiment = z.strictObject({
   department_id: reference.nullable().optional(),
 });
 
-export const experimentAccess = departmentAccess(['author_id', 'created_by']);
+const experimentAccess = departmentAccess(['author_id', 'created_by']);
 
 /**
  * A signed experiment is locked: its content, and the experiment itself, no
  * longer change. A change is made as an amendment (a new version, see
  * amendments.ts).
  */
-export function assertNotSigned(row: RecordJson): void {
+function assertNotSigned(row: RecordJson): void {
   if (row.signed_at) {
     throw DomainError.conflict('the experiment is signed and cannot change; amend it instead (POST /v1/experiments/{id}/amendments)', 'experiment_signed', {
       signed_at: row.signed_at,

@@ -7,7 +7,7 @@ import { projects } from './projects.js';
 import { samples } from './samples.js';
 import { signExperiment } from './signing.js';
 
-export const resources = [experiments, projects, samples];
+const resources = [experiments, projects, samples];
 
 /** Registers the services; returns what closes their clients of other services. */
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => Promise<void> {

@@ -73,7 +73,7 @@ const update = async (resource: string, id: string, body: unknown, caller: Calle
 const remove = (resource: string, id: string, caller: CallerContext) => rec.call('deleteRecord', { resource, id, parent_id: '' }, caller);
 async function list(resource: string, query: Record<string, string>, caller: CallerContext) {
   const res = await rec.call('listRecords', { resource, query, parent_id: '' }, caller);
-  return { data: res.records.map(recordObject), total: Number(res.total), limit: res.limit, offset: res.offset };
+  return { data: res.records.map(recordObject), total: res.total, limit: res.limit, offset: res.offset };
 }
 // as the gateway answers them
 const sign = async (id: string, caller: CallerContext, meaning?: string): Promise<Json> =>

@@ -7,7 +7,7 @@ import { resolveMembers, type IdentityPeer, type Targets } from './targets.js';
 const uuid = z.string().refine(isGuid, 'must be a UUID');
 
 /** The create body with the spec's bounds; unknown fields are refused. */
-export const createBody = z.strictObject({
+const createBody = z.strictObject({
   title: z.string().min(1).max(200),
   body: z.string().max(2000).nullish(),
   notification_type: z.string().min(1).max(64).default('external'),

@@ -12,7 +12,7 @@ export interface NotificationContent {
 }
 
 /** The read shape of the spec, rendered by PostgreSQL. */
-export const READ_COLUMNS = sql`id, notification_type, title, body, link_url, entry_id, read_at, created_at`;
+const READ_COLUMNS = sql`id, notification_type, title, body, link_url, entry_id, read_at, created_at`;
 
 const TABLE = sql`notifications.notifications`;
 

@@ -14,9 +14,9 @@ const optionalText = (max: number) => z.string().trim().max(max).nullable().opti
 /** a free-form JSON object (not an array, not null) */
 const object = z.record(z.string(), z.unknown());
 
-export const PRIORITIES = ['routine', 'urgent', 'stat'] as const;
-export const ORDER_STATUSES = ['receiving', 'received', 'failed'] as const;
-export const MAX_SAMPLES_PER_ORDER = 200;
+const PRIORITIES = ['routine', 'urgent', 'stat'] as const;
+const ORDER_STATUSES = ['receiving', 'received', 'failed'] as const;
+const MAX_SAMPLES_PER_ORDER = 200;
 
 const requester = z.strictObject({
   name: text(200),
@@ -64,7 +64,6 @@ export const createOrderBody = z
     }
   });
 export type CreateOrderBody = z.infer<typeof createOrderBody>;
-export type OrderSampleBody = z.infer<typeof orderSample>;
 
 const guid = z.guid('must be a UUID').transform((s) => s.toLowerCase());
 const timestamp = isoTimestamp();
@@ -73,13 +72,12 @@ const timestamp = isoTimestamp();
 export const recordResultBody = z.strictObject({
   sample_id: guid,
   analyte: text(200),
-  value: z.union([z.number().finite(), z.string().max(10_000)], 'must be a number or a string'),
+  value: z.union([z.number(), z.string().max(10_000)], 'must be a number or a string'),
   unit: optionalText(64),
   reference_range: optionalText(200),
   flag: optionalText(32),
   measured_at: timestamp.nullable().optional(),
 });
-export type RecordResultBody = z.infer<typeof recordResultBody>;
 
 const INT = /^\d+$/;
 const intIn = (min: number, max: number) =>

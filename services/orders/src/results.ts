@@ -63,7 +63,7 @@ export async function recordResult(
                   ${body.measured_at ?? null}::timestamptz, ${caller.user_id}::uuid)`,
       );
       const after = await renderResult(tx, caller, id);
-      emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) });
+      emit.audit(caller.org_id, { action: 'create', resource: 'lab_result', record_id: id, after: JSON.parse(after) as Record<string, unknown> });
       return { result: resultsFromJson(after)[0] };
     },
     (answer) => answer,

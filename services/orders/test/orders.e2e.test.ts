@@ -43,6 +43,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await conn?.close();
   await stack?.stop();
+  // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- delete is how a variable leaves the environment
   for (const k of Object.keys(CAP_ENV)) delete process.env[k];
 });
 

@@ -11,13 +11,13 @@ import { openDatabase, type Logger } from '@lab/kit';
  * pages PostgreSQL does not keep are still in the OS page cache, so 16MB costs
  * little. Set with ALTER SYSTEM, so an operator can raise it the same way.
  */
-export const EMBEDDED_SHARED_BUFFERS = '16MB';
+const EMBEDDED_SHARED_BUFFERS = '16MB';
 
 /** The embedded PostgreSQL cluster of a data directory (where kit's openDatabase puts it). */
 const pgData = (dataDir: string) => resolve(dataDir, 'pg');
 
 /** True once the data directory's database exists and has a shared_buffers of its own. */
-export async function embeddedDataDirReady(dataDir: string): Promise<boolean> {
+async function embeddedDataDirReady(dataDir: string): Promise<boolean> {
   try {
     const conf = await readFile(join(pgData(dataDir), 'postgresql.auto.conf'), 'utf8');
     return /^\s*shared_buffers\s*=/m.test(conf);

@@ -17,7 +17,7 @@ export function deviceScope(c: CallerContext, alias = 'd'): SQL | undefined {
   return sql`(${byConnector} or ${d}.id in (select jsonb_array_elements_text(${ids}::jsonb)::uuid))`;
 }
 
-export function mayActFor(c: CallerContext, device: { id: string; connector_id: string | null }): boolean {
+function mayActFor(c: CallerContext, device: { id: string; connector_id: string | null }): boolean {
   if (!isBound(c)) return true;
   return (!!c.connector_id && device.connector_id === c.connector_id) || (c.device_ids ?? []).includes(device.id);
 }

@@ -45,4 +45,7 @@ export const where = (conds: (SQL | undefined)[]): SQL =>
 export const createdAnswer = (item: telemetry.ItemResponse['item']): telemetry.ItemResponse => ({ item, created: true });
 
 /** A row or an aggregate PostgreSQL rendered as JSON text, parsed. */
-export const parsed = <T = Record<string, unknown>>(json: string): T => JSON.parse(json) as T;
+export const parsed = (json: string): Record<string, unknown> => JSON.parse(json) as Record<string, unknown>;
+
+/** An aggregate of rows (json_agg) PostgreSQL rendered as JSON text, parsed. */
+export const parsedList = (json: string): Record<string, unknown>[] => JSON.parse(json) as Record<string, unknown>[];

@@ -4,9 +4,9 @@ import { connectorFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, rows, validationFailed, type CallerContext, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
 import { isBound } from './access.js';
-import { idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
+import { idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_SYNCED_DEVICES = 1000;
+const MAX_SYNCED_DEVICES = 1000;
 
 const heartbeatBody = z
   .object({
@@ -30,7 +30,7 @@ export const connectorSchemas = { heartbeat: heartbeatBody, list: listQuery };
  * status is derived from last_seen_at when read: online within 2 minutes of the
  * last heartbeat, stale within 15, offline after that (or never seen).
  */
-export const connectorJson = (c: SQL) => sql`json_build_object(
+const connectorJson = (c: SQL) => sql`json_build_object(
   'id', ${c}.id, 'name', ${c}.name, 'version', ${c}.version, 'host', ${c}.host, 'last_seen_at', ${c}.last_seen_at,
   'status', case when ${c}.last_seen_at > now() - interval '2 minutes' then 'online'
                  when ${c}.last_seen_at > now() - interval '15 minutes' then 'stale' else 'offline' end,
@@ -138,7 +138,7 @@ async function syncDevices(tx: Tx, org: string, caller: CallerContext, connector
 }
 
 export function connectorHandlers(deps: ServiceDeps) {
-  const one = async (org: string, id: string, caller: CallerContext, exec: Tx | undefined = undefined) => {
+  const one = async (org: string, id: string, caller: CallerContext, exec?: Tx) => {
     const [row] = await deps.db.rows<{ json: string }>(
       sql`select ${connectorJson(C)}::text as json from telemetry.connectors c
           where ${where([sql`c.org_id = ${org}`, sql`c.id = ${id}`, connectorScope(caller)])}`,
@@ -180,7 +180,7 @@ export function connectorHandlers(deps: ServiceDeps) {
                    (select count(*) from telemetry.connectors c where ${cond})::text as total
             from (select * from telemetry.connectors c where ${cond} order by c.name, c.id limit ${q.limit} offset ${q.offset}) c`,
       );
-      const connectors = parsed<Record<string, unknown>[]>(r!.json).map(connectorFromRow);
+      const connectors = parsedList(r!.json).map(connectorFromRow);
       return { page: { $case: 'connectors', value: { connectors } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 

@@ -4,7 +4,7 @@ import { deviceFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, rows, validationFailed, type CallerContext, type Emitter, type ServiceDeps, type Tx } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
 import { deviceScope, isBound } from './access.js';
-import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, freeObject, idOf, limitParam, offsetParam, orgOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
 
 const optText = (max: number) => text(max).nullish();
 
@@ -28,7 +28,7 @@ const listQuery = z.object({ limit: limitParam(50, 500), offset: offsetParam, co
 /** What the device routes take (the gateway documents them from these). */
 export const deviceSchemas = { register: registerBody, list: listQuery };
 
-export const deviceJson = (d: SQL) => sql`json_build_object(
+const deviceJson = (d: SQL) => sql`json_build_object(
   'id', ${d}.id, 'name', ${d}.name, 'identifier', ${d}.identifier, 'kind', ${d}.kind, 'manufacturer', ${d}.manufacturer,
   'model', ${d}.model, 'serial_number', ${d}.serial_number, 'connector_id', ${d}.connector_id, 'metadata', ${d}.metadata,
   'created_by', ${d}.created_by, 'created_at', ${d}.created_at, 'updated_at', ${d}.updated_at)`;
@@ -128,7 +128,7 @@ export function deviceHandlers(deps: ServiceDeps) {
             from (select * from telemetry.devices d where ${cond}
                   order by d.created_at desc, d.id desc limit ${q.limit} offset ${q.offset}) d`,
       );
-      const devices = parsed<Record<string, unknown>[]>(r!.json).map(deviceFromRow);
+      const devices = parsedList(r!.json).map(deviceFromRow);
       return { page: { $case: 'devices', value: { devices } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 
@@ -146,7 +146,7 @@ export function deviceHandlers(deps: ServiceDeps) {
               select ${deviceJson(D)}::text as json from d`,
           );
           if (!row) throw DomainError.notFound('device not found');
-          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) });
+          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) as Record<string, unknown> });
         },
         () => ({}),
       );

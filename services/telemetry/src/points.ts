@@ -2,9 +2,9 @@ import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { pointFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { finite, idOf, parseBody, parsed, parseQuery, text, uuid, where } from './common.js';
+import { finite, idOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_POINTS = 500;
+const MAX_POINTS = 500;
 
 const fields = {
   parameter: text(100),
@@ -44,7 +44,7 @@ const adminPage = z.object({ limit: z.number().int().min(0).max(200), offset: z.
 export const pointSchemas = { create: createBody, update: updateBody, list: listQuery };
 
 /** A point as the API shows it, rendered by PostgreSQL. */
-export const pointJson = (p: SQL) => sql`json_build_object(
+const pointJson = (p: SQL) => sql`json_build_object(
   'id', ${p}.id, 'external_code', ${p}.external_code, 'parameter', ${p}.parameter, 'unit', ${p}.unit,
   'limit_min', ${p}.limit_min, 'limit_max', ${p}.limit_max, 'room_id', ${p}.room_id, 'equipment_id', ${p}.equipment_id,
   'active', ${p}.active, 'created_at', ${p}.created_at, 'updated_at', ${p}.updated_at)`;
@@ -61,7 +61,7 @@ const P = sql.raw('p');
 /** A list page of points as PostgreSQL aggregated them (json_agg). */
 const pointPage = (json: string): telemetry.ListResponse['page'] => ({
   $case: 'points',
-  value: { points: parsed<Record<string, unknown>[]>(json).map(pointFromRow) },
+  value: { points: parsedList(json).map(pointFromRow) },
 });
 
 export function pointHandlers(deps: ServiceDeps) {
@@ -156,7 +156,12 @@ export function pointHandlers(deps: ServiceDeps) {
               returning p.id`,
         );
         if (deleted) {
-          emit.audit(org.data, { action: 'delete', resource: 'environmental_point', record_id: id, before: JSON.parse(before.json) });
+          emit.audit(org.data, {
+            action: 'delete',
+            resource: 'environmental_point',
+            record_id: id,
+            before: JSON.parse(before.json) as Record<string, unknown>,
+          });
           return { deleted: true };
         }
         const [after] = await rows<{ json: string }>(

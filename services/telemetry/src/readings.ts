@@ -3,9 +3,9 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { pgFloat, readingFromRow, rejectionCode, timestampFromText, type Timestamp, type telemetry } from '@lab/contracts';
 import { DomainError, fieldIssues, pipelined, rows, structBody, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { dateTime, finite, limitParam, orgOf, parsed, parseQuery, text, uuid, where } from './common.js';
+import { dateTime, finite, limitParam, orgOf, parsedList, parseQuery, text, uuid, where } from './common.js';
 
-export const MAX_BATCH = 500;
+const MAX_BATCH = 500;
 
 /** One ingest item (spec: Environmental reading). */
 export const item = z
@@ -20,7 +20,7 @@ export const item = z
   })
   .strict()
   .refine((i) => i.point_id !== undefined || i.external_code !== undefined, {
-    message: 'point_id or external_code is required',
+    error: 'point_id or external_code is required',
     path: ['point_id'],
   });
 type Item = z.infer<typeof item>;
@@ -45,7 +45,7 @@ export const readingSchemas = {
   list: listQuery,
 };
 
-export interface Rejected {
+interface Rejected {
   index: number;
   code: 'point_not_found' | 'point_inactive' | 'validation_failed';
   message: string;
@@ -326,8 +326,11 @@ export function readingHandlers(deps: ServiceDeps) {
                 if (row.id === null) continue;
                 const p = row as FoundPoint;
                 // numbers whichever driver answered, as the insert and the answer are written from them
+                // (node-postgres gives numeric columns as text, whatever FoundPoint says)
+                /* eslint-disable @typescript-eslint/no-unnecessary-type-conversion -- see above */
                 if (p.limit_min !== null) p.limit_min = Number(p.limit_min);
                 if (p.limit_max !== null) p.limit_max = Number(p.limit_max);
+                /* eslint-enable @typescript-eslint/no-unnecessary-type-conversion */
                 byId.set(p.id, p);
                 if (p.external_code !== null) byCode.set(p.external_code, p);
               }
@@ -370,7 +373,7 @@ export function readingHandlers(deps: ServiceDeps) {
                 }
                 return sh;
               };
-              const shapes: Shape[] = new Array(n);
+              const shapes = new Array<Shape>(n);
               let pointIdx = '';
               let values = '';
               const units: (string | null)[] = [];
@@ -380,7 +383,7 @@ export function readingHandlers(deps: ServiceDeps) {
               for (let k = 0; k < n; k++) {
                 const { item: i, point } = accepted[k]!;
                 const sh = (shapes[k] = shapeOf(point));
-                pointIdx += (k ? ',' : '') + sh.n;
+                pointIdx += (k ? ',' : '') + String(sh.n);
                 values += (k ? ',' : '') + pgFloat(i.value);
                 // only the columns some item sets are sent; unnest pads the shorter arrays with NULL
                 if (i.unit !== undefined) units[k] = i.unit;
@@ -419,7 +422,7 @@ export function readingHandlers(deps: ServiceDeps) {
               );
 
               const created_by = caller.user_id ?? undefined;
-              const readings: telemetry.Reading[] = new Array(n);
+              const readings = new Array<telemetry.Reading>(n);
               let breaches = 0;
               for (let k = 0; k < n; k++) {
                 const { item: i, point: p, measured_at, measured } = accepted[k]!;
@@ -495,7 +498,7 @@ export function readingHandlers(deps: ServiceDeps) {
                   order by r.measured_at desc, r.id desc limit ${q.limit}) r
             join telemetry.environmental_points p on p.org_id = r.org_id and p.id = r.point_id`,
       );
-      const readings = parsed<Record<string, unknown>[]>(r!.json).map(readingFromRow);
+      const readings = parsedList(r!.json).map(readingFromRow);
       return { page: { $case: 'readings', value: { readings } }, limit: q.limit, offset: 0 };
     },
   };

@@ -15,6 +15,7 @@ import {
   orgOf,
   parseBody,
   parsed,
+  parsedList,
   parseQuery,
   text,
   uuid,
@@ -22,7 +23,7 @@ import {
 } from './common.js';
 import { connectorForNewDevice, insertDevice, insertDeviceIfNew } from './devices.js';
 
-export const MAX_VALUES = 1000;
+const MAX_VALUES = 1000;
 
 const ingestBody = z
   .object({
@@ -39,7 +40,7 @@ const ingestBody = z
   })
   .strict()
   .refine((b) => b.device_id !== undefined || b.device_identifier !== undefined, {
-    message: 'device_id or device_identifier is required',
+    error: 'device_id or device_identifier is required',
     path: ['device_id'],
   });
 
@@ -193,7 +194,7 @@ export function resultHandlers(deps: ServiceDeps) {
                       order by r.measured_at desc, r.id desc limit ${q.limit} offset ${q.offset}) x), '[]')::text as json,
                    (select count(*) from ${from})::text as total`,
       );
-      const results = parsed<Record<string, unknown>[]>(r!.json).map(resultFromRow);
+      const results = parsedList(r!.json).map(resultFromRow);
       return { page: { $case: 'results', value: { results } }, limit: q.limit, offset: q.offset, total: Number(r!.total) };
     },
 

@@ -373,7 +373,10 @@ describe('raw file upload', () => {
     const before = await results();
     const send = async (parts: [string, string | Blob, string?][]) => {
       const form = new FormData();
-      for (const [name, value, filename] of parts) filename ? form.append(name, value as Blob, filename) : form.append(name, value as string);
+      for (const [name, value, filename] of parts) {
+        if (filename) form.append(name, value, filename);
+        else form.append(name, value);
+      }
       const res = await fetch(`${stack.url}/v1/results/upload`, { method: 'POST', headers: { authorization: `Bearer ${key}` }, body: form });
       return { status: res.status, body: (await res.json()) as any };
     };

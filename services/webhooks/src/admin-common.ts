@@ -12,7 +12,7 @@ import { DomainError, isUuid, parseWith, rows, type CallerContext, type Executor
 export const iso = (col: string): SQL => sql.raw(`to_char(${col} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`);
 
 /** How long a replaced secret keeps working after a rotation (the management contract: 24 hours). */
-export const ROTATION_OVERLAP_HOURS = 24;
+const ROTATION_OVERLAP_HOURS = 24;
 
 /**
  * The columns a rotation sets: the current secret becomes the previous one for
@@ -20,7 +20,7 @@ export const ROTATION_OVERLAP_HOURS = 24;
  * overlap drops the oldest: at most two secrets work at once, as at most two v1
  * signatures are sent.
  */
-export const rotationSets = (secret: string): SQL =>
+const rotationSets = (secret: string): SQL =>
   sql`previous_secret = secret, previous_secret_expires_at = now() + ${ROTATION_OVERLAP_HOURS} * interval '1 hour',
       secret = ${secret}, updated_at = now()`;
 
@@ -51,6 +51,7 @@ export function parseItem(req: { org_id: string; id: string }, what: string): { 
 }
 
 /** One page of an organisation's rows of `table`, oldest first, and their total. */
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the row type its columns give
 export async function pageOf<T>(exec: Executor, table: SQL, columns: SQL, p: Page): Promise<{ rows: T[]; page: webhooks.Page }> {
   const [list, count] = await Promise.all([
     rows<T>(exec, sql`select ${columns} from ${table} where org_id = ${p.org_id}::uuid order by created_at, id limit ${p.limit} offset ${p.offset}`),

@@ -44,7 +44,7 @@ const env = z.object({
 });
 
 /** 10 s, 30 s, 2 min, 10 min: five attempts spread over about 13 minutes. */
-export const DEFAULT_RETRY_DELAYS_MS = [10_000, 30_000, 120_000, 600_000];
+const DEFAULT_RETRY_DELAYS_MS = [10_000, 30_000, 120_000, 600_000];
 
 /** The configuration from the environment, read when the service starts, with overrides on top. */
 export function webhooksConfig(overrides: Partial<WebhooksConfig> = {}, source: NodeJS.ProcessEnv = process.env): WebhooksConfig {

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, errText, failSpan, inSpan, OutageLog, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
+import { CoalescedRunner, failSpan, inSpan, OutageLog, rows, SpanKind, tracingOn, type Database, type Logger, type Outbox } from '@lab/kit';
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
@@ -34,6 +34,7 @@ class BatchRecorder {
 
   add(e: Ended): Promise<void> {
     return new Promise((resolve, reject) => {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the batch's write threw
       this.queue.push({ e, done: (err) => (err === undefined ? resolve() : reject(err)) });
       if (!this.running) void this.drain();
     });

@@ -24,7 +24,7 @@ const ADDED_EVENTS = ['stock_item.below_min_stock', 'environmental.breach', 'lab
 
 export const SUBSCRIBABLE_EVENTS: readonly string[] = [...SPEC_EVENTS, ...ADDED_EVENTS];
 
-export const PUBLIC_PREFIXES = PUBLIC_EVENT_PREFIXES;
+const PUBLIC_PREFIXES = PUBLIC_EVENT_PREFIXES;
 
 /** `<prefix>.*` for every public prefix, then `*`: the filters a subscription may name besides exact events. */
 export const SUBSCRIBABLE_WILDCARDS: readonly string[] = [...PUBLIC_PREFIXES.map((p) => `${p}.*`), '*'];
@@ -43,7 +43,7 @@ export function isValidFilter(filter: string): boolean {
 }
 
 /** Whether an event on the bus may go to subscribers at all (a public prefix). */
-export function isPublicEvent(type: string): boolean {
+function isPublicEvent(type: string): boolean {
   return EXACT.test(type);
 }
 

@@ -17,7 +17,7 @@ import {
 import { subscribed } from './event-filters.js';
 
 /** The durable queue of the fan-out (prefixed with the exchange by the bus). */
-export const FANOUT_QUEUE = EVENT_ROUTES.webhookDeliveries.queue;
+const FANOUT_QUEUE = EVENT_ROUTES.webhookDeliveries.queue;
 
 /**
  * Unacknowledged events the broker hands over at once, and so the largest
@@ -35,7 +35,7 @@ const FANOUT_PREFETCH = 128;
  * statement (foreign key) and the events are tried again. Returns the number
  * of delivery rows stored.
  */
-export async function fanOut(db: Executor, msgs: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<number> {
+async function fanOut(db: Executor, msgs: BusMessage[], traces?: readonly (TraceCarrier | undefined)[]): Promise<number> {
   if (!msgs.length) return 0;
   const orgs = [...new Set(msgs.filter((m) => m.org_id).map((m) => m.org_id!))];
   const subs = orgs.length
@@ -110,6 +110,7 @@ class FanOutBatcher {
   /** `trace`: the context of the message's handling (its consumer span), kept with its deliveries. */
   add(msg: BusMessage, trace?: TraceCarrier): Promise<void> {
     return new Promise((resolve, reject) => {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the batch's write threw
       this.queue.push({ msg, trace, done: (err) => (err === undefined ? resolve() : reject(err)) });
       if (!this.running) void this.drain();
     });

@@ -18,9 +18,9 @@ import { assertOperator, generateSecret } from './management.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { verifySignature } from './signature.js';
 
-export const SLUG = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+const SLUG = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 /** The largest accepted `payload`, serialised (description B: 256 KB). */
-export const MAX_PAYLOAD_BYTES = 256 * 1024;
+const MAX_PAYLOAD_BYTES = 256 * 1024;
 
 /** What an endpoint's allowed_event_types and job_type may hold (creation and change alike). */
 export const allowedEventTypes = z.array(z.string().regex(/^[A-Za-z0-9_.:-]{1,200}$/, 'letters, digits and _ . : - only')).max(100);

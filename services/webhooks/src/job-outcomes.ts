@@ -3,9 +3,6 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { isGuid, type BusMessage, type ServiceDeps } from '@lab/kit';
 
-/** The durable queue of job outcomes (prefixed with the exchange by the bus). */
-export const JOB_OUTCOMES_QUEUE = EVENT_ROUTES.webhookInboundJobOutcomes.queue;
-
 const uuid = z.string().refine(isGuid, 'must be a UUID');
 const created = z.object({ event_id: uuid, job_id: uuid });
 const rejected = z.object({ event_id: uuid, reason: z.string().transform((s) => s.slice(0, 2000)) });
@@ -17,18 +14,24 @@ const rejected = z.object({ event_id: uuid, reason: z.string().transform((s) => 
  * reason) replaces only 'pending'. A row that is gone (its endpoint deleted)
  * or an event it cannot read is acknowledged and changes nothing.
  */
-export async function recordJobOutcome(deps: ServiceDeps, msg: BusMessage): Promise<void> {
+async function recordJobOutcome(deps: ServiceDeps, msg: BusMessage): Promise<void> {
   if (!msg.org_id) return;
   if (msg.type === 'inbound_webhook.job_created') {
     const d = created.safeParse(msg.data);
-    if (!d.success) return warn(deps, msg);
+    if (!d.success) {
+      warn(deps, msg);
+      return;
+    }
     await deps.db.orm.execute(
       sql`update webhooks.inbound_events set job_status = 'created', job_id = ${d.data.job_id}::uuid, job_reason = null
           where org_id = ${msg.org_id}::uuid and id = ${d.data.event_id}::uuid and job_status in ('pending', 'rejected')`,
     );
   } else if (msg.type === 'inbound_webhook.job_rejected') {
     const d = rejected.safeParse(msg.data);
-    if (!d.success) return warn(deps, msg);
+    if (!d.success) {
+      warn(deps, msg);
+      return;
+    }
     await deps.db.orm.execute(
       sql`update webhooks.inbound_events set job_status = 'rejected', job_reason = ${d.data.reason}
           where org_id = ${msg.org_id}::uuid and id = ${d.data.event_id}::uuid and job_status = 'pending'`,

@@ -24,6 +24,7 @@ export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
  * Control characters, which the URL parser would encode or drop: the stored URL
  * must be the one given (and, by kit's storableText, one PostgreSQL can hold).
  */
+// eslint-disable-next-line no-control-regex -- control characters are what this refuses
 const CONTROL = /[\0-\x1f\x7f]/;
 
 /** A receiver's URL as stored: http(s), no credentials, nothing the parser would rewrite. */
@@ -32,7 +33,7 @@ export const subscriptionUrl = z
   .max(2000)
   .refine((u) => !CONTROL.test(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
   .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
-    message: 'must be an http(s) URL without credentials',
+    error: 'must be an http(s) URL without credentials',
   });
 
 /** A subscription's events: names and filters of the one list (event-filters.ts). */

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { DomainError } from '@lab/kit';
 
 /** The spec's signature scheme, used for outbound deliveries and inbound events alike. */
-export const SIGNATURE_TOLERANCE_S = 300;
+const SIGNATURE_TOLERANCE_S = 300;
 
 const hmacHex = (secret: string, t: string, body: Buffer) => createHmac('sha256', secret).update(`${t}.`).update(body).digest('hex');
 

@@ -44,4 +44,4 @@ export class Receiver {
 
 /** Polls until check() returns a value other than undefined, or fails after the timeout naming `what`. */
 export const eventually = <T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, what = 'the awaited condition'): Promise<T> =>
-  waitFor(what, check, { timeoutMs, intervalMs: 50 }) as Promise<T>;
+  waitFor(what, check, { timeoutMs, intervalMs: 50 });

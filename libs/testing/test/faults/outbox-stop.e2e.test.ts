@@ -95,15 +95,15 @@ describeIf('a service stopped with a large outbox backlog', () => {
       const onData = (b: Buffer) => {
         output = (output + b.toString()).slice(-20_000);
         if (output.includes('telemetry ready')) {
-          proc.stdout!.off('data', onData);
+          proc.stdout.off('data', onData);
           resolve();
         }
       };
-      proc.stdout!.on('data', onData);
-      proc.stderr!.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
+      proc.stdout.on('data', onData);
+      proc.stderr.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
       proc.once('exit', (code) => reject(new Error(`telemetry exited (${code}) before it was ready:\n${output}`)));
     });
-    proc.stdout!.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
+    proc.stdout.on('data', (b: Buffer) => (output = (output + b.toString()).slice(-20_000)));
     return proc;
   }
 

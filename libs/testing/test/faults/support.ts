@@ -12,7 +12,7 @@ import type { Cluster } from '../../src/cluster';
 import { waitFor } from '../../src/waits';
 
 /** Why these tests cannot run here, or undefined when they can. */
-export function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
+function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
   if (!process.env.DATABASE_URL || !process.env.AMQP_URL) return 'DATABASE_URL and AMQP_URL are not both set';
   for (const t of tools) {
     if (spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0) return `${t} is not available on this machine`;
@@ -259,7 +259,7 @@ export async function query<T extends pg.QueryResultRow>(url: string, text: stri
 /** Polls until check() returns a value other than undefined, or throws after the timeout. */
 export const eventually = <T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> =>
   // a check's error is a service still down: polled again, as an answer not there yet
-  waitFor(what, () => check().catch(() => undefined), { timeoutMs, intervalMs: 200 }) as Promise<T>;
+  waitFor(what, () => check().catch(() => undefined), { timeoutMs, intervalMs: 200 });
 
 /** Audit rows per created sample id of an organisation. */
 export async function sampleAuditCounts(url: string, orgId: string): Promise<Map<string, number>> {

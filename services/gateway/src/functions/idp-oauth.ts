@@ -16,8 +16,8 @@ import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, ty
  * and oauth-token, which stay for registered confidential clients: a client of one
  * kind is refused at the other's endpoints.
  */
-export const IDP_BASE = '/auth/v1';
-export const IDP_OAUTH = `${IDP_BASE}/oauth`;
+const IDP_BASE = '/auth/v1';
+const IDP_OAUTH = `${IDP_BASE}/oauth`;
 
 /**
  * PKCE S256 is required (a public client has no secret; RFC 9700 2.1.1), plain
@@ -38,7 +38,7 @@ function requiredPkceAndMcpResource(p: Params, ctx: Ctx): ProofOutcome {
   return { ok: { code_challenge: challenge, code_challenge_method: 'S256', resource: mcp } };
 }
 
-export const IDP_FLOW: AuthorizeFlow = {
+const IDP_FLOW: AuthorizeFlow = {
   path: `${IDP_OAUTH}/authorize`,
   flow: 'idp',
   publicClients: true,
@@ -69,7 +69,7 @@ export async function idpToken(ctx: Ctx, deps: Deps): Promise<Reply> {
 // ---- dynamic client registration (RFC 7591) ----
 
 /** Registrations per client address; an MCP client registers once per server and install. */
-export const REGISTER_LIMITS = { per_minute: 10, per_hour: 60 };
+const REGISTER_LIMITS = { per_minute: 10, per_hour: 60 };
 const REGISTER_BUCKETS = 2 ** 16;
 const MAX_METADATA_BYTES = 16 * 1024;
 const MAX_REDIRECT_URIS = 10;

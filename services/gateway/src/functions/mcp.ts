@@ -66,7 +66,7 @@ const LIST_TOOLS: ListTool[] = [
  * how many it holds as its limit, as a page cut by its bytes does, so offset +
  * limit is where the next call starts; a note says so.
  */
-export const TOOL_RESULT_BYTES = 1024 * 1024;
+const TOOL_RESULT_BYTES = 1024 * 1024;
 
 const toolError = (message: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text: message }] });
 const toolJson = (jsonText: string): CallToolResult => ({ content: [{ type: 'text', text: jsonText }] });
@@ -128,6 +128,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
           if (t.module && !p.modules.includes(t.module)) return toolError(`module_not_enabled: the ${t.module} module is not enabled for this organisation`);
           if (!deps.clients.has(t.service)) return toolError(`service_unavailable: ${t.resource} are not served by this deployment`);
           const query: Record<string, string> = {};
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the tools' arguments are JSON scalars (their input schemas)
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
           const r = await deps.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
           return toolJson(listText(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total }));
@@ -141,7 +142,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
  * A list tool's text: {data, pagination}, with the page's records cut to
  * TOOL_RESULT_BYTES (whole records only) and a note when it was cut.
  */
-export function listText(recordsJson: string, pagination: { limit: number; offset: number; total: number }): string {
+function listText(recordsJson: string, pagination: { limit: number; offset: number; total: number }): string {
   if (Buffer.byteLength(recordsJson) <= TOOL_RESULT_BYTES) return `{"data":${recordsJson},"pagination":${JSON.stringify(pagination)}}`;
   const records = JSON.parse(recordsJson) as unknown[];
   const kept: string[] = [];

@@ -12,7 +12,7 @@ const origin = (ctx: Ctx) => `${ctx.req.protocol}://${ctx.req.get('host') ?? 'lo
 export const mcpResourceUrl = (ctx: Ctx): string => `${functionsBase(ctx.req)}/mcp`;
 
 /** The identity provider as an OAuth authorization server for MCP clients (its issuer). */
-export const identityProviderIssuer = (ctx: Ctx): string => `${origin(ctx)}/auth/v1`;
+const identityProviderIssuer = (ctx: Ctx): string => `${origin(ctx)}/auth/v1`;
 
 /** RFC 8414 authorization server metadata; the issuer is the functions base. */
 export async function authorizationServerMetadata(ctx: Ctx): Promise<Reply> {

@@ -80,10 +80,10 @@ function optionalPkce(p: Params): ProofOutcome {
     return { error: 'invalid_request', description: 'code_challenge_method must be S256 or plain and needs a code_challenge' };
   }
   if (challenge !== undefined && !/^[A-Za-z0-9._~-]{43,128}$/.test(challenge)) return { error: 'invalid_request', description: 'malformed code_challenge' };
-  return { ok: challenge !== undefined ? { code_challenge: challenge, code_challenge_method: (method ?? 'plain') as 'S256' | 'plain' } : {} };
+  return { ok: challenge !== undefined ? { code_challenge: challenge, code_challenge_method: method ?? 'plain' } : {} };
 }
 
-export const FUNCTIONS_FLOW: AuthorizeFlow = {
+const FUNCTIONS_FLOW: AuthorizeFlow = {
   path: '/functions/v1/oauth-authorize',
   publicClients: false,
   wrongClient: 'This client is a public client: it signs users in at the identity provider (/auth/v1/oauth/authorize), not here.',
@@ -250,7 +250,7 @@ async function decide(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Pro
 
 /** GET/POST of an authorization endpoint: the start, the sign-in form, the consent form. */
 export async function authorizeEndpoint(ctx: Ctx, deps: Deps, flow: AuthorizeFlow): Promise<Reply> {
-  if (ctx.req.method === 'GET') return start(ctx, deps, flow, ctx.req.query as Params);
+  if (ctx.req.method === 'GET') return start(ctx, deps, flow, ctx.req.query);
   const body = (ctx.body && typeof ctx.body === 'object' ? ctx.body : {}) as Params;
   switch (body.step) {
     case 'login':

@@ -44,7 +44,7 @@ export const adminBodies = {
 };
 
 /** GET /admin/v1/users: a page, optionally only the user of one email. */
-export const adminUsersQuery = z.object({ ...adminPageFields, email: z.string().trim().min(1).max(320).optional() }).strict();
+const adminUsersQuery = z.object({ ...adminPageFields, email: z.string().trim().min(1).max(320).optional() }).strict();
 
 const body = <S extends z.ZodType>(schema: S, ctx: Ctx): z.infer<S> => parseBody(schema, ctx.body, 'invalid request body');
 

@@ -19,7 +19,7 @@ export const auditQuery = z
     to: dateTime.optional(),
   })
   .refine((q) => (q.since_created_at === undefined) === (q.since_id === undefined), {
-    message: 'since_created_at and since_id go together',
+    error: 'since_created_at and since_id go together',
     path: ['since_id'],
   });
 

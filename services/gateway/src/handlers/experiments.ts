@@ -23,7 +23,7 @@ export async function experimentHandler(ctx: Ctx, deps: Deps, op: ExperimentOp):
   }
   if (op === 'versions') {
     const r = await nb.call('listExperimentVersions', { id }, caller);
-    return listFromJson(`[${r.experiments.map(experimentJson).join(',')}]`, { limit: r.limit, offset: 0, total: Number(r.total) });
+    return listFromJson(`[${r.experiments.map(experimentJson).join(',')}]`, { limit: r.limit, offset: 0, total: r.total });
   }
   // a manifest is answered whole
   const { signatures } = await nb.call('listExperimentSignatures', { id }, caller);

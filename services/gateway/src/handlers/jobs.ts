@@ -16,7 +16,7 @@ export async function createJob(ctx: Ctx, deps: Deps): Promise<Reply> {
 
 /** GET /v1/jobs: {data, next_cursor, count}; next_cursor is the enqueued_at of the last item. */
 export async function listJobs(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const query = queryMap(ctx.req.query as Record<string, unknown>);
+  const query = queryMap(ctx.req.query);
   const r = await deps.clients.jobs().call('listJobs', { query }, callerIn(ctx));
   return {
     status: 200,

@@ -20,7 +20,7 @@ export async function createNotifications(ctx: Ctx, deps: Deps): Promise<Reply> 
  * result was capped.
  */
 export async function listNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
-  const query = queryMap(ctx.req.query as Record<string, unknown>);
+  const query = queryMap(ctx.req.query);
   const r = await deps.clients.notifications().call('listNotifications', { query }, callerIn(ctx));
   const capped = r.total > r.offset + r.count;
   return {

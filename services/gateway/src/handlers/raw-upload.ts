@@ -87,7 +87,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         file.resume();
         return;
       }
-      const meta = { device_id: deviceId ?? '', filename: info.filename ?? 'upload', content_type: info.mimeType ?? '' };
+      const meta = { device_id: deviceId ?? '', filename: info.filename ?? 'upload', content_type: info.mimeType };
       // the most the name and type could earn: the content decides on the way (RawFileAllowance)
       const most = rawFileLimit(meta.filename, meta.content_type);
       if (declared > most + ENVELOPE_BYTES) {
@@ -184,8 +184,14 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     bb.on('close', () => {
       if (!failure && upload && deviceId === undefined) failure = invalid('device_id', 'the device_id part is missing');
       bodyRead(failure ? undefined : deviceId);
-      if (failure) return reject(failure);
-      if (!upload) return reject(invalid('file', 'the file part is missing'));
+      if (failure) {
+        reject(failure);
+        return;
+      }
+      if (!upload) {
+        reject(invalid('file', 'the file part is missing'));
+        return;
+      }
       upload.then((json) => resolve({ status: 201, body: `{"data":${json}}`, contentType: 'application/json; charset=utf-8' }), reject);
     });
     bb.on('error', () => {

@@ -89,7 +89,7 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
   const { parent_id, id } = address(ctx, nested);
   switch (op) {
     case 'list': {
-      const query = queryMap(ctx.req.query as Record<string, unknown>);
+      const query = queryMap(ctx.req.query);
       const start = keysetStart(query);
       if (start) {
         const r = await client.call('listRecords', { resource, query, parent_id, keyset: true, ...start }, caller);

@@ -46,7 +46,7 @@ export async function telemetryHandler(ctx: Ctx, deps: Deps, op: TelemetryOp): P
   const c = deps.clients.telemetry();
   const caller = callerIn(ctx);
   const body = () => ({ body: objectBody(ctx.body) });
-  const query = () => ({ query: queryMap(ctx.req.query as Record<string, unknown>) });
+  const query = () => ({ query: queryMap(ctx.req.query) });
   const id = () => ({ id: recordId(ctx.params) });
   switch (op) {
     case 'listPoints':

@@ -46,7 +46,7 @@ export const webhooksAdminBodies = {
     .object({ url: z.string().max(2000).optional(), events: subscriptionEvents.optional(), active: z.boolean().optional() })
     .strict()
     .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined, {
-      message: 'nothing to change: give url, events or active',
+      error: 'nothing to change: give url, events or active',
       // an unknown key is the problem to name, not also an empty change
       when: (p) => p.issues.length === 0,
     }),
@@ -57,7 +57,7 @@ export const webhooksAdminBodies = {
     .object({ allowed_event_types: allowedEventTypes.optional(), job_type: jobType.nullable().optional(), active: z.boolean().optional() })
     .strict()
     .refine((b) => b.allowed_event_types !== undefined || b.job_type !== undefined || b.active !== undefined, {
-      message: 'nothing to change: give allowed_event_types, job_type or active',
+      error: 'nothing to change: give allowed_event_types, job_type or active',
       when: (p) => p.issues.length === 0,
     }),
   // the rotation takes no body: the service draws the new secret

@@ -11,7 +11,7 @@ const run = promisify(execFile);
 const GENERATOR = path.resolve(__dirname, '../../../../node_modules/openapi-typescript/bin/cli.js');
 
 /** Where the generated client types go (git-ignored): the scenario imports them. */
-export const SCHEMA_FILE = path.join(__dirname, 'schema.d.ts');
+const SCHEMA_FILE = path.join(__dirname, 'schema.d.ts');
 
 /** Generates the client types of the gateway's OpenAPI document with openapi-typescript. */
 export async function generateClientTypes(out = SCHEMA_FILE): Promise<void> {
