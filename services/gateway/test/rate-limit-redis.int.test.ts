@@ -1,25 +1,14 @@
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { createLogger, DomainError } from '@lab/kit';
+import { createLogger } from '@lab/kit';
 import { RateLimiter } from '../src/rate-limit';
+import { outcomes } from './limiter-outcomes';
 
 /**
  * The limiter's counts in Redis, the store replicas share. An integration test:
  * unit tests need nothing running, and CI (.ci/run) always gives a Redis.
  */
 const log = createLogger('test', 'silent');
-
-const outcomes = async (limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number) => {
-  const out: string[] = [];
-  for (let i = 0; i < n; i++)
-    out.push(
-      await limiter.consume(key, limits).then(
-        () => 'ok',
-        (e: DomainError) => e.code,
-      ),
-    );
-  return out;
-};
 
 // a personal access token acting in two organisations whose limits differ had a budget in each
 it('is counted once whatever limit a request is under (in Redis)', async () => {

@@ -4,6 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, DomainError } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
 import { countedSignIn, RateLimiter, signInKey } from '../src/rate-limit';
+import { outcomes } from './limiter-outcomes';
 
 const log = createLogger('test', 'silent');
 
@@ -136,18 +137,6 @@ describe('countedSignIn', () => {
 });
 
 describe('one budget per token', () => {
-  const outcomes = async (limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number) => {
-    const out: string[] = [];
-    for (let i = 0; i < n; i++)
-      out.push(
-        await limiter.consume(key, limits).then(
-          () => 'ok',
-          (e: DomainError) => e.code,
-        ),
-      );
-    return out;
-  };
-
   // a personal access token acting in two organisations whose limits differ had a budget in each
   // (the same in Redis: rate-limit-redis.int.test.ts, where a Redis is there)
   it('is counted once whatever limit a request is under (in memory)', async () => {
