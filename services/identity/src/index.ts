@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { OAUTH_CODE_TTL_SECONDS } from './model.js';
 import { configurePasswordChecks, DEFAULT_RUNNING_CHECKS, preparePasswordChecks, QUEUED_CHECKS_PER_RUNNING } from './passwords.js';
 import { purgeExpiredCodes, purgeExpiredTokens } from './retention.js';
-import { registerIdentity } from './server.js';
+import { registerHandlers } from './server.js';
 
 export const definition: ServiceDefinition = {
   name: 'identity',
@@ -22,7 +22,7 @@ export const definition: ServiceDefinition = {
       }),
     );
     configurePasswordChecks({ running: env.IDENTITY_PASSWORD_CHECKS_RUNNING, queued: env.IDENTITY_PASSWORD_CHECKS_QUEUED });
-    registerIdentity(server, deps, { oauthCodeTtlSeconds: env.IDENTITY_OAUTH_CODE_TTL_SECONDS });
+    registerHandlers(server, deps, { oauthCodeTtlSeconds: env.IDENTITY_OAUTH_CODE_TTL_SECONDS });
   },
   retention: (deps) => [
     ['expired tokens', () => purgeExpiredTokens(deps.db)],

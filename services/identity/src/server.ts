@@ -22,7 +22,7 @@ export interface IdentityOptions {
   oauthCodeTtlSeconds: number;
 }
 
-export function registerIdentity(server: GrpcServer, deps: ServiceDeps, opts: IdentityOptions): void {
+export function registerHandlers(server: GrpcServer, deps: ServiceDeps, opts: IdentityOptions): void {
   server.add(identity.IdentityServiceService, {
     resolveToken: async (req) => {
       const r = parse(s.resolveToken, req);

@@ -1,10 +1,9 @@
 import path from 'node:path';
-import { jobs } from '@lab/contracts';
 import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
-import { createJob, getJob, listJobs, readArtifact } from './api.js';
 import { purgeExpiredArtifacts } from './artifact-retention.js';
 import { sweepScratch } from './scratch.js';
+import { registerHandlers } from './server.js';
 import { runningJobs } from './store.js';
 import { consumeInboundEvents } from './inbound.js';
 import { Sources, type PeerAddresses } from './sources.js';
@@ -82,13 +81,7 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
     async register(server, deps) {
       const c = (cfg = jobsConfig(opts));
       c.artifactDir ||= path.join(deps.dataDir, 'artifacts');
-      const dir = c.artifactDir;
-      server.add(jobs.JobsServiceService, {
-        createJob: (req, caller) => createJob(deps, caller, req.body, c.maxAttempts),
-        listJobs: async (req, caller) => listJobs(deps, caller, req.query),
-        getJob: (req, caller) => getJob(deps, caller, req.id),
-        readArtifact: (req, caller) => readArtifact(deps, caller, req.id, dir),
-      });
+      registerHandlers(server, deps, { maxAttempts: c.maxAttempts, artifactDir: c.artifactDir });
       if (c.role === 'api') return;
       // a worker's task: API replicas only serve calls, and the durable queue keeps the events while no worker runs
       await consumeInboundEvents(deps, c.maxAttempts);

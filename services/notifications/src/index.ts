@@ -1,9 +1,9 @@
 import path from 'node:path';
-import { identity, notifications } from '@lab/contracts';
+import { identity } from '@lab/contracts';
 import { PeerClient, type ServiceDefinition } from '@lab/kit';
-import { createNotifications, listNotifications, updateNotification } from './notifications.js';
 import { consumeReactions } from './reactions.js';
 import { purgeExpired } from './retention.js';
+import { registerHandlers } from './server.js';
 import { notificationsSettings, type NotificationsSettings } from './settings.js';
 
 export interface NotificationsOptions {
@@ -23,11 +23,7 @@ export function notificationsDefinition(opts: NotificationsOptions = {}): Servic
     async register(server, deps) {
       settings = notificationsSettings(opts.settings);
       const peer = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, opts.identityAddress ?? deps.peers);
-      server.add(notifications.NotificationsServiceService, {
-        createNotifications: async (req, caller) => createNotifications(deps, peer, caller, req.body),
-        listNotifications: async (req, caller) => listNotifications(deps, caller, req.query),
-        updateNotification: (req, caller) => updateNotification(deps, caller, req.id, req.body),
-      });
+      registerHandlers(server, deps, peer);
       await consumeReactions(deps, peer, settings);
       return async () => peer.close();
     },

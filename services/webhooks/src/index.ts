@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { ServiceDefinition } from '@lab/kit';
 import { webhooksConfig, type WebhooksConfig } from './config.js';
 import { purgeInboundEvents, purgeSettledDeliveries } from './retention.js';
-import { registerWebhooks } from './server.js';
+import { registerHandlers } from './server.js';
 
 export type { WebhooksConfig } from './config.js';
 export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
@@ -21,7 +21,7 @@ export function webhooksDefinition(overrides: Partial<WebhooksConfig> = {}): Ser
     name: 'webhooks',
     schema: 'webhooks',
     migrationsDir: path.join(__dirname, '..', 'migrations'),
-    register: async (server, deps) => registerWebhooks(server, deps, (config = webhooksConfig(overrides))),
+    register: async (server, deps) => registerHandlers(server, deps, (config = webhooksConfig(overrides))),
     retention: (deps) => [
       ['settled webhook deliveries', () => purgeSettledDeliveries(deps.db, config!.retentionDays)],
       ['inbound webhook events', () => purgeInboundEvents(deps.db, config!.retentionDays)],

@@ -11,7 +11,7 @@ import { assertPublicReceiver } from './receiver-guard.js';
 import { deleteSubscription, getSubscription, listSubscriptions, redeliver, rotateSubscriptionSecret, updateSubscription } from './subscriptions.js';
 
 /** gRPC handlers, the event fan-out, the inbound job outcomes and the delivery worker; returns the stop hook. */
-export async function registerWebhooks(server: GrpcServer, deps: ServiceDeps, cfg: WebhooksConfig): Promise<() => Promise<void>> {
+export async function registerHandlers(server: GrpcServer, deps: ServiceDeps, cfg: WebhooksConfig): Promise<() => Promise<void>> {
   server.add(webhooks.WebhooksServiceService, {
     createSubscription: async (req, caller) => {
       await assertPublicReceiver(req.url, cfg.allowPrivateNetworks);
