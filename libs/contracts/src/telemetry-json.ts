@@ -52,18 +52,45 @@ const str = (s: string | undefined): string => (s === undefined ? 'null' : JSON.
 const bare = (s: string | undefined): string => (s === undefined ? 'null' : `"${s}"`);
 const float = (x: number | undefined): string => (x === undefined ? 'null' : pgFloat(x));
 /**
- * A time, the last one written kept: the readings of an ingest share their
- * created_at (and mostly their measured_at), and a list's neighbours often do, so
- * most readings skip the digit work.
+ * A writer of times that keeps the last one it wrote: the readings of an ingest
+ * share their created_at (and mostly their measured_at), and a list's neighbours
+ * often do, so most readings skip the digit work. One per field: a reading
+ * writes two times, and one shared cache would miss on every one of them.
  */
-let lastTime: { seconds: number; nanos: number; text: string } = { seconds: NaN, nanos: NaN, text: '' };
-function time(t: Timestamp | undefined): string {
-  if (t === undefined) return 'null';
-  if (t.seconds === lastTime.seconds && t.nanos === lastTime.nanos) return lastTime.text;
-  const text = `"${timestampText(t)}"`;
-  lastTime = { seconds: t.seconds, nanos: t.nanos, text };
-  return text;
+function timeWriter(): (t: Timestamp | undefined) => string {
+  let seconds = NaN;
+  let nanos = NaN;
+  let text = '';
+  return (t) => {
+    if (t === undefined) return 'null';
+    if (t.seconds !== seconds || t.nanos !== nanos) {
+      seconds = t.seconds;
+      nanos = t.nanos;
+      text = `"${timestampText(t)}"`;
+    }
+    return text;
+  };
 }
+const time = timeWriter();
+const measuredTime = timeWriter();
+const createdTime = timeWriter();
+
+/** A writer of a client's text that keeps the last one: a page's readings mostly repeat their point's words. */
+function textWriter(): (s: string | undefined) => string {
+  let last: string | undefined;
+  let text = 'null';
+  return (s) => {
+    if (s !== last) {
+      last = s;
+      text = str(s);
+    }
+    return text;
+  };
+}
+const codeText = textWriter();
+const parameterText = textWriter();
+const unitText = textWriter();
+
 /** free-form JSON (jsonb): as JSON.stringify writes it (jsonb's spaces after ':' and ',' are gone) */
 const free = (v: unknown): string => (v === undefined ? 'null' : JSON.stringify(v));
 /** a number of a jsonb document (a result's value): as JavaScript writes it */
@@ -136,10 +163,10 @@ export const pointJson = (p: Point): string =>
   `"active":${p.active},"created_at":${time(p.created_at)},"updated_at":${time(p.updated_at)}}`;
 
 export const readingJson = (r: Reading): string =>
-  `{"id":"${r.id}","point_id":"${r.point_id}","external_code":${str(r.external_code)},"parameter":${str(r.parameter)},` +
-  `"value":${pgFloat(r.value)},"unit":${str(r.unit)},"limit_min":${float(r.limit_min)},"limit_max":${float(r.limit_max)},` +
-  `"is_breach":${r.is_breach},"measured_at":${time(r.measured_at)},"sample_id":${bare(r.sample_id)},"notes":${str(r.notes)},` +
-  `"created_by":${bare(r.created_by)},"created_at":${time(r.created_at)}}`;
+  `{"id":"${r.id}","point_id":"${r.point_id}","external_code":${codeText(r.external_code)},"parameter":${parameterText(r.parameter)},` +
+  `"value":${pgFloat(r.value)},"unit":${unitText(r.unit)},"limit_min":${float(r.limit_min)},"limit_max":${float(r.limit_max)},` +
+  `"is_breach":${r.is_breach},"measured_at":${measuredTime(r.measured_at)},"sample_id":${bare(r.sample_id)},"notes":${str(r.notes)},` +
+  `"created_by":${bare(r.created_by)},"created_at":${createdTime(r.created_at)}}`;
 
 /** A rejection as the ingest answer shows it: the point's fields only when the item named them. */
 export function rejectedJson(r: RejectedReading): string {
