@@ -176,8 +176,28 @@ export function rejectedJson(r: RejectedReading): string {
   return `${out}}`;
 }
 
-export const readingsIngestedJson = (a: ReadingsIngested): string =>
-  `{"created":${a.created},"breaches":${a.breaches},"readings":${listJson(a.readings, readingJson)},"rejected":${listJson(a.rejected, rejectedJson)}}`;
+/**
+ * An ingest answer: each reading written as a list writes it (readingJson's
+ * fields, in its order), from its own values, its point's (sent once) and the
+ * batch's creation. The parts every reading of a point shares are written once.
+ */
+export function readingsIngestedJson(a: ReadingsIngested): string {
+  const tail = `,"created_by":${bare(a.created_by)},"created_at":${a.created_at === undefined ? 'null' : `"${timestampText(a.created_at)}"`}}`;
+  const points = a.points.map((p) => ({
+    head: `","point_id":"${p.point_id}","external_code":${str(p.external_code)},"parameter":${str(p.parameter)},"value":`,
+    unit: str(p.unit),
+    limits: `,"limit_min":${float(p.limit_min)},"limit_max":${float(p.limit_max)},"is_breach":`,
+  }));
+  const readings = a.readings.map((r) => {
+    const p = points[r.point];
+    if (!p) throw new Error(`an ingested reading names point ${r.point} of ${points.length}`);
+    return (
+      `{"id":"${r.id}${p.head}${pgFloat(r.value)},"unit":${r.unit === undefined ? p.unit : str(r.unit)}${p.limits}${r.is_breach}` +
+      `,"measured_at":${measuredTime(r.measured_at)},"sample_id":${bare(r.sample_id)},"notes":${str(r.notes)}${tail}`
+    );
+  });
+  return `{"created":${a.created},"breaches":${a.breaches},"readings":[${readings.join(',')}],"rejected":${listJson(a.rejected, rejectedJson)}}`;
+}
 
 export const deviceJson = (d: Device): string =>
   `{"id":${bare(d.id)},"name":${str(d.name)},"identifier":${str(d.identifier)},"kind":${str(d.kind)},"manufacturer":${str(d.manufacturer)},` +

@@ -7,6 +7,7 @@ import {
   resultFromRow,
   telemetry,
   telemetryItemJson,
+  timestampFromText,
   telemetryListJson,
 } from '@lab/contracts';
 
@@ -72,11 +73,55 @@ describe('telemetry answers through the typed messages', () => {
     expect(telemetryListJson(pageOverWire({ $case: 'points', value: { points } }).page)).toBe(`[${POINT},${BARE_POINT}]`);
   });
 
+  it('writes an ingest answer as a list writes its readings: points sent once, a reading naming its own unit or its point’s', () => {
+    // three readings of two points, one with a unit of its own; the batch's creation once
+    const created_at = timestampFromText('2026-11-26T10:00:00.5+00:00');
+    const value: telemetry.ReadingsIngested = {
+      created: 3,
+      breaches: 1,
+      created_by: ID2,
+      created_at,
+      points: [
+        { point_id: ID2, parameter: 'temp "room" \\ 1', unit: '°C', limit_min: -0.5, limit_max: 8 },
+        { point_id: ID, external_code: 'D-1', parameter: 'door', unit: '', limit_max: 0 },
+      ],
+      readings: [
+        { id: ID, point: 0, value: 1e16, is_breach: true, measured_at: timestampFromText('2024-01-01T09:00:00.12+00:00'), notes: 'a "quoted" note\n\u0001 😀' },
+        { id: ID2, point: 1, value: 0, is_breach: false, measured_at: created_at, sample_id: ID },
+        { id: ID2, point: 0, value: 3.5, unit: 'K', is_breach: false, measured_at: created_at },
+      ],
+      rejected: [],
+    };
+    const listed = [
+      READING,
+      READING_NULLS.replace('"created_by":null', `"created_by":"${ID2}"`).replace(/"(measured_at|created_at)":"[^"]+"/g, '"$1":"2026-11-26T10:00:00.5+00:00"'),
+    ];
+    const third = listed[0]!
+      .replace(`"id":"${ID}"`, `"id":"${ID2}"`)
+      .replace('"value":1e+16', '"value":3.5')
+      .replace('"unit":"°C"', '"unit":"K"')
+      .replace('"is_breach":true', '"is_breach":false')
+      .replace('"measured_at":"2024-01-01T09:00:00.12+00:00"', '"measured_at":"2026-11-26T10:00:00.5+00:00"')
+      .replace(/"notes":"[^]*?","created_by"/, '"notes":null,"created_by"');
+    expect(telemetryItemJson(overWire({ $case: 'readings_ingested', value }).item)).toBe(
+      `{"created":3,"breaches":1,"readings":[${[...listed, third].join(',')}],"rejected":[]}`,
+    );
+    // an index past the points is a broken answer, not a reading of no point
+    expect(() =>
+      telemetryItemJson(overWire({ $case: 'readings_ingested', value: { ...value, readings: [{ ...value.readings[0]!, point: 2 }] } }).item),
+    ).toThrow(/point 2 of 2/);
+  });
+
   it('writes an ingest answer with its rejections, naming only the fields the item gave', () => {
     const value: telemetry.ReadingsIngested = {
       created: 1,
       breaches: 1,
-      readings: [readingFromRow(parse(READING))],
+      created_by: ID2,
+      created_at: timestampFromText('2026-11-26T10:00:00.5+00:00'),
+      points: [{ point_id: ID2, parameter: 'temp "room" \\ 1', unit: '°C', limit_min: -0.5, limit_max: 8 }],
+      readings: [
+        { id: ID, point: 0, value: 1e16, is_breach: true, measured_at: timestampFromText('2024-01-01T09:00:00.12+00:00'), notes: 'a "quoted" note\n\u0001 😀' },
+      ],
       rejected: [
         { index: 1, code: telemetry.RejectionCode.REJECTION_CODE_POINT_NOT_FOUND, message: 'no environmental point', external_code: 'NOPE' },
         { index: 2, code: telemetry.RejectionCode.REJECTION_CODE_VALIDATION_FAILED, message: 'value: must be a finite number' },

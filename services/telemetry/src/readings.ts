@@ -421,8 +421,19 @@ export function readingHandlers(deps: ServiceDeps) {
                 ),
               );
 
-              const created_by = caller.user_id ?? undefined;
-              const readings = new Array<telemetry.Reading>(n);
+              // the answer names each point once; a reading, its point by index
+              const points = pts.map((p): telemetry.IngestedPoint => {
+                const sh = used.get(p)!;
+                return {
+                  point_id: p.id,
+                  external_code: sh.external_code,
+                  parameter: p.parameter,
+                  unit: p.unit,
+                  limit_min: sh.limit_min,
+                  limit_max: sh.limit_max,
+                };
+              });
+              const readings = new Array<telemetry.IngestedReading>(n);
               let breaches = 0;
               for (let k = 0; k < n; k++) {
                 const { item: i, point: p, measured_at, measured } = accepted[k]!;
@@ -430,22 +441,16 @@ export function readingHandlers(deps: ServiceDeps) {
                 const id = idBase + HEX4[k]!;
                 // the generated column's rule, on the same doubles
                 const breach = (p.limit_min !== null && i.value < p.limit_min) || (p.limit_max !== null && i.value > p.limit_max);
-                // one literal of a fixed shape; the point's fields and the times are shared, not copied
+                // one literal of a fixed shape: only the reading's own values
                 readings[k] = {
                   id,
-                  point_id: p.id,
-                  external_code: sh.external_code,
-                  parameter: p.parameter,
+                  point: sh.n - 1,
                   value: i.value,
-                  unit: i.unit ?? p.unit,
-                  limit_min: sh.limit_min,
-                  limit_max: sh.limit_max,
+                  unit: i.unit,
                   is_breach: breach,
                   measured_at: measured,
                   sample_id: i.sample_id,
                   notes: i.notes,
-                  created_by,
-                  created_at: nowTime,
                 };
                 if (breach) {
                   breaches++;
@@ -470,7 +475,15 @@ export function readingHandlers(deps: ServiceDeps) {
               });
               // the answer (rejected is final once the points are resolved); a keyed call's
               // receipt keeps it in this transaction
-              const value: telemetry.ReadingsIngested = { created: n, breaches, readings, rejected: rejected.map(rejectedMessage) };
+              const value: telemetry.ReadingsIngested = {
+                created: n,
+                breaches,
+                points,
+                readings,
+                created_by: caller.user_id ?? undefined,
+                created_at: nowTime,
+                rejected: rejected.map(rejectedMessage),
+              };
               return { item: { $case: 'readings_ingested', value }, created: true } satisfies telemetry.ItemResponse;
             },
             (res) => res,

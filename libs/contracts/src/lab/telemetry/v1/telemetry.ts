@@ -134,12 +134,47 @@ export interface RejectedReading {
   external_code?: string | undefined;
 }
 
-/** The answer of an ingest: each item stored or rejected on its own. */
+/**
+ * The answer of an ingest: each item stored or rejected on its own.
+ * The answer of an ingest. A batch's readings mostly share a few points and one
+ * creation: each point's fields, created_by and created_at are sent once, and a
+ * reading names its point by index (up to 500 readings per answer, so a point's
+ * words and two timestamps per reading were most of its bytes and decoding).
+ */
 export interface ReadingsIngested {
   created: number;
   breaches: number;
-  readings: Reading[];
   rejected: RejectedReading[];
+  points: IngestedPoint[];
+  readings: IngestedReading[];
+  created_by?: string | undefined;
+  created_at?: Timestamp | undefined;
+}
+
+/** A point as the readings of an ingest answer name it. */
+export interface IngestedPoint {
+  point_id: string;
+  external_code?: string | undefined;
+  parameter: string;
+  /** a reading's unit unless it gave its own */
+  unit: string;
+  /** the point's limits when the readings were stored */
+  limit_min?: number | undefined;
+  limit_max?: number | undefined;
+}
+
+/** A stored reading of an ingest answer. */
+export interface IngestedReading {
+  id: string;
+  /** index into ReadingsIngested.points */
+  point: number;
+  value: number;
+  /** the item's own unit; absent: the point's */
+  unit?: string | undefined;
+  is_breach: boolean;
+  measured_at?: Timestamp | undefined;
+  sample_id?: string | undefined;
+  notes?: string | undefined;
 }
 
 export interface Device {
@@ -1177,7 +1212,15 @@ export const RejectedReading: MessageFns<RejectedReading> = {
 };
 
 function createBaseReadingsIngested(): ReadingsIngested {
-  return { created: 0, breaches: 0, readings: [], rejected: [] };
+  return {
+    created: 0,
+    breaches: 0,
+    rejected: [],
+    points: [],
+    readings: [],
+    created_by: undefined,
+    created_at: undefined,
+  };
 }
 
 export const ReadingsIngested: MessageFns<ReadingsIngested> = {
@@ -1188,11 +1231,20 @@ export const ReadingsIngested: MessageFns<ReadingsIngested> = {
     if (message.breaches !== 0) {
       writer.uint32(16).int32(message.breaches);
     }
-    for (const v of message.readings) {
-      Reading.encode(v!, writer.uint32(26).fork()).join();
-    }
     for (const v of message.rejected) {
       RejectedReading.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.points) {
+      IngestedPoint.encode(v!, writer.uint32(42).fork()).join();
+    }
+    for (const v of message.readings) {
+      IngestedReading.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.created_by !== undefined) {
+      writer.uint32(58).string(message.created_by);
+    }
+    if (message.created_at !== undefined) {
+      Timestamp.encode(message.created_at, writer.uint32(66).fork()).join();
     }
     return writer;
   },
@@ -1226,12 +1278,128 @@ export const ReadingsIngested: MessageFns<ReadingsIngested> = {
             message.breaches = reader.int32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rejected.push(RejectedReading.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.points.push(IngestedPoint.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.readings.push(IngestedReading.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.created_by = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.created_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseIngestedPoint(): IngestedPoint {
+  return {
+    point_id: "",
+    external_code: undefined,
+    parameter: "",
+    unit: "",
+    limit_min: undefined,
+    limit_max: undefined,
+  };
+}
+
+export const IngestedPoint: MessageFns<IngestedPoint> = {
+  encode(message: IngestedPoint, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.point_id !== "") {
+      writer.uint32(10).string(message.point_id);
+    }
+    if (message.external_code !== undefined) {
+      writer.uint32(18).string(message.external_code);
+    }
+    if (message.parameter !== "") {
+      writer.uint32(26).string(message.parameter);
+    }
+    if (message.unit !== "") {
+      writer.uint32(34).string(message.unit);
+    }
+    if (message.limit_min !== undefined) {
+      writer.uint32(41).double(message.limit_min);
+    }
+    if (message.limit_max !== undefined) {
+      writer.uint32(49).double(message.limit_max);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IngestedPoint {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIngestedPoint();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.point_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.external_code = reader.string();
+            continue;
+          }
           case 3: {
             if (tag !== 26) {
               break;
             }
 
-            message.readings.push(Reading.decode(reader, reader.uint32()));
+            message.parameter = reader.string();
             continue;
           }
           case 4: {
@@ -1239,7 +1407,155 @@ export const ReadingsIngested: MessageFns<ReadingsIngested> = {
               break;
             }
 
-            message.rejected.push(RejectedReading.decode(reader, reader.uint32()));
+            message.unit = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.limit_min = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.limit_max = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseIngestedReading(): IngestedReading {
+  return {
+    id: "",
+    point: 0,
+    value: 0,
+    unit: undefined,
+    is_breach: false,
+    measured_at: undefined,
+    sample_id: undefined,
+    notes: undefined,
+  };
+}
+
+export const IngestedReading: MessageFns<IngestedReading> = {
+  encode(message: IngestedReading, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.point !== 0) {
+      writer.uint32(16).int32(message.point);
+    }
+    if (message.value !== 0) {
+      writer.uint32(25).double(message.value);
+    }
+    if (message.unit !== undefined) {
+      writer.uint32(34).string(message.unit);
+    }
+    if (message.is_breach !== false) {
+      writer.uint32(40).bool(message.is_breach);
+    }
+    if (message.measured_at !== undefined) {
+      Timestamp.encode(message.measured_at, writer.uint32(50).fork()).join();
+    }
+    if (message.sample_id !== undefined) {
+      writer.uint32(58).string(message.sample_id);
+    }
+    if (message.notes !== undefined) {
+      writer.uint32(66).string(message.notes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): IngestedReading {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseIngestedReading();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.point = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 25) {
+              break;
+            }
+
+            message.value = reader.double();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.unit = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.is_breach = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.measured_at = Timestamp.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.sample_id = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.notes = reader.string();
             continue;
           }
         }
