@@ -4,7 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, DomainError } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
 import { countedSignIn, RateLimiter, signInKey } from '../src/rate-limit';
-import { outcomes } from './limiter-outcomes';
+import { expectOneBudgetAcrossLimits } from './limiter-outcomes';
 
 const log = createLogger('test', 'silent');
 
@@ -144,11 +144,7 @@ describe('one budget per token', () => {
     const token = `pat-${Math.random()}`;
     try {
       await limiter.ready();
-      const inA = await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 5);
-      const inB = await outcomes(limiter, token, { per_minute: 6, per_hour: 100 }, 5);
-      expect([...inA, ...inB]).toEqual([...Array(6).fill('ok'), ...Array(4).fill('rate_limited')]);
-      // and back in A, whose limit is the lower one
-      expect(await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 1)).toEqual(['rate_limited']);
+      await expectOneBudgetAcrossLimits(limiter, token);
     } finally {
       await limiter.close();
     }
