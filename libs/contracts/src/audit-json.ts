@@ -4,8 +4,7 @@
 // with six digits of fraction and "Z"); the gateway and the export jobs write them
 // back as that JSON.
 import { ChainProblem, type AuditRecord, type VerifyChainResponse } from './lab/audit/v1/audit.js';
-import { enumWords } from './order-json.js';
-import { messageFromRow, messageShape, utcMicrosText, type RecordObject } from './record-json.js';
+import { enumWords, messageFromRow, messageShape, utcMicrosText, type RecordObject } from './record-json.js';
 
 const AUDIT = messageShape(['created_at', 'occurred_at']);
 const PROBLEM = enumWords<ChainProblem>(ChainProblem, 'CHAIN_PROBLEM_');

@@ -40,7 +40,7 @@ export {
   type RecordObject,
 } from './record-json.js';
 export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
-export { enumWords, orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
+export { orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
 export {
   connectorFromRow,
   connectorJson,

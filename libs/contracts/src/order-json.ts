@@ -2,31 +2,7 @@
 // from the JSON the public API has always answered (as PostgreSQL rendered them
 // with json_build_object in the orders service).
 import { OrderPriority, OrderStatus, ResultStatus, type LabOrder, type LabResult, type OrderSample, type Requester } from './lab/orders/v1/orders.js';
-import { messageFromRow, messageJson, messageShape, type RecordObject } from './record-json.js';
-
-/** An enum's values and the lowercase words the API writes for them (ORDER_STATUS_RECEIVED: received); shared by every typed contract with such enums. */
-export function enumWords<E extends number>(e: { [name: string]: string | number }, prefix: string) {
-  const words = new Map<number, string>();
-  const values = new Map<string, number>();
-  for (const [name, v] of Object.entries(e)) {
-    if (typeof v !== 'number' || !name.startsWith(prefix) || name.endsWith('_UNSPECIFIED')) continue;
-    const word = name.slice(prefix.length).toLowerCase();
-    words.set(v, word);
-    values.set(word, v);
-  }
-  return {
-    word(v: E): string {
-      const w = words.get(v);
-      if (w === undefined) throw new Error(`no ${prefix}value ${v}`);
-      return w;
-    },
-    value(word: unknown): E {
-      const v = values.get(String(word));
-      if (v === undefined) throw new Error(`no ${prefix}value for ${String(word)}`);
-      return v as E;
-    },
-  };
-}
+import { enumWords, messageFromRow, messageJson, messageShape, type RecordObject } from './record-json.js';
 
 const ORDER_STATUS = enumWords<OrderStatus>(OrderStatus, 'ORDER_STATUS_');
 const PRIORITY = enumWords<OrderPriority>(OrderPriority, 'ORDER_PRIORITY_');

@@ -316,3 +316,27 @@ export function signedExperimentJson(m: SignedExperiment): string {
   const experiment = experimentJson(m.experiment!);
   return `${experiment.slice(0, -1)},"signatures":${signaturesJson(m.signatures)}}`;
 }
+
+/** An enum's values and the lowercase words the API writes for them (ORDER_STATUS_RECEIVED: received). */
+export function enumWords<E extends number>(e: { [name: string]: string | number }, prefix: string) {
+  const words = new Map<number, string>();
+  const values = new Map<string, number>();
+  for (const [name, v] of Object.entries(e)) {
+    if (typeof v !== 'number' || !name.startsWith(prefix) || name.endsWith('_UNSPECIFIED')) continue;
+    const word = name.slice(prefix.length).toLowerCase();
+    words.set(v, word);
+    values.set(word, v);
+  }
+  return {
+    word(v: E): string {
+      const w = words.get(v);
+      if (w === undefined) throw new Error(`no ${prefix}value ${v}`);
+      return w;
+    },
+    value(word: unknown): E {
+      const v = values.get(String(word));
+      if (v === undefined) throw new Error(`no ${prefix}value for ${String(word)}`);
+      return v as E;
+    },
+  };
+}

@@ -23,8 +23,7 @@ import {
   type Result,
   type ResultChart,
 } from './lab/telemetry/v1/telemetry.js';
-import { enumWords } from './order-json.js';
-import { messageFromRow, messageShape, timestampFromText, timestampText, type RecordObject } from './record-json.js';
+import { enumWords, messageFromRow, messageShape, timestampFromText, timestampText, type RecordObject } from './record-json.js';
 
 /** A double as PostgreSQL's float8 output writes it (shortest exact digits, exponent outside 1e-4..1e15). */
 export function pgFloat(x: number): string {
@@ -182,7 +181,7 @@ export function rejectedJson(r: RejectedReading): string {
  * batch's creation. The parts every reading of a point shares are written once.
  */
 export function readingsIngestedJson(a: ReadingsIngested): string {
-  const tail = `,"created_by":${bare(a.created_by)},"created_at":${a.created_at === undefined ? 'null' : `"${timestampText(a.created_at)}"`}}`;
+  const tail = `,"created_by":${bare(a.created_by)},"created_at":${createdTime(a.created_at)}}`;
   const points = a.points.map((p) => ({
     head: `","point_id":"${p.point_id}","external_code":${str(p.external_code)},"parameter":${str(p.parameter)},"value":`,
     unit: str(p.unit),

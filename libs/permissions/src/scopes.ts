@@ -8,7 +8,7 @@ export const ADMIN_SCOPES: readonly string[] = ['admin', '*'];
 
 /** Whether `granted` scopes allow `required`. */
 export function grantsScope(granted: readonly string[], required: string): boolean {
-  if (granted.includes(required) || ADMIN_SCOPES.some((s) => granted.includes(s))) return true;
+  if (granted.includes(required) || hasAdminScope(granted)) return true;
   return required === 'read' && granted.includes('write');
 }
 

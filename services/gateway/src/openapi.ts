@@ -22,8 +22,6 @@ import { RECORD_ANSWERS } from './record-fields.js';
 import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
 import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
 
-export { jsonSchemaOf };
-
 /**
  * The OpenAPI 3.1 document of the gateway, derived from the route table and from
  * the zod schemas the handlers validate with (z.toJSONSchema), so it cannot drift

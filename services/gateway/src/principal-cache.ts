@@ -65,7 +65,14 @@ export class PrincipalCache {
   }
 
   dropToken(tokenId: string): void {
-    this.drop((p) => p.token_id === tokenId);
+    this.dropTokens([tokenId]);
+  }
+
+  /** The tokens a refresh ended, in one pass over the cache (nothing to do when there are none). */
+  dropTokens(tokenIds: readonly string[]): void {
+    if (!tokenIds.length) return;
+    const ended = new Set(tokenIds);
+    this.drop((p) => ended.has(p.token_id));
   }
 
   dropMember(orgId: string, userId: string): void {

@@ -49,13 +49,14 @@ export const json = (status: number, value: unknown, headers?: Record<string, st
 
 /**
  * A created (201) or accepted (202) answer with the Location of what it made:
- * `base` is the collection's or item's path, `id` the new resource's id below it.
+ * `base` is the collection's or item's path, `id` the new resource's id below it
+ * (none: the resource is at `base` itself, as the one record of a parent is).
  * A replay of the request computes the same Location from the same answer.
  */
-export const withLocation = (reply: Reply, base: string, id: string): Reply => ({
-  ...reply,
-  headers: { ...reply.headers, Location: `${base.replace(/\/+$/, '')}/${encodeURIComponent(id)}` },
-});
+export function withLocation(reply: Reply, base: string, id?: string): Reply {
+  const at = base.replace(/\/+$/, '');
+  return { ...reply, headers: { ...reply.headers, Location: id === undefined ? at : `${at}/${encodeURIComponent(id)}` } };
+}
 
 /** Item envelope around a JSON object text. */
 export const itemFromJson = (status: number, objectJson: string): Reply => ({

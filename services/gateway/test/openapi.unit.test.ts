@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { adminBodies } from '../src/handlers/admin';
-import { jsonSchemaOf, openApiDocument } from '../src/openapi';
+import { openApiDocument } from '../src/openapi';
+import { jsonSchemaOf } from '../src/openapi-parts';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';

@@ -146,7 +146,7 @@ export function deviceHandlers(deps: ServiceDeps) {
               select ${deviceJson(D)}::text as json from d`,
           );
           if (!row) throw DomainError.notFound('device not found');
-          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: JSON.parse(row.json) as Record<string, unknown> });
+          emit.audit(org, { action: 'delete', resource: 'device', record_id: id, before: parsed(row.json) });
         },
         () => ({}),
       );

@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { pointFromRow, type telemetry } from '@lab/contracts';
 import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { finite, idOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, finite, idOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
 
 const MAX_POINTS = 500;
 
@@ -84,7 +84,7 @@ export function pointHandlers(deps: ServiceDeps) {
         );
         const after = parsed(row!.json);
         emit.audit(org.data, { action: 'create', resource: 'environmental_point', record_id: id, after });
-        return { item: { $case: 'point', value: pointFromRow(after) }, created: true };
+        return createdAnswer({ $case: 'point', value: pointFromRow(after) });
       });
     },
 
@@ -156,12 +156,7 @@ export function pointHandlers(deps: ServiceDeps) {
               returning p.id`,
         );
         if (deleted) {
-          emit.audit(org.data, {
-            action: 'delete',
-            resource: 'environmental_point',
-            record_id: id,
-            before: JSON.parse(before.json) as Record<string, unknown>,
-          });
+          emit.audit(org.data, { action: 'delete', resource: 'environmental_point', record_id: id, before: parsed(before.json) });
           return { deleted: true };
         }
         const [after] = await rows<{ json: string }>(

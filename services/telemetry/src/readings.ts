@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import { pgFloat, readingFromRow, rejectionCode, timestampFromText, type Timestamp, type telemetry } from '@lab/contracts';
 import { DomainError, fieldIssues, pipelined, rows, structBody, validationFailed, type CallerContext, type ServiceDeps } from '@lab/kit';
-import { dateTime, finite, limitParam, orgOf, parsedList, parseQuery, text, uuid, where } from './common.js';
+import { createdAnswer, dateTime, finite, limitParam, orgOf, parsedList, parseQuery, text, uuid, where } from './common.js';
 
 const MAX_BATCH = 500;
 
@@ -484,7 +484,7 @@ export function readingHandlers(deps: ServiceDeps) {
                 created_at: nowTime,
                 rejected: rejected.map(rejectedMessage),
               };
-              return { item: { $case: 'readings_ingested', value }, created: true } satisfies telemetry.ItemResponse;
+              return createdAnswer({ $case: 'readings_ingested', value });
             },
             (res) => res,
           )

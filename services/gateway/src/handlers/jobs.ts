@@ -1,7 +1,7 @@
 import type { Response } from 'express';
 import { jobJson } from '@lab/contracts';
 import { DomainError, drainedOrGone } from '@lab/kit';
-import { withLocation, type Reply } from '../replies.js';
+import { itemFromJson, withLocation, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 
@@ -11,7 +11,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 export async function createJob(ctx: Ctx, deps: Deps): Promise<Reply> {
   const r = await deps.clients.jobs().call('createJob', { body: objectBody(ctx.body) }, callerIn(ctx));
   // 202 with where to follow the job (RFC 9110 15.3.3)
-  return withLocation({ status: 202, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE }, ctx.req.path, r.job!.id);
+  return withLocation(itemFromJson(202, jobJson(r.job!)), ctx.req.path, r.job!.id);
 }
 
 /** GET /v1/jobs: {data, next_cursor, count}; next_cursor is the enqueued_at of the last item. */
@@ -27,7 +27,7 @@ export async function listJobs(ctx: Ctx, deps: Deps): Promise<Reply> {
 
 export async function getJob(ctx: Ctx, deps: Deps): Promise<Reply> {
   const r = await deps.clients.jobs().call('getJob', { id: recordId(ctx.params) }, callerIn(ctx));
-  return { status: 200, body: `{"data":${jobJson(r.job!)}}`, contentType: JSON_TYPE };
+  return itemFromJson(200, jobJson(r.job!));
 }
 
 /** Long enough for a large export on a slow link; the stream ends the call earlier. */

@@ -1,7 +1,7 @@
 import { recordJson, recordsJson } from '@lab/contracts';
 import type { records } from '@lab/contracts';
 import { DomainError, isUuid, validationFailed } from '@lab/kit';
-import { itemFromJson, listFromJson, noContent, type Reply } from '../replies.js';
+import { itemFromJson, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import type { RecordOp } from '../routes.js';
 
@@ -68,14 +68,8 @@ function address(ctx: Ctx, nested: 'many' | 'one' | undefined): { parent_id: str
 
 type RecordMessage = records.Record;
 
-/**
- * The Location of a created record: its item path (the parent's path for the
- * one record of a parent, the remote link), as the document's links say.
- */
-function createdAt(ctx: Ctx, nested: 'many' | 'one' | undefined, record: RecordMessage): string {
-  const base = ctx.req.path.replace(/\/+$/, '');
-  return nested === 'one' ? base : `${base}/${(record.kind?.value as { id?: string } | undefined)?.id ?? ''}`;
-}
+/** The id of a typed record, whatever its resource. */
+const idOfRecord = (record: RecordMessage): string => (record.kind?.value as { id?: string } | undefined)?.id ?? '';
 
 /**
  * Generic CRUD over lab.common.v1.RecordService of the resource's owner: bodies
@@ -109,8 +103,8 @@ export async function recordHandler(ctx: Ctx, deps: Deps, op: RecordOp, resource
     }
     case 'create': {
       const r = await client.call('createRecord', { resource, body: objectBody(ctx.body), parent_id }, caller);
-      const json = recordJson(r.record!);
-      return { ...itemFromJson(201, json), headers: { Location: createdAt(ctx, nested, r.record!) } };
+      // at its item path; the one record of a parent (the remote link) at the parent's path
+      return withLocation(itemFromJson(201, recordJson(r.record!)), ctx.req.path, nested === 'one' ? undefined : idOfRecord(r.record!));
     }
     case 'update':
     case 'replace': {

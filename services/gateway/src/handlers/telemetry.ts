@@ -1,6 +1,6 @@
 import { pointJson, telemetryItemJson, telemetryListJson, type telemetry } from '@lab/contracts';
 import { isUuid } from '@lab/kit';
-import { json, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
+import { itemFromJson, json, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 import { requireKnownOrg } from './known-org.js';
@@ -26,13 +26,10 @@ export type TelemetryOp =
 /** Management of environmental points (operator token). */
 export type TelemetryAdminOp = 'createPoint' | 'updatePoint' | 'adminListPoints' | 'deletePoint';
 
-const JSON_TYPE = 'application/json; charset=utf-8';
-const item = (status: number, objectJson: string): Reply => ({ status, body: `{"data":${objectJson}}`, contentType: JSON_TYPE });
-
 /** A page as the list envelope, its records written as the API shows them. */
 const list = (r: telemetry.ListResponse): Reply => listFromJson(telemetryListJson(r.page), { limit: r.limit, offset: r.offset, total: r.total ?? null });
 /** A single answer's resource under data. */
-const itemOf = (status: number, r: telemetry.ItemResponse): Reply => item(status, telemetryItemJson(r.item));
+const itemOf = (status: number, r: telemetry.ItemResponse): Reply => itemFromJson(status, telemetryItemJson(r.item));
 
 /** The id of the resource a single answer holds (a heartbeat's is its connector's). */
 function idOf(r: telemetry.ItemResponse): string {
@@ -94,7 +91,7 @@ export async function telemetryAdminHandler(ctx: Ctx, deps: Deps, op: TelemetryA
     case 'deletePoint': {
       const r = await c.call('deletePoint', { org_id, point_id }, callerIn(ctx));
       // a point with readings stays, deactivated: the answer shows it
-      return r.deleted ? noContent() : item(200, pointJson(r.point!));
+      return r.deleted ? noContent() : itemFromJson(200, pointJson(r.point!));
     }
     case 'createPoint':
     case 'updatePoint': {

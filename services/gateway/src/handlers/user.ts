@@ -27,7 +27,7 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   } else {
     t = await idc.call('refreshGrant', { refresh_token: b.refresh_token }, caller);
     // the session's earlier tokens end now on this replica, not when the event arrives
-    for (const id of t.revoked_token_ids) deps.auth.cache.dropToken(id);
+    deps.auth.cache.dropTokens(t.revoked_token_ids);
   }
   return json(200, { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token });
 }
