@@ -23,10 +23,11 @@ import { honoursTestMode, type HttpMethod, type Route } from './routes.js';
 import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
 
 /**
- * The OpenAPI 3.1 document of the gateway, derived from the route table and from
- * the zod schemas the handlers validate with (z.toJSONSchema), so it cannot drift
- * from what the gateway does. Bodies of generic records are validated by their
- * owning services; they are described from the spec's field table (record-fields.ts).
+ * The OpenAPI 3.1 document the gateway serves, derived from the route table and
+ * from the zod schemas the gateway's handlers validate with (requests/, and the
+ * services' exported ones; z.toJSONSchema), so it cannot drift from what the
+ * gateway does. Bodies of generic records are validated by their owning services;
+ * their answers are described from the spec's field table (record-fields.ts).
  */
 
 export interface OpenApiOptions {

@@ -23,7 +23,9 @@ export const adminBodies = {
   createDepartment: z.object({ name }).strict(),
   createUser: z.object({ email: z.string().trim().pipe(z.email().max(320)), name: name.optional(), password: z.string().min(8).max(1024).optional() }).strict(),
   putMember: z.object({ role: z.enum(ROLES), department_id: uuidField.nullish() }).strict(),
-  createApiKey: z.object({ name, scopes, user_id: uuidField.optional(), connector_id: uuidField.optional(), device_ids: z.array(uuidField).max(1000).optional() }).strict(),
+  createApiKey: z
+    .object({ name, scopes, user_id: uuidField.optional(), connector_id: uuidField.optional(), device_ids: z.array(uuidField).max(1000).optional() })
+    .strict(),
   createPat: z.object({ name, scopes, org_id: uuidField.optional() }).strict(),
   createOAuthClient: z
     .object({
