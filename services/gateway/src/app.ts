@@ -19,7 +19,8 @@ import { send } from './replies.js';
 import { errorReplyOn } from './functions/refusals.js';
 import { logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';
-import { ROUTES, Router, type Route } from './routes.js';
+import { ROUTES, type Route } from '@lab/http-api';
+import { Router } from './router.js';
 
 /** The spec's maximum size of an inbound webhook request body (description A). */
 const INBOUND_WEBHOOK_MAX_BYTES = 1_000_000;

@@ -23,8 +23,7 @@ import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idemp
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
 import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
-import { honoursTestMode, type RouteHandler } from './routes.js';
-import { hasScope, missingScopeMessage } from './scopes.js';
+import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler } from '@lab/http-api';
 import { isTestMode, testModeReply } from './test-mode.js';
 
 /**

@@ -6,7 +6,7 @@ import type { StateSigner } from './functions/signed-state.js';
 import type { KeyedRefusals } from './idempotency.js';
 import type { JobEventsHub } from './job-events.js';
 import type { RateLimiter, RateState } from './rate-limit.js';
-import type { Route } from './routes.js';
+import type { Route } from '@lab/http-api';
 
 /** One request as the handlers see it, once routing and authentication are done. */
 export interface Ctx {

@@ -1,6 +1,7 @@
 import type { Ctx, Deps } from '../src/request';
 import { storableTimestamp } from '@lab/kit';
-import { auditQuery, listAudit } from '../src/handlers/audit';
+import { auditQuery } from '@lab/http-api';
+import { listAudit } from '../src/handlers/audit';
 
 const ORG = '0190a0c8-0000-7000-8000-00000000000a';
 const ID = '0190a0c8-0000-7000-8000-00000000000b';

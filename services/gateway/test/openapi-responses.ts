@@ -9,8 +9,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
-import { openApiDocument } from '../src/openapi';
-import { ROUTES } from '../src/routes';
+import { openApiDocument, ROUTES } from '@lab/http-api';
 
 type Json = Record<string, any>;
 

@@ -7,7 +7,7 @@ import { DomainError, type CallerContext } from '@lab/kit';
 import { callerOf, type Principal } from '../auth.js';
 import { errorReply, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
-import { hasScope } from '../scopes.js';
+import { hasScope } from '@lab/http-api';
 import { mcpResourceUrl, resourceMetadataUrl } from './metadata.js';
 
 /**

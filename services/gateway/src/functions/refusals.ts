@@ -1,4 +1,4 @@
-import type { Route } from '../routes.js';
+import type { Route } from '@lab/http-api';
 import { errorReply, type Reply } from '../replies.js';
 import { tokenError } from './oauth.js';
 import { errorPage } from './views.js';

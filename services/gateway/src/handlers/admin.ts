@@ -1,50 +1,12 @@
 import { z } from 'zod';
 import type { identity } from '@lab/contracts';
-import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
+import { adminBodies, adminUsersQuery, DEPARTMENT_RESOURCES, RECORD_RESOURCES, uuidField, type AdminAction } from '@lab/http-api';
 import { DomainError, isUuid } from '@lab/kit';
 import { json, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import { DEPARTMENT_RESOURCES } from '../record-fields.js';
-import { RECORD_RESOURCES, type AdminAction } from '../routes.js';
-import { adminPage, adminPageFields, adminPageQuery, listEnvelope } from './admin-page.js';
+import { adminPage, listEnvelope } from './admin-page.js';
 import { requireKnownOrg } from './known-org.js';
-import { SCOPES } from '../scopes.js';
 import { parseBody, parseWith } from '../validation.js';
-
-// format only documents the check in the OpenAPI document (z.toJSONSchema)
-const uuid = z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' });
-const name = z.string().trim().min(1).max(200);
-const rateLimit = z.object({ per_minute: z.number().int().min(1).max(1_000_000), per_hour: z.number().int().min(1).max(100_000_000) }).strict();
-// the identity service's own limit, so the document says what it enforces
-const modules = z.array(z.enum(MODULES)).max(MODULES_MAX_ITEMS);
-const scopes = z.array(z.enum(SCOPES)).min(1).max(16);
-
-/** Bodies of the management API (MANAGEMENT_API.md); unknown fields are refused. */
-export const adminBodies = {
-  createOrg: z.object({ name, modules: modules.optional(), rate_limit: rateLimit.optional() }).strict(),
-  updateOrg: z
-    .object({ name: name.optional(), modules: modules.optional(), rate_limit: rateLimit.optional() })
-    .strict()
-    .refine((b) => b.name !== undefined || b.modules !== undefined || b.rate_limit !== undefined, 'nothing to change'),
-  createDepartment: z.object({ name }).strict(),
-  createUser: z.object({ email: z.string().trim().pipe(z.email().max(320)), name: name.optional(), password: z.string().min(8).max(1024).optional() }).strict(),
-  putMember: z.object({ role: z.enum(ROLES), department_id: uuid.nullish() }).strict(),
-  createApiKey: z.object({ name, scopes, user_id: uuid.optional(), connector_id: uuid.optional(), device_ids: z.array(uuid).max(1000).optional() }).strict(),
-  createPat: z.object({ name, scopes, org_id: uuid.optional() }).strict(),
-  createOAuthClient: z
-    .object({
-      name,
-      redirect_uris: z
-        .array(z.string().max(2000).refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment'))
-        .min(1)
-        .max(20),
-      scopes: scopes.optional(),
-    })
-    .strict(),
-};
-
-/** GET /admin/v1/users: a page, optionally only the user of one email. */
-const adminUsersQuery = z.object({ ...adminPageFields, email: z.string().trim().min(1).max(320).optional() }).strict();
 
 const body = <S extends z.ZodType>(schema: S, ctx: Ctx): z.infer<S> => parseBody(schema, ctx.body, 'invalid request body');
 
@@ -57,7 +19,7 @@ function itemParam(ctx: Ctx, key: string, what: string): string {
 
 function param(ctx: Ctx, key: string): string {
   const v = ctx.params[key] ?? '';
-  parseWith(z.object({ [key]: uuid }), { [key]: v }, `${key} must be a UUID`);
+  parseWith(z.object({ [key]: uuidField }), { [key]: v }, `${key} must be a UUID`);
   return v.toLowerCase();
 }
 
@@ -132,17 +94,6 @@ const orgView = (o: identity.Org) => ({
   rate_limit: o.rate_limit ?? null,
   created_at: o.created_at || undefined,
 });
-
-/** Query of each management list of identity's (the document describes them from these). */
-export const adminQueries: Partial<Record<AdminAction, z.ZodType>> = {
-  listOrgs: adminPageQuery,
-  listDepartments: adminPageQuery,
-  listUsers: adminUsersQuery,
-  listMembers: adminPageQuery,
-  listApiKeys: adminPageQuery,
-  listPats: adminPageQuery,
-  listOAuthClients: adminPageQuery,
-};
 
 /** The management API, mapped onto identity's RPCs. */
 export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): Promise<Reply> {

@@ -1,27 +1,11 @@
-import { z } from 'zod';
 import { auditRecordsJson, chainReportJson } from '@lab/contracts';
-import { isUuid, isoTimestamp } from '@lab/kit';
+import { auditQuery } from '@lab/http-api';
+import { isUuid } from '@lab/kit';
 import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 import { queryMap } from './records.js';
 import { requireKnownOrg } from './known-org.js';
-
-const dateTime = isoTimestamp();
-
-/** The audit query; other keys are refused (org_id, the organisation selection, is taken out before). */
-export const auditQuery = z
-  .strictObject({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    since_created_at: dateTime.optional(),
-    since_id: z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' }).optional(),
-    from: dateTime.optional(),
-    to: dateTime.optional(),
-  })
-  .refine((q) => (q.since_created_at === undefined) === (q.since_id === undefined), {
-    error: 'since_created_at and since_id go together',
-    path: ['since_id'],
-  });
 
 /** GET /v1/audit: keyset-paged audit log of the caller's organisation. */
 export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {

@@ -1,28 +1,17 @@
 import { utcMicrosText, type outbox } from '@lab/contracts';
-import { z } from 'zod';
+import { deadLettersQuery } from '@lab/http-api';
 import { DomainError, isUuid } from '@lab/kit';
 import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 
-/**
+/*
  * The management routes of dead letters: messages an outbox set aside (a consumer
  * gave up on them, or the broker kept refusing them). Each service keeps its own
  * in its schema and serves them over lab.outbox.v1.DeadLetterService, so these
  * routes ask every service of the deployment (docs/decisions.md).
  */
-export const deadLettersQuery = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(200).default(50),
-    offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
-  })
-  .strict();
 
-/**
- * One list over every service's dead letters, ordered by service (the
- * deployment's order), then latest set aside first. The services' counts come
- * first, so that each one is asked only for its part of the page.
- */
 /** A dead letter as the management API shows it: its service first, times in UTC to the microsecond. */
 function deadLetterObject(service: string, d: outbox.DeadLetter): Record<string, unknown> {
   return {
@@ -38,6 +27,11 @@ function deadLetterObject(service: string, d: outbox.DeadLetter): Record<string,
   };
 }
 
+/**
+ * One list over every service's dead letters, ordered by service (the
+ * deployment's order), then latest set aside first. The services' counts come
+ * first, so that each one is asked only for its part of the page.
+ */
 export async function listDeadLetters(ctx: Ctx, deps: Deps): Promise<Reply> {
   const q = parseWith(deadLettersQuery, ctx.req.query, 'invalid query');
   const caller = callerIn(ctx);

@@ -1,10 +1,8 @@
 import { experimentJson, signaturesJson } from '@lab/contracts';
+import type { ExperimentOp } from '@lab/http-api';
 import { itemFromJson, listFromJson, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, recordId } from './records.js';
-
-/** The experiment routes beyond generic CRUD: amendments, versions and signatures of signed records. */
-export type ExperimentOp = 'amend' | 'versions' | 'signatures';
 
 /**
  * POST /v1/experiments/{id}/amendments (201, the new version), GET

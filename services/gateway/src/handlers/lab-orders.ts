@@ -1,8 +1,12 @@
 import { orderJson, resultJson } from '@lab/contracts';
+import type { LabOrderOp } from '@lab/http-api';
 import type { Reply } from '../replies.js';
 import { itemFromJson, listFromJson, withLocation } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+const CREATE_DEADLINE_MS = 120_000;
 
 /**
  * Lab orders and lab results (module sample_intake), served by the orders
@@ -10,11 +14,6 @@ import { objectBody, queryMap, recordId } from './records.js';
  * and writes the typed orders and results it gets back as JSON. A capped list of released results
  * carries its Warning values as the HTTP Warning header.
  */
-export type LabOrderOp = 'create' | 'list' | 'get' | 'record_result' | 'release_result' | 'list_results';
-
-const JSON_TYPE = 'application/json; charset=utf-8';
-const CREATE_DEADLINE_MS = 120_000;
-
 export async function labOrderHandler(ctx: Ctx, deps: Deps, op: LabOrderOp): Promise<Reply> {
   const client = deps.clients.orders();
   const caller = callerIn(ctx);

@@ -1,7 +1,6 @@
 import { json, type Reply } from '../replies.js';
 import { principalIn, type Ctx, type Deps } from '../request.js';
-import { openApiDocument } from '../openapi.js';
-import { RECORD_RESOURCES, ROUTES } from '../routes.js';
+import { openApiDocument, RECORD_RESOURCES, ROUTES } from '@lab/http-api';
 
 export const health = async (): Promise<Reply> => json(200, { status: 'ok' });
 

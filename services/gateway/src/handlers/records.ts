@@ -3,7 +3,7 @@ import type { records } from '@lab/contracts';
 import { DomainError, isUuid, validationFailed } from '@lab/kit';
 import { itemFromJson, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import type { RecordOp } from '../routes.js';
+import type { RecordOp } from '@lab/http-api';
 
 /** Query parameters that select the organisation rather than filter records. */
 const NOT_FILTERS = new Set(['org_id']);

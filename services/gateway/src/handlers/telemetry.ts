@@ -1,30 +1,11 @@
 import { pointJson, telemetryItemJson, telemetryListJson, type telemetry } from '@lab/contracts';
+import type { TelemetryAdminOp, TelemetryOp } from '@lab/http-api';
 import { isUuid } from '@lab/kit';
 import { itemFromJson, json, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 import { requireKnownOrg } from './known-org.js';
 import { adminPage } from './admin-page.js';
-
-/** Operations of the telemetry service behind /v1 (module analytics_qc). */
-export type TelemetryOp =
-  | 'listPoints'
-  | 'ingestReadings'
-  | 'listReadings'
-  | 'registerDevice'
-  | 'listDevices'
-  | 'deleteDevice'
-  | 'ingestResult'
-  | 'listResults'
-  | 'getResult'
-  | 'getResultChart'
-  | 'connectorHeartbeat'
-  | 'listConnectors'
-  | 'getConnector'
-  | 'deleteConnector';
-
-/** Management of environmental points (operator token). */
-export type TelemetryAdminOp = 'createPoint' | 'updatePoint' | 'adminListPoints' | 'deletePoint';
 
 /** A page as the list envelope, its records written as the API shows them. */
 const list = (r: telemetry.ListResponse): Reply => listFromJson(telemetryListJson(r.page), { limit: r.limit, offset: r.offset, total: r.total ?? null });

@@ -1,6 +1,5 @@
-import { z } from 'zod';
-import { MEANINGS } from '@lab/notebook';
 import { signedExperimentJson } from '@lab/contracts';
+import { grantBody, signBody } from '@lab/http-api';
 import { DomainError, systemContext } from '@lab/kit';
 import { recordId } from './records.js';
 import { itemFromJson, json, type Reply } from '../replies.js';
@@ -8,11 +7,6 @@ import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseBody } from '../validation.js';
 import { clientAddress } from '../client-address.js';
 import { countedSignIn } from '../rate-limit.js';
-
-export const grantBody = z.discriminatedUnion('grant_type', [
-  z.object({ grant_type: z.literal('password'), email: z.string().min(1).max(320), password: z.string().min(1).max(1024) }),
-  z.object({ grant_type: z.literal('refresh_token'), refresh_token: z.string().min(1).max(200) }),
-]);
 
 /** POST /auth/v1/token: user sign-in with a password or a refresh token. */
 export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
@@ -31,12 +25,6 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
   }
   return json(200, { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token });
 }
-
-export const signBody = z.object({
-  password: z.string().min(1).max(1024),
-  // what the signature means; authorship when absent (the one signature there was before)
-  meaning: z.enum(MEANINGS).optional(),
-});
 
 /**
  * POST /app/v1/experiments/:id/sign. The re-entered password is checked first; a

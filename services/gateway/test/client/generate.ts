@@ -3,8 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { openApiDocument } from '../../src/openapi';
-import { ROUTES } from '../../src/routes';
+import { openApiDocument, ROUTES } from '@lab/http-api';
 
 const run = promisify(execFile);
 // the package's exports do not list its CLI: found by the workspace's node_modules

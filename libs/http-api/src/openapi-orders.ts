@@ -1,5 +1,5 @@
 import { createOrderBody, recordResultBody } from '@lab/orders/bodies';
-import type { LabOrderOp } from './handlers/lab-orders.js';
+import type { LabOrderOp } from './operations.js';
 import { jsonSchemaOf, nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
 
 /**
@@ -74,7 +74,7 @@ export const ORDER_ANSWERS: Record<string, string> = {
   release_result: 'LabResultItem',
 };
 
-/** The released-results list with its items typed (its pagination as handlers/lab-orders.ts states it). */
+/** The released-results list with its items typed (its pagination as the gateway's handlers/lab-orders.ts states it). */
 export function typedResultList(list: Json): Json {
   const properties = list.properties as Record<string, Json>;
   return { ...list, properties: { ...properties, data: { type: 'array', items: ref('LabResult') } }, additionalProperties: false };

@@ -3,30 +3,31 @@ import { JOB_TYPES } from '@lab/contracts';
 import { INPUTS as JOB_INPUTS } from '@lab/jobs/job-types';
 import { notificationSchemas } from '@lab/notifications';
 import { connectorSchemas, deviceSchemas, MZML_MAX_BYTES, pointSchemas, RAW_FILE_MAX_BYTES, readingSchemas, resultSchemas } from '@lab/telemetry';
-import { adminBodies, adminQueries } from './handlers/admin.js';
-import { auditQuery } from './handlers/audit.js';
-import type { TelemetryAdminOp, TelemetryOp } from './handlers/telemetry.js';
-import { grantBody, signBody } from './handlers/user.js';
+import { adminBodies, adminQueries } from './requests/admin.js';
+import { auditQuery } from './requests/audit.js';
+import { grantBody, signBody } from './requests/user.js';
 import { amendBody, MEANINGS } from '@lab/notebook';
-import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from './handlers/webhooks.js';
-import { adminPageQuery } from './handlers/admin-page.js';
+import { webhooksAdminBodies, webhooksDeliveriesQuery } from './requests/webhooks.js';
+import { adminPageQuery } from './requests/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS, ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
-import { deadLettersQuery } from './handlers/dead-letters.js';
+import { deadLettersQuery } from './requests/dead-letters.js';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
 import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schemas';
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { RECORD_ANSWERS } from './record-fields.js';
-import { honoursTestMode, type AdminAction, type HttpMethod, type RecordOp, type Route } from './routes.js';
+import type { AdminAction, RecordOp, TelemetryAdminOp, TelemetryOp, WebhooksAdminAction } from './operations.js';
+import { honoursTestMode, type HttpMethod, type Route } from './routes.js';
 import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
 
 /**
- * The OpenAPI 3.1 document of the gateway, derived from the route table and from
- * the zod schemas the handlers validate with (z.toJSONSchema), so it cannot drift
- * from what the gateway does. Bodies of generic records are validated by their
- * owning services; they are described from the spec's field table (record-fields.ts).
+ * The OpenAPI 3.1 document the gateway serves, derived from the route table and
+ * from the zod schemas the gateway's handlers validate with (requests/, and the
+ * services' exported ones; z.toJSONSchema), so it cannot drift from what the
+ * gateway does. Bodies of generic records are validated by their owning services;
+ * their answers are described from the spec's field table (record-fields.ts).
  */
 
 export interface OpenApiOptions {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { adminBodies } from '../src/handlers/admin';
+import { adminBodies } from '../src/requests/admin';
 import { openApiDocument } from '../src/openapi';
 import { jsonSchemaOf } from '../src/openapi-parts';
 import { RECORD_BODIES as NOTEBOOK_RECORDS } from '@lab/notebook/record-schemas';
