@@ -21,9 +21,8 @@ import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks
 import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
 import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
-import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
-import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler } from '@lab/http-api';
+import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler, errorReply, type Reply } from '@lab/http-api';
 import { isTestMode, testModeReply } from './test-mode.js';
 
 /**

@@ -3,10 +3,10 @@ import { isAllowedRedirectUri } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { clientAddress } from '../client-address.js';
 import { bucketKey, RateLimitedError } from '../rate-limit.js';
-import { json, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { MCP_SCOPES, mcpResourceUrl } from './metadata.js';
 import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
+import { json, type Reply } from '@lab/http-api';
 
 /**
  * The identity provider's OAuth endpoints for MCP clients (Claude Desktop, IDEs,

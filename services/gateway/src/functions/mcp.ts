@@ -5,9 +5,8 @@ import { z } from 'zod';
 import { recordsJson } from '@lab/contracts';
 import { DomainError, type CallerContext } from '@lab/kit';
 import { callerOf, type Principal } from '../auth.js';
-import { errorReply, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
-import { hasScope } from '@lab/http-api';
+import { hasScope, errorReply, type Reply } from '@lab/http-api';
 import { mcpResourceUrl, resourceMetadataUrl } from './metadata.js';
 
 /**

@@ -1,7 +1,7 @@
 import { SCOPES } from '@lab/identity';
-import { json, type Reply } from '../replies.js';
 import type { Ctx } from '../request.js';
 import { functionsBase } from './oauth.js';
+import { json, type Reply } from '@lab/http-api';
 
 /** Scopes a signed-in user's token needs at the MCP function (its tools only read). */
 export const MCP_SCOPES = ['read'];

@@ -4,10 +4,10 @@ import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/iden
 import { DomainError, systemContext } from '@lab/kit';
 import { clientAddress } from '../client-address.js';
 import { countedSignIn, RateLimitedError } from '../rate-limit.js';
-import { causeOf, type Reply } from '../replies.js';
 import type { Ctx, Deps } from '../request.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
 import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } from './views.js';
+import { causeOf, type Reply } from '@lab/http-api';
 
 /**
  * oauth-authorize and oauth-token: the authorization-code flow for registered
