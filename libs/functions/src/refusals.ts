@@ -1,4 +1,4 @@
-import { type Route, errorReply, type Reply } from '@lab/http-api';
+import { errorReply, type Reply, type Route } from '@lab/http-api';
 import { tokenError } from './oauth.js';
 import { errorPage } from './views.js';
 

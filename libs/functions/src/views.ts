@@ -1,5 +1,5 @@
+import type { Reply } from '@lab/http-api';
 import { CSRF_COOKIE, STATE_TTL_SECONDS } from './signed-state.js';
-import { type Reply } from '@lab/http-api';
 
 /**
  * The server-rendered pages of oauth-authorize and of the identity provider's
