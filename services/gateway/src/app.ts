@@ -16,9 +16,9 @@ import {
 import { authenticate, runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from './rate-limit.js';
 import { send } from './replies.js';
-import { errorReplyOn } from './functions/refusals.js';
 import { logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';
+import { errorReplyOn } from '@lab/functions';
 import { ROUTES, type Route } from '@lab/http-api';
 import { Router } from './router.js';
 

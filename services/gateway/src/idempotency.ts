@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { Batcher, deleteInBatches, DomainError, IDEMPOTENCY_KEY_CONFLICT, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
-import type { Reply } from './replies.js';
+import { type Reply } from '@lab/http-api';
 
 /** How long a refusal is replayed (the receipts' retention too). */
 const RETENTION_MS = 24 * 60 * 60_000;

@@ -1,11 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
+import { oauthStateKey, StateSigner } from '@lab/functions';
 import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, OutageLog, type Bus, type Logger, type Readiness } from '@lab/kit';
 import { createApp } from './app.js';
+import { functionsHost } from './functions-host.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
-import { oauthStateKey, StateSigner } from './functions/signed-state.js';
 import { KeyedRefusals } from './idempotency.js';
 import { JobEventsHub } from './job-events.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
@@ -89,7 +90,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const purge = new Housekeeping([['refusals of keyed requests', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });
   purge.start();
 
-  const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, oauthState: new StateSigner(oauthStateKey(opts.secret)) });
+  const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)));
+  const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
   const server: Server = createServer(app);
   answerClientErrorsWithEnvelope(server);

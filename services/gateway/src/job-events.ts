@@ -1,4 +1,4 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
 import { isAdministrator } from '@lab/permissions';
 import type { Principal } from './auth.js';
@@ -54,7 +54,7 @@ interface JobUpdated {
 
 interface Listener {
   principal: Principal;
-  res: Response;
+  res: ServerResponse;
   beat?: NodeJS.Timeout;
   expiry?: NodeJS.Timeout;
 }
@@ -189,7 +189,7 @@ export class JobEventsHub {
   }
 
   /** Serves one client until it disconnects (or the gateway stops). */
-  attach(principal: Principal, res: Response): Promise<void> {
+  attach(principal: Principal, res: ServerResponse): Promise<void> {
     // The client already left: 'close' has fired and will not fire again, so a
     // registered listener and its heartbeat would never be removed.
     if (res.destroyed) return Promise.resolve();

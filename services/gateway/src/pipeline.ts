@@ -1,11 +1,8 @@
 import type { Request } from 'express';
 import { DomainError, IDEMPOTENCY_KEY_CONFLICT, metrics, requestScope } from '@lab/kit';
+import { runFunction } from '@lab/functions';
 import { callerOf, operatorCaller } from './auth.js';
 import { clientAddress } from './client-address.js';
-import { authorizationServerMetadata, identityProviderMetadata, protectedResourceMetadata } from './functions/metadata.js';
-import { idpAuthorize, idpRegister, idpToken } from './functions/idp-oauth.js';
-import { mcpHandler } from './functions/mcp.js';
-import { oauthAuthorize, oauthToken } from './functions/oauth.js';
 import { adminHandler } from './handlers/admin.js';
 import { listAudit, verifyAuditChain } from './handlers/audit.js';
 import { experimentHandler } from './handlers/experiments.js';
@@ -21,9 +18,8 @@ import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks
 import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
 import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
 import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
-import { errorReply, type Reply } from './replies.js';
 import type { Ctx, Deps } from './request.js';
-import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler } from '@lab/http-api';
+import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler, errorReply, type Reply } from '@lab/http-api';
 import { isTestMode, testModeReply } from './test-mode.js';
 
 /**
@@ -175,17 +171,11 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
     case 'realtime_jobs':
       return realtimeJobs(ctx, deps);
     case 'oauth_authorize':
-      return oauthAuthorize(ctx, deps);
     case 'oauth_token':
-      return oauthToken(ctx, deps);
     case 'oauth_metadata':
-      return { authorization_server: authorizationServerMetadata, protected_resource: protectedResourceMetadata, identity_provider: identityProviderMetadata }[
-        h.document
-      ](ctx);
     case 'idp_oauth':
-      return { register: idpRegister, authorize: idpAuthorize, token: idpToken }[h.op](ctx, deps);
     case 'mcp':
-      return mcpHandler(ctx, deps);
+      return runFunction(h, ctx, deps.functions);
     case 'webhooks_admin':
       return webhooksAdminHandler(ctx, deps, h.action);
     case 'inbound_webhook':

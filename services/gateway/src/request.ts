@@ -1,8 +1,8 @@
 import type { Request } from 'express';
+import type { FunctionsHost } from '@lab/functions';
 import type { CallerContext, Logger } from '@lab/kit';
 import type { Authenticator, Principal } from './auth.js';
 import type { Clients } from './clients.js';
-import type { StateSigner } from './functions/signed-state.js';
 import type { KeyedRefusals } from './idempotency.js';
 import type { JobEventsHub } from './job-events.js';
 import type { RateLimiter, RateState } from './rate-limit.js';
@@ -30,8 +30,8 @@ export interface Deps {
   auth: Authenticator;
   limiter: RateLimiter;
   idempotency: KeyedRefusals;
-  /** signs the state of the OAuth authorization pages */
-  oauthState: StateSigner;
+  /** what the functions base (@lab/functions) is lent of the gateway: functions-host.ts */
+  functions: FunctionsHost;
   /** server-sent job.updated events (realtime channel background_jobs) */
   jobEvents: JobEventsHub;
 }

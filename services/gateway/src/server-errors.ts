@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import type { Logger } from '@lab/kit';
-import type { FailureCause } from './replies.js';
+import { type FailureCause } from '@lab/http-api';
 
 /**
  * Every 5xx the gateway answers is logged exactly once, when the answer has gone

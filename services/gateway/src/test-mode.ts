@@ -2,8 +2,7 @@ import { validationFailed } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
 import type { Principal } from './auth.js';
 import { objectBody } from './handlers/records.js';
-import { json, type Reply } from './replies.js';
-import type { RecordOp } from '@lab/http-api';
+import { type RecordOp, json, type Reply } from '@lab/http-api';
 
 /**
  * Whether a request asks for test mode: `X-Test-Mode: true` (any case) does,

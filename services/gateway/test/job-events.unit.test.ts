@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Response } from 'express';
 import { createLogger, MemoryBus } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
 import type { Principal } from '../src/auth';
@@ -49,8 +48,8 @@ async function harness(opts: JobEventsOptions & { attachAfterClose?: boolean } =
     // Recorded instead of crashing the test process, so the test can say what happened.
     res.on('error', (err) => errors.push(err));
     res.setHeader('Content-Type', 'text/event-stream');
-    if (opts.attachAfterClose) res.on('close', () => attached.push(hub.attach(who, res as unknown as Response)));
-    else attached.push(hub.attach(who, res as unknown as Response));
+    if (opts.attachAfterClose) res.on('close', () => attached.push(hub.attach(who, res)));
+    else attached.push(hub.attach(who, res));
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

@@ -1,8 +1,18 @@
 import { z } from 'zod';
 import type { identity } from '@lab/contracts';
-import { adminBodies, adminUsersQuery, DEPARTMENT_RESOURCES, RECORD_RESOURCES, uuidField, type AdminAction } from '@lab/http-api';
+import {
+  adminBodies,
+  adminUsersQuery,
+  DEPARTMENT_RESOURCES,
+  RECORD_RESOURCES,
+  uuidField,
+  type AdminAction,
+  json,
+  noContent,
+  withLocation,
+  type Reply,
+} from '@lab/http-api';
 import { DomainError, isUuid } from '@lab/kit';
-import { json, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { adminPage, listEnvelope } from './admin-page.js';
 import { requireKnownOrg } from './known-org.js';

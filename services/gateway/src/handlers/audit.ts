@@ -1,7 +1,6 @@
 import { auditRecordsJson, chainReportJson } from '@lab/contracts';
-import { auditQuery } from '@lab/http-api';
+import { auditQuery, json, type Reply } from '@lab/http-api';
 import { isUuid } from '@lab/kit';
-import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 import { queryMap } from './records.js';

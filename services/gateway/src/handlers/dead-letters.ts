@@ -1,7 +1,6 @@
 import { utcMicrosText, type outbox } from '@lab/contracts';
-import { deadLettersQuery } from '@lab/http-api';
+import { deadLettersQuery, json, type Reply } from '@lab/http-api';
 import { DomainError, isUuid } from '@lab/kit';
-import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
 

@@ -1,6 +1,5 @@
 import { experimentJson, signaturesJson } from '@lab/contracts';
-import type { ExperimentOp } from '@lab/http-api';
-import { itemFromJson, listFromJson, withLocation, type Reply } from '../replies.js';
+import { type ExperimentOp, itemFromJson, listFromJson, withLocation, type Reply } from '@lab/http-api';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, recordId } from './records.js';
 

@@ -1,9 +1,9 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { jobJson } from '@lab/contracts';
 import { DomainError, drainedOrGone } from '@lab/kit';
-import { itemFromJson, withLocation, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
+import { itemFromJson, withLocation, type Reply } from '@lab/http-api';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -50,7 +50,7 @@ export async function jobArtifact(ctx: Ctx, deps: Deps): Promise<Reply> {
     status: 200,
     contentType: head.content_type ?? 'application/octet-stream',
     headers,
-    stream: async (res: Response) => {
+    stream: async (res: ServerResponse) => {
       // A client that goes away while the response is full emits 'close', never 'drain':
       // after it the loop below sees res.destroyed and breaks, which returns the
       // generator and so cancels the gRPC call.
@@ -75,6 +75,6 @@ export async function realtimeJobs(ctx: Ctx, deps: Deps): Promise<Reply> {
     status: 200,
     contentType: 'text/event-stream; charset=utf-8',
     headers: { 'Cache-Control': 'no-cache, no-transform', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' },
-    stream: (res: Response) => deps.jobEvents.attach(principal, res),
+    stream: (res: ServerResponse) => deps.jobEvents.attach(principal, res),
   };
 }

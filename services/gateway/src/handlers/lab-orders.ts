@@ -1,7 +1,5 @@
 import { orderJson, resultJson } from '@lab/contracts';
-import type { LabOrderOp } from '@lab/http-api';
-import type { Reply } from '../replies.js';
-import { itemFromJson, listFromJson, withLocation } from '../replies.js';
+import { type LabOrderOp, type Reply, itemFromJson, listFromJson, withLocation } from '@lab/http-api';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 

@@ -1,6 +1,5 @@
-import { json, type Reply } from '../replies.js';
 import { principalIn, type Ctx, type Deps } from '../request.js';
-import { openApiDocument, RECORD_RESOURCES, ROUTES } from '@lab/http-api';
+import { openApiDocument, RECORD_RESOURCES, ROUTES, json, type Reply } from '@lab/http-api';
 
 export const health = async (): Promise<Reply> => json(200, { status: 'ok' });
 

@@ -1,7 +1,7 @@
 import { messageJson, NOTIFICATION_SHAPE, type notifications, type RecordObject } from '@lab/contracts';
-import { json, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
+import { json, type Reply } from '@lab/http-api';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 

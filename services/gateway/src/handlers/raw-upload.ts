@@ -3,8 +3,8 @@ import type { Readable } from 'node:stream';
 import { telemetryItemJson } from '@lab/contracts';
 import { MZML_MAX_BYTES, RawFileAllowance, rawFileLimit } from '@lab/telemetry';
 import { DomainError } from '@lab/kit';
-import type { Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
+import { type Reply } from '@lab/http-api';
 
 /**
  * Largest piece of the file per message. The generated encoder grows its buffer

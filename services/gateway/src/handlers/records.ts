@@ -1,9 +1,8 @@
 import { recordJson, recordsJson } from '@lab/contracts';
 import type { records } from '@lab/contracts';
 import { DomainError, isUuid, validationFailed } from '@lab/kit';
-import { itemFromJson, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import type { RecordOp } from '@lab/http-api';
+import { type RecordOp, itemFromJson, listFromJson, noContent, withLocation, type Reply } from '@lab/http-api';
 
 /** Query parameters that select the organisation rather than filter records. */
 const NOT_FILTERS = new Set(['org_id']);

@@ -1,7 +1,6 @@
 import { pointJson, telemetryItemJson, telemetryListJson, type telemetry } from '@lab/contracts';
-import type { TelemetryAdminOp, TelemetryOp } from '@lab/http-api';
+import { type TelemetryAdminOp, type TelemetryOp, itemFromJson, json, listFromJson, noContent, withLocation, type Reply } from '@lab/http-api';
 import { isUuid } from '@lab/kit';
-import { itemFromJson, json, listFromJson, noContent, withLocation, type Reply } from '../replies.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 import { requireKnownOrg } from './known-org.js';

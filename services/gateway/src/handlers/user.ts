@@ -1,8 +1,7 @@
 import { signedExperimentJson } from '@lab/contracts';
-import { grantBody, signBody } from '@lab/http-api';
+import { grantBody, signBody, itemFromJson, json, type Reply } from '@lab/http-api';
 import { DomainError, systemContext } from '@lab/kit';
 import { recordId } from './records.js';
-import { itemFromJson, json, type Reply } from '../replies.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseBody } from '../validation.js';
 import { clientAddress } from '../client-address.js';

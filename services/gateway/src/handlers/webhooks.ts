@@ -1,8 +1,7 @@
 import type { webhooks } from '@lab/contracts';
-import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction } from '@lab/http-api';
+import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction, json, noContent, withLocation, type Reply } from '@lab/http-api';
 import { DomainError, isUuid, systemContext, validationFailed } from '@lab/kit';
 import { isInboundAddress } from '@lab/webhooks';
-import { json, noContent, withLocation, type Reply } from '../replies.js';
 import { bucketKey } from '../rate-limit.js';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseBody, parseWith } from '../validation.js';

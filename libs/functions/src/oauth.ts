@@ -1,11 +1,9 @@
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
+import { causeOf, type Reply } from '@lab/http-api';
 import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
-import { clientAddress } from '../client-address.js';
-import { countedSignIn, RateLimitedError } from '../rate-limit.js';
-import { causeOf, type Reply } from '../replies.js';
-import type { Ctx, Deps } from '../request.js';
+import type { FunctionRequest, FunctionsHost } from './host.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
 import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } from './views.js';
 
@@ -42,9 +40,9 @@ function redirectTo(uri: string, values: Record<string, string | undefined>): Re
 const errorRedirect = (r: AuthorizeRequest, error: string, description: string): Reply =>
   redirectTo(r.redirect_uri, { error, error_description: description, state: r.state });
 
-async function clientOf(deps: Deps, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
+async function clientOf(host: FunctionsHost, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
   try {
-    return await deps.clients.identity().call('getOAuthClient', { client_id: clientId }, systemContext(requestId));
+    return await host.clients.identity().call('getOAuthClient', { client_id: clientId }, systemContext(requestId));
   } catch (err) {
     if (err instanceof DomainError && (err.kind === 'not_found' || err.kind === 'invalid')) return null;
     throw err;
@@ -69,7 +67,7 @@ export interface AuthorizeFlow {
   publicClients: boolean;
   /** the message of the page shown to a client of the other kind */
   wrongClient: string;
-  proof(p: Params, ctx: Ctx): ProofOutcome;
+  proof(p: Params, ctx: FunctionRequest): ProofOutcome;
 }
 
 /** The spec's rule: a PKCE challenge (S256 or plain) is checked when sent, never required; no resource binding. */
@@ -95,11 +93,11 @@ const FUNCTIONS_FLOW: AuthorizeFlow = {
  * every error is a page (a redirect could deliver to an attacker's URI); after
  * that errors go back to the client by redirect, with its state.
  */
-async function parseAuthorizeRequest(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Parsed> {
+async function parseAuthorizeRequest(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Parsed> {
   const clientId = param(p, 'client_id');
   const redirectUri = param(p, 'redirect_uri');
   if (clientId === undefined || clientId === BAD) return { reply: errorPage(400, 'invalid_request', 'client_id is missing or given more than once.') };
-  const client = await clientOf(deps, clientId, ctx.requestId);
+  const client = await clientOf(host, clientId, ctx.requestId);
   if (!client) return { reply: errorPage(400, 'invalid_client', 'The client is not registered.') };
   if (client.public !== flow.publicClients) return { reply: errorPage(400, 'unauthorized_client', flow.wrongClient) };
   if (redirectUri === undefined || redirectUri === BAD || !redirectUriRegistered(client.redirect_uris, redirectUri, client.public)) {
@@ -130,25 +128,32 @@ async function parseAuthorizeRequest(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, 
 
 const secure = (req: Request) => req.protocol === 'https';
 
-function formFor(deps: Deps, req: Request, flow: AuthorizeFlow, r: AuthorizeRequest, userId?: string): FormSecrets {
-  const { state, csrf } = deps.oauthState.seal(r, userId);
+function formFor(host: FunctionsHost, req: Request, flow: AuthorizeFlow, r: AuthorizeRequest, userId?: string): FormSecrets {
+  const { state, csrf } = host.oauthState.seal(r, userId);
   return { state, csrf, secure: secure(req), action: flow.path };
 }
 
 /** The consent page for a signed-in user, or access_denied when they belong to no organisation. */
-async function consent(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, r: AuthorizeRequest, client: identity.OAuthClient, userId: string): Promise<Reply> {
-  const { orgs } = await deps.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
+async function consent(
+  ctx: FunctionRequest,
+  host: FunctionsHost,
+  flow: AuthorizeFlow,
+  r: AuthorizeRequest,
+  client: identity.OAuthClient,
+  userId: string,
+): Promise<Reply> {
+  const { orgs } = await host.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
   if (!orgs.length) return errorRedirect(r, 'access_denied', 'the user is not a member of any organisation');
   const scopes = r.scopes.length ? r.scopes : client.scopes;
-  return consentPage(client.name, scopes, orgs, formFor(deps, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
+  return consentPage(client.name, scopes, orgs, formFor(host, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
 }
 
 /** A user already signed in through /auth/v1/token may present its access token instead of the login form. */
-async function sessionUser(ctx: Ctx, deps: Deps): Promise<string | undefined> {
+async function sessionUser(ctx: FunctionRequest, host: FunctionsHost): Promise<string | undefined> {
   const m = /^Bearer[ ]+(\S+)\s*$/i.exec(ctx.req.headers.authorization ?? '');
   if (!m || tokenKindOf(m[1]!) !== 'session') return undefined;
   try {
-    const u = await deps.clients.identity().call('resolveSessionUser', { token_hash: hashToken(m[1]!) }, systemContext(ctx.requestId));
+    const u = await host.clients.identity().call('resolveSessionUser', { token_hash: hashToken(m[1]!) }, systemContext(ctx.requestId));
     return u.id;
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') return undefined;
@@ -157,12 +162,12 @@ async function sessionUser(ctx: Ctx, deps: Deps): Promise<string | undefined> {
 }
 
 /** GET (and POST without a step) of the authorization endpoint: start of the flow. */
-async function start(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
-  const parsed = await parseAuthorizeRequest(ctx, deps, flow, p);
+async function start(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const parsed = await parseAuthorizeRequest(ctx, host, flow, p);
   if ('reply' in parsed) return parsed.reply;
-  const userId = await sessionUser(ctx, deps);
-  if (userId) return consent(ctx, deps, flow, parsed.ok, parsed.client, userId);
-  return loginPage(parsed.client.name, formFor(deps, ctx.req, flow, parsed.ok));
+  const userId = await sessionUser(ctx, host);
+  if (userId) return consent(ctx, host, flow, parsed.ok, parsed.client, userId);
+  return loginPage(parsed.client.name, formFor(host, ctx.req, flow, parsed.ok));
 }
 
 /**
@@ -170,10 +175,10 @@ async function start(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Prom
  * of the other endpoint could otherwise skip its rules) and its CSRF token is in
  * both the form and the cookie.
  */
-function postedState(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): AuthorizeState | Reply {
-  const s = deps.oauthState.open(p.auth_state);
+function postedState(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): AuthorizeState | Reply {
+  const s = host.oauthState.open(p.auth_state);
   if (!s || s.flow !== flow.flow) return errorPage(400, 'invalid_request', 'This sign-in form has expired or was altered. Start again from the application.');
-  if (!deps.oauthState.csrfValid(s, p.csrf_token, cookieOf(ctx.req.headers.cookie, CSRF_COOKIE))) {
+  if (!host.oauthState.csrfValid(s, p.csrf_token, cookieOf(ctx.req.headers.cookie, CSRF_COOKIE))) {
     return errorPage(403, 'invalid_request', 'The form could not be verified (CSRF). Start again from the application.');
   }
   return s;
@@ -184,37 +189,38 @@ const requestOf = (s: AuthorizeState): AuthorizeRequest => {
   return r;
 };
 
-async function login(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
-  const s = postedState(ctx, deps, flow, p);
+async function login(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const s = postedState(ctx, host, flow, p);
   if (!('nonce' in s)) return s;
   const r = requestOf(s);
-  const client = await clientOf(deps, r.client_id, ctx.requestId);
+  const client = await clientOf(host, r.client_id, ctx.requestId);
   if (!client) return errorPage(400, 'invalid_client', 'The client is no longer registered.');
   const email = param(p, 'email');
   const password = param(p, 'password');
   if (typeof email !== 'string' || typeof password !== 'string') {
-    return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Enter your email and password.');
+    return loginPage(client.name, formFor(host, ctx.req, flow, r), 'Enter your email and password.');
   }
   // Password guessing through the form is throttled per account and address, like a lockout that heals.
   let user: identity.User;
   try {
-    user = await countedSignIn(deps.limiter, { email, address: clientAddress(ctx.req) }, () =>
-      deps.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId)),
+    user = await host.signIn({ email, address: host.clientAddress(ctx.req) }, () =>
+      host.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId)),
     );
   } catch (err) {
-    if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
-    if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Invalid email or password.');
+    if (err instanceof DomainError && err.kind === 'rate_limited')
+      return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
+    if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(host, ctx.req, flow, r), 'Invalid email or password.');
     // identity's password checks are all taken (a flood): the form again, not a JSON error
     if (err instanceof DomainError && err.kind === 'unavailable') {
-      return loginPage(client.name, formFor(deps, ctx.req, flow, r), 'Sign-in is busy right now. Try again in a moment.');
+      return loginPage(client.name, formFor(host, ctx.req, flow, r), 'Sign-in is busy right now. Try again in a moment.');
     }
     throw err;
   }
-  return consent(ctx, deps, flow, r, client, user.id);
+  return consent(ctx, host, flow, r, client, user.id);
 }
 
-async function decide(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Promise<Reply> {
-  const s = postedState(ctx, deps, flow, p);
+async function decide(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Reply> {
+  const s = postedState(ctx, host, flow, p);
   if (!('nonce' in s)) return s;
   if (!s.user_id) return errorPage(400, 'invalid_request', 'Sign in first.');
   const r = requestOf(s);
@@ -222,7 +228,7 @@ async function decide(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Pro
   const orgId = param(p, 'org_id');
   if (typeof orgId !== 'string') return errorRedirect(r, 'invalid_request', 'no organisation chosen');
   try {
-    const code = await deps.clients.identity().call(
+    const code = await host.clients.identity().call(
       'createOAuthCode',
       {
         client_id: r.client_id,
@@ -243,29 +249,29 @@ async function decide(ctx: Ctx, deps: Deps, flow: AuthorizeFlow, p: Params): Pro
       if (err.code === 'invalid_client') return errorRedirect(r, 'unauthorized_client', err.message);
       if (err.kind === 'forbidden' || err.kind === 'invalid') return errorRedirect(r, 'access_denied', 'the user cannot grant access to this organisation');
     }
-    deps.log.error({ err }, 'oauth-authorize failed');
+    host.log.error({ err }, 'oauth-authorize failed');
     return errorRedirect(r, 'server_error', 'the authorization server failed; try again');
   }
 }
 
 /** GET/POST of an authorization endpoint: the start, the sign-in form, the consent form. */
-export async function authorizeEndpoint(ctx: Ctx, deps: Deps, flow: AuthorizeFlow): Promise<Reply> {
-  if (ctx.req.method === 'GET') return start(ctx, deps, flow, ctx.req.query);
+export async function authorizeEndpoint(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow): Promise<Reply> {
+  if (ctx.req.method === 'GET') return start(ctx, host, flow, ctx.req.query);
   const body = (ctx.body && typeof ctx.body === 'object' ? ctx.body : {}) as Params;
   switch (body.step) {
     case 'login':
-      return login(ctx, deps, flow, body);
+      return login(ctx, host, flow, body);
     case 'consent':
-      return decide(ctx, deps, flow, body);
+      return decide(ctx, host, flow, body);
     case undefined:
-      return start(ctx, deps, flow, body);
+      return start(ctx, host, flow, body);
     default:
       return errorPage(400, 'invalid_request', 'unknown form step');
   }
 }
 
 /** GET/POST /functions/v1/oauth-authorize. */
-export const oauthAuthorize = (ctx: Ctx, deps: Deps): Promise<Reply> => authorizeEndpoint(ctx, deps, FUNCTIONS_FLOW);
+export const oauthAuthorize = (ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> => authorizeEndpoint(ctx, host, FUNCTIONS_FLOW);
 
 // ---- token endpoint ----
 
@@ -308,15 +314,15 @@ function clientCredentials(req: Request, p: Params): ClientCreds | Reply {
 }
 
 /** The form parameters of a token request (a JSON body is taken too; anything else reads as empty). */
-export const tokenParams = (ctx: Ctx): Params => (ctx.body && typeof ctx.body === 'object' && !Array.isArray(ctx.body) ? ctx.body : {}) as Params;
+export const tokenParams = (ctx: FunctionRequest): Params => (ctx.body && typeof ctx.body === 'object' && !Array.isArray(ctx.body) ? ctx.body : {}) as Params;
 
 /** POST /functions/v1/oauth-token: authorization_code and refresh_token grants. */
-export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
+export async function oauthToken(ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> {
   const p = tokenParams(ctx);
   const creds = clientCredentials(ctx.req, p);
   if (!('client_id' in creds)) return creds;
   const client = { client_id: creds.client_id, client_secret: creds.client_secret, public: false };
-  return grantTokens(ctx, deps, p, client, { challenge: creds.basic ? BASIC_CHALLENGE : {} });
+  return grantTokens(ctx, host, p, client, { challenge: creds.basic ? BASIC_CHALLENGE : {} });
 }
 
 /**
@@ -325,14 +331,14 @@ export async function oauthToken(ctx: Ctx, deps: Deps): Promise<Reply> {
  * passed on only by the identity provider's endpoint; `challenge` goes on a 401.
  */
 export async function grantTokens(
-  ctx: Ctx,
-  deps: Deps,
+  ctx: FunctionRequest,
+  host: FunctionsHost,
   p: Params,
   client: identity.ClientAuth,
   opts: { challenge: Record<string, string>; resource?: string },
 ): Promise<Reply> {
   const grantType = param(p, 'grant_type');
-  const idc = deps.clients.identity();
+  const idc = host.clients.identity();
   const caller = systemContext(ctx.requestId);
   let t: identity.OAuthTokens;
   try {
@@ -364,7 +370,7 @@ export async function grantTokens(
     throw err;
   }
   // A rotation ended the grant's earlier tokens: this replica stops honouring them now, not when the event arrives.
-  deps.auth.cache.dropTokens(t.revoked_token_ids);
+  host.dropTokens(t.revoked_token_ids);
   return {
     status: 200,
     contentType: 'application/json; charset=utf-8',

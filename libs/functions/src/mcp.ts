@@ -2,12 +2,10 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { recordsJson } from '@lab/contracts';
+import { recordsJson, type identity } from '@lab/contracts';
+import { errorReply, hasScope, type Reply } from '@lab/http-api';
 import { DomainError, type CallerContext } from '@lab/kit';
-import { callerOf, type Principal } from '../auth.js';
-import { errorReply, type Reply } from '../replies.js';
-import type { Ctx, Deps } from '../request.js';
-import { hasScope } from '@lab/http-api';
+import type { FunctionRequest, FunctionsHost } from './host.js';
 import { mcpResourceUrl, resourceMetadataUrl } from './metadata.js';
 
 /**
@@ -81,7 +79,7 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
   }
 }
 
-function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer {
+function buildServer(host: FunctionsHost, p: identity.Principal, caller: CallerContext): McpServer {
   const server = new McpServer({ name: 'lab-notebook', version: '1.0.0' }, { capabilities: { tools: {} } });
   const readOnly = { readOnlyHint: true, openWorldHint: false };
 
@@ -95,7 +93,7 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
     },
     async () =>
       guarded(async () => {
-        const u = await deps.clients.identity().call('getUser', { user_id: p.user_id! }, caller);
+        const u = await host.clients.identity().call('getUser', { user_id: p.user_id! }, caller);
         return toolJson(
           JSON.stringify({
             user_id: u.id,
@@ -126,11 +124,11 @@ function buildServer(deps: Deps, p: Principal, caller: CallerContext): McpServer
         guarded(async () => {
           if (!hasScope(p.scopes, 'read')) return toolError('insufficient_scope: the token lacks the read scope');
           if (t.module && !p.modules.includes(t.module)) return toolError(`module_not_enabled: the ${t.module} module is not enabled for this organisation`);
-          if (!deps.clients.has(t.service)) return toolError(`service_unavailable: ${t.resource} are not served by this deployment`);
+          if (!host.clients.has(t.service)) return toolError(`service_unavailable: ${t.resource} are not served by this deployment`);
           const query: Record<string, string> = {};
           // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the tools' arguments are JSON scalars (their input schemas)
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
-          const r = await deps.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
+          const r = await host.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
           return toolJson(listText(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total }));
         }),
     );
@@ -180,7 +178,7 @@ function batchRefused(): Reply {
 }
 
 /** The 401 of the MCP authorization spec: where to find the protected resource metadata. */
-function challenge(ctx: Ctx, deps: Deps, err: DomainError): Reply {
+function challenge(ctx: FunctionRequest, err: DomainError): Reply {
   const reply = errorReply(err);
   const desc = err.message.replace(/["\\]/g, '');
   return {
@@ -193,20 +191,17 @@ function challenge(ctx: Ctx, deps: Deps, err: DomainError): Reply {
 }
 
 /** POST /functions/v1/mcp. */
-export async function mcpHandler(ctx: Ctx, deps: Deps): Promise<Reply> {
-  let p: Principal;
+export async function mcpHandler(ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> {
+  let user: { principal: identity.Principal; caller: CallerContext };
   try {
-    p = await deps.auth.user(ctx.req, ctx.requestId, mcpResourceUrl(ctx));
+    user = await host.authenticateUser(ctx, mcpResourceUrl(ctx));
   } catch (err) {
-    if (err instanceof DomainError && err.kind === 'unauthenticated') return challenge(ctx, deps, err);
+    if (err instanceof DomainError && err.kind === 'unauthenticated') return challenge(ctx, err);
     throw err;
   }
-  ctx.principal = p;
-  ctx.caller = callerOf(p, ctx.requestId);
-  ctx.rate = await deps.limiter.consume(p.token_id, p.rate_limit ?? { per_minute: 0, per_hour: 0 });
   if (Array.isArray(ctx.body)) return batchRefused();
 
-  const server = buildServer(deps, p, ctx.caller);
+  const server = buildServer(host, user.principal, user.caller);
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
   try {

@@ -1,5 +1,4 @@
-import type { Route } from '@lab/http-api';
-import { errorReply, type Reply } from '../replies.js';
+import { errorReply, type Reply, type Route } from '@lab/http-api';
 import { tokenError } from './oauth.js';
 import { errorPage } from './views.js';
 

@@ -1,21 +1,21 @@
+import { json, type Reply } from '@lab/http-api';
 import { SCOPES } from '@lab/identity';
-import { json, type Reply } from '../replies.js';
-import type { Ctx } from '../request.js';
+import type { FunctionRequest } from './host.js';
 import { functionsBase } from './oauth.js';
 
 /** Scopes a signed-in user's token needs at the MCP function (its tools only read). */
 export const MCP_SCOPES = ['read'];
 
-const origin = (ctx: Ctx) => `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}`;
+const origin = (ctx: FunctionRequest) => `${ctx.req.protocol}://${ctx.req.get('host') ?? 'localhost'}`;
 
 /** The MCP function's URL: its protected-resource identifier and the audience (RFC 8707) of tokens issued for it. */
-export const mcpResourceUrl = (ctx: Ctx): string => `${functionsBase(ctx.req)}/mcp`;
+export const mcpResourceUrl = (ctx: FunctionRequest): string => `${functionsBase(ctx.req)}/mcp`;
 
 /** The identity provider as an OAuth authorization server for MCP clients (its issuer). */
-const identityProviderIssuer = (ctx: Ctx): string => `${origin(ctx)}/auth/v1`;
+const identityProviderIssuer = (ctx: FunctionRequest): string => `${origin(ctx)}/auth/v1`;
 
 /** RFC 8414 authorization server metadata; the issuer is the functions base. */
-export async function authorizationServerMetadata(ctx: Ctx): Promise<Reply> {
+export async function authorizationServerMetadata(ctx: FunctionRequest): Promise<Reply> {
   const base = functionsBase(ctx.req);
   return json(200, {
     issuer: base,
@@ -37,7 +37,7 @@ export async function authorizationServerMetadata(ctx: Ctx): Promise<Reply> {
  * secret, tokens for the MCP function. Served at the RFC 8414 well-known path of
  * its issuer, where the SDK's discovery looks first.
  */
-export async function identityProviderMetadata(ctx: Ctx): Promise<Reply> {
+export async function identityProviderMetadata(ctx: FunctionRequest): Promise<Reply> {
   const issuer = identityProviderIssuer(ctx);
   return json(200, {
     issuer,
@@ -60,7 +60,7 @@ export async function identityProviderMetadata(ctx: Ctx): Promise<Reply> {
  * clients can register themselves; the spec's confidential-client functions have
  * their own metadata under the functions base.
  */
-export async function protectedResourceMetadata(ctx: Ctx): Promise<Reply> {
+export async function protectedResourceMetadata(ctx: FunctionRequest): Promise<Reply> {
   return json(200, {
     resource: mcpResourceUrl(ctx),
     authorization_servers: [identityProviderIssuer(ctx)],
@@ -70,4 +70,4 @@ export async function protectedResourceMetadata(ctx: Ctx): Promise<Reply> {
   });
 }
 
-export const resourceMetadataUrl = (ctx: Ctx): string => `${functionsBase(ctx.req)}/.well-known/oauth-protected-resource`;
+export const resourceMetadataUrl = (ctx: FunctionRequest): string => `${functionsBase(ctx.req)}/.well-known/oauth-protected-resource`;

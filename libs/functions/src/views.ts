@@ -1,4 +1,4 @@
-import type { Reply } from '../replies.js';
+import type { Reply } from '@lab/http-api';
 import { CSRF_COOKIE, STATE_TTL_SECONDS } from './signed-state.js';
 
 /**

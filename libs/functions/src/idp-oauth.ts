@@ -1,10 +1,8 @@
 import type { identity } from '@lab/contracts';
+import { json, type Reply } from '@lab/http-api';
 import { isAllowedRedirectUri } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
-import { clientAddress } from '../client-address.js';
-import { bucketKey, RateLimitedError } from '../rate-limit.js';
-import { json, type Reply } from '../replies.js';
-import type { Ctx, Deps } from '../request.js';
+import type { FunctionRequest, FunctionsHost } from './host.js';
 import { MCP_SCOPES, mcpResourceUrl } from './metadata.js';
 import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
 
@@ -24,7 +22,7 @@ const IDP_OAUTH = `${IDP_BASE}/oauth`;
  * refused. The resource, when sent, must be the MCP function; when left out the
  * grant is bound to it all the same, the only resource a public client may reach.
  */
-function requiredPkceAndMcpResource(p: Params, ctx: Ctx): ProofOutcome {
+function requiredPkceAndMcpResource(p: Params, ctx: FunctionRequest): ProofOutcome {
   const challenge = param(p, 'code_challenge');
   const method = param(p, 'code_challenge_method');
   const resource = param(p, 'resource');
@@ -47,14 +45,14 @@ const IDP_FLOW: AuthorizeFlow = {
 };
 
 /** GET/POST /auth/v1/oauth/authorize: sign-in, organisation choice and consent for public clients. */
-export const idpAuthorize = (ctx: Ctx, deps: Deps): Promise<Reply> => authorizeEndpoint(ctx, deps, IDP_FLOW);
+export const idpAuthorize = (ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> => authorizeEndpoint(ctx, host, IDP_FLOW);
 
 /**
  * POST /auth/v1/oauth/token: a public client names itself by client_id and proves
  * nothing else (its code by the PKCE verifier). A secret or an Authorization
  * header is refused rather than ignored: such a client belongs at oauth-token.
  */
-export async function idpToken(ctx: Ctx, deps: Deps): Promise<Reply> {
+export async function idpToken(ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> {
   const p = tokenParams(ctx);
   const clientId = param(p, 'client_id');
   const resource = param(p, 'resource');
@@ -63,7 +61,7 @@ export async function idpToken(ctx: Ctx, deps: Deps): Promise<Reply> {
   }
   if (clientId === undefined || clientId === BAD) return tokenError(400, 'invalid_request', 'client_id is required, once');
   if (resource === BAD) return tokenError(400, 'invalid_request', 'resource is given more than once or too long');
-  return grantTokens(ctx, deps, p, { client_id: clientId, client_secret: '', public: true }, { challenge: {}, ...(resource ? { resource } : {}) });
+  return grantTokens(ctx, host, p, { client_id: clientId, client_secret: '', public: true }, { challenge: {}, ...(resource ? { resource } : {}) });
 }
 
 // ---- dynamic client registration (RFC 7591) ----
@@ -144,17 +142,17 @@ function registered(c: identity.OAuthClient): Reply {
  * a row, and the open door must not let anyone add rows without bound. A refused
  * document adds nothing and is not counted.
  */
-export async function idpRegister(ctx: Ctx, deps: Deps): Promise<Reply> {
+export async function idpRegister(ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> {
   const r = registration(ctx.body);
   if ('reply' in r) return r.reply;
   try {
-    await deps.limiter.consume(bucketKey('oauth-register', clientAddress(ctx.req), REGISTER_BUCKETS), REGISTER_LIMITS, 'other');
+    await host.countAnonymous('oauth-register', host.clientAddress(ctx.req), REGISTER_LIMITS, REGISTER_BUCKETS);
   } catch (err) {
-    if (!(err instanceof RateLimitedError)) throw err;
+    if (!(err instanceof DomainError && err.kind === 'rate_limited')) throw err;
     return tokenError(429, 'temporarily_unavailable', 'too many registrations from this address; retry after 60 seconds', { 'Retry-After': '60' });
   }
   try {
-    return registered(await deps.clients.identity().call('registerPublicOAuthClient', r, systemContext(ctx.requestId)));
+    return registered(await host.clients.identity().call('registerPublicOAuthClient', r, systemContext(ctx.requestId)));
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'invalid') return metadataError('invalid_client_metadata', err.message);
     throw err;

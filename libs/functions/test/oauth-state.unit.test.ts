@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { cookieOf, STATE_TTL_SECONDS, StateSigner } from '../src/functions/signed-state';
-import { esc } from '../src/functions/views';
+import { cookieOf, STATE_TTL_SECONDS, StateSigner } from '../src/signed-state';
+import { esc } from '../src/views';
 
 const signer = new StateSigner(randomBytes(32));
 const req = { client_id: 'c', redirect_uri: 'https://x.test/cb', scopes: ['read'], state: 's' };

@@ -1,0 +1,33 @@
+import type { FunctionsHost, StateSigner } from '@lab/functions';
+import { callerOf } from './auth.js';
+import { clientAddress } from './client-address.js';
+import { bucketKey, countedSignIn } from './rate-limit.js';
+import type { Deps } from './request.js';
+
+/**
+ * The gateway as the host of the functions base (@lab/functions): its ports
+ * implemented with the gateway's own authentication, rate limits and clients,
+ * so a function is authenticated and counted as any other route is.
+ */
+export function functionsHost(deps: Pick<Deps, 'log' | 'clients' | 'auth' | 'limiter'>, oauthState: StateSigner): FunctionsHost {
+  const { log, clients, auth, limiter } = deps;
+  return {
+    log,
+    clients,
+    oauthState,
+    clientAddress,
+    signIn: (who, check) => countedSignIn(limiter, who, check),
+    countAnonymous: async (door, value, limits, buckets) => {
+      await limiter.consume(bucketKey(door, value, buckets), limits, 'other');
+    },
+    authenticateUser: async (request, audience) => {
+      const principal = await auth.user(request.req, request.requestId, audience);
+      const caller = callerOf(principal, request.requestId);
+      request.principal = principal;
+      request.caller = caller;
+      request.rate = await limiter.consume(principal.token_id, principal.rate_limit ?? { per_minute: 0, per_hour: 0 });
+      return { principal, caller };
+    },
+    dropTokens: (tokenIds) => auth.cache.dropTokens(tokenIds),
+  };
+}
