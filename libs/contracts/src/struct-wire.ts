@@ -1,0 +1,156 @@
+import type { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
+
+/**
+ * A plain JSON value written as google.protobuf.Struct bytes and read back,
+ * without the generated code's message objects (hot path: the bodies of ingest
+ * batches and record writes, gateway to service).
+ *
+ * The generated code (google/protobuf/struct.ts) wraps every JSON value in a
+ * `Value` object (`Struct.wrap`, `Value.wrap`) before encoding it, and builds
+ * `Struct`, `Struct_FieldsEntry` and `Value` objects while decoding before
+ * unwrapping them: for an ingest batch of 500 readings that was most of the
+ * gRPC cost on both sides (docs/benchmarks.md, "Struct bodies on the wire").
+ * This module writes and reads the same bytes and values directly, as the
+ * generated code does in every case (struct-wire.unit.test.ts holds it to them):
+ *
+ * - keys in `Object.keys` order; a key whose value is `undefined` is left out;
+ *   an empty key is an entry without its key field;
+ * - a key `__proto__` (an own property, as JSON.parse makes it) is left out on
+ *   both sides: the generated code copies keys into a plain object, where that
+ *   assignment sets the prototype instead of adding a key;
+ * - numbers of any kind (NaN, ±Infinity, -0) as the double they are;
+ * - `undefined` in an array is an empty Value (it reads back as `undefined`);
+ * - a value of another type (function, bigint, symbol) throws as Value.wrap does;
+ * - reading: unknown fields skipped, the last of a repeated key or oneof case
+ *   wins, and nesting deeper than the generated decoder's limit (100 messages)
+ *   throws its error.
+ */
+
+/** Struct.fields entry (1), its key (1) and value (2); Value's cases; ListValue.values (1). */
+const ENTRY = 10;
+const ENTRY_KEY = 10;
+const ENTRY_VALUE = 18;
+const NULL_VALUE = 8;
+const NUMBER_VALUE = 17;
+const STRING_VALUE = 26;
+const BOOL_VALUE = 32;
+const STRUCT_VALUE = 42;
+const LIST_VALUE = 50;
+const LIST_ITEM = 10;
+
+/** The generated decoders' limit of nested messages, and their error past it. */
+const MAX_DEPTH = 100;
+const tooDeep = () => new Error('protobuf decode recursion limit exceeded');
+
+/** The wire type that ends a group: the generated decoders stop a message there. */
+const END_GROUP = 4;
+
+type JsonObject = Record<string, unknown>;
+
+/**
+ * Writes the fields of the Struct that `object` stands for (the message's
+ * content: the caller writes its tag and length, e.g. with fork/join).
+ */
+export function writeStruct(writer: BinaryWriter, object: object): void {
+  for (const key of Object.keys(object)) {
+    const value = (object as JsonObject)[key];
+    if (value === undefined || key === '__proto__') continue;
+    writer.uint32(ENTRY).fork();
+    if (key !== '') writer.uint32(ENTRY_KEY).string(key);
+    writer.uint32(ENTRY_VALUE).fork();
+    writeValue(writer, value);
+    writer.join().join();
+  }
+}
+
+/** Writes the fields of the Value that `value` stands for (nothing for undefined). */
+function writeValue(writer: BinaryWriter, value: unknown): void {
+  if (value === null) writer.uint32(NULL_VALUE).int32(0);
+  else if (typeof value === 'boolean') writer.uint32(BOOL_VALUE).bool(value);
+  else if (typeof value === 'number') writer.uint32(NUMBER_VALUE).double(value);
+  else if (typeof value === 'string') writer.uint32(STRING_VALUE).string(value);
+  else if (Array.isArray(value)) {
+    writer.uint32(LIST_VALUE).fork();
+    for (const item of value as unknown[]) {
+      writer.uint32(LIST_ITEM).fork();
+      writeValue(writer, item);
+      writer.join();
+    }
+    writer.join();
+  } else if (typeof value === 'object') {
+    writer.uint32(STRUCT_VALUE).fork();
+    writeStruct(writer, value);
+    writer.join();
+  } else if (value !== undefined) throw new Error(`Unsupported any value type: ${typeof value}`);
+}
+
+/**
+ * Reads a Struct of `length` bytes as a plain object. `depth`: the messages it
+ * is nested in (1 for a Struct field of a request), for the nesting limit.
+ */
+export function readStruct(reader: BinaryReader, length: number, depth: number): JsonObject {
+  if (depth >= MAX_DEPTH) throw tooDeep();
+  const end = reader.pos + length;
+  const object: JsonObject = {};
+  while (reader.pos < end) {
+    const tag = reader.uint32();
+    if (tag === ENTRY) {
+      readEntry(reader, reader.uint32(), depth + 1, object);
+      continue;
+    }
+    if ((tag & 7) === END_GROUP || tag === 0) break;
+    reader.skip(tag & 7);
+  }
+  return object;
+}
+
+/** Reads one Struct.fields entry into `object`. */
+function readEntry(reader: BinaryReader, length: number, depth: number, object: JsonObject): void {
+  if (depth >= MAX_DEPTH) throw tooDeep();
+  const end = reader.pos + length;
+  let key = '';
+  let value: unknown;
+  while (reader.pos < end) {
+    const tag = reader.uint32();
+    if (tag === ENTRY_KEY) key = reader.string();
+    else if (tag === ENTRY_VALUE) value = readValue(reader, reader.uint32(), depth + 1);
+    else if ((tag & 7) === END_GROUP || tag === 0) break;
+    else reader.skip(tag & 7);
+  }
+  if (value !== undefined && key !== '__proto__') object[key] = value;
+}
+
+/** Reads a Value as the JSON value it holds (undefined for none). */
+function readValue(reader: BinaryReader, length: number, depth: number): unknown {
+  if (depth >= MAX_DEPTH) throw tooDeep();
+  const end = reader.pos + length;
+  let value: unknown;
+  while (reader.pos < end) {
+    const tag = reader.uint32();
+    if (tag === NULL_VALUE) {
+      reader.int32();
+      value = null;
+    } else if (tag === NUMBER_VALUE) value = reader.double();
+    else if (tag === STRING_VALUE) value = reader.string();
+    else if (tag === BOOL_VALUE) value = reader.bool();
+    else if (tag === STRUCT_VALUE) value = readStruct(reader, reader.uint32(), depth + 1);
+    else if (tag === LIST_VALUE) value = readList(reader, reader.uint32(), depth + 1);
+    else if ((tag & 7) === END_GROUP || tag === 0) break;
+    else reader.skip(tag & 7);
+  }
+  return value;
+}
+
+/** Reads a ListValue as an array. */
+function readList(reader: BinaryReader, length: number, depth: number): unknown[] {
+  if (depth >= MAX_DEPTH) throw tooDeep();
+  const end = reader.pos + length;
+  const list: unknown[] = [];
+  while (reader.pos < end) {
+    const tag = reader.uint32();
+    if (tag === LIST_ITEM) list.push(readValue(reader, reader.uint32(), depth + 1));
+    else if ((tag & 7) === END_GROUP || tag === 0) break;
+    else reader.skip(tag & 7);
+  }
+  return list;
+}
