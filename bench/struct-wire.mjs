@@ -60,7 +60,11 @@ const cases = [
     name: 'sample create',
     method: records.RecordServiceService.createRecord,
     fast: recordsWire.service.createRecord,
-    request: { resource: 'samples', body: { name: 'S-0001 plasma', type: 'blood', status: 'received', owner_id: POINT, storage_location: 'freezer B, rack 2' }, parent_id: '' },
+    request: {
+      resource: 'samples',
+      body: { name: 'S-0001 plasma', type: 'blood', status: 'received', owner_id: POINT, storage_location: 'freezer B, rack 2' },
+      parent_id: '',
+    },
   },
 ];
 
