@@ -82,4 +82,4 @@ export {
   updateRecordRequestCodec,
   type MessageCodec,
 } from './struct-bodies.js';
-export { readStruct, writeStruct } from './struct-wire.js';
+export { readStruct, writeStruct, type StructSource } from './struct-wire.js';

@@ -2,7 +2,7 @@ import { makeGenericClientConstructor } from '@grpc/grpc-js';
 import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
 import * as records from './lab/common/v1/records.js';
 import * as telemetry from './lab/telemetry/v1/telemetry.js';
-import { readStruct, writeStruct } from './struct-wire.js';
+import { readStruct, skipField, writeStruct } from './struct-wire.js';
 
 /**
  * The requests that carry a client's JSON body as a google.protobuf.Struct,
@@ -73,17 +73,17 @@ function messageCodec<T>(specs: FieldSpecs<T>): MessageCodec<T> {
     },
     decode(bytes) {
       const reader = new BinaryReader(bytes);
+      const source = { reader, bytes };
       const message: Record<string, unknown> = {};
       for (const f of fields) message[f.name] = unset(f.kind);
       while (reader.pos < reader.len) {
         const tag = reader.uint32();
         const field = byNumber.get(tag >>> 3);
         if (field?.tag === tag) {
-          message[field.name] = field.kind === 'string' ? reader.string() : field.kind === 'bool' ? reader.bool() : readStruct(reader, reader.uint32(), 1);
+          message[field.name] = field.kind === 'string' ? reader.string() : field.kind === 'bool' ? reader.bool() : readStruct(source, reader.uint32(), 1);
           continue;
         }
-        if ((tag & 7) === 4 || tag === 0) break;
-        reader.skip(tag & 7);
+        if (!skipField(reader, tag)) break;
       }
       return message as T;
     },

@@ -1,4 +1,4 @@
-import type { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
+import { WireType, type BinaryReader, type BinaryWriter } from '@bufbuild/protobuf/wire';
 
 /**
  * A plain JSON value written as google.protobuf.Struct bytes and read back,
@@ -42,10 +42,21 @@ const LIST_ITEM = 10;
 const MAX_DEPTH = 100;
 const tooDeep = () => new Error('protobuf decode recursion limit exceeded');
 
-/** The wire type that ends a group: the generated decoders stop a message there. */
-const END_GROUP = 4;
 
 type JsonObject = Record<string, unknown>;
+
+/**
+ * Skips a field the reader does not know (or of another wire type than its
+ * own), as the generated decoders do; false where they stop reading the
+ * message instead: at an end-group tag or a tag 0.
+ */
+export function skipField(reader: BinaryReader, tag: number): boolean {
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- a tag's low 3 bits are its wire type (6 and 7 make reader.skip throw, as they do the generated decoders)
+  const wireType = (tag & 7) as WireType;
+  if (wireType === WireType.EndGroup || tag === 0) return false;
+  reader.skip(wireType);
+  return true;
+}
 
 /**
  * Writes the fields of the Struct that `object` stands for (the message's
@@ -84,45 +95,93 @@ function writeValue(writer: BinaryWriter, value: unknown): void {
   } else if (value !== undefined) throw new Error(`Unsupported any value type: ${typeof value}`);
 }
 
+/** A reader and the bytes it reads (`new BinaryReader(bytes)`: its positions index them). */
+export interface StructSource {
+  reader: BinaryReader;
+  bytes: Uint8Array;
+}
+
 /**
  * Reads a Struct of `length` bytes as a plain object. `depth`: the messages it
  * is nested in (1 for a Struct field of a request), for the nesting limit.
  */
-export function readStruct(reader: BinaryReader, length: number, depth: number): JsonObject {
+export function readStruct(source: StructSource, length: number, depth: number): JsonObject {
   if (depth >= MAX_DEPTH) throw tooDeep();
+  const { reader } = source;
   const end = reader.pos + length;
   const object: JsonObject = {};
   while (reader.pos < end) {
     const tag = reader.uint32();
     if (tag === ENTRY) {
-      readEntry(reader, reader.uint32(), depth + 1, object);
+      readEntry(source, reader.uint32(), depth + 1, object);
       continue;
     }
-    if ((tag & 7) === END_GROUP || tag === 0) break;
-    reader.skip(tag & 7);
+    if (!skipField(reader, tag)) break;
   }
   return object;
 }
 
+/**
+ * Keys read before, by a hash of their bytes. A batch names the same few keys
+ * thousands of times: a key string made afresh each time must also be
+ * internalized by V8 when it becomes a property, and the two cost more than
+ * the rest of the reading (6x the time of the same objects built with keys
+ * known before). Only short ASCII keys are kept (their string is their bytes),
+ * and a slot holds the last key that hashed to it: at most KEY_SLOTS strings.
+ */
+const KEY_SLOTS = 4096;
+const MAX_KEPT_KEY = 32;
+const keptKeys: (string | undefined)[] = new Array<string | undefined>(KEY_SLOTS).fill(undefined);
+
+/** Reads a key (a string field's length and text) as reader.string() does, from the kept keys when it can. */
+function readKey({ reader, bytes }: StructSource): string {
+  const at = reader.pos;
+  const length = bytes[at];
+  const start = at + 1;
+  // a length of one byte (under 0x80) that the bytes hold; anything else as reader.string() reads it
+  if (length === undefined || length > MAX_KEPT_KEY || start + length > reader.len) return reader.string();
+  let hash = length;
+  for (let i = start; i < start + length; i++) {
+    const byte = bytes[i]!;
+    if (byte > 0x7f) return reader.string();
+    hash = (Math.imul(hash, 31) + byte) | 0;
+  }
+  const slot = hash & (KEY_SLOTS - 1);
+  const kept = keptKeys[slot];
+  if (kept?.length === length && sameAscii(kept, bytes, start)) {
+    reader.pos = start + length;
+    return kept;
+  }
+  const key = reader.string();
+  keptKeys[slot] = key;
+  return key;
+}
+
+function sameAscii(text: string, bytes: Uint8Array, start: number): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) !== bytes[start + i]) return false;
+  return true;
+}
+
 /** Reads one Struct.fields entry into `object`. */
-function readEntry(reader: BinaryReader, length: number, depth: number, object: JsonObject): void {
+function readEntry(source: StructSource, length: number, depth: number, object: JsonObject): void {
   if (depth >= MAX_DEPTH) throw tooDeep();
+  const { reader } = source;
   const end = reader.pos + length;
   let key = '';
   let value: unknown;
   while (reader.pos < end) {
     const tag = reader.uint32();
-    if (tag === ENTRY_KEY) key = reader.string();
-    else if (tag === ENTRY_VALUE) value = readValue(reader, reader.uint32(), depth + 1);
-    else if ((tag & 7) === END_GROUP || tag === 0) break;
-    else reader.skip(tag & 7);
+    if (tag === ENTRY_KEY) key = readKey(source);
+    else if (tag === ENTRY_VALUE) value = readValue(source, reader.uint32(), depth + 1);
+    else if (!skipField(reader, tag)) break;
   }
   if (value !== undefined && key !== '__proto__') object[key] = value;
 }
 
 /** Reads a Value as the JSON value it holds (undefined for none). */
-function readValue(reader: BinaryReader, length: number, depth: number): unknown {
+function readValue(source: StructSource, length: number, depth: number): unknown {
   if (depth >= MAX_DEPTH) throw tooDeep();
+  const { reader } = source;
   const end = reader.pos + length;
   let value: unknown;
   while (reader.pos < end) {
@@ -133,24 +192,23 @@ function readValue(reader: BinaryReader, length: number, depth: number): unknown
     } else if (tag === NUMBER_VALUE) value = reader.double();
     else if (tag === STRING_VALUE) value = reader.string();
     else if (tag === BOOL_VALUE) value = reader.bool();
-    else if (tag === STRUCT_VALUE) value = readStruct(reader, reader.uint32(), depth + 1);
-    else if (tag === LIST_VALUE) value = readList(reader, reader.uint32(), depth + 1);
-    else if ((tag & 7) === END_GROUP || tag === 0) break;
-    else reader.skip(tag & 7);
+    else if (tag === STRUCT_VALUE) value = readStruct(source, reader.uint32(), depth + 1);
+    else if (tag === LIST_VALUE) value = readList(source, reader.uint32(), depth + 1);
+    else if (!skipField(reader, tag)) break;
   }
   return value;
 }
 
 /** Reads a ListValue as an array. */
-function readList(reader: BinaryReader, length: number, depth: number): unknown[] {
+function readList(source: StructSource, length: number, depth: number): unknown[] {
   if (depth >= MAX_DEPTH) throw tooDeep();
+  const { reader } = source;
   const end = reader.pos + length;
   const list: unknown[] = [];
   while (reader.pos < end) {
     const tag = reader.uint32();
-    if (tag === LIST_ITEM) list.push(readValue(reader, reader.uint32(), depth + 1));
-    else if ((tag & 7) === END_GROUP || tag === 0) break;
-    else reader.skip(tag & 7);
+    if (tag === LIST_ITEM) list.push(readValue(source, reader.uint32(), depth + 1));
+    else if (!skipField(reader, tag)) break;
   }
   return list;
 }
