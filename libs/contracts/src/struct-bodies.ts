@@ -120,6 +120,30 @@ interface MethodDefinition {
 }
 
 /**
+ * The writer of every request, reused: a fresh one starts at 128 bytes and
+ * doubles, allocating and copying, to the size of an ingest batch; this one
+ * keeps its buffer from call to call (up to the size of KEPT_BUFFER).
+ * Encoding is synchronous, so no two requests share it at once.
+ */
+let writer = new BinaryWriter();
+const KEPT_BUFFER = 1 << 20;
+
+function serialize(codec: MessageCodec<unknown>, value: unknown): Buffer {
+  let bytes: Uint8Array;
+  try {
+    bytes = codec.encode(value, writer).finish();
+  } catch (err) {
+    // a value that cannot be written leaves the writer midway
+    writer = new BinaryWriter();
+    throw err;
+  }
+  // the buffer is at most twice the bytes: a large one is not kept
+  if (bytes.length > KEPT_BUFFER / 2) writer = new BinaryWriter();
+  // finish() copied the bytes out of the writer: the Buffer takes them as they are
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
  * `definition` with the requests of the methods named in `codecs` written and
  * read by those codecs (the client's requestSerialize, the server's
  * requestDeserialize); every other method as generated.
@@ -129,11 +153,7 @@ function withStructBodies<D extends Record<string, MethodDefinition>>(definition
   for (const [method, codec] of Object.entries(codecs) as [string, MessageCodec<unknown>][]) {
     derived[method] = {
       ...definition[method]!,
-      requestSerialize: (value: unknown) => {
-        // finish() copies the bytes out of the writer: the Buffer takes them as they are
-        const bytes = codec.encode(value, new BinaryWriter()).finish();
-        return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      },
+      requestSerialize: (value: unknown) => serialize(codec, value),
       requestDeserialize: (bytes: Buffer) => codec.decode(bytes),
     };
   }

@@ -217,9 +217,20 @@ describe('struct-wire at the edges', () => {
     }
   });
 
+  test('the shared writer: right after a request that failed midway, and after a large one', () => {
+    const serialize = recordsWire.service.createRecord.requestSerialize;
+    const small = { resource: 'samples', body: { name: 'after', nested: { list: [1, 'two'] } }, parent_id: 'p' };
+    const large = { resource: 'samples', body: { list: Array.from({ length: 40_000 }, (_, i) => ({ i, text: `item ${i}` })) }, parent_id: '' };
+    expect(() => serialize({ resource: 'samples', body: { a: { b: [1, { c: () => 1 }] } }, parent_id: '' })).toThrow('Unsupported any value type: function');
+    expect(serialize(small)).toEqual(records.RecordServiceService.createRecord.requestSerialize(small));
+    // (Buffer.equals: jest's deep equality takes seconds over a megabyte)
+    expect(serialize(large).equals(records.RecordServiceService.createRecord.requestSerialize(large))).toBe(true);
+    expect(serialize(small)).toEqual(records.RecordServiceService.createRecord.requestSerialize(small));
+  });
+
   test('more keys than the kept keys have slots, read twice: each its own', () => {
     const keys = Array.from({ length: 10_000 }, (_, i) => (i % 3 === 0 ? `k${i}` : i % 3 === 1 ? `key-${i}`.padEnd(32, '.') : `ключ${i}`));
-    const bytes = encodeGenerated(generated as Generated<unknown>, { resource: 'samples', body: { list: keys.map((k, i) => ({ [k]: i })) }, parent_id: '' });
+    const bytes = encodeGenerated(generated, { resource: 'samples', body: { list: keys.map((k, i) => ({ [k]: i })) }, parent_id: '' });
     for (let round = 0; round < 2; round++) sameValues(bytes);
   });
 
