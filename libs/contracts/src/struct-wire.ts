@@ -42,7 +42,6 @@ const LIST_ITEM = 10;
 const MAX_DEPTH = 100;
 const tooDeep = () => new Error('protobuf decode recursion limit exceeded');
 
-
 type JsonObject = Record<string, unknown>;
 
 /**
@@ -68,9 +67,24 @@ export function writeStruct(writer: BinaryWriter, object: object): void {
     if (value === undefined || key === '__proto__') continue;
     writer.uint32(ENTRY).fork();
     if (key !== '') writer.uint32(ENTRY_KEY).string(key);
-    writer.uint32(ENTRY_VALUE).fork();
+    writeValueMessage(writer.uint32(ENTRY_VALUE), value);
+    writer.join();
+  }
+}
+
+/**
+ * Writes the Value that `value` stands for as a length-delimited field's
+ * payload. A number, boolean or null makes a Value of known length, written
+ * without a fork and join (most of a batch's values).
+ */
+function writeValueMessage(writer: BinaryWriter, value: unknown): void {
+  if (typeof value === 'number') writer.uint32(9).uint32(NUMBER_VALUE).double(value);
+  else if (typeof value === 'boolean') writer.uint32(2).uint32(BOOL_VALUE).bool(value);
+  else if (value === null) writer.uint32(2).uint32(NULL_VALUE).int32(0);
+  else {
+    writer.fork();
     writeValue(writer, value);
-    writer.join().join();
+    writer.join();
   }
 }
 
@@ -82,11 +96,7 @@ function writeValue(writer: BinaryWriter, value: unknown): void {
   else if (typeof value === 'string') writer.uint32(STRING_VALUE).string(value);
   else if (Array.isArray(value)) {
     writer.uint32(LIST_VALUE).fork();
-    for (const item of value as unknown[]) {
-      writer.uint32(LIST_ITEM).fork();
-      writeValue(writer, item);
-      writer.join();
-    }
+    for (const item of value as unknown[]) writeValueMessage(writer.uint32(LIST_ITEM), item);
     writer.join();
   } else if (typeof value === 'object') {
     writer.uint32(STRUCT_VALUE).fork();
