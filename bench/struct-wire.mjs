@@ -2,9 +2,11 @@
 // an ingest batch of 500 readings and a sample's create body, encoded and decoded
 // by the generated code (Struct.wrap + encode, decode + Struct.unwrap), by
 // struct-wire.ts (recordsWire / telemetryWire), and, for scale, by
-// JSON.stringify / JSON.parse. Prints the median of BENCH_ROUNDS rounds (each the
-// mean of a timed loop after a warm-up) in microseconds per message. Needs the
-// build (npm run build).
+// JSON.stringify / JSON.parse (the body as the gateway gets it from HTTP). Prints
+// the median of BENCH_ROUNDS rounds (each the mean of a timed loop of
+// BENCH_ROUND_MS, the six taken in turn) in microseconds per message. Needs the
+// build (npm run build); run it with the stack's Node.js (npm exec -- node
+// bench/struct-wire.mjs).
 import { records, recordsWire, telemetry, telemetryWire } from '@lab/contracts';
 import { INGEST_BATCH, ingestValueAt } from './cluster.mjs';
 
@@ -25,9 +27,15 @@ function round(fn) {
   return ((now - start) * 1000) / n;
 }
 
-function measure(fn) {
-  round(fn); // warm-up
-  return median(Array.from({ length: ROUNDS }, () => round(fn)));
+/**
+ * Median of ROUNDS rounds of each of `fns`, the rounds taken in turn (one of
+ * each, then again) so that the drift of a shared machine hits all alike.
+ */
+function measure(fns) {
+  for (const fn of Object.values(fns)) round(fn); // warm-up
+  const times = Object.fromEntries(Object.keys(fns).map((k) => [k, []]));
+  for (let r = 0; r < ROUNDS; r++) for (const [k, fn] of Object.entries(fns)) times[k].push(round(fn));
+  return Object.fromEntries(Object.entries(times).map(([k, xs]) => [k, median(xs)]));
 }
 
 const POINT = '0190a0c8-0000-7000-8000-00000000000a';
@@ -74,14 +82,14 @@ for (const c of cases) {
   const bytes = c.method.requestSerialize(c.request);
   if (!bytes.equals(c.fast.requestSerialize(c.request))) throw new Error(`${c.name}: the bytes differ`);
   const json = JSON.stringify(c.request.body);
-  const r = {
-    generatedEncode: measure(() => c.method.requestSerialize(c.request)),
-    directEncode: measure(() => c.fast.requestSerialize(c.request)),
-    stringify: measure(() => Buffer.from(JSON.stringify(c.request.body))),
-    generatedDecode: measure(() => c.method.requestDeserialize(bytes)),
-    directDecode: measure(() => c.fast.requestDeserialize(bytes)),
-    parse: measure(() => JSON.parse(json)),
-  };
+  const r = measure({
+    generatedEncode: () => c.method.requestSerialize(c.request),
+    directEncode: () => c.fast.requestSerialize(c.request),
+    stringify: () => Buffer.from(JSON.stringify(c.request.body)),
+    generatedDecode: () => c.method.requestDeserialize(bytes),
+    directDecode: () => c.fast.requestDeserialize(bytes),
+    parse: () => JSON.parse(json),
+  });
   console.log(`${c.name} (${bytes.length} bytes as Struct, ${json.length} as JSON)`);
   console.log(`  encode: generated ${us(r.generatedEncode)}  direct ${us(r.directEncode)}  JSON.stringify ${us(r.stringify)}`);
   console.log(`  decode: generated ${us(r.generatedDecode)}  direct ${us(r.directDecode)}  JSON.parse     ${us(r.parse)}`);
