@@ -1,5 +1,5 @@
 import { makeGenericClientConstructor } from '@grpc/grpc-js';
-import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
+import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import * as records from './lab/common/v1/records.js';
 import * as telemetry from './lab/telemetry/v1/telemetry.js';
 import { readStruct, skipField, writeStruct } from './struct-wire.js';
@@ -34,7 +34,7 @@ export interface MessageCodec<T> {
   decode(bytes: Uint8Array): T;
 }
 
-const WIRE_TYPE: Record<Kind, number> = { string: 2, bool: 0, struct: 2 };
+const WIRE_TYPE: Record<Kind, WireType> = { string: WireType.LengthDelimited, bool: WireType.Varint, struct: WireType.LengthDelimited };
 
 interface Field {
   name: string;
@@ -137,7 +137,7 @@ function serialize(codec: MessageCodec<unknown>, value: unknown): Buffer {
     writer = new BinaryWriter();
     throw err;
   }
-  // the buffer is at most twice the bytes: a large one is not kept
+  // a buffer is at most twice the largest bytes it held: one grown past KEPT_BUFFER is not kept
   if (bytes.length > KEPT_BUFFER / 2) writer = new BinaryWriter();
   // finish() copied the bytes out of the writer: the Buffer takes them as they are
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
