@@ -73,3 +73,13 @@ export {
   type ChainProblemWord,
   type ChainReportData,
 } from './audit-json.js';
+export {
+  bodyRequestCodec,
+  createRecordRequestCodec,
+  pointWriteRequestCodec,
+  recordsWire,
+  telemetryWire,
+  updateRecordRequestCodec,
+  type MessageCodec,
+} from './struct-bodies.js';
+export { readStruct, writeStruct, type StructSource } from './struct-wire.js';

@@ -1,4 +1,4 @@
-import { identity, records } from '@lab/contracts';
+import { identity, records, recordsWire } from '@lab/contracts';
 import { type CallerContext, DomainError, PeerClient, type ServiceDeps } from '@lab/kit';
 import type { RemoteCheck } from './references.js';
 
@@ -33,7 +33,7 @@ export class PeerReferences {
 
   /** Records of `resource` at the record service `peer`, read by id as the caller. */
   record(peer: string, resource: string): RemoteCheck {
-    const service = new PeerClient<typeof records.RecordServiceService>(records.RecordServiceClient, peer, this.deps.secret, this.deps.peers);
+    const service = new PeerClient<typeof records.RecordServiceService>(recordsWire.Client, peer, this.deps.secret, this.deps.peers);
     this.services.push(service);
     return async (caller, ids) => {
       const found = new Set<string>();

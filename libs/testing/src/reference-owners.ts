@@ -1,4 +1,4 @@
-import { identity, recordObject, records } from '@lab/contracts';
+import { identity, recordObject, records, recordsWire } from '@lab/contracts';
 import { rm } from 'node:fs/promises';
 import { createLogger, newId, runService, RpcClient, type CallerContext, type PeerAddresses, type RunningService } from '@lab/kit';
 import { freshDatabaseUrl, uniqueExchange } from './backing.js';
@@ -64,7 +64,7 @@ export async function startReferenceOwners(names: ('identity' | 'notebook')[] = 
     ? new RpcClient<typeof identity.IdentityServiceService>(identity.IdentityServiceClient, address('identity')!, { secret: TEST_SECRET })
     : undefined;
   const nbc = running.notebook
-    ? new RpcClient<typeof records.RecordServiceService>(records.RecordServiceClient, address('notebook')!, { secret: TEST_SECRET })
+    ? new RpcClient<typeof records.RecordServiceService>(recordsWire.Client, address('notebook')!, { secret: TEST_SECRET })
     : undefined;
   const need = <T>(c: T | undefined, name: string): T => {
     if (!c) throw new Error(`${name} was not started`);

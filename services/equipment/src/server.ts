@@ -1,4 +1,4 @@
-import { records } from '@lab/contracts';
+import { recordsWire } from '@lab/contracts';
 import { withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { CONSTRAINT_RULES } from './constraint-errors.js';
@@ -21,6 +21,6 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
     'notebook.experiments': peers.record('notebook', 'experiments'),
   };
   const base = recordServiceHandlers(deps, resources, { remote });
-  server.add(records.RecordServiceService, withConstraintErrors(remoteLinkHandlers(base, deps.db), CONSTRAINT_RULES));
+  server.add(recordsWire.service, withConstraintErrors(remoteLinkHandlers(base, deps.db), CONSTRAINT_RULES));
   return async () => peers.close();
 }

@@ -1,4 +1,4 @@
-import { recordObject, records } from '@lab/contracts';
+import { recordObject, records, recordsWire } from '@lab/contracts';
 import { RpcClient, createLogger, newId, runService, type Bus, type BusMessage, type CallerContext, type DomainError, type RunningService } from '@lab/kit';
 import { equipmentDefinition } from '@lab/equipment';
 import {
@@ -49,12 +49,12 @@ beforeAll(async () => {
   // the default maximum (12 h) with a fast sweep: sessions started long ago close
   databaseUrl = await freshDatabaseUrl();
   svc = await start({ sweepIntervalMs: 100 }, databaseUrl);
-  rec = new RpcClient(records.RecordServiceClient, svc.address, { secret });
+  rec = new RpcClient(recordsWire.Client, svc.address, { secret });
   // two replicas with a tiny maximum on their own database, sweeping concurrently
   const tinyDb = await freshDatabaseUrl();
   sweepers.push(await start({ usageMaxHours: TINY_MAX_HOURS, sweepIntervalMs: 50 }, tinyDb));
   if (tinyDb) sweepers.push(await start({ usageMaxHours: TINY_MAX_HOURS, sweepIntervalMs: 50 }, tinyDb));
-  tiny = new RpcClient(records.RecordServiceClient, sweepers[0]!.address, { secret });
+  tiny = new RpcClient(recordsWire.Client, sweepers[0]!.address, { secret });
 });
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { audit, identity, jobs, notebook, orders, notifications, outbox, records, webhooks, telemetry } from '@lab/contracts';
+import { audit, identity, jobs, notebook, notifications, orders, outbox, records, recordsWire, telemetry, telemetryWire, webhooks } from '@lab/contracts';
 import { DomainError, RpcClient, type OutageLog, type RpcClientOptions } from '@lab/kit';
 
 export type IdentityClient = RpcClient<typeof identity.IdentityServiceService>;
@@ -61,7 +61,7 @@ export class Clients {
   }
 
   records(service: string): RecordClient {
-    return this.get(service, 'records', (a, o) => new RpcClient(records.RecordServiceClient, a, o));
+    return this.get(service, 'records', (a, o) => new RpcClient(recordsWire.Client, a, o));
   }
 
   notebook(): NotebookClient {
@@ -85,7 +85,7 @@ export class Clients {
   }
 
   telemetry(): TelemetryClient {
-    return this.get('telemetry', 'telemetry', (a, o) => new RpcClient(telemetry.TelemetryServiceClient, a, o));
+    return this.get('telemetry', 'telemetry', (a, o) => new RpcClient(telemetryWire.Client, a, o));
   }
 
   orders(): OrdersClient {

@@ -1,4 +1,4 @@
-import { records } from '@lab/contracts';
+import { recordsWire } from '@lab/contracts';
 import { type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { inventories } from './inventories.js';
@@ -15,7 +15,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   const peers = new PeerReferences(deps);
   const remote = { member: peers.member, department: peers.department, 'notebook.experiments': peers.record('notebook', 'experiments') };
   const generic = recordServiceHandlers(deps, resources, { remote });
-  server.add(records.RecordServiceService, {
+  server.add(recordsWire.service, {
     ...generic,
     updateRecord: async (req, caller) => (req.resource === stockMovements.name ? refuseMovementUpdate() : generic.updateRecord(req, caller)),
     deleteRecord: (req, caller) => translateReagentInUse(req.resource === reagents.name, () => generic.deleteRecord(req, caller)),

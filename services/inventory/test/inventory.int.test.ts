@@ -1,4 +1,4 @@
-import { recordObject, records } from '@lab/contracts';
+import { recordObject, records, recordsWire } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/inventory';
 import { startReferenceOwners, startTestService, waitFor, type ReferenceOwners, type TestService } from '@lab/testing';
@@ -13,7 +13,7 @@ beforeAll(async () => {
   owners = await startReferenceOwners(['identity', 'notebook']);
   t = await startTestService(definition, { bindings: ['stock_movement.#', 'stock_item.#', 'audit.record'], peers: owners.peers });
   received = t.events.received;
-  rec = new RpcClient(records.RecordServiceClient, t.svc.address, { secret: t.secret });
+  rec = new RpcClient(recordsWire.Client, t.svc.address, { secret: t.secret });
 });
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { audit, auditRecordObject, identity, notebook, recordObject, records, recordsJson, signatureObject } from '@lab/contracts';
+import { audit, auditRecordObject, identity, notebook, recordObject, records, recordsJson, recordsWire, signatureObject } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -72,7 +72,7 @@ export class Sources {
     if (!owner) throw new Error(`no owner for ${resource}`);
     let p = this.recordPeers.get(owner);
     if (!p) {
-      p = new PeerClient(records.RecordServiceClient, owner, this.secret, this.addresses[owner] ?? this.book);
+      p = new PeerClient(recordsWire.Client, owner, this.secret, this.addresses[owner] ?? this.book);
       this.recordPeers.set(owner, p);
     }
     return p.get();

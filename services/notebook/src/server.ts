@@ -1,4 +1,4 @@
-import { notebook, records } from '@lab/contracts';
+import { notebook, recordsWire } from '@lab/contracts';
 import { type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { PeerReferences, recordServiceHandlers } from '@lab/records';
 import { amendExperiment, listSignatures, listVersions } from './amendments.js';
@@ -14,7 +14,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   // members and departments that references name are identity's
   const peers = new PeerReferences(deps);
   const remote = { member: peers.member, department: peers.department };
-  server.add(records.RecordServiceService, recordServiceHandlers(deps, resources, { remote }));
+  server.add(recordsWire.service, recordServiceHandlers(deps, resources, { remote }));
   server.add(notebook.NotebookServiceService, {
     signExperiment: (req, caller) => signExperiment(deps, caller, req),
     amendExperiment: (req, caller) => amendExperiment(deps, caller, req.id, req.body, remote),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { experimentJson, notebook, recordObject, records, signatureObject, signedExperimentJson } from '@lab/contracts';
+import { experimentJson, notebook, recordObject, records, recordsWire, signatureObject, signedExperimentJson } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
 import { holdTransaction, startReferenceOwners, startTestService, waitFor, type ReferenceOwners, type TestService } from '@lab/testing';
@@ -15,7 +15,7 @@ beforeAll(async () => {
   owners = await startReferenceOwners(['identity']);
   t = await startTestService(definition, { bindings: ['experiment.#', 'sample.#', 'project.#', 'audit.record'], peers: owners.peers });
   received = t.events.received;
-  rec = new RpcClient(records.RecordServiceClient, t.svc.address, { secret: t.secret });
+  rec = new RpcClient(recordsWire.Client, t.svc.address, { secret: t.secret });
   nb = new RpcClient(notebook.NotebookServiceClient, t.svc.address, { secret: t.secret });
 });
 

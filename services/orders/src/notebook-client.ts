@@ -1,4 +1,4 @@
-import { recordObject, records } from '@lab/contracts';
+import { recordObject, records, recordsWire } from '@lab/contracts';
 import { DomainError, RpcClient, type CallerContext } from '@lab/kit';
 
 export type RecordClient = RpcClient<typeof records.RecordServiceService>;
@@ -21,7 +21,7 @@ export class NotebookSamples {
     if (this.client) return this.client;
     const address = this.address();
     if (!address) throw DomainError.unavailable('the notebook service is not configured (NOTEBOOK_ADDR)');
-    this.client = new RpcClient(records.RecordServiceClient, address, { secret: this.secret });
+    this.client = new RpcClient(recordsWire.Client, address, { secret: this.secret });
     return this.client;
   }
 

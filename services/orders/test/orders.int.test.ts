@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { orderJson, orders, recordObject, records, resultJson } from '@lab/contracts';
+import { orderJson, orders, recordObject, records, recordsWire, resultJson } from '@lab/contracts';
 import {
   Receipts,
   RpcClient,
@@ -41,7 +41,7 @@ beforeAll(async () => {
   broken = await runService(ordersDefinition({ notebookAddress: '127.0.0.1:1' }), env);
   client = new RpcClient(orders.OrdersServiceClient, svc.address, { secret });
   brokenClient = new RpcClient(orders.OrdersServiceClient, broken.address, { secret });
-  samples = new RpcClient(records.RecordServiceClient, notebook.address, { secret });
+  samples = new RpcClient(recordsWire.Client, notebook.address, { secret });
 });
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { telemetry } from '@lab/contracts';
+import { telemetryWire } from '@lab/contracts';
 import { withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { connectorHandlers } from './connectors.js';
 import { RULES } from './constraints.js';
@@ -12,7 +12,7 @@ import type { FileStorage } from './storage.js';
 
 export function registerHandlers(server: GrpcServer, deps: ServiceDeps, storage: FileStorage): void {
   server.add(
-    telemetry.TelemetryServiceService,
+    telemetryWire.service,
     withConstraintErrors(
       {
         ...pointHandlers(deps),

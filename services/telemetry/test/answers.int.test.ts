@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { telemetry, telemetryItemJson } from '@lab/contracts';
+import { telemetry, telemetryItemJson, telemetryWire } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type CallerContext } from '@lab/kit';
 import { telemetryDefinition } from '@lab/telemetry';
 import { startTestService, type TestService } from '@lab/testing';
@@ -15,7 +15,7 @@ let batched: jest.SpyInstance;
 
 beforeAll(async () => {
   t = await startTestService(telemetryDefinition(), { bindings: ['audit.record'] });
-  rpc = new RpcClient(telemetry.TelemetryServiceClient, t.svc.address, { secret: t.secret });
+  rpc = new RpcClient(telemetryWire.Client, t.svc.address, { secret: t.secret });
   batched = jest.spyOn(Receipts.prototype as unknown as { storeAnswers(items: unknown[]): Promise<void> }, 'storeAnswers').mockResolvedValue(undefined);
 });
 

@@ -1,4 +1,4 @@
-import { telemetry, telemetryItemJson, telemetryListJson } from '@lab/contracts';
+import { telemetry, telemetryItemJson, telemetryListJson, telemetryWire } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { sql } from 'drizzle-orm';
 import { telemetryDefinition } from '@lab/telemetry';
@@ -13,7 +13,7 @@ beforeAll(async () => {
   // raw files go to the service's data directory, which the harness removes
   t = await startTestService(telemetryDefinition(), { bindings: ['environmental.#', 'audit.record'] });
   received = t.events.received;
-  rpc = new RpcClient(telemetry.TelemetryServiceClient, t.svc.address, { secret: t.secret });
+  rpc = new RpcClient(telemetryWire.Client, t.svc.address, { secret: t.secret });
 });
 
 afterAll(async () => {
