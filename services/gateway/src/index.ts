@@ -10,7 +10,7 @@ import { Clients } from './clients.js';
 import { KeyedRefusals } from './idempotency.js';
 import { JobEventsHub } from './job-events.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
-import { RateLimiter } from './rate-limit.js';
+import { RateLimiter } from '@lab/rate-limits';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 import type { TrustProxy } from './client-address.js';
 
