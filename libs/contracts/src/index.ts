@@ -73,3 +73,17 @@ export {
   type ChainProblemWord,
   type ChainReportData,
 } from './audit-json.js';
+export {
+  departmentObject,
+  issuedApiKeyObject,
+  issuedPatObject,
+  memberObject,
+  membershipObject,
+  newDepartmentObject,
+  newUserObject,
+  oauthClientCredentialsObject,
+  oauthClientObject,
+  orgObject,
+  tokenObject,
+  userObject,
+} from './identity-json.js';
