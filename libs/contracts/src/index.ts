@@ -83,3 +83,17 @@ export {
   type MessageCodec,
 } from './struct-bodies.js';
 export { readStruct, writeStruct, type StructSource } from './struct-wire.js';
+export {
+  departmentObject,
+  issuedApiKeyObject,
+  issuedPatObject,
+  memberObject,
+  membershipObject,
+  newDepartmentObject,
+  newUserObject,
+  oauthClientCredentialsObject,
+  oauthClientObject,
+  orgObject,
+  tokenObject,
+  userObject,
+} from './identity-json.js';

@@ -1,13 +1,15 @@
 import type { Request } from 'express';
 import type { identity, records } from '@lab/contracts';
 import type { CallerContext, Logger, RpcClient } from '@lab/kit';
+import type { RateLimiter } from '@lab/rate-limits';
 import type { StateSigner } from './signed-state.js';
 
 /**
  * The ports of the functions base: what a function needs of the request it
  * answers and of the runtime that mounts it. The gateway implements them with
- * its own authentication, rate limits and gRPC clients; the functions keep the
- * rules of OAuth and MCP, and import nothing of the gateway.
+ * its own authentication, counter store and gRPC clients; the functions keep the
+ * rules of OAuth and MCP, count their doors with @lab/rate-limits, and import
+ * nothing of the gateway.
  */
 
 /** The request a function answers. The gateway's request context is one, passed as it is. */
@@ -31,7 +33,7 @@ export interface FunctionClients {
   has(service: string): boolean;
 }
 
-/** What the runtime lends the functions. A refusal for a spent budget is a DomainError of kind rate_limited. */
+/** What the runtime lends the functions. */
 export interface FunctionsHost {
   log: Logger;
   clients: FunctionClients;
@@ -39,10 +41,8 @@ export interface FunctionsHost {
   oauthState: StateSigner;
   /** the client's address, as the trusted proxies report it */
   clientAddress(req: Request): string;
-  /** A password check, counted against the budgets every sign-in door shares before it runs. */
-  signIn<T>(who: { email: string; address: string }, check: () => Promise<T>): Promise<T>;
-  /** Counts one request at an anonymous door (`door`), per `value` (e.g. a client address) in one of `buckets` counters. */
-  countAnonymous(door: string, value: string, limits: { per_minute: number; per_hour: number }, buckets: number): Promise<void>;
+  /** the runtime's counter store (Redis or memory, as deployed), which the functions' doors count on like every other door */
+  limiter: RateLimiter;
   /**
    * Authenticates the request as a signed-in user whose token is for `audience`
    * (RFC 8707) and counts it against the token's limit, as any bearer request

@@ -2,6 +2,7 @@ import type { identity } from '@lab/contracts';
 import { json, type Reply } from '@lab/http-api';
 import { isAllowedRedirectUri } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
+import { bucketKey, RateLimitedError } from '@lab/rate-limits';
 import type { FunctionRequest, FunctionsHost } from './host.js';
 import { MCP_SCOPES, mcpResourceUrl } from './metadata.js';
 import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
@@ -146,9 +147,9 @@ export async function idpRegister(ctx: FunctionRequest, host: FunctionsHost): Pr
   const r = registration(ctx.body);
   if ('reply' in r) return r.reply;
   try {
-    await host.countAnonymous('oauth-register', host.clientAddress(ctx.req), REGISTER_LIMITS, REGISTER_BUCKETS);
+    await host.limiter.consume(bucketKey('oauth-register', host.clientAddress(ctx.req), REGISTER_BUCKETS), REGISTER_LIMITS, 'other');
   } catch (err) {
-    if (!(err instanceof DomainError && err.kind === 'rate_limited')) throw err;
+    if (!(err instanceof RateLimitedError)) throw err;
     return tokenError(429, 'temporarily_unavailable', 'too many registrations from this address; retry after 60 seconds', { 'Retry-After': '60' });
   }
   try {

@@ -3,6 +3,7 @@ import type { identity } from '@lab/contracts';
 import { causeOf, type Reply } from '@lab/http-api';
 import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
+import { countedSignIn, RateLimitedError } from '@lab/rate-limits';
 import type { FunctionRequest, FunctionsHost } from './host.js';
 import { cookieOf, CSRF_COOKIE, type AuthorizeRequest, type AuthorizeState } from './signed-state.js';
 import { consentPage, errorPage, loginPage, PAGE_HEADERS, type FormSecrets } from './views.js';
@@ -203,12 +204,11 @@ async function login(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeF
   // Password guessing through the form is throttled per account and address, like a lockout that heals.
   let user: identity.User;
   try {
-    user = await host.signIn({ email, address: host.clientAddress(ctx.req) }, () =>
+    user = await countedSignIn(host.limiter, { email, address: host.clientAddress(ctx.req) }, () =>
       host.clients.identity().call('checkCredentials', { email, password }, systemContext(ctx.requestId)),
     );
   } catch (err) {
-    if (err instanceof DomainError && err.kind === 'rate_limited')
-      return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
+    if (err instanceof RateLimitedError) return errorPage(429, 'temporarily_unavailable', 'Too many sign-in attempts. Wait a minute and start again.');
     if (err instanceof DomainError && err.kind === 'invalid') return loginPage(client.name, formFor(host, ctx.req, flow, r), 'Invalid email or password.');
     // identity's password checks are all taken (a flood): the form again, not a JSON error
     if (err instanceof DomainError && err.kind === 'unavailable') {

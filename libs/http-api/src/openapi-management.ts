@@ -2,9 +2,9 @@ import { MODULES, ROLES } from '@lab/identity';
 import { nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
 
 /**
- * The answers of the management API (/admin/v1) as the gateway's handlers render
- * them (services/gateway/src/handlers/admin.ts: orgView, userView, memberView,
- * tokenView, ...; handlers/webhooks.ts: subscriptionView, endpointView, deliveries): one
+ * The answers of the management API (/admin/v1) as they are written (identity's in
+ * libs/contracts/src/identity-json.ts: orgObject, userObject, memberObject,
+ * tokenObject, ...; the gateway's handlers/webhooks.ts: subscriptionView, endpointView, deliveries): one
  * schema per view, closed, so a generated client types an organisation, a user
  * or a token field by field.
  */

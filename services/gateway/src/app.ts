@@ -14,7 +14,7 @@ import {
   validationFailed,
 } from '@lab/kit';
 import { authenticate, runRoute } from './pipeline.js';
-import { RateLimitedError, type RateState } from './rate-limit.js';
+import { RateLimitedError, type RateState } from '@lab/rate-limits';
 import { send } from './replies.js';
 import { logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';

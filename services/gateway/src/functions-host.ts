@@ -1,7 +1,6 @@
 import type { FunctionsHost, StateSigner } from '@lab/functions';
 import { callerOf } from './auth.js';
 import { clientAddress } from './client-address.js';
-import { bucketKey, countedSignIn } from './rate-limit.js';
 import type { Deps } from './request.js';
 
 /**
@@ -16,10 +15,7 @@ export function functionsHost(deps: Pick<Deps, 'log' | 'clients' | 'auth' | 'lim
     clients,
     oauthState,
     clientAddress,
-    signIn: (who, check) => countedSignIn(limiter, who, check),
-    countAnonymous: async (door, value, limits, buckets) => {
-      await limiter.consume(bucketKey(door, value, buckets), limits, 'other');
-    },
+    limiter,
     authenticateUser: async (request, audience) => {
       const principal = await auth.user(request.req, request.requestId, audience);
       const caller = callerOf(principal, request.requestId);

@@ -3,18 +3,17 @@ import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { oauthStateKey, StateSigner } from '@lab/functions';
 import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, OutageLog, type Bus, type Logger, type Readiness } from '@lab/kit';
+import { RateLimiter } from '@lab/rate-limits';
+import { JobEventsHub } from '@lab/realtime';
 import { createApp } from './app.js';
 import { functionsHost } from './functions-host.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
 import { KeyedRefusals } from './idempotency.js';
-import { JobEventsHub } from './job-events.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
-import { RateLimiter } from './rate-limit.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
 import type { TrustProxy } from './client-address.js';
 
-export { realtimeStreamsPerOrgSetting } from './job-events.js';
 export { trustProxySetting } from './client-address.js';
 
 export interface GatewayOptions {

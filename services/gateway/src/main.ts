@@ -13,7 +13,8 @@ import {
   stopOnSignals,
   type Logger,
 } from '@lab/kit';
-import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from './index.js';
+import { realtimeStreamsPerOrgSetting } from '@lab/realtime';
+import { startGateway, trustProxySetting } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (a gRPC target: host:port, dns:///host:port, ipv4:a:p,b:p). */
 const SERVICES = ['identity', 'notebook', 'audit', 'inventory', 'equipment', 'telemetry', 'orders', 'jobs', 'notifications', 'webhooks'];

@@ -17,7 +17,7 @@ import { signExperiment, tokenGrant } from './handlers/user.js';
 import { inboundWebhookHandler, webhooksAdminHandler } from './handlers/webhooks.js';
 import { listDeadLetters, replayDeadLetter } from './handlers/dead-letters.js';
 import { parseIdempotencyKey, requestHash, type IdempotencyScope } from './idempotency.js';
-import { countedOperator, DEFAULT_LIMITS } from './rate-limit.js';
+import { countedOperator, DEFAULT_LIMITS } from '@lab/rate-limits';
 import type { Ctx, Deps } from './request.js';
 import { hasScope, honoursTestMode, missingScopeMessage, type RouteHandler, errorReply, type Reply } from '@lab/http-api';
 import { isTestMode, testModeReply } from './test-mode.js';

@@ -4,8 +4,8 @@ import type { CallerContext, Logger } from '@lab/kit';
 import type { Authenticator, Principal } from './auth.js';
 import type { Clients } from './clients.js';
 import type { KeyedRefusals } from './idempotency.js';
-import type { JobEventsHub } from './job-events.js';
-import type { RateLimiter, RateState } from './rate-limit.js';
+import type { JobEventsHub } from '@lab/realtime';
+import type { RateLimiter, RateState } from '@lab/rate-limits';
 import type { Route } from '@lab/http-api';
 
 /** One request as the handlers see it, once routing and authentication are done. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { createLogger, MemoryBus } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '@lab/testing';
 import { startGateway } from '../src/index';
-import { RateLimiter } from '../src/rate-limit';
+import { RateLimiter } from '@lab/rate-limits';
 import { call } from './http';
 
 const log = createLogger('test', 'silent');

@@ -6,7 +6,7 @@ import { cuttableProxy, startStack, type CuttableProxy, type Stack } from '@lab/
 /** host and port of a host:port address */
 const hostAndPort = (address: string): [string, number] => [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
 import { startGateway, type RunningGateway } from '../src/index';
-import { RateLimiter } from '../src/rate-limit';
+import { RateLimiter } from '@lab/rate-limits';
 import { call, eventually } from './http';
 
 /**

@@ -11,7 +11,8 @@ import {
   type Logger,
   type RunningService,
 } from '@lab/kit';
-import { realtimeStreamsPerOrgSetting, startGateway, trustProxySetting } from '@lab/gateway';
+import { startGateway, trustProxySetting } from '@lab/gateway';
+import { realtimeStreamsPerOrgSetting } from '@lab/realtime';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
 

@@ -1,5 +1,18 @@
 import { z } from 'zod';
-import type { identity } from '@lab/contracts';
+import {
+  departmentObject,
+  issuedApiKeyObject,
+  issuedPatObject,
+  memberObject,
+  membershipObject,
+  newDepartmentObject,
+  newUserObject,
+  oauthClientCredentialsObject,
+  oauthClientObject,
+  orgObject,
+  tokenObject,
+  userObject,
+} from '@lab/contracts';
 import {
   adminBodies,
   adminUsersQuery,
@@ -33,50 +46,6 @@ function param(ctx: Ctx, key: string): string {
   return v.toLowerCase();
 }
 
-const departmentView = (d: identity.Department) => ({ id: d.id, org_id: d.org_id, name: d.name, created_at: d.created_at || undefined });
-
-const userView = (u: identity.UserWithMemberships) => ({
-  id: u.id,
-  email: u.email,
-  name: u.name ?? null,
-  created_at: u.created_at,
-  memberships: u.memberships.map((m) => ({ org_id: m.org_id, org_name: m.org_name, role: m.role, department_id: m.department_id ?? null })),
-});
-
-const memberView = (m: identity.Member) => ({
-  org_id: m.org_id,
-  user_id: m.user_id,
-  email: m.email ?? null,
-  name: m.name ?? null,
-  role: m.role,
-  department_id: m.department_id ?? null,
-  created_at: m.created_at,
-});
-
-/** A token without its secret: what identifies it, what it may do, when it was made and last used. */
-const tokenView = (t: identity.TokenInfo) => ({
-  id: t.id,
-  name: t.name ?? null,
-  prefix: t.prefix ?? null,
-  scopes: t.scopes,
-  org_id: t.org_id ?? null,
-  user_id: t.user_id ?? null,
-  ...(t.kind === 'api_key' ? { connector_id: t.connector_id ?? null, device_ids: t.device_ids } : {}),
-  created_at: t.created_at,
-  last_used_at: t.last_used_at ?? null,
-  expires_at: t.expires_at ?? null,
-});
-
-const oauthClientView = (c: identity.OAuthClient) => ({
-  client_id: c.client_id,
-  name: c.name,
-  redirect_uris: c.redirect_uris,
-  scopes: c.scopes,
-  created_at: c.created_at,
-  // true for a client an MCP client registered itself (no secret; identity provider only)
-  public: c.public,
-});
-
 /**
  * The records of other services that name a department (the resources whose
  * fields include department_id), counted by asking each owner with the operator's
@@ -97,14 +66,6 @@ async function recordsInDepartment(ctx: Ctx, deps: Deps, departmentId: string): 
   return inUse;
 }
 
-const orgView = (o: identity.Org) => ({
-  id: o.id,
-  name: o.name,
-  modules: o.modules,
-  rate_limit: o.rate_limit ?? null,
-  created_at: o.created_at || undefined,
-});
-
 /** The management API, mapped onto identity's RPCs. */
 export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): Promise<Reply> {
   const idc = deps.clients.identity();
@@ -113,7 +74,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'createOrg': {
       const b = body(adminBodies.createOrg, ctx);
       const org = await idc.call('createOrg', { name: b.name, modules: b.modules ?? [], rate_limit: b.rate_limit }, caller);
-      return withLocation(json(201, { data: orgView(org) }), ctx.req.path, org.id);
+      return withLocation(json(201, { data: orgObject(org) }), ctx.req.path, org.id);
     }
     case 'updateOrg': {
       const org_id = param(ctx, 'org_id');
@@ -124,18 +85,18 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
         caller,
       );
       deps.auth.cache.dropOrg(org_id);
-      return json(200, { data: orgView(org) });
+      return json(200, { data: orgObject(org) });
     }
     case 'createDepartment': {
       const org_id = param(ctx, 'org_id');
       const b = body(adminBodies.createDepartment, ctx);
       const d = await idc.call('createDepartment', { org_id, name: b.name }, caller);
-      return json(201, { data: { id: d.id, org_id: d.org_id, name: d.name } });
+      return json(201, { data: newDepartmentObject(d) });
     }
     case 'createUser': {
       const b = body(adminBodies.createUser, ctx);
       const u = await idc.call('createUser', b, caller);
-      return withLocation(json(201, { data: { id: u.id, email: u.email, name: u.name ?? null } }), ctx.req.path, u.id);
+      return withLocation(json(201, { data: newUserObject(u) }), ctx.req.path, u.id);
     }
     case 'putMember': {
       const org_id = param(ctx, 'org_id');
@@ -143,7 +104,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
       const b = body(adminBodies.putMember, ctx);
       const m = await idc.call('putMember', { org_id, user_id, role: b.role, department_id: b.department_id ?? undefined }, caller);
       deps.auth.cache.dropMember(org_id, user_id);
-      return json(200, { data: { org_id: m.org_id, user_id: m.user_id, role: m.role, department_id: m.department_id ?? null } });
+      return json(200, { data: membershipObject(m) });
     }
     case 'deleteMember': {
       const org_id = param(ctx, 'org_id');
@@ -160,33 +121,33 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
         await deps.clients.telemetry().call('checkKeyBindings', { org_id, connector_id: b.connector_id ?? '', device_ids: b.device_ids ?? [] }, caller);
       }
       const t = await idc.call('createApiKey', { org_id, ...b, device_ids: b.device_ids ?? [] }, caller);
-      return json(201, { data: { id: t.id, token: t.token, scopes: t.scopes, user_id: t.user_id ?? null } });
+      return json(201, { data: issuedApiKeyObject(t) });
     }
     case 'createPat': {
       const user_id = param(ctx, 'user_id');
       const b = body(adminBodies.createPat, ctx);
       const t = await idc.call('createPat', { user_id, ...b }, caller);
-      return json(201, { data: { id: t.id, token: t.token, scopes: t.scopes, org_id: t.org_id ?? null } });
+      return json(201, { data: issuedPatObject(t) });
     }
     case 'createOAuthClient': {
       const b = body(adminBodies.createOAuthClient, ctx);
       const c = await idc.call('createOAuthClient', { name: b.name, redirect_uris: b.redirect_uris, scopes: b.scopes ?? [] }, caller);
-      return withLocation(json(201, { data: { client_id: c.client_id, client_secret: c.client_secret } }), ctx.req.path, c.client_id);
+      return withLocation(json(201, { data: oauthClientCredentialsObject(c) }), ctx.req.path, c.client_id);
     }
     case 'listOrgs': {
       const p = adminPage(ctx);
       const r = await idc.call('listOrgs', p, caller);
-      return json(200, listEnvelope(r.orgs.map(orgView), r.page, p));
+      return json(200, listEnvelope(r.orgs.map(orgObject), r.page, p));
     }
     case 'getOrg': {
       const org = await idc.call('getOrg', { org_id: param(ctx, 'org_id') }, caller);
-      return json(200, { data: orgView(org) });
+      return json(200, { data: orgObject(org) });
     }
     case 'listDepartments': {
       const org_id = param(ctx, 'org_id');
       const p = adminPage(ctx);
       const r = await idc.call('listDepartments', { org_id, page: p, department_ids: [] }, caller);
-      return json(200, listEnvelope(r.departments.map(departmentView), r.page, p));
+      return json(200, listEnvelope(r.departments.map(departmentObject), r.page, p));
     }
     case 'deleteDepartment': {
       const org_id = param(ctx, 'org_id');
@@ -205,38 +166,38 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
     case 'listUsers': {
       const q = parseWith(adminUsersQuery, ctx.req.query, 'invalid query');
       const r = await idc.call('listUsers', { email: q.email, page: { limit: q.limit, offset: q.offset } }, caller);
-      return json(200, listEnvelope(r.users.map(userView), r.page, q));
+      return json(200, listEnvelope(r.users.map(userObject), r.page, q));
     }
     case 'getUser': {
       const u = await idc.call('getUserMemberships', { user_id: param(ctx, 'user_id') }, caller);
-      return json(200, { data: userView(u) });
+      return json(200, { data: userObject(u) });
     }
     case 'listMembers': {
       const org_id = param(ctx, 'org_id');
       const p = adminPage(ctx);
       const r = await idc.call('listMembersPage', { org_id, page: p }, caller);
-      return json(200, listEnvelope(r.members.map(memberView), r.page, p));
+      return json(200, listEnvelope(r.members.map(memberObject), r.page, p));
     }
     case 'listApiKeys': {
       const org_id = param(ctx, 'org_id');
       const p = adminPage(ctx);
       const r = await idc.call('listTokens', { kind: 'api_key', org_id, page: p }, caller);
-      return json(200, listEnvelope(r.tokens.map(tokenView), r.page, p));
+      return json(200, listEnvelope(r.tokens.map(tokenObject), r.page, p));
     }
     case 'listPats': {
       const user_id = param(ctx, 'user_id');
       const p = adminPage(ctx);
       const r = await idc.call('listTokens', { kind: 'pat', user_id, page: p }, caller);
-      return json(200, listEnvelope(r.tokens.map(tokenView), r.page, p));
+      return json(200, listEnvelope(r.tokens.map(tokenObject), r.page, p));
     }
     case 'listOAuthClients': {
       const p = adminPage(ctx);
       const r = await idc.call('listOAuthClients', p, caller);
-      return json(200, listEnvelope(r.clients.map(oauthClientView), r.page, p));
+      return json(200, listEnvelope(r.clients.map(oauthClientObject), r.page, p));
     }
     case 'getOAuthClient': {
       const c = await idc.call('getOAuthClient', { client_id: itemParam(ctx, 'client_id', 'OAuth client') }, caller);
-      return json(200, { data: oauthClientView(c) });
+      return json(200, { data: oauthClientObject(c) });
     }
     case 'deleteOAuthClient': {
       await idc.call('deleteOAuthClient', { client_id: itemParam(ctx, 'client_id', 'OAuth client') }, caller);

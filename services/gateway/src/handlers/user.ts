@@ -5,7 +5,7 @@ import { recordId } from './records.js';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { parseBody } from '../validation.js';
 import { clientAddress } from '../client-address.js';
-import { countedSignIn } from '../rate-limit.js';
+import { countedSignIn } from '@lab/rate-limits';
 
 /** POST /auth/v1/token: user sign-in with a password or a refresh token. */
 export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {

@@ -2,7 +2,7 @@ import type { webhooks } from '@lab/contracts';
 import { webhooksAdminBodies, webhooksDeliveriesQuery, type WebhooksAdminAction, json, noContent, withLocation, type Reply } from '@lab/http-api';
 import { DomainError, isUuid, systemContext, validationFailed } from '@lab/kit';
 import { isInboundAddress } from '@lab/webhooks';
-import { bucketKey } from '../rate-limit.js';
+import { bucketKey } from '@lab/rate-limits';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseBody, parseWith } from '../validation.js';
 import { requireKnownOrg } from './known-org.js';

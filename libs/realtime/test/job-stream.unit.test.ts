@@ -4,8 +4,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, MemoryBus } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
-import type { Principal } from '../src/auth';
-import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEventsOptions } from '../src/job-events';
+import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEventsOptions, type StreamPrincipal } from '../src/job-stream';
 
 /**
  * The hub against real responses: a real HTTP server, real client sockets
@@ -15,7 +14,7 @@ const log = createLogger('test', 'silent');
 const ORG = '0190a0c8-0000-7000-8000-000000000001';
 /** Ten heartbeat periods of the 5 ms the close() test sets: long enough for a stray write to show. */
 const HEARTBEAT_PERIODS_MS = 50;
-const admin = { org_id: ORG, user_id: 'u-1', role: 'admin', scopes: ['read'], token_kind: 'pat', token_id: 't-1' } as unknown as Principal;
+const admin = { org_id: ORG, user_id: 'u-1', role: 'admin', scopes: ['read'], token_kind: 'pat', token_id: 't-1' } as unknown as StreamPrincipal;
 
 interface Harness {
   hub: JobEventsHub;
@@ -29,7 +28,7 @@ interface Harness {
   attached: Promise<void>[];
   clients: Socket[];
   /** who the next requests' streams belong to, in arrival order */
-  principals: Principal[];
+  principals: StreamPrincipal[];
 }
 
 let h: Harness | undefined;
@@ -41,7 +40,7 @@ async function harness(opts: JobEventsOptions & { attachAfterClose?: boolean } =
   const responses: ServerResponse[] = [];
   const errors: Error[] = [];
   const attached: Promise<void>[] = [];
-  const principals: Principal[] = [];
+  const principals: StreamPrincipal[] = [];
   const server = createServer((_req: IncomingMessage, res: ServerResponse) => {
     responses.push(res);
     const who = principals.shift() ?? admin;

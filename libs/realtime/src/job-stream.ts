@@ -1,7 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
-import { isAdministrator } from '@lab/permissions';
-import type { Principal } from './auth.js';
+import { isAdministrator, type Caller } from '@lab/permissions';
 
 /** Comment lines keep proxies and clients from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
@@ -25,7 +24,7 @@ export const MAX_STREAMS_PER_TOKEN = 10;
  * a replica, and the other organisations' dashboards with them.
  */
 const MAX_STREAMS_PER_ORG = 200;
-/** LAB_REALTIME_MAX_STREAMS_PER_ORG, read by the gateway and the standalone process. */
+/** LAB_REALTIME_MAX_STREAMS_PER_ORG, read by the gateway's process and the standalone process. */
 export const realtimeStreamsPerOrgSetting = envInt(MAX_STREAMS_PER_ORG, 1, 100_000);
 /**
  * Streams of one gateway in all: past this a replica answers 503 (another
@@ -46,6 +45,16 @@ const MAX_STREAM_MS = 60 * 60_000;
 /** The reconnection delay the ending stream asks for (`retry:`, milliseconds). */
 const RECONNECT_MS = 1_000;
 
+/**
+ * Who holds a stream, as the runtime authenticated them: the fields of its
+ * principal the channel reads (the organisation and token its caps count, and
+ * the user, role and scopes of the permission rule). The gateway's principal is one.
+ */
+export interface StreamPrincipal extends Caller {
+  org_id: string;
+  token_id: string;
+}
+
 interface JobUpdated {
   job: { id: string } & Record<string, unknown>;
   created_by?: string | null;
@@ -53,7 +62,7 @@ interface JobUpdated {
 }
 
 interface Listener {
-  principal: Principal;
+  principal: StreamPrincipal;
   res: ServerResponse;
   beat?: NodeJS.Timeout;
   expiry?: NodeJS.Timeout;
@@ -64,7 +73,7 @@ interface Listener {
  * API key without a user for the jobs it created itself, or such a key with the
  * admin scope for all of them (the jobs service applies the same rule).
  */
-function maySee(p: Principal, orgId: string | null, e: JobUpdated): boolean {
+function maySee(p: StreamPrincipal, orgId: string | null, e: JobUpdated): boolean {
   if (!orgId || p.org_id !== orgId) return false;
   if (isAdministrator(p)) return true;
   return p.user_id ? e.created_by === p.user_id : !!e.created_by_token_id && e.created_by_token_id === p.token_id;
@@ -140,7 +149,7 @@ export class JobEventsHub {
   }
 
   /** Why a new stream of this principal may not open now, if it may not. */
-  private refusal(principal: Principal): DomainError | undefined {
+  private refusal(principal: StreamPrincipal): DomainError | undefined {
     if ((this.perToken.get(principal.token_id) ?? 0) >= MAX_STREAMS_PER_TOKEN) {
       return new DomainError('rate_limited', 'too_many_streams', `at most ${MAX_STREAMS_PER_TOKEN} realtime streams of one token may be open at once`);
     }
@@ -183,13 +192,13 @@ export class JobEventsHub {
    * Refuses a new stream over a cap: the token's (MAX_STREAMS_PER_TOKEN) or the
    * organisation's on this gateway, 429 too_many_streams; this gateway's in all, 503.
    */
-  admit(principal: Principal): void {
+  admit(principal: StreamPrincipal): void {
     const refused = this.refusal(principal);
     if (refused) throw refused;
   }
 
   /** Serves one client until it disconnects (or the gateway stops). */
-  attach(principal: Principal, res: ServerResponse): Promise<void> {
+  attach(principal: StreamPrincipal, res: ServerResponse): Promise<void> {
     // The client already left: 'close' has fired and will not fire again, so a
     // registered listener and its heartbeat would never be removed.
     if (res.destroyed) return Promise.resolve();
