@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { deleteRunQueues } from '@lab/testing/queues';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const env = {
@@ -181,11 +182,15 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
           await new Promise((r) => (c.exitCode !== null ? r() : c.once('exit', r)));
         }
         await db.drop();
+        // left to expire, a day of runs' quorum queues kept the broker deleting them one
+        // by one, and it took a minute to accept a connection: the next cluster failed
+        await deleteRunQueues(env.AMQP_URL, exchange);
       },
     };
   } catch (err) {
     for (const c of children) c.kill('SIGKILL');
     await db.drop();
+    await deleteRunQueues(env.AMQP_URL, exchange);
     throw err;
   }
 }
