@@ -1,6 +1,6 @@
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
-import { causeOf, type Reply } from '@lab/http-api';
+import { causeOf, json, type Reply } from '@lab/http-api';
 import { hashToken, redirectUriRegistered, SCOPES, tokenKindOf } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { countedSignIn, RateLimitedError } from '@lab/rate-limits';
@@ -277,12 +277,8 @@ export const oauthAuthorize = (ctx: FunctionRequest, host: FunctionsHost): Promi
 
 const TOKEN_HEADERS = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
 
-export const tokenError = (status: number, error: string, description: string, headers: Record<string, string> = {}): Reply => ({
-  status,
-  contentType: 'application/json; charset=utf-8',
-  headers: { ...TOKEN_HEADERS, ...headers },
-  body: JSON.stringify({ error, error_description: description }),
-});
+export const tokenError = (status: number, error: string, description: string, headers: Record<string, string> = {}): Reply =>
+  json(status, { error, error_description: description }, { ...TOKEN_HEADERS, ...headers });
 
 const BASIC_CHALLENGE = { 'WWW-Authenticate': 'Basic realm="oauth-token", charset="UTF-8"' };
 
@@ -371,16 +367,9 @@ export async function grantTokens(
   }
   // A rotation ended the grant's earlier tokens: this replica stops honouring them now, not when the event arrives.
   host.dropTokens(t.revoked_token_ids);
-  return {
-    status: 200,
-    contentType: 'application/json; charset=utf-8',
-    headers: TOKEN_HEADERS,
-    body: JSON.stringify({
-      access_token: t.access_token,
-      token_type: 'bearer',
-      expires_in: t.expires_in,
-      refresh_token: t.refresh_token,
-      scope: t.scopes.join(' '),
-    }),
-  };
+  return json(
+    200,
+    { access_token: t.access_token, token_type: 'bearer', expires_in: t.expires_in, refresh_token: t.refresh_token, scope: t.scopes.join(' ') },
+    TOKEN_HEADERS,
+  );
 }

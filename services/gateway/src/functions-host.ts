@@ -1,4 +1,5 @@
 import type { FunctionsHost, StateSigner } from '@lab/functions';
+import { DEFAULT_LIMITS } from '@lab/rate-limits';
 import { callerOf } from './auth.js';
 import { clientAddress } from './client-address.js';
 import type { Deps } from './request.js';
@@ -21,7 +22,7 @@ export function functionsHost(deps: Pick<Deps, 'log' | 'clients' | 'auth' | 'lim
       const caller = callerOf(principal, request.requestId);
       request.principal = principal;
       request.caller = caller;
-      request.rate = await limiter.consume(principal.token_id, principal.rate_limit ?? { per_minute: 0, per_hour: 0 });
+      request.rate = await limiter.consume(principal.token_id, principal.rate_limit ?? DEFAULT_LIMITS);
       return { principal, caller };
     },
     dropTokens: (tokenIds) => auth.cache.dropTokens(tokenIds),

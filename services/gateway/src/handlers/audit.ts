@@ -1,5 +1,5 @@
 import { auditRecordsJson, chainReportJson } from '@lab/contracts';
-import { auditQuery, json, type Reply } from '@lab/http-api';
+import { auditQuery, itemFromJson, json, JSON_TYPE, type Reply } from '@lab/http-api';
 import { isUuid } from '@lab/kit';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
@@ -14,7 +14,7 @@ export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
   return {
     status: 200,
     body: `{"data":${auditRecordsJson(r.records)},"next_cursor":${next},"count":${r.count}}`,
-    contentType: 'application/json; charset=utf-8',
+    contentType: JSON_TYPE,
   };
 }
 
@@ -35,5 +35,5 @@ export async function verifyAuditChain(ctx: Ctx, deps: Deps): Promise<Reply> {
   if (!isUuid(org_id)) return json(404, { error: { code: 'not_found', message: 'organisation not found' } });
   await requireKnownOrg(org_id, ctx, deps);
   const r = await deps.clients.audit().call('verifyChain', { org_id }, callerIn(ctx), VERIFY_DEADLINE_MS);
-  return { status: 200, body: `{"data":${chainReportJson(r)}}`, contentType: 'application/json; charset=utf-8' };
+  return itemFromJson(200, chainReportJson(r));
 }

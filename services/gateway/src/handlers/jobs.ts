@@ -3,9 +3,7 @@ import { jobJson } from '@lab/contracts';
 import { DomainError, drainedOrGone } from '@lab/kit';
 import { callerIn, principalIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
-import { itemFromJson, withLocation, type Reply } from '@lab/http-api';
-
-const JSON_TYPE = 'application/json; charset=utf-8';
+import { itemFromJson, JSON_TYPE, withLocation, type Reply } from '@lab/http-api';
 
 /** POST /v1/jobs: 202 {data: Job}; the job runs later. */
 export async function createJob(ctx: Ctx, deps: Deps): Promise<Reply> {

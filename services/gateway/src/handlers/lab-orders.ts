@@ -1,9 +1,8 @@
 import { orderJson, resultJson } from '@lab/contracts';
-import { type LabOrderOp, type Reply, itemFromJson, listFromJson, withLocation } from '@lab/http-api';
+import { type LabOrderOp, type Reply, itemFromJson, JSON_TYPE, listFromJson, withLocation } from '@lab/http-api';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
 
-const JSON_TYPE = 'application/json; charset=utf-8';
 const CREATE_DEADLINE_MS = 120_000;
 
 /**

@@ -1,9 +1,7 @@
 import { messageJson, NOTIFICATION_SHAPE, type notifications, type RecordObject } from '@lab/contracts';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { objectBody, queryMap, recordId } from './records.js';
-import { json, type Reply } from '@lab/http-api';
-
-const JSON_TYPE = 'application/json; charset=utf-8';
+import { itemFromJson, json, JSON_TYPE, type Reply } from '@lab/http-api';
 
 /** A notification as its owner has always read it (timestamps as PostgreSQL writes them). */
 const notificationJson = (n: notifications.Notification): string => messageJson(NOTIFICATION_SHAPE, n as unknown as RecordObject);
@@ -35,5 +33,5 @@ export async function listNotifications(ctx: Ctx, deps: Deps): Promise<Reply> {
 export async function updateNotification(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
   const r = await deps.clients.notifications().call('updateNotification', { id, body: objectBody(ctx.body) }, callerIn(ctx));
-  return { status: 200, body: `{"data":${notificationJson(r.notification!)}}`, contentType: JSON_TYPE };
+  return itemFromJson(200, notificationJson(r.notification!));
 }

@@ -4,7 +4,7 @@ import { telemetryItemJson } from '@lab/contracts';
 import { MZML_MAX_BYTES, RawFileAllowance, rawFileLimit } from '@lab/telemetry';
 import { DomainError } from '@lab/kit';
 import { callerIn, type Ctx, type Deps } from '../request.js';
-import { type Reply } from '@lab/http-api';
+import { itemFromJson, type Reply } from '@lab/http-api';
 
 /**
  * Largest piece of the file per message. The generated encoder grows its buffer
@@ -192,7 +192,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         reject(invalid('file', 'the file part is missing'));
         return;
       }
-      upload.then((json) => resolve({ status: 201, body: `{"data":${json}}`, contentType: 'application/json; charset=utf-8' }), reject);
+      upload.then((json) => resolve(itemFromJson(201, json)), reject);
     });
     bb.on('error', () => {
       failure ??= invalid('', 'malformed multipart/form-data');
