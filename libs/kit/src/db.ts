@@ -7,7 +7,8 @@ import { drizzle as drizzlePg, NodePgSession, NodePgTransaction } from 'drizzle-
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
-import { registerPool } from './metrics.js';
+import { metrics, registerPool } from './metrics.js';
+import { markNotCommitted, SharedTransactions, TransactionNotCommitted } from './shared-tx.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT>;
@@ -29,6 +30,12 @@ export interface Database {
    * connection, so a statement on `db.orm` inside a transaction would wait forever.
    */
   tx<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * Like tx, but the transaction may be shared with other writes begun at the same
+   * moment (group commit: shared-tx.ts). fn may run twice and must do nothing but
+   * statements on `tx`. Embedded, the same as tx.
+   */
+  sharedTx<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Rows of one statement. */
   rows<T>(q: SQL, exec?: Executor): Promise<T[]>;
   ping(): Promise<void>;
@@ -156,8 +163,8 @@ async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) =>
     const out = await fn(tx).finally(() => begun);
     // the statements handed over were sent before the COMMIT, so their answers come first
     const [failure, done] = await Promise.all([tailFailure(tx), sendNow(tx, sql`commit`)]);
-    if (failure) throw failure.reason;
-    if (done.command !== 'COMMIT') throw new Error(`the transaction ended in ${done.command ?? 'nothing'} instead of COMMIT`);
+    if (failure) throw markNotCommitted(failure.reason);
+    if (done.command !== 'COMMIT') throw new TransactionNotCommitted(done.command);
     return out;
   } catch (err) {
     // after a failed COMMIT (or a connection lost) there may be no transaction to roll back:
@@ -260,10 +267,16 @@ function openPg(url: string, max: number, name: string): Database {
   prepareRepeatedStatements(pool);
   const orm = drizzlePg(pool) as unknown as Orm;
   const dialect = (orm as unknown as { dialect: PgDialect }).dialect;
+  const tx = <T>(fn: (tx: Tx) => Promise<T>) => pipelinedTx(pool, dialect, fn);
+  const shared = new SharedTransactions<Tx>(tx, (size, outcome) => {
+    metrics().sharedTransactions.inc({ outcome });
+    metrics().sharedTransactionWrites.inc({ outcome }, size);
+  });
   return {
     kind: 'pg',
     orm,
-    tx: (fn) => pipelinedTx(pool, dialect, fn),
+    tx,
+    sharedTx: (fn) => shared.run(fn),
     rows: (q, exec = orm) => rows(exec, q),
     ping: async () => {
       await pool.query('select 1');
@@ -395,6 +408,7 @@ async function openEmbedded(dataDir: string): Promise<Database> {
     kind: 'pglite',
     orm,
     tx: (fn) => embeddedTx(orm, fn),
+    sharedTx: (fn) => embeddedTx(orm, fn),
     rows: (q, exec = orm) => rows(exec, q),
     ping: async () => {
       await lite.query('select 1');

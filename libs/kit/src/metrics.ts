@@ -82,6 +82,16 @@ function build() {
         "keep failing lets a retry run again), receipt_lookup and receipt_keep (a service's receipts: an answer not kept is a 409 for the retry)",
       labelNames: ['operation'] as const,
     }),
+    sharedTransactions: new client.Counter({
+      name: 'lab_db_shared_transactions_total',
+      help: 'Transactions that several writes shared (group commit), by outcome: committed, or rerun (a member failed, so each ran again alone)',
+      labelNames: ['outcome'] as const,
+    }),
+    sharedTransactionWrites: new client.Counter({
+      name: 'lab_db_shared_transaction_writes_total',
+      help: 'Writes that ran in a shared transaction, by outcome (committed together, or rerun alone)',
+      labelNames: ['outcome'] as const,
+    }),
     upstreamFailures: new client.Counter({
       name: 'lab_upstream_failures_total',
       help: 'gRPC calls to a peer service that failed because it was unavailable or out of time, by peer and gRPC code',

@@ -218,6 +218,15 @@ interface PassResult {
  * the dead-letter table when the consumer gives up or the broker has refused it
  * MAX_BROKER_REFUSALS times.
  */
+export interface WriteOptions {
+  /**
+   * The write may share its transaction with others begun at the same moment
+   * (group commit, `Database.sharedTx`): for writes that come in bursts and do
+   * nothing in fn but statements on its transaction and emitting.
+   */
+  shared?: boolean;
+}
+
 export class Outbox {
   private timer?: NodeJS.Timeout;
   private readonly table;
@@ -265,14 +274,25 @@ export class Outbox {
    * (the generic records engine), last, with that answer, so that the answer
    * commits with the write.
    */
-  async write<T>(caller: CallerContext | null, fn: (tx: Tx, emit: Emitter) => Promise<T>, answer?: (result: T) => unknown): Promise<T> {
-    const emit = new Emitter(this.opts.service, caller);
+  async write<T>(
+    caller: CallerContext | null,
+    fn: (tx: Tx, emit: Emitter) => Promise<T>,
+    answer?: (result: T) => unknown,
+    opts: WriteOptions = {},
+  ): Promise<T> {
     const receipts = this.opts.receipts;
     const claim = receipts?.beginClaim();
     let answered = false;
+    let emit!: Emitter;
     let out: T;
     try {
-      out = await this.opts.db.tx(async (tx) => {
+      const db = this.opts.db;
+      const run = (f: (tx: Tx) => Promise<T>) => (opts.shared ? db.sharedTx(f) : db.tx(f));
+      out = await run(async (tx) => {
+        // per run: a transaction shared with other writes may fail for one of them
+        // and run again alone, and only what this run emitted commits
+        emit = new Emitter(this.opts.service, caller);
+        answered = false;
         if (claim && !answer) await receipts!.claim(tx, claim);
         const result = await fn(tx, emit);
         // nothing waits for these answers: they travel with the COMMIT (a failure

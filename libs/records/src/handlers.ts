@@ -6,6 +6,7 @@ import {
   DomainError,
   type Handlers,
   type Emitter,
+  type WriteOptions,
   type ServiceDeps,
   isGuid,
   parseWith,
@@ -113,6 +114,7 @@ export function recordServiceHandlers(
     r: Resource,
     action: 'create' | 'update' | 'delete',
     fn: (tx: Tx, emit: Emitter) => Promise<{ before: StoredRecord | null; after: StoredRecord | null }>,
+    opts: WriteOptions = {},
   ): Promise<StoredRecord | null> =>
     outbox.write(
       caller,
@@ -128,6 +130,7 @@ export function recordServiceHandlers(
         return after;
       },
       (after): records.RecordResponse | records.DeleteRecordResponse => (after ? { record: after.record } : {}),
+      opts,
     );
 
   return {
@@ -167,16 +170,22 @@ export function recordServiceHandlers(
       const input = parseWith(r.create, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
       await checkRemoteReferences(r.references, remote, caller, input);
-      const after = await audited(caller, r, 'create', async (tx, emit) => {
-        await checkParent(tx, r, caller, parentId, true);
-        await checkLocalReferences(tx, r.references, caller, input);
-        const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
-        if (r.parent && parentId) values[r.parent.column] = parentId;
-        assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
-        const created = await insertRecord(tx, r, caller, values);
-        await r.afterCreate?.(tx, emit, caller, null, created.row);
-        return { before: null, after: created };
-      });
+      const after = await audited(
+        caller,
+        r,
+        'create',
+        async (tx, emit) => {
+          await checkParent(tx, r, caller, parentId, true);
+          await checkLocalReferences(tx, r.references, caller, input);
+          const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
+          if (r.parent && parentId) values[r.parent.column] = parentId;
+          assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
+          const created = await insertRecord(tx, r, caller, values);
+          await r.afterCreate?.(tx, emit, caller, null, created.row);
+          return { before: null, after: created };
+        },
+        { shared: r.sharedCreates },
+      );
       return { record: after!.record };
     },
 

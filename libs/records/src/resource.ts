@@ -85,6 +85,14 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
    * columns, check references). id, org_id and created_by are set by the engine.
    */
   beforeCreate?: (tx: Tx, caller: CallerContext, input: z.infer<C>) => Promise<Record<string, unknown>>;
+  /**
+   * Creates may share one transaction with the other creates of the moment (group
+   * commit, the kit's shared-tx.ts): for resources created in bursts whose create
+   * hooks only emit, or change rows with single statements (no read, then write,
+   * of a row another create could change in between). The engine may run a
+   * create's transaction twice (once shared, once alone).
+   */
+  sharedCreates?: boolean;
   /** Turns the validated update body into column values (check references). */
   beforeUpdate?: (tx: Tx, caller: CallerContext, input: z.infer<U>, before: RecordJson) => Promise<Record<string, unknown>>;
   /** Emits the resource's domain events; the audit record is written by the engine. */

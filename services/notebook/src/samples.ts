@@ -37,6 +37,9 @@ export const samples = defineResource({
     owner_id: { noun: 'member', peer: 'member' },
   },
   ...departmentAccess(['owner_id', 'created_by']),
+  // samples are registered in bursts (a LIMS batch, an instrument run), and a
+  // create only inserts its row and emits
+  sharedCreates: true,
   afterCreate: (_tx, emit, caller, _before, after) => sampleEvents.created(emit, caller, after),
   afterUpdate: (_tx, emit, caller, before, after) => sampleEvents.statusChanged(emit, caller, before, after),
 });
