@@ -25,6 +25,8 @@ export const equipment = defineResource({
   record: 'equipment',
   table: 'equipment.equipment',
   create: createEquipment,
+  // no create hooks: a create inserts its row and emits (decision 034)
+  sharedCreates: true,
   update: createEquipment.partial(),
   filters: {
     name: 'string',

@@ -36,6 +36,8 @@ export const reagents = defineResource({
   table: 'inventory.reagents',
   auditResource: 'reagent',
   create: createReagent,
+  // no create hooks: a create inserts its row and emits (decision 034)
+  sharedCreates: true,
   update: createReagent.partial(),
   filters: {
     name: 'string',

@@ -50,6 +50,8 @@ export const stockItems = defineResource({
   table: 'inventory.stock_items',
   auditResource: 'stock_item',
   create: createStockItem,
+  // no create hooks: a create inserts its row and emits (decision 034)
+  sharedCreates: true,
   update: updateStockItem,
   filters: {
     catalog_id: 'uuid',

@@ -42,6 +42,9 @@ export const experiments = defineResource({
   table: 'notebook.experiments',
   auditResource: 'experiment',
   create: createExperiment,
+  // the create's one other write is the display counter's single upsert, which
+  // numbers the creates of a shared transaction one after another (decision 034)
+  sharedCreates: true,
   update: createExperiment.partial(),
   filters: {
     status: 'string',

@@ -37,6 +37,8 @@ export const projects = defineResource({
   table: 'notebook.projects',
   auditResource: 'project',
   create: createProject,
+  // no create hooks: a create inserts its row and emits (decision 034)
+  sharedCreates: true,
   update: createProject.partial(),
   filters: {
     status: 'string',

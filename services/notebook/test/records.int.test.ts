@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { experimentJson, notebook, recordObject, records, recordsWire, signatureObject, signedExperimentJson } from '@lab/contracts';
-import { Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
+import { metrics, Receipts, RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { definition } from '@lab/notebook';
 import { holdTransaction, startReferenceOwners, startTestService, waitFor, type ReferenceOwners, type TestService } from '@lab/testing';
 
@@ -159,6 +159,28 @@ describe('defaults and server-set fields', () => {
     expect((await create('experiments', {}, b.admin)).display_id).toBe('EXP-000001');
     const parallel = await Promise.all(Array.from({ length: 5 }, () => create('experiments', {}, b.admin)));
     expect(parallel.map((e) => e.display_id).sort()).toEqual(['EXP-000002', 'EXP-000003', 'EXP-000004', 'EXP-000005', 'EXP-000006']);
+  });
+});
+
+describe('creates begun together (group commit, decision 034)', () => {
+  const shared = async () => (await metrics().sharedTransactionWrites.get()).values.reduce((n, v) => n + v.value, 0);
+
+  it('keeps each as it would be alone: a keyed duplicate in the same moment replays the first answer, every other create is made once', async () => {
+    const w = org();
+    const before = await shared();
+    const keyed = { ...w.admin, idempotency_key: `key-${newId()}`, request_hash: 'same request' };
+    const createSample = (name: string, caller: CallerContext) =>
+      rec.call('createRecord', { resource: 'samples', body: { name }, parent_id: '' }, { ...caller, request_id: newId() });
+    const [first, , duplicate] = await Promise.all([
+      createSample('a', keyed),
+      createSample('b', w.admin),
+      createSample('a', keyed),
+      createSample('c', w.admin),
+    ]);
+    expect(duplicate).toEqual(first);
+    expect((await list('samples', {}, w.admin)).data.map((r) => r.name).sort()).toEqual(['a', 'b', 'c']);
+    // they did share: one transaction that failed on the duplicate's claim, then each alone
+    expect(await shared()).toBeGreaterThan(before);
   });
 });
 
