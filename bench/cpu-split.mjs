@@ -5,7 +5,8 @@
 // environmental readings, 1 in 50 a breach, as bench/ingest.mjs does, from 8 connections
 // unless BENCH_CONNECTIONS says otherwise), BENCH_SECONDS, BENCH_CONNECTIONS (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
-// updated (and of those HOT, which touch no index) and deleted per request. Each
+// updated (and of those HOT, which touch no index) and deleted per request, and the
+// database's transactions per request (in the `ins` column of `(transactions)`). Each
 // process's read and write system calls per request are printed beside its CPU.
 import { execSync } from 'node:child_process';
 import pg from 'pg';
@@ -55,7 +56,12 @@ async function tableCounters(url) {
     await new Promise((r) => setTimeout(r, 1500));
     const { rows } = await c.query(`select schemaname || '.' || relname as name, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
       from pg_stat_user_tables`);
-    return Object.fromEntries(rows.map((r) => [r.name, [r.n_tup_ins, r.n_tup_upd, r.n_tup_hot_upd, r.n_tup_del].map(Number)]));
+    // transactions of the whole database, the services' own and the relays' alike
+    const { rows: db } = await c.query(`select xact_commit + xact_rollback as n from pg_stat_database where datname = current_database()`);
+    return {
+      ...Object.fromEntries(rows.map((r) => [r.name, [r.n_tup_ins, r.n_tup_upd, r.n_tup_hot_upd, r.n_tup_del].map(Number)])),
+      '(transactions)': [Number(db[0].n), 0, 0, 0],
+    };
   } finally {
     await c.end();
   }
