@@ -48,9 +48,12 @@ export type JsonProblem = { kind: 'unstorable'; path: string } | { kind: 'not_fi
 /**
  * Whether JSON text may hold a number JSON.parse makes infinite (1e309, or more
  * than 308 digits): stored, it would silently become null. A cheap look at the
- * bytes, so that most bodies skip the walk of jsonProblem.
+ * bytes, so that most bodies skip the walk of jsonProblem. The run of 309 digits
+ * is looked for only where a run starts (the lookbehind): tried at every digit,
+ * each number cost the square of its length, and an ingest batch of 500 readings
+ * (60 KB) took 0.5-0.7 ms instead of 0.25-0.3.
  */
-export const mayHoldHugeNumber = (text: string): boolean => /[eE]\+?0*[1-9]\d{2}|\d{309}/.test(text);
+export const mayHoldHugeNumber = (text: string): boolean => /[eE]\+?0*[1-9]\d{2}|(?<!\d)\d{309}/.test(text);
 
 /**
  * The first string or key PostgreSQL cannot store, the first number that is not

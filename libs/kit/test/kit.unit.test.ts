@@ -1,6 +1,7 @@
 import { Metadata, status } from '@grpc/grpc-js';
 import {
   DomainError,
+  mayHoldHugeNumber,
   changedFields,
   Emitter,
   REDACTED,
@@ -326,5 +327,25 @@ describe('logErr', () => {
     expect(out.message).toContain('subscriptions_pkey');
     const direct = logErr(pgError) as Record<string, unknown>;
     expect([direct.code, direct.constraint, direct.detail]).toEqual(['23505', 'subscriptions_pkey', '[redacted]']);
+  });
+});
+
+describe('mayHoldHugeNumber (the look before the walk of jsonProblem)', () => {
+  it('finds a number JSON.parse makes infinite, wherever it stands', () => {
+    for (const text of ['1e309', '{"v":12E+400}', '[-1e0309]', `{"v":${'9'.repeat(309)}}`, '1'.repeat(400), `{"a":1,"b":${'7'.repeat(309)}.5}`]) {
+      expect(mayHoldHugeNumber(text)).toBe(true);
+    }
+  });
+
+  it('passes what parses finite: runs of at most 308 digits, small exponents, digits in text', () => {
+    for (const text of [
+      '1e99',
+      '{"v":1e+99}',
+      `{"v":${'9'.repeat(308)}}`,
+      `{"a":${'1'.repeat(200)},"b":${'2'.repeat(200)}}`,
+      '{"measured_at":"2026-11-26T12:00:00.123456Z"}',
+    ]) {
+      expect(mayHoldHugeNumber(text)).toBe(false);
+    }
   });
 });
