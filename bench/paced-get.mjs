@@ -2,7 +2,8 @@
 // at even rates (RATES, req/s, comma-separated; each BENCH_SECONDS, default 6) over
 // 64 connections, printing latency percentiles and, for each run, when the requests
 // slower than 30 ms were due (seconds since the run's start:latency ms). Stalls show
-// as runs of slow requests due within a few ms of each other. A development aid; with
+// as runs of slow requests due within a few ms of each other; BENCH_SLOW_HIST=1 also
+// counts them per second of the run (a cold start shows in the first seconds). A development aid; with
 // BENCH_NODE_FLAGS=--trace-gc BENCH_LOG_DIR=<dir> the services' GC pauses go to <dir>.
 import { api, seedOrg, startCluster } from './cluster.mjs';
 import { pacedLoad } from './paced.mjs';
@@ -24,6 +25,18 @@ try {
     console.log(rate, JSON.stringify(r));
     const slow = timeline.filter(([, l]) => l > 30).map(([t, l]) => `${(t / 1000).toFixed(2)}:${l.toFixed(0)}`);
     console.log('  slow:', slow.length, slow.slice(0, 60).join(' '));
+    if (process.env.BENCH_SLOW_HIST)
+      console.log(
+        '  slow per second:',
+        JSON.stringify(
+          Object.entries(
+            Object.groupBy(
+              timeline.filter(([, l]) => l > 30),
+              ([t]) => Math.floor(t / 1000),
+            ),
+          ).map(([s, xs]) => [Number(s), xs.length]),
+        ),
+      );
   }
 } finally {
   await cluster.stop();
