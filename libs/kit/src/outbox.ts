@@ -202,6 +202,15 @@ interface PassResult {
   down?: unknown;
 }
 
+export interface WriteOptions {
+  /**
+   * The write may share its transaction with others begun at the same moment
+   * (group commit, `Database.sharedTx`): for writes that come in bursts and do
+   * nothing in fn but statements on its transaction and emitting.
+   */
+  shared?: boolean;
+}
+
 /**
  * Transactional outbox and its relay. `write()` runs a change and inserts its
  * messages in the same transaction; after commit the relay is kicked and
@@ -218,15 +227,6 @@ interface PassResult {
  * the dead-letter table when the consumer gives up or the broker has refused it
  * MAX_BROKER_REFUSALS times.
  */
-export interface WriteOptions {
-  /**
-   * The write may share its transaction with others begun at the same moment
-   * (group commit, `Database.sharedTx`): for writes that come in bursts and do
-   * nothing in fn but statements on its transaction and emitting.
-   */
-  shared?: boolean;
-}
-
 export class Outbox {
   private timer?: NodeJS.Timeout;
   private readonly table;
@@ -272,7 +272,8 @@ export class Outbox {
    * that a retry of a call that already wrote waits for it and then fails before
    * doing anything; or, when `answer` gives the call's answer from fn's result
    * (the generic records engine), last, with that answer, so that the answer
-   * commits with the write.
+   * commits with the write. With `opts.shared` the transaction may be shared
+   * with other writes (decision 034), and fn may run a second time, alone.
    */
   async write<T>(
     caller: CallerContext | null,
