@@ -20,8 +20,10 @@ import { AsyncResource } from 'node:async_hooks';
  *
  * Members run concurrently on the group's one connection (pipelined: statements
  * are queued in order), each in its own async context (its request's scope, its
- * Idempotency-Key receipt, its trace), and see each other's rows as if they had
- * run one after another.
+ * Idempotency-Key receipt, its trace). Their statements interleave: they see each
+ * other's rows and never wait for each other's row locks, so a write that reads a
+ * row and then writes from what it read could decide otherwise than alone. Such
+ * writes must not share (the records engine's resources opt in: sharedCreates).
  */
 export class SharedTransactions<Tx> {
   private forming: Member<Tx>[] | undefined;
