@@ -6,18 +6,8 @@
 // GetRecord (lab_grpc_server_duration_seconds). Client minus gateway is time waiting
 // for the gateway to read the request; gateway minus notebook is the gateway's own.
 // A development aid, not a scenario.
-import { createServer } from 'node:net';
-import { api, seedOrg, startCluster } from './cluster.mjs';
+import { api, freePort, seedOrg, startCluster } from './cluster.mjs';
 import { pacedLoad } from './paced.mjs';
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 /** Cumulative bucket counts of a histogram, summed over the series `keep` accepts. */
 async function buckets(url, name, keep) {
