@@ -8,7 +8,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 import { metrics, registerPool } from './metrics.js';
-import { markNotCommitted, SharedTransactions, TransactionNotCommitted } from './shared-tx.js';
+import { markNotCommitted, SharedTransactions } from './shared-tx.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT>;
@@ -164,7 +164,7 @@ async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) =>
     // the statements handed over were sent before the COMMIT, so their answers come first
     const [failure, done] = await Promise.all([tailFailure(tx), sendNow(tx, sql`commit`)]);
     if (failure) throw markNotCommitted(failure.reason);
-    if (done.command !== 'COMMIT') throw new TransactionNotCommitted(done.command);
+    if (done.command !== 'COMMIT') throw markNotCommitted(new Error(`the transaction ended in ${done.command ?? 'nothing'} instead of COMMIT`));
     return out;
   } catch (err) {
     // after a failed COMMIT (or a connection lost) there may be no transaction to roll back:

@@ -104,7 +104,8 @@ const notCommitted = new WeakSet<object>();
  * Marks the error a transaction failed with as one that certainly left nothing
  * committed: a statement handed over to run with the COMMIT failed (the server
  * aborted the transaction, and the COMMIT behind it answered ROLLBACK), whatever
- * the error was turned into on its way (a receipt's conflict is a DomainError).
+ * the error was turned into on its way (a receipt's conflict is a DomainError),
+ * or the COMMIT answered something else than COMMIT.
  */
 export function markNotCommitted<E>(err: E): E {
   if (typeof err === 'object' && err !== null) notCommitted.add(err);
@@ -114,22 +115,13 @@ export function markNotCommitted<E>(err: E): E {
 /**
  * Whether an error after the members finished certainly left nothing committed:
  * marked so, or one the server reported (a SQLSTATE beside a severity: the
- * COMMIT itself failed, and the transaction with it), or a COMMIT answered with
- * something else than COMMIT.
+ * COMMIT itself failed, and the transaction with it).
  */
 function rolledBack(err: unknown): boolean {
   if (typeof err === 'object' && err !== null && notCommitted.has(err)) return true;
   for (let e = err as { code?: unknown; severity?: unknown; cause?: unknown } | null, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e instanceof TransactionNotCommitted) return true;
     // a server's error has a severity beside its SQLSTATE; a socket's (EPIPE) has neither
     if (typeof e.severity === 'string' && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return true;
   }
   return false;
-}
-
-/** The COMMIT of a transaction answered ROLLBACK (a statement in it had failed). */
-export class TransactionNotCommitted extends Error {
-  constructor(command: string | undefined) {
-    super(`the transaction ended in ${command ?? 'nothing'} instead of COMMIT`);
-  }
 }
