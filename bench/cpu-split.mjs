@@ -7,7 +7,8 @@
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
 // updated (and of those HOT, which touch no index) and deleted per request, and the
 // database's transactions per request (in the `ins` column of `(transactions)`). Each
-// process's read and write system calls per request are printed beside its CPU.
+// process's read and write system calls and minor page faults per request are printed
+// beside its CPU.
 import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
@@ -37,8 +38,11 @@ const ticks = () => {
                 ? 'autocannon'
                 : undefined);
       if (!name) continue;
-      out[name] ??= { ticks: 0, reads: 0, writes: 0 };
+      out[name] ??= { ticks: 0, reads: 0, writes: 0, faults: 0 };
       out[name].ticks += t;
+      // minor page faults: on this VM each costs ~20 us, so fresh memory touched per
+      // request (a large object's new pages, say) shows here before it shows as CPU
+      out[name].faults += Number(f[7]);
       // system calls that read and write (sockets included): on this VM a write to a
       // loopback socket costs ~100 us, more than most statements' own work
       const io = readFileSync(`/proc/${pid}/io`, 'utf8');
@@ -115,7 +119,7 @@ try {
   const per = (k, f) => (b[k][f] - (a[k]?.[f] ?? 0)) / total;
   for (const k of Object.keys(b)) {
     console.log(
-      `  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes per request`,
+      `  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes ${per(k, 'faults').toFixed(1).padStart(6)} page faults per request`,
     );
   }
 } finally {

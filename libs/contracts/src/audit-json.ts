@@ -4,6 +4,7 @@
 // with six digits of fraction and "Z"); the gateway and the export jobs write them
 // back as that JSON.
 import { ChainProblem, type AuditRecord, type VerifyChainResponse } from './lab/audit/v1/audit.js';
+import { jsonArray, type JsonText } from './json-text.js';
 import { enumWords, messageFromRow, messageShape, utcMicrosText, type RecordObject } from './record-json.js';
 
 const AUDIT = messageShape(['created_at', 'occurred_at']);
@@ -48,7 +49,7 @@ export function auditRecordObject(r: AuditRecord): RecordObject {
 export const auditRecordJson = (r: AuditRecord): string => JSON.stringify(auditRecordObject(r));
 
 /** Entries as a JSON array text (a page's data). */
-export const auditRecordsJson = (list: AuditRecord[]): string => `[${list.map(auditRecordJson).join(',')}]`;
+export const auditRecordsJson = (list: AuditRecord[]): JsonText => jsonArray(list, auditRecordJson);
 
 /** What the audit service's chain walk reports, as plain data. */
 export type ChainReportData =

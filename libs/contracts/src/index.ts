@@ -39,6 +39,7 @@ export {
   type RecordCase,
   type RecordObject,
 } from './record-json.js';
+export { JSON_PIECE_CHARS, jsonArray, jsonString, JsonWriter, type JsonText } from './json-text.js';
 export { jobFromRowJson, jobJson, jobStatusText } from './job-json.js';
 export { orderFromRow, orderJson, resultJson, resultsFromJson } from './order-json.js';
 export {

@@ -6,6 +6,7 @@ import type { Record as RecordMessage } from './lab/common/v1/records.js';
 import type { Timestamp } from './google/protobuf/timestamp.js';
 import type { ExperimentSignature, SignedExperiment } from './lab/notebook/v1/notebook.js';
 import type { Experiment } from './lab/notebook/v1/records.js';
+import { jsonArray, type JsonText } from './json-text.js';
 
 /** The case of lab.common.v1.Record that holds a resource's message. */
 export type RecordCase = NonNullable<RecordMessage['kind']>['$case'];
@@ -267,7 +268,7 @@ function keyText(key: string): string {
 }
 
 /** Records as a JSON array text (a list page's data). */
-export const recordsJson = (list: RecordMessage[]): string => `[${list.map(recordJson).join(',')}]`;
+export const recordsJson = (list: RecordMessage[]): JsonText => jsonArray(list, recordJson);
 
 /** A record as the object clients see (JSON.parse of recordJson, decimals as numbers). */
 export function recordObject(record: RecordMessage): RecordObject {

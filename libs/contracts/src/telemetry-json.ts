@@ -23,6 +23,7 @@ import {
   type Result,
   type ResultChart,
 } from './lab/telemetry/v1/telemetry.js';
+import { jsonArray, JsonWriter, type JsonText } from './json-text.js';
 import { enumWords, messageFromRow, messageShape, timestampFromText, timestampText, type RecordObject } from './record-json.js';
 
 /** A double as PostgreSQL's float8 output writes it (shortest exact digits, exponent outside 1e-4..1e15). */
@@ -180,14 +181,15 @@ export function rejectedJson(r: RejectedReading): string {
  * fields, in its order), from its own values, its point's (sent once) and the
  * batch's creation. The parts every reading of a point shares are written once.
  */
-export function readingsIngestedJson(a: ReadingsIngested): string {
+export function readingsIngestedJson(a: ReadingsIngested): JsonText {
   const tail = `,"created_by":${bare(a.created_by)},"created_at":${createdTime(a.created_at)}}`;
   const points = a.points.map((p) => ({
     head: `","point_id":"${p.point_id}","external_code":${str(p.external_code)},"parameter":${str(p.parameter)},"value":`,
     unit: str(p.unit),
     limits: `,"limit_min":${float(p.limit_min)},"limit_max":${float(p.limit_max)},"is_breach":`,
   }));
-  const readings = a.readings.map((r) => {
+  const out = new JsonWriter().add(`{"created":${a.created},"breaches":${a.breaches},"readings":`);
+  out.array(a.readings, (r) => {
     const p = points[r.point];
     if (!p) throw new Error(`an ingested reading names point ${r.point} of ${points.length}`);
     return (
@@ -195,7 +197,7 @@ export function readingsIngestedJson(a: ReadingsIngested): string {
       `,"measured_at":${measuredTime(r.measured_at)},"sample_id":${bare(r.sample_id)},"notes":${str(r.notes)}${tail}`
     );
   });
-  return `{"created":${a.created},"breaches":${a.breaches},"readings":[${readings.join(',')}],"rejected":${listJson(a.rejected, rejectedJson)}}`;
+  return out.add(`,"rejected":${listJson(a.rejected, rejectedJson)}}`).text();
 }
 
 export const deviceJson = (d: Device): string =>
@@ -237,7 +239,7 @@ function listJson<T>(list: readonly T[], one: (x: T) => string): string {
 }
 
 /** The resource of a single answer as the JSON object clients see. */
-export function telemetryItemJson(item: ItemResponse['item']): string {
+export function telemetryItemJson(item: ItemResponse['item']): JsonText {
   switch (item?.$case) {
     case 'point':
       return pointJson(item.value);
@@ -261,18 +263,18 @@ export function telemetryItemJson(item: ItemResponse['item']): string {
 }
 
 /** A page's records as the JSON array clients see (empty when the page names no resource). */
-export function telemetryListJson(page: ListResponse['page']): string {
+export function telemetryListJson(page: ListResponse['page']): JsonText {
   switch (page?.$case) {
     case 'points':
-      return listJson(page.value.points, pointJson);
+      return jsonArray(page.value.points, pointJson);
     case 'readings':
-      return listJson(page.value.readings, readingJson);
+      return jsonArray(page.value.readings, readingJson);
     case 'devices':
-      return listJson(page.value.devices, deviceJson);
+      return jsonArray(page.value.devices, deviceJson);
     case 'results':
-      return listJson(page.value.results, resultJson);
+      return jsonArray(page.value.results, resultJson);
     case 'connectors':
-      return listJson(page.value.connectors, connectorJson);
+      return jsonArray(page.value.connectors, connectorJson);
     case undefined:
       return '[]';
   }

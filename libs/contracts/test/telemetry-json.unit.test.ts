@@ -1,5 +1,8 @@
 import {
   connectorFromRow,
+  JSON_PIECE_CHARS,
+  jsonArray,
+  jsonString,
   deviceFromRow,
   pointFromRow,
   readingFromRow,
@@ -134,6 +137,48 @@ describe('telemetry answers through the typed messages', () => {
         `{"index":2,"code":"validation_failed","message":"value: must be a finite number"},` +
         `{"index":3,"code":"point_inactive","message":"inactive","point_id":"${ID2}"}]}`,
     );
+  });
+
+  it('keeps an ingest of 500 readings in pieces, each well under a large object, that join to the same text', () => {
+    const value: telemetry.ReadingsIngested = {
+      created: 500,
+      breaches: 0,
+      created_by: ID2,
+      created_at: timestampFromText('2026-11-26T10:00:00.5+00:00'),
+      points: [{ point_id: ID2, parameter: 'temperature', unit: '°C', limit_min: -0.5, limit_max: 8 }],
+      readings: Array.from({ length: 500 }, (_, i) => ({
+        id: ID,
+        point: 0,
+        value: i / 7,
+        is_breach: false,
+        measured_at: timestampFromText('2024-01-01T09:00:00.12+00:00'),
+      })),
+      rejected: [],
+    };
+    const text = telemetryItemJson(overWire({ $case: 'readings_ingested', value }).item);
+    expect(Array.isArray(text)).toBe(true);
+    // a piece may exceed JSON_PIECE_CHARS by one reading, never by much
+    for (const piece of text as readonly string[]) expect(piece.length).toBeLessThan(JSON_PIECE_CHARS + 1024);
+    const whole = JSON.parse(jsonString(text)) as { created: number; readings: { value: number }[]; rejected: unknown[] };
+    expect(whole.readings.map((r) => r.value)).toEqual(value.readings.map((r) => r.value));
+    expect(whole.rejected).toEqual([]);
+    // one reading's text, in pieces or whole, is what a lone reading's answer writes
+    const one = telemetryItemJson(overWire({ $case: 'readings_ingested', value: { ...value, created: 1, readings: value.readings.slice(0, 1) } }).item);
+    if (typeof one !== 'string') throw new Error('a small answer is one string');
+    const reading = one.slice(one.indexOf('[') + 1, one.indexOf('],"rejected"'));
+    expect(jsonString(text)).toContain(`"readings":[${reading},`);
+  });
+
+  it('writes a JSON array in pieces only when it is large', () => {
+    expect(jsonArray([1, 2, 3], String)).toBe('[1,2,3]');
+    expect(jsonArray([], String)).toBe('[]');
+    const long = 'x'.repeat(1000);
+    const big = jsonArray(
+      Array.from({ length: 100 }, () => long),
+      (s) => JSON.stringify(s),
+    );
+    expect(Array.isArray(big)).toBe(true);
+    expect(JSON.parse(jsonString(big))).toHaveLength(100);
   });
 
   it('refuses to write an answer that names no resource', () => {

@@ -2,7 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { recordsJson, type identity } from '@lab/contracts';
+import { jsonString, recordsJson, type identity } from '@lab/contracts';
 import { errorReply, hasScope, type Reply } from '@lab/http-api';
 import { DomainError, type CallerContext } from '@lab/kit';
 import type { FunctionRequest, FunctionsHost } from './host.js';
@@ -129,7 +129,7 @@ function buildServer(host: FunctionsHost, p: identity.Principal, caller: CallerC
           // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the tools' arguments are JSON scalars (their input schemas)
           for (const [k, v] of Object.entries(args)) if (v !== undefined) query[k] = String(v);
           const r = await host.clients.records(t.service).call('listRecords', { resource: t.resource, query, parent_id: '' }, caller);
-          return toolJson(listText(recordsJson(r.records), { limit: r.limit, offset: r.offset, total: r.total }));
+          return toolJson(listText(jsonString(recordsJson(r.records)), { limit: r.limit, offset: r.offset, total: r.total }));
         }),
     );
   }

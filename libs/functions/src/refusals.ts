@@ -1,4 +1,4 @@
-import { errorReply, type Reply, type Route } from '@lab/http-api';
+import { bodyText, errorReply, type Reply, type Route } from '@lab/http-api';
 import { tokenError } from './oauth.js';
 import { errorPage } from './views.js';
 
@@ -28,7 +28,7 @@ export function errorReplyOn(route: Route | undefined, err: unknown): Reply {
   const reply = errorReply(err);
   const language = languageOf(route);
   if (language === 'envelope') return reply;
-  const envelope = JSON.parse(reply.body ?? '{}') as { error?: { message?: string; details?: { error_id?: string } } };
+  const envelope = JSON.parse(bodyText(reply) ?? '{}') as { error?: { message?: string; details?: { error_id?: string } } };
   const errorId = envelope.error?.details?.error_id;
   const description = `${envelope.error?.message ?? 'refused'}${errorId ? ` (error id ${errorId})` : ''}`;
   const own =

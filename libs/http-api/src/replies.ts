@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { type JsonText } from '@lab/contracts';
 import { DomainError, errText, httpStatusOf, IDEMPOTENCY_KEY_CONFLICT, retryLater } from '@lab/kit';
 
 /**
@@ -15,7 +16,8 @@ import { DomainError, errText, httpStatusOf, IDEMPOTENCY_KEY_CONFLICT, retryLate
  */
 export interface Reply {
   status: number;
-  body?: string;
+  /** the text, or its UTF-8 bytes when it was written in pieces (a large answer: see JsonText) */
+  body?: string | Buffer;
   contentType?: string;
   headers?: Record<string, string>;
   /**
@@ -64,10 +66,29 @@ export function withLocation(reply: Reply, base: string, id?: string): Reply {
   return { ...reply, headers: { ...reply.headers, Location: id === undefined ? at : `${at}/${encodeURIComponent(id)}` } };
 }
 
+/**
+ * `head`, the text and `tail` as a body: one string, or for a text in pieces their
+ * UTF-8 bytes copied into one buffer (never one large string: see JsonText).
+ */
+export function jsonBody(head: string, text: JsonText, tail: string): string | Buffer {
+  if (typeof text === 'string') return `${head}${text}${tail}`;
+  let size = Buffer.byteLength(head) + Buffer.byteLength(tail);
+  for (const piece of text) size += Buffer.byteLength(piece);
+  const out = Buffer.allocUnsafe(size);
+  let at = out.write(head);
+  for (const piece of text) at += out.write(piece, at);
+  out.write(tail, at);
+  return out;
+}
+
+/** A reply's body as text (undefined when it has none). */
+export const bodyText = (reply: Reply): string | undefined =>
+  typeof reply.body === 'string' || reply.body === undefined ? reply.body : reply.body.toString('utf8');
+
 /** Item envelope around a JSON object text. */
-export const itemFromJson = (status: number, objectJson: string): Reply => ({
+export const itemFromJson = (status: number, objectJson: JsonText): Reply => ({
   status,
-  body: `{"data":${objectJson}}`,
+  body: jsonBody('{"data":', objectJson, '}'),
   contentType: JSON_TYPE,
 });
 
@@ -78,9 +99,9 @@ export interface ListCursor {
 }
 
 /** List envelope around a JSON array text. */
-export const listFromJson = (arrayJson: string, page: { limit: number; offset: number; total: number | null; next_cursor?: ListCursor | null }): Reply => ({
+export const listFromJson = (arrayJson: JsonText, page: { limit: number; offset: number; total: number | null; next_cursor?: ListCursor | null }): Reply => ({
   status: 200,
-  body: `{"data":${arrayJson},"pagination":${JSON.stringify(page)}}`,
+  body: jsonBody('{"data":', arrayJson, `,"pagination":${JSON.stringify(page)}}`),
   contentType: JSON_TYPE,
 });
 

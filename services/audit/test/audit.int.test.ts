@@ -14,7 +14,7 @@ import {
   runService,
   MemoryBus,
 } from '@lab/kit';
-import { audit, auditRecordsJson, chainReportObject } from '@lab/contracts';
+import { audit, auditRecordsJson, chainReportObject, jsonString } from '@lab/contracts';
 import { definition } from '../src/index';
 import { listRecords, parseListRequest } from '../src/audit-log';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
@@ -93,7 +93,7 @@ test('keyset pages cover the log with no gap and no duplicate, scoped to the org
   let pages = 0;
   for (;;) {
     const res = await client.call('listAudit', { limit: 100, ...cursor }, ctx(orgA));
-    const data = JSON.parse(auditRecordsJson(res.records)) as { id: string; resource: string; after: { name: string } }[];
+    const data = JSON.parse(jsonString(auditRecordsJson(res.records))) as { id: string; resource: string; after: { name: string } }[];
     expect(data.length).toBe(res.count);
     seen.push(...data.map((r) => r.id));
     pages++;
@@ -130,7 +130,7 @@ test('pages of heavy records are cut by bytes and still cover the log', async ()
   let cursor: { since_created_at?: string; since_id?: string } = {};
   for (;;) {
     const res = await client.call('listAudit', { limit: 1000, ...cursor }, ctx(org));
-    sizes.push(Buffer.byteLength(auditRecordsJson(res.records)));
+    sizes.push(Buffer.byteLength(jsonString(auditRecordsJson(res.records))));
     seen.push(...res.records.map((r) => r.id));
     if (!res.next_since_id) break;
     cursor = { since_created_at: res.next_since_created_at, since_id: res.next_since_id };
@@ -207,7 +207,7 @@ describe('hash chain', () => {
       const [head] = await db.rows<{ seq: string; hash: string }>(sql`select seq::text, hash from audit.chain_heads where chain_org = ${org}::uuid`);
       expect(report).toEqual({ ok: true, entries: 6, head_hash: head!.hash });
       expect(head!.seq).toBe('6');
-      const page = JSON.parse(auditRecordsJson((await client.call('listAudit', { limit: 10 }, ctx(org))).records)) as {
+      const page = JSON.parse(jsonString(auditRecordsJson((await client.call('listAudit', { limit: 10 }, ctx(org))).records))) as {
         seq: number;
         prev_hash: string;
         hash: string;

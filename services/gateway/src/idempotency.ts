@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { Batcher, deleteInBatches, DomainError, IDEMPOTENCY_KEY_CONFLICT, isSaneIdempotencyKey, PLANNED_PER_CALL, sqlArray, type Database } from '@lab/kit';
-import { type Reply } from '@lab/http-api';
+import { bodyText, type Reply } from '@lab/http-api';
 
 /** How long a refusal is replayed (the receipts' retention too). */
 const RETENTION_MS = 24 * 60 * 60_000;
@@ -96,7 +96,7 @@ export class KeyedRefusals {
     const p = this.db.orm
       .execute(
         sql`insert into gateway.idempotency (org_id, token_id, key, request_hash, state, response_status, response_body, content_type)
-            values (${scope.org_id}::uuid, ${scope.token_id}, ${scope.key}, ${hash}, 'done', ${reply.status}, ${reply.body ?? null}, ${reply.contentType ?? null})
+            values (${scope.org_id}::uuid, ${scope.token_id}, ${scope.key}, ${hash}, 'done', ${reply.status}, ${bodyText(reply) ?? null}, ${reply.contentType ?? null})
             on conflict do nothing`,
       )
       .then(() => undefined, onError);

@@ -1,4 +1,4 @@
-import { audit, auditRecordObject, identity, notebook, recordObject, records, recordsJson, recordsWire, signatureObject } from '@lab/contracts';
+import { audit, auditRecordObject, identity, notebook, jsonString, recordObject, records, recordsJson, recordsWire, signatureObject } from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -134,7 +134,7 @@ export class Sources {
     for (let after = {}; ;) {
       const r = await this.records(resource).call('listRecords', { resource, parent_id, query: { ...query, limit }, keyset: true, ...after }, caller);
       // as the API answers it: reports and exports show records as clients see them
-      yield recordsJson(r.records);
+      yield jsonString(recordsJson(r.records));
       if (!r.next_created_at) return;
       after = { after_created_at: r.next_created_at, after_id: r.next_id };
     }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { telemetry, telemetryItemJson, telemetryWire } from '@lab/contracts';
+import { jsonString, telemetry, telemetryItemJson, telemetryWire } from '@lab/contracts';
 import { Receipts, RpcClient, newId, type CallerContext } from '@lab/kit';
 import { telemetryDefinition } from '@lab/telemetry';
 import { startTestService, type TestService } from '@lab/testing';
@@ -67,8 +67,10 @@ afterEach(() => {
 test('ingestReadings: the answer commits with the readings; a retry gets it and stores nothing', async () => {
   const o = org();
   const p = JSON.parse(
-    telemetryItemJson(
-      (await rpc.call('createPoint', { org_id: o.org_id, point_id: '', body: { parameter: 'temperature', unit: '°C', limit_max: 8 } }, o.operator)).item,
+    jsonString(
+      telemetryItemJson(
+        (await rpc.call('createPoint', { org_id: o.org_id, point_id: '', body: { parameter: 'temperature', unit: '°C', limit_max: 8 } }, o.operator)).item,
+      ),
     ),
   ) as Json;
   const body = {
@@ -80,7 +82,7 @@ test('ingestReadings: the answer commits with the readings; a retry gets it and 
   };
   const first = await keyedTwice((c) => rpc.call('ingestReadings', { body }, c), o);
   expect(first.created).toBe(true);
-  const r = JSON.parse(telemetryItemJson(first.item)) as Json;
+  const r = JSON.parse(jsonString(telemetryItemJson(first.item))) as Json;
   expect(r).toMatchObject({ created: 2, breaches: 1, rejected: [{ index: 2, code: 'point_not_found' }] });
   expect(await count(sql`select count(*)::int as n from telemetry.environmental_readings where org_id = ${o.org_id}`)).toBe(2);
 });
@@ -98,7 +100,7 @@ test('registerDevice and deleteDevice', async () => {
   const body = { name: 'pH meter', identifier: `ph-${newId()}` };
   const d = await keyedTwice((c) => rpc.call('registerDevice', { body }, c), o);
   expect(d.created).toBe(true);
-  const id = (JSON.parse(telemetryItemJson(d.item)) as Json).id as string;
+  const id = (JSON.parse(jsonString(telemetryItemJson(d.item))) as Json).id as string;
   expect(await count(sql`select count(*)::int as n from telemetry.devices where org_id = ${o.org_id}`)).toBe(1);
   // the retry of a delete finds no device, and is given the first call's empty answer rather than 404
   expect(await keyedTwice((c) => rpc.call('deleteDevice', { id }, c), o)).toEqual({});
@@ -111,7 +113,7 @@ test('connectorHeartbeat and deleteConnector', async () => {
   const hb = await keyedTwice((c) => rpc.call('connectorHeartbeat', { body }, c), o);
   // a second heartbeat would answer created: false; the retry is given the first answer
   expect(hb.created).toBe(true);
-  const id = (JSON.parse(telemetryItemJson(hb.item)) as Json).id as string;
+  const id = (JSON.parse(jsonString(telemetryItemJson(hb.item))) as Json).id as string;
   expect(await keyedTwice((c) => rpc.call('deleteConnector', { id }, c), o)).toEqual({});
 });
 

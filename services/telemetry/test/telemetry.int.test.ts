@@ -1,4 +1,4 @@
-import { telemetry, telemetryItemJson, telemetryListJson, telemetryWire } from '@lab/contracts';
+import { jsonString, telemetry, telemetryItemJson, telemetryListJson, telemetryWire } from '@lab/contracts';
 import { RpcClient, newId, type BusMessage, type CallerContext, type DomainError } from '@lab/kit';
 import { sql } from 'drizzle-orm';
 import { telemetryDefinition } from '@lab/telemetry';
@@ -53,7 +53,7 @@ const until = <T>(check: () => T | undefined, what: string) => waitFor(what, che
 
 /** An answer as the JSON the API shows (the gateway writes it with the same helpers). */
 const j = (r: telemetry.ItemResponse | telemetry.ListResponse): Json =>
-  JSON.parse('created' in r ? telemetryItemJson(r.item) : telemetryListJson(r.page)) as Json;
+  JSON.parse(jsonString('created' in r ? telemetryItemJson(r.item) : telemetryListJson(r.page))) as Json;
 
 async function point(o: ReturnType<typeof org>, body: Json): Promise<Json> {
   return j(await rpc.call('createPoint', { org_id: o.org_id, point_id: '', body: body }, o.operator));

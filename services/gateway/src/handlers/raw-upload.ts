@@ -1,6 +1,6 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
-import { telemetryItemJson } from '@lab/contracts';
+import { telemetryItemJson, type JsonText } from '@lab/contracts';
 import { MZML_MAX_BYTES, RawFileAllowance, rawFileLimit } from '@lab/telemetry';
 import { DomainError } from '@lab/kit';
 import { callerIn, type Ctx, type Deps } from '../request.js';
@@ -62,7 +62,7 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     }
     let deviceId: string | undefined;
     let failure: DomainError | undefined;
-    let upload: Promise<string> | undefined;
+    let upload: Promise<JsonText> | undefined;
     /** Ends the call to the telemetry service early (set once the file is being forwarded). */
     let cancelUpload: (() => void) | undefined;
     /** The device_id part once the whole body is read (undefined: missing, or the upload failed). */
