@@ -29,5 +29,14 @@ export const EVENT_ROUTES = {
   webhookInboundJobOutcomes: { queue: 'webhooks.inbound-jobs', bindings: ['inbound_webhook.job_created', 'inbound_webhook.job_rejected'] },
 } as const satisfies Record<string, QueueRoute>;
 
+/**
+ * Event types published to RabbitMQ in bundles, many messages of the type in one
+ * AMQP message (kit's BUNDLE_CONTENT_TYPE): audit records, one beside every
+ * change, stored in batches by their one consumer. A bundle roughly halves what
+ * the broker does per write; the event that tells other services of the change
+ * goes alone, as each consumer of it may handle it at its own pace.
+ */
+export const BUNDLED_EVENT_TYPES: readonly string[] = ['audit.record'];
+
 /** Every durable queue, for a bus to declare when it connects. */
 export const DURABLE_QUEUES: readonly QueueRoute[] = Object.values(EVENT_ROUTES);

@@ -13,7 +13,7 @@ export * as telemetry from './lab/telemetry/v1/telemetry.js';
 export * as outbox from './lab/outbox/v1/dead_letters.js';
 export { JOB_TYPES, type JobType } from './job-types.js';
 export type { Timestamp } from './google/protobuf/timestamp.js';
-export { DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';
+export { BUNDLED_EVENT_TYPES, DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';
 export * as inventory from './lab/inventory/v1/records.js';
 export * as equipment from './lab/equipment/v1/records.js';
 export * as notebookRecords from './lab/notebook/v1/records.js';

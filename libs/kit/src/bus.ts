@@ -35,8 +35,8 @@ export interface SubscribeOptions {
   /**
    * Handles several messages at once, all or nothing (one transaction): the
    * in-process bus hands a relay batch over this way, and falls back to
-   * `handler`, one message at a time, when it fails. RabbitMQ consumers use
-   * `handler` only.
+   * `handler`, one message at a time, when it fails. From RabbitMQ, a bundle's
+   * messages come this way (BUNDLE_CONTENT_TYPE); single messages go to `handler`.
    */
   handleBatch?: (msgs: BusMessage[]) => Promise<void>;
 }
@@ -285,7 +285,25 @@ export interface AmqpBusOptions {
   declare?: readonly { queue: string; bindings: readonly string[] }[];
   /** confirm channels publishes are spread over (default 3, as many as the outbox relay's batches in flight) */
   publishChannels?: number;
+  /**
+   * Message types published in bundles: the messages of such a type in one
+   * publish go to the broker as one AMQP message (see BUNDLE_CONTENT_TYPE).
+   * Every consumer of these types must run a bus that reads bundles (this one).
+   */
+  bundledTypes?: readonly string[];
 }
+
+/**
+ * The content type of a bundle: a JSON array of whole messages, published as one
+ * AMQP message under their common type. RabbitMQ's cost is per message (routing,
+ * the quorum queue's log entry, the confirm, the delivery and its ack): for a
+ * kind of message written beside every change and consumed in batches anyway
+ * (audit records), one bundle per relay batch takes most of it away. A consumer
+ * hands a bundle's messages to its handleBatch (else one by one) and acks it once;
+ * if they fail, each goes to the retry queue on its own, so one message that
+ * keeps failing is set aside alone.
+ */
+export const BUNDLE_CONTENT_TYPE = 'application/vnd.lab.bundle+json';
 
 interface AmqpMuxInternals {
   out?: { cork?: () => void; uncork?: () => void };
@@ -479,22 +497,25 @@ export class AmqpBus implements Bus {
     // one promise for the batch, settled by the last confirm (a promise per
     // message was a good part of the relay's garbage)
     const errors = new Array<Error | undefined>(messages.length);
-    let pending = messages.length;
+    const sends = this.sendsOf(messages);
+    let pending = sends.length;
     let settle!: () => void;
     const confirmed = new Promise<void>((resolve) => (settle = resolve));
     const timestamp = Math.floor(Date.now() / 1000);
     try {
-      for (const [i, m] of messages.entries()) {
-        const body = Buffer.from(m.body);
+      for (const members of sends) {
+        const m = messages[members[0]!]!;
+        const bundle = members.length > 1;
+        const body = Buffer.from(bundle ? `[${members.map((i) => messages[i]!.body).join(',')}]` : m.body);
         const options = {
           persistent: true,
           messageId: m.id,
-          contentType: 'application/json',
+          contentType: bundle ? BUNDLE_CONTENT_TYPE : 'application/json',
           timestamp,
-          headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+          headers: m.request_id && !bundle ? { 'x-request-id': m.request_id } : undefined,
         };
         const confirmed = (err: unknown) => {
-          if (err) errors[i] = err as Error;
+          if (err) for (const i of members) errors[i] = err as Error;
           if (--pending === 0) settle();
         };
         // in the trace of the write that stored the message: the publish span, and
@@ -506,7 +527,7 @@ export class AmqpBus implements Bus {
       // a channel that closed under the loop throws on the next publish
       throw DomainError.unavailable(`message bus channel lost: ${(err as Error | undefined)?.message}`, 'bus_unavailable');
     }
-    if (messages.length) await confirmed;
+    if (sends.length) await confirmed;
     const refused: Refusal[] = [];
     for (const [i, err] of errors.entries()) {
       if (!err) continue;
@@ -514,6 +535,32 @@ export class AmqpBus implements Bus {
       refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });
     }
     return { refused };
+  }
+
+  /**
+   * The AMQP messages a publish sends, each as the indices of the messages it
+   * carries: one per message, but one per bundled type for all of its messages
+   * (a traced message goes alone, in its own trace), in the order of their first.
+   */
+  private sendsOf(messages: SerializedMessage[]): number[][] {
+    const bundled = this.opts.bundledTypes;
+    if (!bundled?.length) return messages.map((_, i) => [i]);
+    const sends: number[][] = [];
+    const bundles = new Map<string, number[]>();
+    for (const [i, m] of messages.entries()) {
+      if (m.trace || !bundled.includes(m.type)) {
+        sends.push([i]);
+        continue;
+      }
+      const open = bundles.get(m.type);
+      if (open) open.push(i);
+      else {
+        const members = [i];
+        bundles.set(m.type, members);
+        sends.push(members);
+      }
+    }
+    return sends;
   }
 
   /** The next open publish channel in turn. */
@@ -677,6 +724,11 @@ export class AmqpBus implements Bus {
       this.park(ch, queue, sub, raw);
       return;
     }
+    if (raw.properties.contentType === BUNDLE_CONTENT_TYPE) {
+      if (Array.isArray(msg)) await this.handleBundle(ch, queue, sub, raw, msg as BusMessage[]);
+      else this.park(ch, queue, sub, raw);
+      return;
+    }
     let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
@@ -712,15 +764,62 @@ export class AmqpBus implements Bus {
     // Re-queue through the retry queue with a delay, confirmed before the ack,
     // so a crash in between gives a duplicate (dropped by the inbox), never a loss.
     const headers: Record<string, unknown> = Object.fromEntries(Object.entries(raw.properties.headers ?? {}).filter(([h]) => !BROKER_HEADERS.includes(h)));
-    this.forwardThenAck(ch, raw, `${queue}.retry`, {
-      ...raw.properties,
-      persistent: true,
-      expiration: String(retryDelayMs(attempt + waits)),
-      headers: {
-        ...headers,
-        ...(transientFailure ? { [WAITS_HEADER]: waits + 1 } : { [ATTEMPT_HEADER]: attempt + 1 }),
+    this.forwardThenAck(ch, raw, `${queue}.retry`, [
+      {
+        content: raw.content,
+        properties: {
+          ...raw.properties,
+          persistent: true,
+          expiration: String(retryDelayMs(attempt + waits)),
+          headers: {
+            ...headers,
+            ...(transientFailure ? { [WAITS_HEADER]: waits + 1 } : { [ATTEMPT_HEADER]: attempt + 1 }),
+          },
+        },
       },
-    });
+    ]);
+  }
+
+  /**
+   * A bundle's messages, handled together (handleBatch) or one by one, acked
+   * once. If they fail, each goes to the retry queue as a message of its own and
+   * is handled alone from there: retried, waited out or set aside on its own
+   * count, as if it had never been bundled.
+   */
+  private async handleBundle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, msgs: BusMessage[]) {
+    try {
+      for (const m of msgs) observeLag(sub.queue, m);
+      if (sub.handleBatch) await sub.handleBatch(msgs);
+      else for (const m of msgs) await sub.handler(m);
+    } catch (err) {
+      const transientFailure = isTransientFailure(err);
+      if (transientFailure) this.outages.failure(`${queue} handler dependency`, err, { queue });
+      else this.log.warn({ err, queue, type: raw.fields.routingKey, messages: msgs.length }, 'bundle handler failed; its messages are retried one by one');
+      if (sub.transient) {
+        onOpenChannel(() => ch.nack(raw, false, false));
+        return;
+      }
+      metrics().consumed.inc({ queue: sub.queue, outcome: transientFailure ? 'wait' : 'retry' }, msgs.length);
+      const copies = msgs.map((m) => ({
+        content: Buffer.from(JSON.stringify(m)),
+        properties: {
+          ...raw.properties,
+          messageId: m.id,
+          contentType: 'application/json',
+          persistent: true,
+          expiration: String(retryDelayMs(1)),
+          headers: {
+            ...(m.request_id ? { 'x-request-id': m.request_id } : {}),
+            ...(transientFailure ? { [WAITS_HEADER]: 1 } : { [ATTEMPT_HEADER]: 2 }),
+          },
+        },
+      }));
+      this.forwardThenAck(ch, raw, `${queue}.retry`, copies);
+      return;
+    }
+    this.outages.success(`${queue} handler dependency`, { queue });
+    metrics().consumed.inc({ queue: sub.queue, outcome: 'ok' }, msgs.length);
+    onOpenChannel(() => ch.ack(raw));
   }
 
   private park(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage) {
@@ -729,12 +828,12 @@ export class AmqpBus implements Bus {
       onOpenChannel(() => ch.nack(raw, false, false));
       return;
     }
-    this.forwardThenAck(ch, raw, `${queue}.dlq`, { ...raw.properties, persistent: true });
+    this.forwardThenAck(ch, raw, `${queue}.dlq`, [{ content: raw.content, properties: { ...raw.properties, persistent: true } }]);
   }
 
-  /** Sends a copy of the message to another queue and acks the original once the broker confirmed the copy. */
-  private forwardThenAck(ch: ConfirmChannel, raw: ConsumeMessage, queue: string, properties: Options.Publish) {
-    if (!onOpenChannel(() => ch.sendToQueue(queue, raw.content, properties))) return;
+  /** Sends copies of the message to another queue and acks the original once the broker confirmed them. */
+  private forwardThenAck(ch: ConfirmChannel, raw: ConsumeMessage, queue: string, copies: { content: Buffer; properties: Options.Publish }[]) {
+    if (!onOpenChannel(() => copies.forEach((c) => ch.sendToQueue(queue, c.content, c.properties)))) return;
     ch.waitForConfirms().then(
       () => onOpenChannel(() => ch.ack(raw)),
       () => undefined, // channel gone: the broker redelivers the original

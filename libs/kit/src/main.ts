@@ -1,4 +1,4 @@
-import { DURABLE_QUEUES } from '@lab/contracts';
+import { BUNDLED_EVENT_TYPES, DURABLE_QUEUES } from '@lab/contracts';
 import type { Server } from 'node:http';
 import { z } from 'zod';
 import { AmqpBus, MemoryBus, type Bus, type BusQueueType } from './bus.js';
@@ -65,6 +65,7 @@ export async function openBus(
   const expires = cfg.LAB_BUS_QUEUE_EXPIRES_MS ? { queueExpiresMs: cfg.LAB_BUS_QUEUE_EXPIRES_MS } : {};
   return AmqpBus.connect(cfg.AMQP_URL, cfg.LAB_EVENTS_EXCHANGE, log, {
     declare: DURABLE_QUEUES,
+    bundledTypes: BUNDLED_EVENT_TYPES,
     queueType: cfg.LAB_BUS_QUEUE_TYPE,
     ...expires,
   });

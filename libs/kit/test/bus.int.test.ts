@@ -227,3 +227,75 @@ describeBroker('a consumer cancelled by the broker', () => {
     }
   });
 });
+
+describeBroker('bundled message types', () => {
+  const msgOf = (type: string, n: number): BusMessage => ({ id: newId(), type, org_id: null, occurred_at: new Date().toISOString(), data: { n } });
+
+  it('sends the messages of a bundled type in one publish as one message, handed to the batch handler in order', async () => {
+    const exchange = uniqueExchange();
+    const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.audited'] });
+    try {
+      const batches: number[][] = [];
+      const single: number[] = [];
+      await bus.subscribe({
+        queue: 'bundles',
+        bindings: ['thing.#'],
+        handler: async (m) => void single.push((m.data as { n: number }).n),
+        handleBatch: async (msgs) => void batches.push(msgs.map((m) => (m.data as { n: number }).n)),
+      });
+      const outcome = await bus.publish([msgOf('thing.audited', 1), msgOf('thing.done', 2), msgOf('thing.audited', 3), msgOf('thing.audited', 4)]);
+      expect(outcome.refused).toEqual([]);
+      await waitFor('the bundle and the single message handled', () => batches.length === 1 && single.length === 1, 5_000);
+      expect(batches).toEqual([[1, 3, 4]]);
+      expect(single).toEqual([2]);
+      // a lone message of a bundled type goes as a plain message
+      await bus.publish([msgOf('thing.audited', 5)]);
+      await waitFor('the lone message handled', () => single.length === 2, 5_000);
+      expect(single).toEqual([2, 5]);
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it('retries the messages of a failed bundle one by one, and sets aside only the one that keeps failing', async () => {
+    const exchange = uniqueExchange();
+    const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.audited'] });
+    const { connect } = await import('amqplib');
+    const admin = await connect(amqpUrl!);
+    try {
+      const handled: number[] = [];
+      await bus.subscribe({
+        queue: 'bundles',
+        bindings: ['thing.#'],
+        maxAttempts: 2,
+        handler: async (m) => {
+          const n = (m.data as { n: number }).n;
+          if (n === 2) throw new Error('this one is broken');
+          handled.push(n);
+        },
+        handleBatch: async (msgs) => {
+          if (msgs.some((m) => (m.data as { n: number }).n === 2)) throw new Error('a broken message in the batch');
+          handled.push(...msgs.map((m) => (m.data as { n: number }).n));
+        },
+      });
+      await bus.publish([1, 2, 3].map((n) => msgOf('thing.audited', n)));
+      await waitFor('the good messages handled alone', () => handled.length === 2, 10_000);
+      expect(handled.sort()).toEqual([1, 3]);
+      const ch = await admin.createChannel();
+      const dlq = await waitFor(
+        'the broken message parked',
+        async () => {
+          const q = await ch.checkQueue(`${exchange}.bundles.dlq`);
+          return q.messageCount > 0 ? q : undefined;
+        },
+        10_000,
+      );
+      expect(dlq.messageCount).toBe(1);
+      const parked = await ch.get(`${exchange}.bundles.dlq`, { noAck: true });
+      expect(parked && (JSON.parse(parked.content.toString()) as BusMessage).data).toEqual({ n: 2 });
+    } finally {
+      await admin.close();
+      await bus.close();
+    }
+  });
+});
