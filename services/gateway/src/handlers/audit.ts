@@ -1,5 +1,5 @@
 import { auditRecordsJson, chainReportJson } from '@lab/contracts';
-import { auditQuery, itemFromJson, json, JSON_TYPE, type Reply } from '@lab/http-api';
+import { auditQuery, itemFromJson, json, jsonBody, JSON_TYPE, type Reply } from '@lab/http-api';
 import { isUuid } from '@lab/kit';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { parseWith } from '../validation.js';
@@ -13,7 +13,7 @@ export async function listAudit(ctx: Ctx, deps: Deps): Promise<Reply> {
   const next = r.next_since_created_at && r.next_since_id ? JSON.stringify({ since_created_at: r.next_since_created_at, since_id: r.next_since_id }) : 'null';
   return {
     status: 200,
-    body: `{"data":${auditRecordsJson(r.records)},"next_cursor":${next},"count":${r.count}}`,
+    body: jsonBody('{"data":', auditRecordsJson(r.records), `,"next_cursor":${next},"count":${r.count}}`),
     contentType: JSON_TYPE,
   };
 }
