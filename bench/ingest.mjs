@@ -4,7 +4,7 @@
 // 500 rows per batch, with every column the service writes (what the database can
 // take at best, minus HTTP, auth, validation, gRPC, the outbox and the audit record).
 // Stack and baseline runs alternate (and swap order each run) so drift on a shared
-// machine hits both alike. Prints median (min-max) over BENCH_RUNS runs and writes
+// machine hits both alike, after BENCH_WARMUP (10) seconds of unmeasured load on each. Prints median (min-max) over BENCH_RUNS runs and writes
 // bench/results/ingest.json.
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
@@ -13,6 +13,7 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { v7 } from 'uuid';
 import { INGEST_BATCH, ingestFixture, ingestValueAt, startCluster } from './cluster.mjs';
+import { WARMUP } from './load.mjs';
 import { saveResult } from './results.mjs';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -49,22 +50,22 @@ try {
     }
   };
 
-  const runStack = async () => {
+  const runStack = async (duration = DURATION) => {
     const res = await autocannon({
       url: `${cluster.url}/v1/environmental-readings`,
       method: 'POST',
       connections: CONNECTIONS,
-      duration: DURATION,
+      duration,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body,
     });
     if (res.non2xx || res.errors) console.error(`  warning: stack run had ${res.non2xx} non-2xx, ${res.errors} errors`);
     return { rate: (res['2xx'] * BATCH) / res.duration, p50: res.latency.p50, p99: res.latency.p99 };
   };
-  const runBaseline = async () => {
+  const runBaseline = async (duration = DURATION) => {
     let done = 0;
     const start = performance.now();
-    const until = Date.now() + DURATION * 1000;
+    const until = Date.now() + duration * 1000;
     await Promise.all(
       Array.from({ length: CONNECTIONS }, async () => {
         while (Date.now() < until) {
@@ -76,6 +77,12 @@ try {
     return { rate: (done * BATCH) / ((performance.now() - start) / 1000) };
   };
 
+  // unmeasured first, as every scenario of run.mjs: the stack's code tiered up
+  // (a cold first run was a third slower) and both sides' caches warm
+  if (WARMUP > 0) {
+    await runStack(WARMUP);
+    await runBaseline(WARMUP);
+  }
   const stack = [];
   const base = [];
   for (let r = 0; r < RUNS; r++) {
