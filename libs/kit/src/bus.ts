@@ -305,6 +305,14 @@ export interface AmqpBusOptions {
  */
 export const BUNDLE_CONTENT_TYPE = 'application/vnd.lab.bundle+json';
 
+/**
+ * A bundle is closed at this many characters of its messages' JSON and the next
+ * begins: far below the broker's largest message (RabbitMQ 4 refuses over 16 MiB
+ * by closing the channel, which would fail every publish of the batch, and again
+ * on each retry), and enough for hundreds of audit records.
+ */
+const BUNDLE_MAX_CHARS = 1024 * 1024;
+
 interface AmqpMuxInternals {
   out?: { cork?: () => void; uncork?: () => void };
   _readIncoming?: () => void;
@@ -539,24 +547,27 @@ export class AmqpBus implements Bus {
 
   /**
    * The AMQP messages a publish sends, each as the indices of the messages it
-   * carries: one per message, but one per bundled type for all of its messages
-   * (a traced message goes alone, in its own trace), in the order of their first.
+   * carries: one per message, but one per bundled type for its messages, up to
+   * BUNDLE_MAX_CHARS a bundle (a traced message goes alone, in its own trace), in
+   * the order of their first.
    */
   private sendsOf(messages: SerializedMessage[]): number[][] {
     const bundled = this.opts.bundledTypes;
     if (!bundled?.length) return messages.map((_, i) => [i]);
     const sends: number[][] = [];
-    const bundles = new Map<string, number[]>();
+    const open = new Map<string, { members: number[]; chars: number }>();
     for (const [i, m] of messages.entries()) {
       if (m.trace || !bundled.includes(m.type)) {
         sends.push([i]);
         continue;
       }
-      const open = bundles.get(m.type);
-      if (open) open.push(i);
-      else {
+      const bundle = open.get(m.type);
+      if (bundle && bundle.chars + m.body.length <= BUNDLE_MAX_CHARS) {
+        bundle.members.push(i);
+        bundle.chars += m.body.length;
+      } else {
         const members = [i];
-        bundles.set(m.type, members);
+        open.set(m.type, { members, chars: m.body.length });
         sends.push(members);
       }
     }

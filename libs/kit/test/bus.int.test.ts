@@ -257,6 +257,26 @@ describeBroker('bundled message types', () => {
     }
   });
 
+  it('closes a bundle at a megabyte of messages and begins the next', async () => {
+    const exchange = uniqueExchange();
+    const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.audited'] });
+    try {
+      const batches: number[][] = [];
+      await bus.subscribe({
+        queue: 'bundles',
+        bindings: ['thing.#'],
+        handler: async (m) => void batches.push([(m.data as { n: number }).n]),
+        handleBatch: async (msgs) => void batches.push(msgs.map((m) => (m.data as { n: number }).n)),
+      });
+      const big = (n: number): BusMessage => ({ ...msgOf('thing.audited', n), data: { n, text: 'x'.repeat(400_000) } });
+      await bus.publish([big(1), big(2), big(3)]);
+      await waitFor('both parts handled', () => batches.flat().length === 3, 5_000);
+      expect(batches).toEqual([[1, 2], [3]]);
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('retries the messages of a failed bundle one by one, and sets aside only the one that keeps failing', async () => {
     const exchange = uniqueExchange();
     const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.audited'] });
