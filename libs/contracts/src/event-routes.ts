@@ -31,12 +31,14 @@ export const EVENT_ROUTES = {
 
 /**
  * Event types published to RabbitMQ in bundles, many messages of the type in one
- * AMQP message (kit's BUNDLE_CONTENT_TYPE): audit records, one beside every
- * change, stored in batches by their one consumer. A bundle roughly halves what
- * the broker does per write; the event that tells other services of the change
- * goes alone, as each consumer of it may handle it at its own pace.
+ * AMQP message (kit's BUNDLE_CONTENT_TYPE); consumers still get one message each.
+ * Audit records: one beside every change, stored in batches by their one
+ * consumer; a bundle roughly halves what the broker does per write. Breach events:
+ * one per breaching reading, so they come in bursts of an ingest batch's size
+ * (decision 035). Other events go alone, as each consumer of them may handle them
+ * at its own pace.
  */
-export const BUNDLED_EVENT_TYPES: readonly string[] = ['audit.record'];
+export const BUNDLED_EVENT_TYPES: readonly string[] = ['audit.record', 'environmental.breach'];
 
 /** Every durable queue, for a bus to declare when it connects. */
 export const DURABLE_QUEUES: readonly QueueRoute[] = Object.values(EVENT_ROUTES);

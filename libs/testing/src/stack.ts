@@ -1,8 +1,7 @@
-import { DURABLE_QUEUES } from '@lab/contracts';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AmqpBus, createLogger, MemoryBus, randomToken, runService, type Bus, type RunningService, type ServiceDefinition } from '@lab/kit';
+import { createLogger, openBus, randomToken, runService, type Bus, type RunningService, type ServiceDefinition } from '@lab/kit';
 import { startGateway } from '@lab/gateway';
 import { backing, dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from './backing.js';
 import { deleteRunQueues } from './queues.js';
@@ -95,10 +94,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = await mkdtemp(join(tmpdir(), 'lab-stack-'));
   const databaseUrl = await freshDatabaseUrl();
   const exchange = uniqueExchange();
-  // every durable queue declared up front, as a deployment's processes do: the services start one after another
-  const bus: Bus = backing.amqpUrl
-    ? await AmqpBus.connect(backing.amqpUrl, exchange, log, { declare: DURABLE_QUEUES, queueExpiresMs: 600_000 })
-    : new MemoryBus(log);
+  // opened as a deployment's processes open theirs (every durable queue declared up
+  // front, the bundled types bundled), or in-process without a broker
+  const bus: Bus = await openBus({ AMQP_URL: backing.amqpUrl, LAB_EVENTS_EXCHANGE: exchange, LAB_BUS_QUEUE_EXPIRES_MS: 600_000 }, log);
 
   const running: RunningService[] = [];
   const services: Record<string, string> = {};
