@@ -306,6 +306,19 @@ export interface AmqpBusOptions {
 export const BUNDLE_CONTENT_TYPE = 'application/vnd.lab.bundle+json';
 
 /**
+ * The messages one AMQP message of the bus carries: itself, or a bundle's. Throws
+ * on content that is not JSON, or a bundle that is not an array. For consumers
+ * outside the bus too (tools, tests reading a queue), so the format is read in
+ * one place.
+ */
+export function messagesIn(content: Buffer, contentType: string | undefined): BusMessage[] {
+  const parsed = JSON.parse(content.toString('utf8')) as unknown;
+  if (contentType !== BUNDLE_CONTENT_TYPE) return [parsed as BusMessage];
+  if (!Array.isArray(parsed)) throw new Error('a bundle that is not a JSON array');
+  return parsed as BusMessage[];
+}
+
+/**
  * A bundle is closed at this many characters of its messages' JSON and the next
  * begins: far below the broker's largest message (RabbitMQ 4 refuses over 16 MiB
  * by closing the channel, which would fail every publish of the batch, and again
@@ -727,19 +740,19 @@ export class AmqpBus implements Bus {
   }
 
   private async handle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, maxAttempts: number) {
-    let msg: BusMessage;
+    let msgs: BusMessage[];
     try {
-      msg = JSON.parse(raw.content.toString('utf8')) as BusMessage;
+      msgs = messagesIn(raw.content, raw.properties.contentType as string | undefined);
     } catch {
-      // Unparseable: nothing will ever handle it, park it at once.
+      // Unreadable: nothing will ever handle it, park it at once.
       this.park(ch, queue, sub, raw);
       return;
     }
     if (raw.properties.contentType === BUNDLE_CONTENT_TYPE) {
-      if (Array.isArray(msg)) await this.handleBundle(ch, queue, sub, raw, msg as BusMessage[]);
-      else this.park(ch, queue, sub, raw);
+      await this.handleBundle(ch, queue, sub, raw, msgs);
       return;
     }
+    const msg = msgs[0]!;
     let failure: { err: unknown } | undefined;
     try {
       observeLag(sub.queue, msg);
