@@ -23,7 +23,7 @@ import {
   type Result,
   type ResultChart,
 } from './lab/telemetry/v1/telemetry.js';
-import { jsonArray, JsonWriter, type JsonText } from './json-text.js';
+import { jsonArray, jsonString, JsonWriter, type JsonText } from './json-text.js';
 import { enumWords, messageFromRow, messageShape, timestampFromText, timestampText, type RecordObject } from './record-json.js';
 
 /** A double as PostgreSQL's float8 output writes it (shortest exact digits, exponent outside 1e-4..1e15). */
@@ -232,11 +232,8 @@ export const connectorJson = (c: Connector): string =>
   `"status":"${STATUS.word(c.status)}","device_count":${c.device_count},"created_by":${bare(c.created_by)},` +
   `"created_at":${time(c.created_at)},"updated_at":${time(c.updated_at)}}`;
 
-function listJson<T>(list: readonly T[], one: (x: T) => string): string {
-  let out = '';
-  for (let k = 0; k < list.length; k++) out += (k ? ',' : '') + one(list[k]!);
-  return `[${out}]`;
-}
+/** A JSON array inside another text (a reading's rejections, a chart's points): one string. */
+const listJson = <T>(list: readonly T[], one: (x: T) => string): string => jsonString(jsonArray(list, one));
 
 /** The resource of a single answer as the JSON object clients see. */
 export function telemetryItemJson(item: ItemResponse['item']): JsonText {

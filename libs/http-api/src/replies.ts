@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { type JsonText } from '@lab/contracts';
-import { DomainError, errText, httpStatusOf, IDEMPOTENCY_KEY_CONFLICT, retryLater } from '@lab/kit';
+import { DomainError, errText, httpStatusOf, IDEMPOTENCY_KEY_CONFLICT, retryLater, utf8Concat } from '@lab/kit';
 
 /**
  * The answers of the HTTP API before they are written: the spec's envelopes
@@ -71,14 +71,7 @@ export function withLocation(reply: Reply, base: string, id?: string): Reply {
  * UTF-8 bytes copied into one buffer (never one large string: see JsonText).
  */
 export function jsonBody(head: string, text: JsonText, tail: string): string | Buffer {
-  if (typeof text === 'string') return `${head}${text}${tail}`;
-  let size = Buffer.byteLength(head) + Buffer.byteLength(tail);
-  for (const piece of text) size += Buffer.byteLength(piece);
-  const out = Buffer.allocUnsafe(size);
-  let at = out.write(head);
-  for (const piece of text) at += out.write(piece, at);
-  out.write(tail, at);
-  return out;
+  return typeof text === 'string' ? `${head}${text}${tail}` : utf8Concat([head, ...text, tail]);
 }
 
 /** A reply's body as text (undefined when it has none). */

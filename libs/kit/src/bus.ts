@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { OutageLog } from './outage-log.js';
+import { utf8Concat } from './utf8.js';
 import { DomainError, isTransientFailure } from './errors.js';
 import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
@@ -305,6 +306,16 @@ export interface AmqpBusOptions {
  */
 export const BUNDLE_CONTENT_TYPE = 'application/vnd.lab.bundle+json';
 
+/** The AMQP properties of one message as the bus publishes it (apart from a bundle). */
+function messageProperties(m: { id: string; request_id?: string }) {
+  return {
+    persistent: true,
+    messageId: m.id,
+    contentType: 'application/json',
+    headers: m.request_id ? { 'x-request-id': m.request_id } : undefined,
+  };
+}
+
 /**
  * The messages one AMQP message of the bus carries: itself, or a bundle's. Throws
  * on content that is not JSON, or a bundle that is not an array. For consumers
@@ -527,14 +538,9 @@ export class AmqpBus implements Bus {
       for (const members of sends) {
         const m = messages[members[0]!]!;
         const bundle = members.length > 1;
-        const body = Buffer.from(bundle ? `[${members.map((i) => messages[i]!.body).join(',')}]` : m.body);
-        const options = {
-          persistent: true,
-          messageId: m.id,
-          contentType: bundle ? BUNDLE_CONTENT_TYPE : 'application/json',
-          timestamp,
-          headers: m.request_id && !bundle ? { 'x-request-id': m.request_id } : undefined,
-        };
+        // a bundle of up to a megabyte is never one string (utf8Concat)
+        const body = bundle ? utf8Concat([...members.map((i, k) => (k ? ',' : '[') + messages[i]!.body), ']']) : Buffer.from(m.body);
+        const options = bundle ? { persistent: true, messageId: m.id, contentType: BUNDLE_CONTENT_TYPE, timestamp } : { ...messageProperties(m), timestamp };
         const confirmed = (err: unknown) => {
           if (err) for (const i of members) errors[i] = err as Error;
           if (--pending === 0) settle();
@@ -824,20 +830,18 @@ export class AmqpBus implements Bus {
         return;
       }
       metrics().consumed.inc({ queue: sub.queue, outcome: transientFailure ? 'wait' : 'retry' }, msgs.length);
-      const copies = msgs.map((m) => ({
-        content: Buffer.from(JSON.stringify(m)),
-        properties: {
-          ...raw.properties,
-          messageId: m.id,
-          contentType: 'application/json',
-          persistent: true,
-          expiration: String(retryDelayMs(1)),
-          headers: {
-            ...(m.request_id ? { 'x-request-id': m.request_id } : {}),
-            ...(transientFailure ? { [WAITS_HEADER]: 1 } : { [ATTEMPT_HEADER]: 2 }),
+      const copies = msgs.map((m) => {
+        const own = messageProperties(m);
+        return {
+          content: Buffer.from(JSON.stringify(m)),
+          properties: {
+            ...raw.properties,
+            ...own,
+            expiration: String(retryDelayMs(1)),
+            headers: { ...own.headers, ...(transientFailure ? { [WAITS_HEADER]: 1 } : { [ATTEMPT_HEADER]: 2 }) },
           },
-        },
-      }));
+        };
+      });
       this.forwardThenAck(ch, raw, `${queue}.retry`, copies);
       return;
     }

@@ -22,6 +22,7 @@ export * from './main.js';
 export * from './peers.js';
 export * from './constraint-errors.js';
 export * from './storable.js';
+export * from './utf8.js';
 export * from './waits.js';
 export * from './retention.js';
 export * from './housekeeping.js';
