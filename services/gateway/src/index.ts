@@ -9,6 +9,7 @@ import { createApp } from './app.js';
 import { functionsHost } from './functions-host.js';
 import { Authenticator } from './auth.js';
 import { Clients } from './clients.js';
+import { AnsweredKeys } from './answered-keys.js';
 import { KeyedRefusals } from './idempotency.js';
 import { invalidateFromEvent, PrincipalCache } from './principal-cache.js';
 import { answerClientErrorsWithEnvelope } from './client-errors.js';
@@ -75,6 +76,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const auth = new Authenticator(clients, cache, opts.operatorToken);
   const limiter = new RateLimiter(log, opts.redisUrl, opts.rateLimitPrefix);
   const idempotency = new KeyedRefusals(db);
+  const answered = new AnsweredKeys();
 
   await opts.bus.subscribe({
     queue: 'gateway.identity-cache',
@@ -90,7 +92,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   purge.start();
 
   const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)));
-  const app = createApp({ log, clients, auth, limiter, idempotency, jobEvents, functions });
+  const app = createApp({ log, clients, auth, limiter, idempotency, answered, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
   const server: Server = createServer(app);
   answerClientErrorsWithEnvelope(server);

@@ -107,6 +107,14 @@ export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
  */
 async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Request): Promise<Reply> {
   const hash = requestHash(req.method, req.path, ctx.body);
+  // A success this replica answered for the request (AnsweredKeys). Before the
+  // refusals: a key with a success has no refusal of the same request (its
+  // duplicates are answered from the receipt), and another request under it goes on.
+  const answered = deps.answered.replay(scope, hash);
+  if (answered) {
+    metrics().idempotentReplays.inc();
+    return answered;
+  }
   const refused = await deps.idempotency.replay(scope, hash).catch((err: unknown) => {
     // a key used with another request is the client's (409); anything else is the
     // gateway's own record of refusals not read: the request answers 503
@@ -127,6 +135,7 @@ async function idempotent(ctx: Ctx, deps: Deps, scope: IdempotencyScope, req: Re
     keyConflict = err instanceof DomainError && err.code === IDEMPOTENCY_KEY_CONFLICT;
     reply = errorReply(err);
   }
+  deps.answered.remember(scope, hash, reply);
   if (requestScope.getStore()?.replayed && reply.status < 300) {
     metrics().idempotentReplays.inc();
     return { ...reply, headers: { ...reply.headers, 'Idempotent-Replay': 'true' } };

@@ -3,6 +3,7 @@ import type { FunctionsHost } from '@lab/functions';
 import type { CallerContext, Logger } from '@lab/kit';
 import type { Authenticator, Principal } from './auth.js';
 import type { Clients } from './clients.js';
+import type { AnsweredKeys } from './answered-keys.js';
 import type { KeyedRefusals } from './idempotency.js';
 import type { JobEventsHub } from '@lab/realtime';
 import type { RateLimiter, RateState } from '@lab/rate-limits';
@@ -30,6 +31,8 @@ export interface Deps {
   auth: Authenticator;
   limiter: RateLimiter;
   idempotency: KeyedRefusals;
+  /** successful answers of keyed writes, replayed by this replica itself */
+  answered: AnsweredKeys;
   /** what the functions base (@lab/functions) is lent of the gateway: functions-host.ts */
   functions: FunctionsHost;
   /** server-sent job.updated events (realtime channel background_jobs) */

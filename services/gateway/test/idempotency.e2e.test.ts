@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import pino from 'pino';
 import type { BusMessage } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
+import { startGateway } from '../src/index';
 import { call, eventually } from './http';
 
 let stack: Stack;
@@ -215,7 +217,7 @@ const jobsBeside = async (jobId: string) =>
 function keyedJob(label: string) {
   const k = `${label}-${randomUUID()}`;
   const body = { job_type: 'box_layout_pdf', input: { rows: 2, cols: 2 } };
-  return { k, send: () => call(stack.url, 'POST', '/v1/jobs', { token: key, body, headers: { 'idempotency-key': k } }) };
+  return { k, send: (url = stack.url) => call(url, 'POST', '/v1/jobs', { token: key, body, headers: { 'idempotency-key': k } }) };
 }
 
 // Receipts are the kit's, claimed by the first write of any keyed call, so every
@@ -244,13 +246,87 @@ function keyedJob(label: string) {
     await eventually(async () =>
       (await onDatabase(`update jobs.call_receipts set answer = null where key = $1 and answer is not null`, [job.k])).rowCount === 1 ? true : undefined,
     );
-    const retried = await job.send();
-    expect(retried.status).toBe(409);
-    expect(retried.body.error).toBe('idempotency_key_conflict');
-    expect(retried.body.meta.message).toMatch(/answer was lost/);
+    // the retry reaches another gateway replica: the one that answered would replay the answer it gave
+    const other = await secondGateway();
+    try {
+      const retried = await job.send(other.url);
+      expect(retried.status).toBe(409);
+      expect(retried.body.error).toBe('idempotency_key_conflict');
+      expect(retried.body.meta.message).toMatch(/answer was lost/);
+    } finally {
+      await other.stop();
+    }
     expect(await jobsBeside(first.body.data.id)).toBe(before);
   },
 );
+
+/** Another gateway replica over the stack's services (its own memory, the shared database). */
+const secondGateway = () =>
+  startGateway({
+    port: 0,
+    host: '127.0.0.1',
+    log: pino({ level: 'silent' }),
+    secret: stack.secret,
+    operatorToken: stack.operatorToken,
+    databaseUrl: stack.databaseUrl,
+    dataDir: stack.dataDir,
+    bus: stack.bus,
+    services: stack.services,
+  });
+
+describe('the answers a gateway replica replays itself', () => {
+  const receiptOf = (k: string) => onDatabase<{ n: number }>(`select count(*)::int as n from notebook.call_receipts where key = $1`, [k]);
+
+  (process.env.DATABASE_URL ? it : it.skip)('replays a success it answered without asking the service, and another replica asks the receipt', async () => {
+    const k = `replica-${randomUUID()}`;
+    const first = await post({ name: 'replica-kept', type: 'blood' }, k);
+    expect(first.status).toBe(201);
+    await eventually(async () => ((await receiptOf(k)).rows[0]!.n === 1 ? true : undefined));
+    const other = await secondGateway();
+    try {
+      // through the other replica: the owning service's receipt answers
+      const there = await call(other.url, 'POST', '/v1/samples', {
+        token: key,
+        body: { name: 'replica-kept', type: 'blood' },
+        headers: { 'idempotency-key': k },
+      });
+      expect(there.status).toBe(201);
+      expect(there.headers.get('idempotent-replay')).toBe('true');
+      expect(there.text).toBe(first.text);
+      // with the receipt gone (a test's trick: it stays 24 hours), the replica that
+      // answered still replays what it answered, so it did not ask the service
+      await onDatabase(`delete from notebook.call_receipts where key = $1`, [k]);
+      const here = await post({ type: 'blood', name: 'replica-kept' }, k);
+      expect(here.status).toBe(201);
+      expect(here.headers.get('idempotent-replay')).toBe('true');
+      expect(here.text).toBe(first.text);
+      expect((await receiptOf(k)).rows[0]!.n).toBe(0);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('keeps a kept key to its request: another payload under it is still the 409', async () => {
+    const k = `replica-conflict-${randomUUID()}`;
+    expect((await post({ name: 'replica-a', type: 'blood' }, k)).status).toBe(201);
+    const other = await post({ name: 'replica-b', type: 'blood' }, k);
+    expect(other.status).toBe(409);
+    expect(other.body.error).toBe('idempotency_key_conflict');
+    // and the first request is still replayed
+    const again = await post({ name: 'replica-a', type: 'blood' }, k);
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+  });
+
+  it('keeps a kept key to its token', async () => {
+    const k = `replica-token-${randomUUID()}`;
+    const first = await post({ name: 'replica-token', type: 'blood' }, k);
+    const theirs = await post({ name: 'replica-token', type: 'blood' }, k, adminKey);
+    expect(theirs.status).toBe(201);
+    expect(theirs.headers.get('idempotent-replay')).toBeNull();
+    expect(theirs.body.data.id).not.toBe(first.body.data.id);
+  });
+});
 
 (process.env.DATABASE_URL ? it : it.skip)('purges expired records in batches and keeps the rest', async () => {
   const { KeyedRefusals } = await import('../src/idempotency');
