@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, openBus, randomToken, runService, type Bus, type RunningService, type ServiceDefinition } from '@lab/kit';
-import { startGateway } from '@lab/gateway';
+import { startGateway, type RunningGateway } from '@lab/gateway';
 import { backing, dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from './backing.js';
 import { deleteRunQueues } from './queues.js';
 
@@ -61,6 +61,12 @@ export interface Stack {
   databaseUrl: string | undefined;
   dataDir: string;
   admin: AdminHelpers;
+  /**
+   * Another gateway replica in front of the same services, database, bus and
+   * Redis, with its own memory (token cache, answers of keyed writes); the stack's
+   * stop() stops it too.
+   */
+  replica(): Promise<{ url: string; stop(): Promise<void> }>;
   stop(): Promise<void>;
 }
 
@@ -124,7 +130,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       running.push(svc);
       services[name] = svc.address;
     }
-    const gateway = await startGateway({
+    const gatewayOptions = {
       port: 0,
       host: '127.0.0.1',
       log,
@@ -141,7 +147,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       trustProxy: opts.trustProxy,
       // counters of their own: stacks share the test Redis, and its client address (127.0.0.1)
       rateLimitPrefix: `lab:test:rl:${exchange}`,
-    });
+    };
+    const gateway = await startGateway(gatewayOptions);
+    const replicas = new Set<RunningGateway>();
     return {
       url: gateway.url,
       operatorToken,
@@ -152,7 +160,18 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       databaseUrl,
       dataDir,
       admin: adminHelpers(gateway.url, operatorToken),
+      replica: async () => {
+        const replica = await startGateway(gatewayOptions);
+        replicas.add(replica);
+        return {
+          url: replica.url,
+          stop: async () => {
+            if (replicas.delete(replica)) await replica.stop();
+          },
+        };
+      },
       stop: async () => {
+        for (const r of replicas) await r.stop();
         await gateway.stop();
         await stopAll();
       },

@@ -1,6 +1,4 @@
-import { createLogger } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
-import { startGateway } from '../src/index';
 import { call, eventually } from './http';
 
 let stack: Stack;
@@ -107,17 +105,7 @@ describe('management API', () => {
 
 describe('a second gateway replica', () => {
   it('forgets a token revoked through another replica on identity’s event', async () => {
-    const replica = await startGateway({
-      port: 0,
-      host: '127.0.0.1',
-      log: createLogger('replica', 'silent'),
-      secret: stack.secret,
-      operatorToken: stack.operatorToken,
-      databaseUrl: stack.databaseUrl,
-      dataDir: stack.dataDir,
-      bus: stack.bus,
-      services: stack.services,
-    });
+    const replica = await stack.replica();
     try {
       const org = (await op('POST', '/orgs', { name: 'Lab' })).body.data;
       const t = (await op('POST', `/orgs/${org.id}/api-keys`, { name: 'k', scopes: ['read'] })).body.data;

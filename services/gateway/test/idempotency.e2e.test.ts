@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import pino from 'pino';
 import type { BusMessage } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
-import { startGateway } from '../src/index';
 import { call, eventually } from './http';
 
 let stack: Stack;
@@ -247,7 +245,7 @@ function keyedJob(label: string) {
       (await onDatabase(`update jobs.call_receipts set answer = null where key = $1 and answer is not null`, [job.k])).rowCount === 1 ? true : undefined,
     );
     // the retry reaches another gateway replica: the one that answered would replay the answer it gave
-    const other = await secondGateway();
+    const other = await stack.replica();
     try {
       const retried = await job.send(other.url);
       expect(retried.status).toBe(409);
@@ -260,20 +258,6 @@ function keyedJob(label: string) {
   },
 );
 
-/** Another gateway replica over the stack's services (its own memory, the shared database). */
-const secondGateway = () =>
-  startGateway({
-    port: 0,
-    host: '127.0.0.1',
-    log: pino({ level: 'silent' }),
-    secret: stack.secret,
-    operatorToken: stack.operatorToken,
-    databaseUrl: stack.databaseUrl,
-    dataDir: stack.dataDir,
-    bus: stack.bus,
-    services: stack.services,
-  });
-
 describe('the answers a gateway replica replays itself', () => {
   const receiptOf = (k: string) => onDatabase<{ n: number }>(`select count(*)::int as n from notebook.call_receipts where key = $1`, [k]);
 
@@ -282,7 +266,7 @@ describe('the answers a gateway replica replays itself', () => {
     const first = await post({ name: 'replica-kept', type: 'blood' }, k);
     expect(first.status).toBe(201);
     await eventually(async () => ((await receiptOf(k)).rows[0]!.n === 1 ? true : undefined));
-    const other = await secondGateway();
+    const other = await stack.replica();
     try {
       // through the other replica: the owning service's receipt answers
       const there = await call(other.url, 'POST', '/v1/samples', {
