@@ -3,11 +3,11 @@ import type { Reply } from '@lab/http-api';
 import type { IdempotencyScope } from './idempotency.js';
 
 /** How long this replica replays a keyed write's answer itself; the owning service's receipt keeps it 24 hours. */
-export const ANSWERED_TTL_MS = 60 * 60_000;
+const ANSWERED_TTL_MS = 60 * 60_000;
 /** Memory for the answers kept (their bodies' bytes, plus ENTRY_OVERHEAD each). */
-export const ANSWERED_MAX_BYTES = 16 * 1024 * 1024;
+const ANSWERED_MAX_BYTES = 16 * 1024 * 1024;
 /** An answer larger than this (a big ingest's) is not kept here: its retry goes to the receipt. */
-export const ANSWERED_MAX_ENTRY_BYTES = 256 * 1024;
+const ANSWERED_MAX_ENTRY_BYTES = 256 * 1024;
 /** What an entry costs beyond its body: key, hash, status, headers. */
 const ENTRY_OVERHEAD = 512;
 
