@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { LRUCache } from 'lru-cache';
 import { DomainError, envInt, type Bus, type BusMessage, type Logger } from '@lab/kit';
 import { isAdministrator, type Caller } from '@lab/permissions';
 
@@ -59,7 +60,12 @@ interface JobUpdated {
   job: { id: string } & Record<string, unknown>;
   created_by?: string | null;
   created_by_token_id?: string | null;
+  /** when the job changed: fixed-width UTC text to the microsecond, so text order is time order */
+  updated_at?: string;
 }
+
+/** Jobs whose latest update a replica remembers, to hold back older ones that arrive late. */
+const REMEMBERED_JOBS = 10_000;
 
 interface Listener {
   principal: StreamPrincipal;
@@ -101,6 +107,8 @@ export class JobEventsHub {
   private readonly listeners = new Set<Listener>();
   private readonly byOrg = new Map<string, Set<Listener>>();
   private readonly perToken = new Map<string, number>();
+  /** the time of the latest update of each job offered to the streams (see deliver) */
+  private readonly latest = new LRUCache<string, string>({ max: REMEMBERED_JOBS });
   private readonly heartbeatMs: number;
   private readonly maxStreamMs: number;
   private readonly maxPerOrg: number;
@@ -124,6 +132,15 @@ export class JobEventsHub {
     const e = msg.data as JobUpdated;
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- an event from the bus is checked before it is trusted
     if (!e?.job?.id) return;
+    // A job's updates come from the API and from the workers, each publishing from
+    // its own outbox, so they may arrive out of order (a worker's `running` before
+    // the API's `queued`). A stream shows the job as it is now: an update older than
+    // one already offered is not sent, so no status goes back.
+    if (typeof e.updated_at === 'string') {
+      const last = this.latest.get(e.job.id);
+      if (last !== undefined && e.updated_at < last) return;
+      this.latest.set(e.job.id, e.updated_at);
+    }
     const org = msg.org_id ? this.byOrg.get(msg.org_id) : undefined;
     if (!org) return;
     const frame = `event: job.updated\nid: ${msg.id}\ndata: ${JSON.stringify(e.job)}\n\n`;

@@ -97,6 +97,25 @@ describe('JobEventsHub', () => {
     expect(t.hub.size).toBe(1);
   });
 
+  it("holds back an update of a job older than one already sent: the job's status never goes back", async () => {
+    const t = await harness();
+    const c = await client(t, true);
+    const update = (status: string, updated_at: string) => ({
+      id: `m-${++seq}`,
+      type: 'job.updated',
+      org_id: ORG,
+      occurred_at: new Date().toISOString(),
+      data: { job: { id: 'job-ordered', status }, created_by: 'someone-else', updated_at },
+    });
+    // the worker's `running` came first; the API's `queued`, made before it, arrives after
+    await t.bus.publish([update('running', '2026-11-27T06:00:00.000200Z')]);
+    await t.bus.publish([update('queued', '2026-11-27T06:00:00.000100Z')]);
+    await t.bus.publish([update('succeeded', '2026-11-27T06:00:01.000000Z')]);
+    await waitFor('the last update at the client', () => c.received().includes('"succeeded"'), { intervalMs: 5 });
+    const statuses = [...c.received().matchAll(/"status":"(\w+)"/g)].map((m) => m[1]);
+    expect(statuses).toEqual(['running', 'succeeded']);
+  });
+
   it('ends a stream after its lifetime with a reconnection hint, and forgets it', async () => {
     const t = await harness({ maxStreamMs: 100 });
     const c = await client(t, true);

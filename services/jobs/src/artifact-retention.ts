@@ -31,7 +31,7 @@ export async function purgeExpiredArtifacts(db: Database, dir: string, days: num
       for (const d of doomed) await rm(artifactFile(dir, d.result_path), { force: true });
       await tx.execute(
         sql`update jobs.jobs set result_path = null,
-              result_meta = coalesce(result_meta, '{}'::jsonb) || jsonb_build_object('artifact_deleted_at', now()), updated_at = now()
+              result_meta = coalesce(result_meta, '{}'::jsonb) || jsonb_build_object('artifact_deleted_at', now()), updated_at = clock_timestamp()
             where id = any(${sqlArray(doomed.map((d) => d.id))}::uuid[])`,
       );
       return doomed.length;

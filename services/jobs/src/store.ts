@@ -46,20 +46,37 @@ export interface JobRow {
   created_by_token_id: string | null;
   creator_role: string | null;
   creator_department_id: string | null;
+  /** when the job last changed (UPDATED_AT) */
+  updated_at: string;
   /** the trace of the request or event that made the job (claimNext only, with tracing on) */
   traceparent?: string | null;
   tracestate?: string | null;
 }
 
-const ROW = sql`${JOB_JSON}::text as json, j.id, j.org_id, j.job_type, j.input, j.status, j.attempts, j.max_attempts,
-  j.result_path, j.result_meta, j.created_by, j.created_by_token_id, j.creator_role, j.creator_department_id`;
+/**
+ * When a job last changed, to the microsecond, as fixed-width UTC text (so text
+ * order is time order). Updates set it with clock_timestamp(), read while the
+ * row is locked, not now(), the transaction's start: an update that found the
+ * row as another committed it may have begun before that commit, but reads the
+ * clock after it. So of two updates of a job, the later one has the later time.
+ */
+const UPDATED_AT = sql`to_char(j.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-/** `job.updated` carries the Job and who may see it (creator user or token). */
+const ROW = sql`${JOB_JSON}::text as json, j.id, j.org_id, j.job_type, j.input, j.status, j.attempts, j.max_attempts,
+  j.result_path, j.result_meta, j.created_by, j.created_by_token_id, j.creator_role, j.creator_department_id, ${UPDATED_AT} as updated_at`;
+
+/**
+ * `job.updated` carries the Job, who may see it (creator user or token), and when
+ * it changed: the API and the workers publish a job's updates from their own
+ * outboxes, so a worker that claims a job at once can publish `running` before the
+ * API has published `queued`; the realtime channel orders them by this time.
+ */
 export function emitUpdated(emit: Emitter, r: JobRow): void {
   emit.event('job.updated', r.org_id, {
     job: JSON.parse(r.json) as Record<string, unknown>,
     created_by: r.created_by,
     created_by_token_id: r.created_by_token_id,
+    updated_at: r.updated_at,
   });
 }
 
@@ -184,7 +201,7 @@ export async function claimNext(tx: Tx, workerId: string): Promise<JobRow | unde
           for update of j skip locked),
         upd as (
           update ${T} j set status = 'running', attempts = j.attempts + 1, started_at = coalesce(j.started_at, now()),
-            heartbeat_at = now(), worker_id = ${workerId}, progress = 0, status_text = 'started', error_message = null, updated_at = now()
+            heartbeat_at = now(), worker_id = ${workerId}, progress = 0, status_text = 'started', error_message = null, updated_at = clock_timestamp()
           from next where j.id = next.id returning j.*)
         select ${ROW}${tracingOn() ? sql`, j.traceparent, j.tracestate` : sql``} from upd j`,
   );
@@ -203,7 +220,7 @@ export async function runningJobs(db: Executor, ids: string[]): Promise<Set<stri
 export async function updateHeld(tx: Tx, id: string, workerId: string, set: SQL): Promise<JobRow | undefined> {
   const [r] = await rows<JobRow>(
     tx,
-    sql`with upd as (update ${T} j set ${set}, updated_at = now()
+    sql`with upd as (update ${T} j set ${set}, updated_at = clock_timestamp()
           where j.id = ${id}::uuid and j.worker_id = ${workerId} and j.status = 'running' returning j.*)
         select ${ROW} from upd j`,
   );
@@ -239,7 +256,7 @@ export async function reapStale(tx: Tx, visibilityMs: number): Promise<JobRow[]>
             status = case when j.attempts >= j.max_attempts then 'dead' else 'queued' end,
             finished_at = case when j.attempts >= j.max_attempts then now() else null end,
             error_message = 'worker stopped responding', status_text = 'worker lost; taken back',
-            worker_id = null, run_after = now(), updated_at = now()
+            worker_id = null, run_after = now(), updated_at = clock_timestamp()
           from stale where j.id = stale.id returning j.*)
         select ${ROW} from upd j`,
   );
