@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Reply } from '@lab/http-api';
-import type { IdempotencyScope } from './idempotency.js';
+import { scopeKey, type IdempotencyScope } from './idempotency.js';
 
 /** How long this replica replays a keyed write's answer itself; the owning service's receipt keeps it 24 hours. */
 const ANSWERED_TTL_MS = 60 * 60_000;
@@ -21,8 +21,6 @@ interface Answered {
   hash: string;
   reply: Reply;
 }
-
-const scopeKey = (s: IdempotencyScope) => `${s.org_id.toLowerCase()}\n${s.token_id}\n${s.key}`;
 
 /**
  * The successful answers of keyed writes this gateway replica gave, kept an hour in

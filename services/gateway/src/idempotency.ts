@@ -52,7 +52,8 @@ interface Row {
 
 const conflict = (message: string) => DomainError.conflict(message, IDEMPOTENCY_KEY_CONFLICT);
 
-const scopeKey = (s: IdempotencyScope) => JSON.stringify([s.org_id.toLowerCase(), s.token_id, s.key]);
+/** One text per (organisation, token, key): the organisation's id in either case is one organisation. */
+export const scopeKey = (s: IdempotencyScope) => JSON.stringify([s.org_id.toLowerCase(), s.token_id, s.key]);
 
 /**
  * The gateway's share of the Idempotency-Key rules (stated in the kit's
