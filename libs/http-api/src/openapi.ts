@@ -568,6 +568,7 @@ const REASONS: Record<string, string> = {
   '409': 'Conflict',
   '413': 'The request body is over its limit (payload_too_large)',
   '429': 'Rate limit exceeded (or, on the management API, an address that guessed the operator token wrong too often); retry after Retry-After seconds',
+  '431': "The request line and headers together are over the HTTP parser's limit (16 KiB; headers_too_large): a long query string counts",
   '503': 'The service behind this route is unavailable or not part of this deployment',
 };
 
@@ -1448,6 +1449,9 @@ function operation(route: Route): Json {
       content: jsonContent(schema),
     };
   }
+  // Any request, whatever its route: Node's HTTP parser refuses it before routing, so
+  // the answer is the error envelope without the gateway's headers (client-errors.ts).
+  responses['431'] = { description: REASONS['431'], content: jsonContent(okSchema('Error')) };
   responses.default = { description: 'Unexpected error (500 carries details.error_id)', content: jsonContent(okSchema('Error')) };
 
   const scope = route.scope;

@@ -751,6 +751,15 @@ describe('findings of the fuzz test, pinned', () => {
     });
     expect(r.status).toBe(431);
     expect(JSON.parse(r.text)).toEqual({ error: { code: 'headers_too_large', message: expect.any(String) } });
+    // a long query string counts too, on any operation, and the document lists the answer (seed 777)
+    const long = await send({
+      label: 'long',
+      method: 'PATCH',
+      url: `${stack.url}/v1/equipment/${randomUUID()}/usage/${randomUUID()}?q=${'q'.repeat(17_000)}`,
+      headers: {},
+    });
+    expect(long.status).toBe(431);
+    expect(problems([long])).toEqual([]);
   });
 
   it('refuses what the gateway refuses before an OAuth endpoint runs in that endpoint’s error language', async () => {
