@@ -256,7 +256,7 @@ async function decide(ctx: FunctionRequest, host: FunctionsHost, flow: Authorize
 
 /** GET/POST of an authorization endpoint: the start, the sign-in form, the consent form. */
 export async function authorizeEndpoint(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow): Promise<Reply> {
-  if (ctx.req.method === 'GET') return start(ctx, host, flow, ctx.req.query);
+  if (ctx.req.method === 'GET' || ctx.req.method === 'HEAD') return start(ctx, host, flow, ctx.req.query);
   const body = (ctx.body && typeof ctx.body === 'object' ? ctx.body : {}) as Params;
   switch (body.step) {
     case 'login':

@@ -1510,7 +1510,8 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
       license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description:
         'Public REST API (/v1), management API (/admin/v1, operator token) and user sign-in (/auth/v1, /app/v1). ' +
-        'Every request acts within one organisation. Errors use {error: {code, message, details?}}, except the idempotency conflict.',
+        'Every request acts within one organisation. Errors use {error: {code, message, details?}}, except the idempotency conflict. ' +
+        'HEAD is answered wherever GET is: the same status and headers, no body (a stream is not opened).',
     },
     servers: opts.servers ?? [{ url: '/', description: 'this gateway' }],
     security: [{ bearer: [] }],

@@ -87,7 +87,7 @@ export async function authenticate(ctx: Ctx, deps: Deps): Promise<void> {
       // A read has no effect to hold back: while the token is well under its limit it
       // runs beside its count instead of after it (the counter's round trip was most
       // of what the limit added to a read's latency). Writes always wait for their count.
-      if (req.method === 'GET' && deps.limiter.mayOverlap(p.token_id)) {
+      if (route.method === 'GET' && deps.limiter.mayOverlap(p.token_id)) {
         counting.catch(() => undefined);
         ctx.counting = counting;
         return;

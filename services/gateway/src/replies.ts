@@ -9,7 +9,9 @@ export function send(res: Response, reply: Reply): void {
   res.status(reply.status);
   if (reply.stream) {
     if (reply.contentType) res.setHeader('Content-Type', reply.contentType);
-    reply.stream(res).catch(() => res.destroy());
+    // HEAD: the GET's status and headers; a stream (events, an artifact) is not started
+    if (res.req.method === 'HEAD') res.end();
+    else reply.stream(res).catch(() => res.destroy());
     return;
   }
   if (reply.body === undefined || reply.status === 204) {

@@ -1,7 +1,10 @@
 import type { HttpMethod, Route } from '@lab/http-api';
 
 export type RouteMatch =
-  { kind: 'found'; route: Route; params: Record<string, string> } | { kind: 'method_not_allowed'; allowed: HttpMethod[] } | { kind: 'not_found' };
+  { kind: 'found'; route: Route; params: Record<string, string> } | { kind: 'method_not_allowed'; allowed: (HttpMethod | 'HEAD')[] } | { kind: 'not_found' };
+
+/** HEAD is a GET without the body (RFC 9110 9.3.2; uptime checks and link checkers send it). */
+const answersHead = (route: Route) => route.method === 'GET';
 
 interface Compiled {
   route: Route;
@@ -49,12 +52,13 @@ export class Router {
   }
 
   match(method: string, path: string): RouteMatch {
+    const wanted = method === 'HEAD' ? 'GET' : method;
     const parts = split(path);
     const candidates = (parts.length >= 2 ? this.byKey.get(`${parts.length}/${parts[1]}`) : undefined) ?? this.open.get(parts.length) ?? [];
     let best: Compiled | undefined;
     let bestParams: Record<string, string> | undefined;
     for (const c of candidates) {
-      if (c.route.method !== method || (best && c.literals <= best.literals) || !literalsMatch(c.segments, parts)) continue;
+      if (c.route.method !== wanted || (best && c.literals <= best.literals) || !literalsMatch(c.segments, parts)) continue;
       const params = decodeParams(c.segments, parts);
       if (!params) continue;
       best = c;
@@ -69,7 +73,9 @@ export class Router {
     // /v1/results/upload names its POST, not also the GET of /v1/results/{id}.
     const matching = candidates.filter((c) => literalsMatch(c.segments, parts) && decodeParams(c.segments, parts));
     const most = Math.max(...matching.map((c) => c.literals));
-    const allowed = new Set<HttpMethod>(matching.filter((c) => c.literals === most).map((c) => c.route.method));
+    const allowed = new Set<HttpMethod | 'HEAD'>(
+      matching.filter((c) => c.literals === most).flatMap((c) => (answersHead(c.route) ? [c.route.method, 'HEAD' as const] : [c.route.method])),
+    );
     if (allowed.size) return { kind: 'method_not_allowed', allowed: [...allowed] };
     return { kind: 'not_found' };
   }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { startStack, type Stack } from '@lab/testing';
 import { call } from './http';
@@ -27,6 +28,32 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stack?.stop();
+});
+
+describe('HEAD', () => {
+  it("answers a GET's status and headers without its body, wherever GET is answered", async () => {
+    const id = (await api('POST', '/v1/samples', writeKey, { name: 'headed' })).body.data.id as string;
+    const auth = { authorization: `Bearer ${writeKey}` };
+    const get = await fetch(`${stack.url}/v1/samples/${id}`, { headers: auth });
+    await get.arrayBuffer();
+    const head = await fetch(`${stack.url}/v1/samples/${id}`, { method: 'HEAD', headers: auth });
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe('');
+    for (const h of ['content-type', 'x-ratelimit-limit', 'x-content-type-options']) expect([h, head.headers.get(h)]).toEqual([h, get.headers.get(h)]);
+    expect(head.headers.get('x-request-id')).toBeTruthy();
+    // the same refusals as GET
+    expect((await fetch(`${stack.url}/v1/samples/${randomUUID()}`, { method: 'HEAD', headers: auth })).status).toBe(404);
+    expect((await fetch(`${stack.url}/v1/samples/${id}`, { method: 'HEAD' })).status).toBe(401);
+    expect((await fetch(`${stack.url}/v1/samples/${id}`, { method: 'HEAD', headers: { authorization: `Bearer ${otherOrgKey}` } })).status).toBe(404);
+    expect((await fetch(`${stack.url}/v1/health`, { method: 'HEAD' })).status).toBe(200);
+    // Allow names HEAD beside GET, and only there
+    const wrong = await fetch(`${stack.url}/v1/samples`, { method: 'DELETE', headers: auth });
+    expect([wrong.status, wrong.headers.get('allow')]).toEqual([405, 'GET, HEAD, POST']);
+    const postOnly = await fetch(`${stack.url}/v1/results/upload`, { method: 'HEAD', headers: auth });
+    expect([postOnly.status, postOnly.headers.get('allow')]).toEqual([405, 'POST']);
+    // and it changes nothing: the record is as it was
+    expect((await api('GET', `/v1/samples/${id}`, writeKey)).body.data.name).toBe('headed');
+  });
 });
 
 describe('generic CRUD of samples', () => {

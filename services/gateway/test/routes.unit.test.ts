@@ -34,7 +34,7 @@ describe('route table', () => {
   });
 
   it('has no update route for stock movements', () => {
-    expect(router.match('PATCH', '/v1/stock-movements/x')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'DELETE'] });
+    expect(router.match('PATCH', '/v1/stock-movements/x')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'HEAD', 'DELETE'] });
   });
 
   it('names in Allow the methods of the path the document has, not of a template with a parameter there', () => {
@@ -44,8 +44,15 @@ describe('route table', () => {
     expect(router.match('GET', '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
   });
 
+  it('answers HEAD wherever it answers GET, and names it in Allow beside GET', () => {
+    expect(router.match('HEAD', '/v1/samples/x1')).toMatchObject({ kind: 'found', route: { method: 'GET', path: '/v1/samples/:id' }, params: { id: 'x1' } });
+    expect(router.match('HEAD', '/v1/health')).toMatchObject({ kind: 'found', route: { method: 'GET', path: '/v1/health' } });
+    expect(router.match('HEAD', '/v1/results/upload')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+    expect(router.match('HEAD', '/functions/v1/mcp')).toEqual({ kind: 'method_not_allowed', allowed: ['POST'] });
+  });
+
   it('answers 405 with the allowed methods and 404 for unknown paths', () => {
-    expect(router.match('DELETE', '/v1/samples')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'POST'] });
+    expect(router.match('DELETE', '/v1/samples')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'HEAD', 'POST'] });
     expect(router.match('GET', '/v1/unknown')).toEqual({ kind: 'not_found' });
     expect(router.match('GET', '/v1/samples/a/b')).toEqual({ kind: 'not_found' });
   });
@@ -103,7 +110,10 @@ describe('route table', () => {
     expect(router.match('DELETE', '/admin/v1/orgs/o/environmental-points/p')).toMatchObject({
       route: { service: 'telemetry', handler: { op: 'deletePoint' } },
     });
-    expect(router.match('PUT', '/admin/v1/orgs/o/webhook-subscriptions/s')).toEqual({ kind: 'method_not_allowed', allowed: ['GET', 'PATCH', 'DELETE'] });
+    expect(router.match('PUT', '/admin/v1/orgs/o/webhook-subscriptions/s')).toEqual({
+      kind: 'method_not_allowed',
+      allowed: ['GET', 'HEAD', 'PATCH', 'DELETE'],
+    });
   });
 });
 
@@ -129,8 +139,11 @@ function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
     }
     if (!ok) continue;
     const literals = pattern.filter((s) => !s.startsWith(':')).length;
-    if (route.method !== method) {
+    // HEAD is a GET without the body
+    const servesHead = route.method === 'GET';
+    if (method === 'HEAD' ? !servesHead : route.method !== method) {
       allowed.set(route.method, Math.max(literals, allowed.get(route.method) ?? 0));
+      if (servesHead) allowed.set('HEAD', Math.max(literals, allowed.get('HEAD') ?? 0));
       continue;
     }
     if (!best || literals > best.literals) best = { route, params, literals };
@@ -144,7 +157,7 @@ function scanAll(method: string, path: string, table: typeof ROUTES = ROUTES) {
 
 describe('route index', () => {
   it('answers every method on every route path, and on near misses, as a scan of the whole table would', () => {
-    const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    const methods = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
     const paths = new Set<string>(['/', '/v1', '/v1/', '/nope/v1/samples']);
     for (const r of ROUTES) {
       const concrete = r.path.replace(/:[a-z_]+/g, 'x1');
@@ -183,7 +196,7 @@ describe('route index', () => {
     ];
     const small = new Router(table);
     for (const path of ['/v1/health', '/v1/samples', '/v1/other', '/v1/b', '/x/b', '/v1/samples/1', '/v1/other/1', '/x', '/', '/v1/%E0%A4%A']) {
-      for (const method of ['GET', 'POST', 'PUT', 'DELETE']) {
+      for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE']) {
         const want = scanAll(method, path, table);
         expect({ method, path, got: small.match(method, path) }).toEqual({ method, path, got: want });
       }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -579,6 +580,30 @@ describe('failures and workers', () => {
 });
 
 describe('GET /v1/realtime/background_jobs', () => {
+  it("answers HEAD with the stream's headers at once, and the connection serves the next request", async () => {
+    // Both requests on one connection: had HEAD opened the stream, the second would
+    // wait behind it for ever (HTTP/1.1 answers a connection's requests in order).
+    const url = new URL(stack.url);
+    const answer = await new Promise<string>((resolve) => {
+      let out = '';
+      const socket = connect(Number(url.port), url.hostname, () =>
+        socket.write(
+          `HEAD /v1/realtime/background_jobs HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer ${researcher}\r\n\r\n` +
+            'GET /v1/health HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n',
+        ),
+      );
+      const timer = setTimeout(() => socket.destroy(), 10_000);
+      socket.on('data', (c: Buffer) => (out += c.toString()));
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(out);
+      });
+    });
+    const [head, health] = answer.split(/(?=HTTP\/1\.1 )/);
+    expect(head).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*Content-Type: text\/event-stream; charset=utf-8\r\n[^]*\r\n\r\n$/);
+    expect(health).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\n\{"status":"ok"\}$/);
+  });
+
   it('streams the updates of a running job to its creator, not to another user', async () => {
     const open = (token: string) => {
       const ctl = new AbortController();
