@@ -7,3 +7,4 @@ export * from './reference-owners.js';
 export * from './otlp-receiver.js';
 export * from './tcp-proxy.js';
 export * from './waits.js';
+export * from './raw-http.js';

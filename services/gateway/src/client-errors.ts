@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 /**
@@ -7,6 +7,10 @@ import type { Duplex } from 'node:stream';
  * line; clients get the API's error envelope there too (found by the fuzz test).
  */
 export function answerClientErrorsWithEnvelope(server: Server): void {
+  // An Expect other than 100-continue: RFC 9110 (10.1.1) lets a server refuse it with
+  // 417 or not. Node's 417 is bare, outside the envelope and the document; the request
+  // is served as if the field were not there (100-continue itself Node answers).
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => server.emit('request', req, res));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();

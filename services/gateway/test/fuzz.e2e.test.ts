@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Client } from 'pg';
-import { startStack, waitFor, type Stack } from '@lab/testing';
+import { rawExchange, startStack, waitFor, type Stack } from '@lab/testing';
 import { checkerFor } from './openapi-responses';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
@@ -762,6 +762,14 @@ describe('findings of the fuzz test, pinned', () => {
     });
     expect(long.status).toBe(431);
     expect(problems([long])).toEqual([]);
+  });
+
+  it('serves a request with an expectation other than 100-continue rather than a bare 417', async () => {
+    const answer = await rawExchange(
+      stack.url,
+      `GET /v1/samples HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer ${apiKey}\r\nExpect: 200-ok\r\nConnection: close\r\n\r\n`,
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\n\{"data":/);
   });
 
   it('refuses what the gateway refuses before an OAuth endpoint runs in that endpoint’s error language', async () => {

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readlink, rm, truncate } from 'node:fs/promises';
 import { request } from 'node:http';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -9,7 +8,7 @@ import { getChannelzHandlers } from '@grpc/grpc-js';
 import { PDFDocument } from 'pdf-lib';
 import yauzl from 'yauzl';
 import type { RunningService } from '@lab/kit';
-import { startStack, waitFor, type Stack } from '@lab/testing';
+import { rawExchange, startStack, waitFor, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 import { toCsv } from './csv-oracle';
 import { SCRATCH_DIR } from '../src/scratch';
@@ -583,22 +582,11 @@ describe('GET /v1/realtime/background_jobs', () => {
   it("answers HEAD with the stream's headers at once, and the connection serves the next request", async () => {
     // Both requests on one connection: had HEAD opened the stream, the second would
     // wait behind it for ever (HTTP/1.1 answers a connection's requests in order).
-    const url = new URL(stack.url);
-    const answer = await new Promise<string>((resolve) => {
-      let out = '';
-      const socket = connect(Number(url.port), url.hostname, () =>
-        socket.write(
-          `HEAD /v1/realtime/background_jobs HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer ${researcher}\r\n\r\n` +
-            'GET /v1/health HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n',
-        ),
-      );
-      const timer = setTimeout(() => socket.destroy(), 10_000);
-      socket.on('data', (c: Buffer) => (out += c.toString()));
-      socket.on('close', () => {
-        clearTimeout(timer);
-        resolve(out);
-      });
-    });
+    const answer = await rawExchange(
+      stack.url,
+      `HEAD /v1/realtime/background_jobs HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer ${researcher}\r\n\r\n` +
+        'GET /v1/health HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n',
+    );
     const [head, health] = answer.split(/(?=HTTP\/1\.1 )/);
     expect(head).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*Content-Type: text\/event-stream; charset=utf-8\r\n[^]*\r\n\r\n$/);
     expect(health).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*\r\n\r\n\{"status":"ok"\}$/);
