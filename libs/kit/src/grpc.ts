@@ -28,6 +28,7 @@ import { metrics } from './metrics.js';
 import { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
+import { useLeanAsyncResourceBind } from './async-bind.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -503,6 +504,9 @@ export class RpcClient<D extends Definition> {
     readonly address: string,
     private readonly opts: RpcClientOptions,
   ) {
+    // node:http2 binds an AsyncResource per request: without this, each call's objects
+    // outlived scavenges (async-bind.ts)
+    useLeanAsyncResourceBind();
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
