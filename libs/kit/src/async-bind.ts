@@ -10,8 +10,8 @@ import { AsyncResource } from 'node:async_hooks';
  * function per client request (its `PendingRequest` resource), so every gRPC call paid
  * for it, and the bookkeeping kept the young objects of calls alive through scavenges:
  * a bare grpc-js client at 600 calls/s promoted 1.8 MB per scavenge, with 12 ms pauses;
- * with this bind, 3 KB and 1.2 ms, and 20-30% less CPU per call (docs/benchmarks.md,
- * 2026-11-27). The gateway's GET tail was those pauses.
+ * with this bind, 3 KB and 1.2 ms, and 20-34% less CPU per call (docs/benchmarks.md,
+ * 2026-11-27; decision 038).
  *
  * What stays as Node has it: `fn` runs in the resource's async scope with the bound
  * `this` (the caller's when `thisArg` is not given) and the call's arguments, and the
@@ -19,7 +19,6 @@ import { AsyncResource } from 'node:async_hooks';
  * `asyncResource`, deprecated since Node 17.8.
  */
 export function useLeanAsyncResourceBind(): void {
-  if (AsyncResource.prototype.bind === leanBind) return;
   AsyncResource.prototype.bind = leanBind;
 }
 

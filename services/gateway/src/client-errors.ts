@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
  * Requests Node's HTTP parser refuses before express sees them (headers over
  * the size limit, malformed request lines) would otherwise get a bare status
  * line; clients get the API's error envelope there too (found by the fuzz test).
+ * Node's other answer before express, a bare 417 to an unknown Expect, is not given.
  */
 export function answerClientErrorsWithEnvelope(server: Server): void {
   // An Expect other than 100-continue: RFC 9110 (10.1.1) lets a server refuse it with

@@ -52,13 +52,13 @@ export class Router {
   }
 
   match(method: string, path: string): RouteMatch {
-    const wanted = method === 'HEAD' ? 'GET' : method;
     const parts = split(path);
     const candidates = (parts.length >= 2 ? this.byKey.get(`${parts.length}/${parts[1]}`) : undefined) ?? this.open.get(parts.length) ?? [];
     let best: Compiled | undefined;
     let bestParams: Record<string, string> | undefined;
     for (const c of candidates) {
-      if (c.route.method !== wanted || (best && c.literals <= best.literals) || !literalsMatch(c.segments, parts)) continue;
+      const serves = c.route.method === method || (method === 'HEAD' && answersHead(c.route));
+      if (!serves || (best && c.literals <= best.literals) || !literalsMatch(c.segments, parts)) continue;
       const params = decodeParams(c.segments, parts);
       if (!params) continue;
       best = c;
