@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createExpressServer } from './http-server.js';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { oauthStateKey, StateSigner } from '@lab/functions';
@@ -94,7 +95,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)));
   const app = createApp({ log, clients, auth, limiter, idempotency, answered, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
-  const server: Server = createServer(app);
+  const server: Server = createExpressServer(app);
   answerClientErrorsWithEnvelope(server);
   await listenLogged(server, opts.port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'http server error'));
   const sockets = new Set<Socket>();
