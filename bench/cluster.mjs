@@ -168,7 +168,8 @@ export async function startCluster(services = ['identity', 'notebook', 'audit'],
       children.push(await spawnNode('services/gateway/dist/main.js', gatewayEnv, 'gateway ready', 'gateway'));
       return `http://127.0.0.1:${port}`;
     };
-    const url = await gateway();
+    // BENCH_GATEWAY_ENV (JSON, null unsets) changes the first gateway's environment, to compare
+    const url = await gateway(JSON.parse(process.env.BENCH_GATEWAY_ENV ?? '{}', (_k, v) => (v === null ? undefined : v)));
     return {
       url,
       gateway,

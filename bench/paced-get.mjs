@@ -7,11 +7,14 @@
 // BENCH_NODE_FLAGS=--trace-gc BENCH_LOG_DIR=<dir> the services' GC pauses go to <dir>.
 import { api, seedOrg, startCluster } from './cluster.mjs';
 import { pacedLoad } from './paced.mjs';
+import { load } from './load.mjs';
 const cluster = await startCluster();
 try {
   const { token } = await seedOrg(cluster.url, cluster.operatorToken);
   let id;
   for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
+  // BENCH_WARMUP seconds of saturated load first, so V8 has tiered the path up
+  if (Number(process.env.BENCH_WARMUP ?? 0) > 0) await load(`${cluster.url}/v1/samples/${id}`, { token, duration: Number(process.env.BENCH_WARMUP) });
   for (const rate of (process.env.RATES ?? '100,200,400').split(',').map(Number)) {
     const timeline = [];
     console.log('start', Date.now());
