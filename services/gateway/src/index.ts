@@ -1,5 +1,4 @@
-import type { Server } from 'node:http';
-import { createExpressServer } from './http-server.js';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { oauthStateKey, StateSigner } from '@lab/functions';
@@ -95,7 +94,7 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)));
   const app = createApp({ log, clients, auth, limiter, idempotency, answered, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
-  const server: Server = createExpressServer(app);
+  const server: Server = createServer(app);
   answerClientErrorsWithEnvelope(server);
   await listenLogged(server, opts.port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'http server error'));
   const sockets = new Set<Socket>();
