@@ -504,8 +504,8 @@ export class RpcClient<D extends Definition> {
     readonly address: string,
     private readonly opts: RpcClientOptions,
   ) {
-    // node:http2 binds an AsyncResource per request: without this, each call's objects
-    // outlived scavenges (async-bind.ts)
+    // node:http2 binds an AsyncResource per request: without this, more of each call's
+    // objects outlive scavenges (async-bind.ts)
     useLeanAsyncResourceBind();
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
