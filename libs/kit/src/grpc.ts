@@ -29,6 +29,7 @@ import { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
 import { useLeanAsyncResourceBind } from './async-bind.js';
+import { releaseClosedHttp2Streams } from './http2-release.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -208,6 +209,8 @@ export class GrpcServer {
   private readonly databaseOutages: OutageLog;
 
   constructor(private readonly opts: GrpcServerOptions) {
+    // a finished call's objects are let go of with its stream (http2-release.ts)
+    releaseClosedHttp2Streams();
     this.databaseOutages = new OutageLog(opts.logger, { fields: { service: opts.name } });
     const age = opts.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS;
     this.server = new Server({
@@ -507,6 +510,8 @@ export class RpcClient<D extends Definition> {
     // node:http2 binds an AsyncResource per request: without this, more of each call's
     // objects outlive scavenges (async-bind.ts)
     useLeanAsyncResourceBind();
+    // a finished call's objects are let go of with its stream (http2-release.ts)
+    releaseClosedHttp2Streams();
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);
     const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
