@@ -1,4 +1,12 @@
-import { subscribe } from 'node:diagnostics_channel';
+import { channel, subscribe, type Channel } from 'node:diagnostics_channel';
+
+/**
+ * Marks a channel this module subscribed to. Kept on the channel rather than in a
+ * module variable: the channels are the process's, while a module can be loaded more
+ * than once in a process (a test runner's module registry per test file), and each
+ * subscription would add a listener to every stream.
+ */
+const SUBSCRIBED = Symbol.for('@lab/kit:http2-release');
 
 /**
  * Lets go of what a closed HTTP/2 stream still points to: one turn of the event
@@ -20,13 +28,13 @@ import { subscribe } from 'node:diagnostics_channel';
  * reads the outcome of a call in its 'close' listener, which has run by then.
  */
 export function releaseClosedHttp2Streams(): void {
-  if (installed) return;
-  installed = true;
-  subscribe('http2.client.stream.close', release);
-  subscribe('http2.server.stream.close', release);
+  for (const name of ['http2.client.stream.close', 'http2.server.stream.close']) {
+    const marked = channel(name) as Channel & { [SUBSCRIBED]?: true };
+    if (marked[SUBSCRIBED]) continue;
+    marked[SUBSCRIBED] = true;
+    subscribe(name, release);
+  }
 }
-
-let installed = false;
 
 function release(message: unknown): void {
   const stream = (message as { stream?: NodeJS.EventEmitter }).stream;

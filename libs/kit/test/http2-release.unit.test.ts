@@ -61,6 +61,20 @@ describe('releaseClosedHttp2Streams', () => {
     expect(listeners(s)).toBe(0);
   });
 
+  it('adds one listener per stream, however many times it is installed or loaded', async () => {
+    jest.isolateModules(() => {
+      // a second copy of the module, as a test runner's registry per file loads it
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      (require('../src/http2-release.js') as typeof import('../src/http2-release.js')).releaseClosedHttp2Streams();
+    });
+    const req = session.request({ ':method': 'POST', ':path': '/' });
+    req.resume();
+    const closeListeners = new Promise<number>((resolve) => req.on('close', () => resolve(req.listenerCount('close'))));
+    req.end();
+    // ours and this test's
+    expect(await closeListeners).toBe(2);
+  });
+
   it('leaves a stream that is still open alone', async () => {
     const req = session.request({ ':method': 'POST', ':path': '/' });
     req.on('data', () => undefined);
