@@ -8,13 +8,14 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { api, seedOrg, startCluster } from './cluster.mjs';
 import { load, WARMUP } from './load.mjs';
 import { pacedLoad } from './paced.mjs';
 
+// read by cluster.mjs when it starts each process
 const dir = mkdtempSync(join(tmpdir(), 'gc-split-'));
 process.env.BENCH_LOG_DIR = dir;
 process.env.BENCH_NODE_FLAGS = `${process.env.BENCH_NODE_FLAGS ?? ''} --trace-gc-nvp`;
-const { api, seedOrg, startCluster } = await import('./cluster.mjs');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const PROCESSES = ['gateway', 'identity', 'notebook', 'audit'];
 

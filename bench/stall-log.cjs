@@ -2,10 +2,16 @@
 // with epoch milliseconds, every GC pause over 4 ms and every event-loop lag over 20 ms
 // of a process to its stderr: set beside bench/paced-get.mjs's slow requests (it prints
 // when each was due), they tell which process stalled and whether a collection did it.
-const { PerformanceObserver, performance } = require('node:perf_hooks');
+const { constants, PerformanceObserver, performance } = require('node:perf_hooks');
 
 const origin = performance.timeOrigin;
-const KINDS = { 1: 'scavenge', 2: 'minor-ms', 4: 'mark-compact', 8: 'weak-callbacks', 16: 'incremental' };
+const KINDS = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+  [constants.NODE_PERFORMANCE_GC_MINOR_MARK_SWEEP]: 'minor-ms',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'mark-compact',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak-callbacks',
+};
 new PerformanceObserver((list) => {
   for (const e of list.getEntries())
     if (e.duration > 4)
