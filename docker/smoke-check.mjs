@@ -46,7 +46,8 @@ function grpcTargets(env) {
 }
 
 const timeoutMs = Number(process.env.SMOKE_TIMEOUT_MS ?? 30_000);
-if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) usage(`SMOKE_TIMEOUT_MS must be a positive number of milliseconds, not ${JSON.stringify(process.env.SMOKE_TIMEOUT_MS)}`);
+if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+  usage(`SMOKE_TIMEOUT_MS must be a positive number of milliseconds, not ${JSON.stringify(process.env.SMOKE_TIMEOUT_MS)}`);
 const deadline = started + timeoutMs;
 const healthService = process.env.SMOKE_GRPC_SERVICE ?? '';
 const http = entries(process.env.SMOKE_HTTP);
@@ -76,18 +77,27 @@ function describe(err) {
   return cause && !err.message.includes(cause) ? `${err.message}: ${cause}` : err.message;
 }
 
-/** Runs `attempt` until it resolves or the deadline passes; the outcome carries the last error. */
+/** An attempt's own time ran out (not the service's answer). */
+class AttemptTimedOut extends Error {}
+
+/**
+ * Runs `attempt` until it resolves or the deadline passes; the outcome carries the
+ * last error, except that a last try cut short by the overall deadline does not hide
+ * what an earlier try learnt ("health status NOT_SERVING" says more than a timeout
+ * that only means the time was up).
+ */
 async function untilDeadline(kind, name, target, attempt) {
   const t0 = Date.now();
   let tries = 0;
   let last = 'not tried';
   for (;;) {
     tries += 1;
+    const cutShort = deadline - Date.now() < ATTEMPT_MS;
     try {
       const detail = await attempt();
       return { ok: true, kind, name, target, detail, ms: Date.now() - t0, tries };
     } catch (err) {
-      last = describe(err);
+      if (!(err instanceof AttemptTimedOut && cutShort && tries > 1)) last = describe(err);
     }
     if (Date.now() + RETRY_MS >= deadline) break;
     await sleep(RETRY_MS);
@@ -97,7 +107,9 @@ async function untilDeadline(kind, name, target, attempt) {
 
 function checkHttp({ name, value: url }) {
   return untilDeadline('http', name, url, async () => {
-    const res = await fetch(url, { signal: AbortSignal.timeout(attemptBudget()), headers: { accept: 'application/json' } });
+    const res = await fetch(url, { signal: AbortSignal.timeout(attemptBudget()), headers: { accept: 'application/json' } }).catch((err) => {
+      throw err?.name === 'TimeoutError' ? new AttemptTimedOut(`timed out: ${describe(err)}`) : err;
+    });
     const body = (await res.text()).slice(0, 200).replace(/\s+/g, ' ');
     if (!res.ok) throw new Error(`HTTP ${res.status} ${body}`);
     return `HTTP ${res.status}`;
@@ -112,14 +124,21 @@ function checkGrpc({ name, value: target }) {
   } catch (err) {
     return Promise.resolve({ ok: false, kind: 'grpc', name, target, detail: `not a usable gRPC target: ${err.message}`, ms: 0, tries: 1 });
   }
-  return untilDeadline('grpc', name, target, () =>
-    new Promise((resolve, reject) => {
-      client.Check({ service: healthService }, { deadline: Date.now() + attemptBudget() }, (err, res) => {
-        if (err) return reject(new Error(`${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`));
-        if (res?.status !== 'SERVING') return reject(new Error(`health status ${res?.status ?? 'missing'}`));
-        resolve('SERVING');
-      });
-    }),
+  return untilDeadline(
+    'grpc',
+    name,
+    target,
+    () =>
+      new Promise((resolve, reject) => {
+        client.Check({ service: healthService }, { deadline: Date.now() + attemptBudget() }, (err, res) => {
+          if (err) {
+            const Failure = err.code === grpc.status.DEADLINE_EXCEEDED ? AttemptTimedOut : Error;
+            return reject(new Failure(`${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`));
+          }
+          if (res?.status !== 'SERVING') return reject(new Error(`health status ${res?.status ?? 'missing'}`));
+          resolve('SERVING');
+        });
+      }),
   );
 }
 

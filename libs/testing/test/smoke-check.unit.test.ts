@@ -45,7 +45,8 @@ interface HealthServer {
   checks(): number;
 }
 
-async function healthServer(status: ServingStatus): Promise<HealthServer> {
+/** `answered`: how many Check calls get an answer; later ones are left hanging. */
+async function healthServer(status: ServingStatus, answered = Infinity): Promise<HealthServer> {
   const server = new Server();
   const health = new HealthImplementation({ '': status });
   // the standard implementation, its Check calls counted on the way in
@@ -55,7 +56,7 @@ async function healthServer(status: ServingStatus): Promise<HealthServer> {
     addService(definition, {
       ...impl,
       check: (call: unknown, callback: unknown) => {
-        checks++;
+        if (++checks > answered) return;
         (impl.check as (c: unknown, cb: unknown) => void)(call, callback);
       },
     });
@@ -116,10 +117,10 @@ describe('docker/smoke-check.mjs', () => {
     const run = await smoke({
       SMOKE_HTTP: `gateway=${gw}/v1/health gateway-readyz=${gw}/not-ready`,
       SMOKE_GRPC: `notebook=ipv4:127.0.0.1:${a.port} orders=dns:///127.0.0.1:${down.port} jobs=ipv4:127.0.0.1:${closed} webhooks=dns:///no-such-host.invalid:50051`,
-      SMOKE_TIMEOUT_MS: '1500',
+      SMOKE_TIMEOUT_MS: '3000',
     });
     expect(run.code).toBe(1);
-    expect(run.ms).toBeLessThan(6_000);
+    expect(run.ms).toBeLessThan(8_000);
     const failed = /smoke check failed: (.*)$/m.exec(run.stderr)?.[1] ?? '';
     expect(failed).toContain(`gateway-readyz (http ${gw}/not-ready: HTTP 503`);
     expect(failed).toContain(`orders (grpc dns:///127.0.0.1:${down.port}: health status NOT_SERVING)`);
@@ -151,10 +152,37 @@ describe('docker/smoke-check.mjs', () => {
   });
 
   it('without SMOKE_GRPC, checks every <NAME>_ADDR variable (as a service pod has them)', async () => {
-    const run = await smoke({ NOTEBOOK_ADDR: `dns:///localhost:${a.port}`, ORDERS_ADDR: `ipv4:127.0.0.1:${down.port}`, SMOKE_TIMEOUT_MS: '1000' });
+    const run = await smoke({ NOTEBOOK_ADDR: `dns:///localhost:${a.port}`, ORDERS_ADDR: `ipv4:127.0.0.1:${down.port}`, SMOKE_TIMEOUT_MS: '3000' });
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/^ok\s.*\snotebook\s+dns:\/\/\/localhost/m);
     expect(run.stderr).toMatch(/smoke check failed: orders \(grpc ipv4:127\.0\.0\.1:\d+: health status NOT_SERVING\)$/m);
+  });
+
+  it('names what an earlier try learnt when the last one only ran out of time', async () => {
+    // the first try of each is answered (503, NOT_SERVING); the next hangs until the deadline
+    const grpcOnce = await healthServer('NOT_SERVING', 1);
+    let httpTries = 0;
+    const httpOnce = createServer((_req, res) => {
+      if (++httpTries > 1) return;
+      res.writeHead(503).end('starting');
+    });
+    await new Promise<void>((resolve) => httpOnce.listen(0, '127.0.0.1', resolve));
+    try {
+      const run = await smoke({
+        SMOKE_HTTP: `gateway=http://127.0.0.1:${(httpOnce.address() as AddressInfo).port}/v1/health`,
+        SMOKE_GRPC: `orders=ipv4:127.0.0.1:${grpcOnce.port}`,
+        SMOKE_TIMEOUT_MS: '2500',
+      });
+      expect(run.code).toBe(1);
+      expect([httpTries, grpcOnce.checks()]).toEqual([2, 2]);
+      const failed = /smoke check failed: (.*)$/m.exec(run.stderr)?.[1] ?? '';
+      expect(failed).toMatch(/gateway \(http \S+: HTTP 503 starting\)/);
+      expect(failed).toMatch(/orders \(grpc \S+: health status NOT_SERVING\)/);
+    } finally {
+      grpcOnce.server.forceShutdown();
+      httpOnce.closeAllConnections();
+      await new Promise<void>((resolve) => httpOnce.close(() => resolve()));
+    }
   });
 
   it('exits 2 when there is nothing (valid) to check', async () => {
