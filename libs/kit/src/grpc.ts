@@ -30,6 +30,7 @@ import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
 import { useLeanAsyncResourceBind } from './async-bind.js';
 import { releaseClosedHttp2Streams } from './http2-release.js';
+import { releaseAnsweredCall } from './answered-call.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -264,16 +265,17 @@ export class GrpcServer {
       const request = clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request;
       this.run(path, caller, started, (c) => handler(request, c))
         .then((o) => {
-          if (!o.ok) {
-            callback(o.mapped);
-            return;
+          if (!o.ok) callback(o.mapped);
+          else {
+            if (o.replayed) {
+              const md = new Metadata();
+              md.set(REPLAYED_KEY, '1');
+              call.sendMetadata(md);
+            }
+            callback(null, o.res);
           }
-          if (o.replayed) {
-            const md = new Metadata();
-            md.set(REPLAYED_KEY, '1');
-            call.sendMetadata(md);
-          }
-          callback(null, o.res);
+          // a unary call's object is a Writable, kept until a mark-compact (answered-call.ts)
+          if (!clientStreaming) releaseAnsweredCall(call);
         })
         .catch((err: unknown) => this.opts.logger.error({ err, rpc: path }, 'rpc answer not sent'));
     };
