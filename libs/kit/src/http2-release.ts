@@ -15,14 +15,17 @@ const SUBSCRIBED = Symbol.for('@lab/kit:http2-release');
  * stream's close on the `http2.client.stream.close` and `http2.server.stream.close`
  * diagnostics channels; installing once per process is enough.
  *
- * Why: on Node.js 24 a closed stream stays reachable from objects that are already
- * dead in the old generation, which a scavenge takes as roots until the next
- * mark-compact; with it, everything its listeners reach (grpc-js's call objects, the
- * caller's promise and request) outlived every scavenge and was promoted. Measured
- * (docs/benchmarks.md, 2026-11-27 (afternoon)): a bare grpc-js client at 600 calls/s
- * promoted 3.3-3.75 MB per scavenge, with this 0.45-0.5 MB, and its scavenges took
- * 4-7 ms instead of 12-20. Node.js 20 does not keep the streams (1 KB promoted), so
- * this is for what Node.js 24 does, and can go when it no longer does.
+ * Why: an HTTP/2 stream is a Duplex, and since Node.js 24.15.0 every Writable holds a
+ * closure that V8 allocates in the old generation (WritableState's `this.onwrite =
+ * (er) => onwrite(stream, er)`: V8 puts a function literal assigned straight to a
+ * property there). A scavenge takes old objects as live, so a closed stream outlives
+ * every scavenge until the next mark-compact, and with it everything its listeners
+ * reach (grpc-js's call objects, the caller's promise and request), all promoted.
+ * Measured (docs/benchmarks.md, 2026-11-27 (afternoon)): a bare grpc-js client at 600
+ * calls/s promoted 3.3-3.75 MB per scavenge, with this 0.45-0.5 MB, and its scavenges
+ * took 4-7 ms instead of 12-20. Node.js 24.14 and earlier do not keep the streams
+ * (decision 040; `bench/promotion-roots.mjs` tells for the running Node.js), so this
+ * can go when Node no longer does.
  *
  * Safe after 'close': Node emits nothing more on a destroyed stream, and grpc-js
  * reads the outcome of a call in its 'close' listener, which has run by then.
