@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { telemetry } from '@lab/contracts';
 import { newId, RpcClient, systemContext } from '@lab/kit';
+import { waitFor } from '../../testing/src/waits';
 
 /**
  * A unary call answered by a GrpcServer does not outlive the scavenges after it
@@ -43,20 +44,19 @@ async function promotedPerCall(release: boolean): Promise<number> {
   const exited = new Promise((resolve) => child.on('exit', resolve));
   let client: RpcClient<typeof telemetry.TelemetryServiceClient> | undefined;
   try {
-    for (let i = 0; i < 200 && !/port \d+/.test(err); i++) await sleep(25);
-    const port = /port (\d+)/.exec(err)?.[1];
-    if (!port) throw new Error(`the server did not start:\n${err}`);
+    const port = await waitFor('the server to listen', () => /port (\d+)/.exec(err)?.[1]);
     client = new RpcClient(telemetry.TelemetryServiceClient, `127.0.0.1:${port}`, { secret });
     const call = () => client!.call('checkKeyBindings', request, caller);
     for (let i = 0; i < 1500; i++) await call();
     child.kill('SIGUSR2');
-    for (let i = 0; i < 200 && !/measured from/.test(err); i++) await sleep(10);
+    await waitFor('the server to start measuring', () => /measured from/.test(err));
     // 500 calls a second for 3 seconds, a few in flight at a time
     let calls = 0;
     const until = Date.now() + 3_000;
     while (Date.now() < until) {
       await Promise.all([call(), call(), call(), call(), call()]);
       calls += 5;
+      // deliberate wait: the calls are paced, as the measurement's rate
       await sleep(10);
     }
     const from = Number(/measured from (\d+)/.exec(err)?.[1]);
