@@ -38,8 +38,10 @@ const ticks = () => {
                 ? 'autocannon'
                 : undefined);
       if (!name) continue;
-      out[name] ??= { ticks: 0, reads: 0, writes: 0, faults: 0 };
+      out[name] ??= { ticks: 0, sys: 0, reads: 0, writes: 0, faults: 0 };
       out[name].ticks += t;
+      // of which in the kernel (system calls, the network stack, page faults)
+      out[name].sys += Number(f[12]);
       // minor page faults: on this VM each costs ~20 us, so fresh memory touched per
       // request (a large object's new pages, say) shows here before it shows as CPU
       out[name].faults += Number(f[7]);
@@ -119,7 +121,7 @@ try {
   const per = (k, f) => (b[k][f] - (a[k]?.[f] ?? 0)) / total;
   for (const k of Object.keys(b)) {
     console.log(
-      `  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes ${per(k, 'faults').toFixed(1).padStart(6)} page faults per request`,
+      `  ${k.padEnd(12)} ${(per(k, 'ticks') * 10_000).toFixed(0).padStart(5)} µs CPU/request (${(per(k, 'sys') * 10_000).toFixed(0).padStart(4)} in the kernel)  ${per(k, 'reads').toFixed(2).padStart(6)} reads ${per(k, 'writes').toFixed(2).padStart(6)} writes ${per(k, 'faults').toFixed(1).padStart(6)} page faults per request`,
     );
   }
 } finally {

@@ -9,6 +9,8 @@ import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'dri
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 import { metrics, registerPool } from './metrics.js';
 import { markNotCommitted, SharedTransactions } from './shared-tx.js';
+import { SharedReads } from './shared-reads.js';
+import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT>;
@@ -64,24 +66,6 @@ export const utcMicros = (column: SQL): SQL => sql`to_char(${column} at time zon
  * right behind them instead of after their answers, and fails if any of them failed.
  */
 const tails = new WeakMap<Tx, { tail: Promise<PromiseSettledResult<unknown>>[]; socket?: Socket }>();
-const corked = new WeakSet<Socket>();
-
-/**
- * Holds a connection's writes until the event loop's check phase: the statements
- * a transaction sends one after another without waiting (BEGIN and the first
- * statement; the pipelined ones and COMMIT) leave in one write, and the server
- * answers them in one read, instead of one system call and one wake-up each.
- */
-function coalesceWrites(socket: Socket | undefined): void {
-  if (!socket || corked.has(socket)) return;
-  corked.add(socket);
-  socket.cork();
-  setImmediate(() => {
-    corked.delete(socket);
-    socket.uncork();
-  });
-}
-
 /**
  * Sends a statement on `tx` (`send` starts it) without waiting for its answer: on
  * PostgreSQL the COMMIT follows it on the wire (one round trip for the statement
@@ -151,8 +135,7 @@ function sendNow(tx: Tx, q: SQL): Promise<{ command?: string }> {
 async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const { client, release } = await checkOut(pool);
   const tx = new NodePgTransaction(dialect, new NodePgSession(client, dialect, undefined), undefined) as unknown as Tx;
-  const stream = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
-  const socket = typeof stream?.cork === 'function' ? stream : undefined;
+  const socket = socketOf(client);
   tails.set(tx, { tail: [], socket });
   let broken = false;
   try {
@@ -177,28 +160,6 @@ async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) =>
     // a connection that could not even roll back is not given to the next caller
     release(broken);
   }
-}
-
-/**
- * A client taken from the pool for a transaction. pg's pool listens for a
- * client's 'error' only while the client is idle; a connection lost while it is
- * checked out (the server restarted, a backend terminated, a reset) is reported
- * to the statements under way and then emitted as 'error' on the client, which,
- * with no listener, is an uncaught exception that ends the process. The
- * statements' rejections are the report; the listener only keeps the process up.
- */
-async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; release: (broken?: boolean) => void }> {
-  const client = await pool.connect();
-  const lost = () => undefined;
-  client.on('error', lost);
-  return {
-    client,
-    release: (broken = false) => {
-      client.removeListener('error', lost);
-      // the pool also drops a client whose connection is gone, broken or not
-      client.release(broken);
-    },
-  };
 }
 
 /**
@@ -265,7 +226,9 @@ function openPg(url: string, max: number, name: string): Database {
     max,
   });
   prepareRepeatedStatements(pool);
-  const orm = drizzlePg(pool) as unknown as Orm;
+  // statements outside transactions (drizzle's only use of its client is query)
+  const reads = new SharedReads(pool);
+  const orm = drizzlePg({ query: (config: unknown, values?: unknown) => reads.query(config, values) } as unknown as pg.Pool) as unknown as Orm;
   const dialect = (orm as unknown as { dialect: PgDialect }).dialect;
   const tx = <T>(fn: (tx: Tx) => Promise<T>) => pipelinedTx(pool, dialect, fn);
   const shared = new SharedTransactions<Tx>(tx, (size, outcome) => {

@@ -1,0 +1,91 @@
+import type pg from 'pg';
+import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
+
+type PoolClient = Awaited<ReturnType<typeof checkOut>>;
+
+/**
+ * Shared reads: the statements outside a transaction that begin in the same turn
+ * of the event loop (the calls one read of the gRPC connection brought in) go out
+ * on one pooled connection, one behind the other without waiting for answers (the
+ * client runs in pipeline mode), in one socket write; the server reads them in one
+ * go and answers on the one socket. Alone, each would take a connection of its own
+ * and cost a write, a read and a wake-up on both sides: on this kind of machine a
+ * round trip to PostgreSQL costs both processes more CPU than a read by primary key
+ * does (measured on GET by id: PostgreSQL's CPU per request fell by two thirds,
+ * the service's by a third).
+ *
+ * Nothing changes in what a statement sees or does: each keeps its own Sync, so
+ * its own implicit transaction and snapshot, and its own error (one failing
+ * statement fails alone). A statement may wait for the ones ahead of it in its
+ * group (at most maxMembers), where alone it would have waited for a free
+ * connection; the next turn's statements take another connection. Only queries
+ * share (a statement that begins with SELECT): a write outside a transaction (a
+ * housekeeping delete of thousands of rows, say) keeps a connection of its own,
+ * so that the reads begun beside it do not queue behind it.
+ */
+export class SharedReads {
+  private forming: Group | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly maxMembers = 32,
+  ) {}
+
+  query(config: unknown, values?: unknown): Promise<unknown> {
+    if (!isRead(config)) return (this.pool.query as (config: unknown, values: unknown) => Promise<unknown>)(config, values);
+    let group = this.forming;
+    if (!group || group.members >= this.maxMembers) group = this.open();
+    const member = group;
+    member.members++;
+    return member.connection.then(({ client }) => {
+      // the members that find the connection in the same turn leave in one write
+      coalesceWrites(socketOf(client));
+      const answer = (client.query as (config: unknown, values: unknown) => Promise<unknown>)(config, values);
+      const settled = () => {
+        member.settled++;
+        this.releaseIfDone(member);
+      };
+      answer.then(settled, settled);
+      return answer;
+    });
+  }
+
+  private open(): Group {
+    const group: Group = { members: 0, settled: 0, closed: false, released: false, connection: checkOut(this.pool) };
+    this.forming = group;
+    // a failed checkout fails every member; nothing to release
+    group.connection.catch(() => undefined);
+    setImmediate(() => {
+      if (this.forming === group) this.forming = undefined;
+      group.closed = true;
+      this.releaseIfDone(group);
+    });
+    return group;
+  }
+
+  /** Gives the connection back once the group takes no more members and all of them have their answers. */
+  private releaseIfDone(group: Group): void {
+    if (!group.closed || group.settled < group.members || group.released) return;
+    group.released = true;
+    group.connection.then(
+      ({ release }) => release(),
+      () => undefined,
+    );
+  }
+}
+
+interface Group {
+  members: number;
+  settled: number;
+  /** takes no more members (the turn it was formed in has ended, or it is full) */
+  closed: boolean;
+  released: boolean;
+  connection: Promise<PoolClient>;
+}
+
+/** A statement that begins with SELECT (after comments): drizzle's config ({ text }) or a bare text. */
+function isRead(config: unknown): boolean {
+  const text = typeof config === 'string' ? config : (config as { text?: unknown } | null)?.text;
+  return typeof text === 'string' && READ.test(text);
+}
+const READ = /^\s*(?:\/\*[^]*?\*\/\s*)*select\b/i;

@@ -1,0 +1,113 @@
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { newId, openDatabase, rows, type Database } from '@lab/kit';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { waitFor } from '../../testing/src/waits';
+
+/**
+ * Shared reads (shared-reads.ts) on a real PostgreSQL: statements outside a
+ * transaction begun in the same turn go out on one connection, each still in its
+ * own implicit transaction with its own error, and the connection goes back to
+ * the pool once all have their answers.
+ */
+const describePg = process.env.DATABASE_URL ? describe : describe.skip;
+
+describePg('shared reads', () => {
+  let db: Database;
+  let url: string;
+  const name = `reads-${newId().slice(0, 8)}`;
+  /** connections of this test's pool on the server */
+  const opened = async (admin: pg.Client) =>
+    Number((await admin.query<{ n: string }>('select count(*) as n from pg_stat_activity where application_name = $1', [name])).rows[0]!.n);
+
+  beforeAll(async () => {
+    url = (await freshDatabaseUrl())!;
+    db = await openDatabase({ url, poolSize: 4, name });
+    await db.orm.execute(sql`create table marks (id int primary key, pid int)`);
+  });
+
+  afterAll(async () => {
+    await db.close();
+    await dropFreshDatabases();
+  });
+
+  const backend = async () => (await rows<{ pid: number }>(db.orm, sql`select pg_backend_pid() as pid`))[0]!.pid;
+  const xid = async () => (await rows<{ xid: string }>(db.orm, sql`select txid_current()::text as xid`))[0]!.xid;
+
+  it('sends the statements begun in the same turn on one connection', async () => {
+    const pids = await Promise.all(Array.from({ length: 10 }, () => backend()));
+    expect(new Set(pids).size).toBe(1);
+  });
+
+  it('takes another connection for the statements of a full group', async () => {
+    // 32 a group: the 33rd statement of the turn starts the next one
+    const pids = await Promise.all(Array.from({ length: 40 }, () => backend()));
+    expect(new Set(pids.slice(0, 32)).size).toBe(1);
+    expect(new Set(pids.slice(32)).size).toBe(1);
+    expect(pids[32]).not.toBe(pids[0]);
+  });
+
+  it('runs each statement of a group in a transaction of its own', async () => {
+    const xids = await Promise.all(Array.from({ length: 5 }, () => xid()));
+    expect(new Set(xids).size).toBe(5);
+  });
+
+  it('fails a bad statement alone, with its own error', async () => {
+    const outcomes = await Promise.allSettled([backend(), rows(db.orm, sql`select 1 / ${0}::int as x`), backend()]);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const err = (outcomes[1] as PromiseRejectedResult).reason as { code?: string; cause?: { code?: string } };
+    expect(err.code ?? err.cause?.code).toBe('22012');
+    // the statements around it shared its connection
+    const [a, , b] = outcomes as PromiseFulfilledResult<number>[];
+    expect(a!.value).toBe(b!.value);
+  });
+
+  it('leaves a write outside a transaction a connection of its own', async () => {
+    const write = async () => (await rows<{ pid: number }>(db.orm, sql`insert into marks (id, pid) values (1, pg_backend_pid()) returning pid`))[0]!.pid;
+    const [a, written, b] = await Promise.all([backend(), write(), backend()]);
+    expect(a).toBe(b);
+    expect(written).not.toBe(a);
+  });
+
+  it('gives the connection back once every statement of its group has its answer', async () => {
+    // turn after turn of reads: each group's connection is free again for the next,
+    // so the pool never needs more than the one
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await db.close();
+      db = await openDatabase({ url, poolSize: 4, name });
+      for (let turn = 0; turn < 20; turn++) await Promise.all(Array.from({ length: 8 }, () => backend()));
+      expect(await opened(admin)).toBe(1);
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it('reports a connection lost under a group to its statements and keeps serving reads', async () => {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const pid = await backend();
+      const slow = Promise.allSettled([rows(db.orm, sql`select pg_sleep(30)`), backend()]);
+      // the group's connection is the idle one the pool hands out first
+      await waitForActive(admin, pid);
+      await admin.query('select pg_terminate_backend($1)', [pid]);
+      const outcomes = await slow;
+      expect(outcomes.map((o) => o.status)).toEqual(['rejected', 'rejected']);
+      // the process is up and the next reads get a connection that works
+      expect(await Promise.all([backend(), backend()])).toEqual([expect.any(Number), expect.any(Number)]);
+      expect(await backend()).not.toBe(pid);
+    } finally {
+      await admin.end();
+    }
+  });
+});
+
+/** Until the backend runs a statement (the group's sleep reached the server). */
+async function waitForActive(admin: pg.Client, pid: number): Promise<void> {
+  await waitFor("the sleep running on the group's connection", async () => {
+    const r = await admin.query<{ state: string }>('select state from pg_stat_activity where pid = $1', [pid]);
+    return r.rows[0]?.state === 'active';
+  });
+}
