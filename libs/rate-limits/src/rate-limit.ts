@@ -148,6 +148,8 @@ export class RateLimiter {
   private readonly limiters = new Map<string, RateLimiterAbstract>();
   /** the minute's remaining requests per token, as its last count left them */
   private readonly lastRemaining = new Map<string, number>();
+  /** the counts of each key begun in this turn, not sent yet (countTogether) */
+  private readonly batches = new Map<string, CountBatch>();
   private readonly redis?: Redis;
   /** the store failing: logged as it starts and ends, not per request */
   private readonly outages: OutageLog;
@@ -210,12 +212,11 @@ export class RateLimiter {
    */
   async consume(key: string, limits: Limits, kind: 'token' | 'other' = 'token'): Promise<RateState> {
     const { perMinute, perHour } = this.bounds(limits);
-    const [minute, hour] = await Promise.allSettled([this.limiter('m').consume(key, 1), this.limiter('h').consume(key, 1)]);
-    const rejected =
-      (minute.status === 'fulfilled' && minute.value.consumedPoints > perMinute) || (hour.status === 'fulfilled' && hour.value.consumedPoints > perHour);
+    const [minute, hour] = await this.countTogether(key);
+    const rejected = (minute.status === 'fulfilled' && minute.value > perMinute) || (hour.status === 'fulfilled' && hour.value > perHour);
     const state: RateState = {
       limit: perMinute,
-      remaining: rejected ? 0 : Math.max(0, perMinute - (minute.status === 'fulfilled' ? minute.value.consumedPoints : 0)),
+      remaining: rejected ? 0 : Math.max(0, perMinute - (minute.status === 'fulfilled' ? minute.value : 0)),
     };
     if (kind === 'token') {
       if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
@@ -229,6 +230,39 @@ export class RateLimiter {
       for (const r of [minute, hour]) if (r.status === 'rejected') this.failOpen(r.reason);
     } else this.outages.success(STORE);
     return state;
+  }
+
+  /**
+   * Counts one request under `key` in both windows, together with the other
+   * requests of the key begun in the same turn of the event loop (a token's
+   * concurrent requests, brought in by one read of the network): the turn's n
+   * requests are one count of n per window, two counter commands instead of two
+   * each. Each request gets the count it would have had alone, counted in the
+   * order they came (the batch's total less those after it), so exactly as many
+   * pass as counting them one by one would let through.
+   */
+  private countTogether(key: string): Promise<[PromiseSettledResult<number>, PromiseSettledResult<number>]> {
+    let batch = this.batches.get(key);
+    if (!batch) {
+      const forming: CountBatch = { size: 0, counted: undefined as unknown as CountBatch['counted'] };
+      forming.counted = new Promise((resolve) => {
+        setImmediate(() => {
+          this.batches.delete(key);
+          resolve(Promise.allSettled([this.limiter('m').consume(key, forming.size), this.limiter('h').consume(key, forming.size)]));
+        });
+      });
+      this.batches.set(key, forming);
+      batch = forming;
+    }
+    const counted = batch;
+    const position = ++counted.size;
+    return counted.counted.then(
+      (windows) =>
+        windows.map((w) => (w.status === 'fulfilled' ? { status: w.status, value: w.value.consumedPoints - counted.size + position } : w)) as [
+          PromiseSettledResult<number>,
+          PromiseSettledResult<number>,
+        ],
+    );
   }
 
   /** Gives back one counted request (a store error only logs: the count then stands). */
@@ -267,6 +301,12 @@ export class RateLimiter {
   async close(): Promise<void> {
     if (this.redis) await this.redis.quit().catch(() => this.redis?.disconnect());
   }
+}
+
+/** The requests of one key counted together: how many, and the windows' totals once counted. */
+interface CountBatch {
+  size: number;
+  counted: Promise<[PromiseSettledResult<{ consumedPoints: number }>, PromiseSettledResult<{ consumedPoints: number }>]>;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { createLogger } from '@lab/kit';
-import { RateLimiter } from '../src/rate-limit';
+import { Redis } from 'ioredis';
+import { RateLimitedError, RateLimiter } from '../src/rate-limit';
 import { expectOneBudgetAcrossLimits } from './limiter-outcomes';
 
 /**
@@ -19,6 +20,32 @@ it('is counted once whatever limit a request is under (in Redis)', async () => {
     await limiter.ready();
     await expectOneBudgetAcrossLimits(limiter, token);
   } finally {
+    await limiter.close();
+  }
+});
+
+// a token's concurrent requests cost two counter commands a turn, not two each
+it('counts the requests of a key begun in the same turn together, as if one by one', async () => {
+  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (.ci/run sets it)');
+  const limiter = new RateLimiter(log, process.env.REDIS_URL);
+  const admin = new Redis(process.env.REDIS_URL);
+  const token = `pat-${randomBytes(8).toString('hex')}`;
+  const scripts = async () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+  try {
+    await limiter.ready();
+    const before = await scripts();
+    const outcomes = await Promise.allSettled(Array.from({ length: 30 }, () => limiter.consume(token, { per_minute: 20, per_hour: 1000 })));
+    const after = await scripts();
+    // one count per window for the 30 (tests run one at a time: nothing else counts meanwhile)
+    expect(after - before).toBeLessThanOrEqual(4);
+    // what one-by-one counting gives: the first 20 pass, each told what is left after it; the rest are refused
+    const passed = outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value.remaining);
+    expect(passed).toEqual(Array.from({ length: 20 }, (_, i) => 19 - i));
+    expect(outcomes.slice(20).every((o) => o.status === 'rejected' && o.reason instanceof RateLimitedError)).toBe(true);
+    // the next turn's count goes on from there
+    await expect(limiter.consume(token, { per_minute: 40, per_hour: 1000 })).resolves.toEqual({ limit: 40, remaining: 9 });
+  } finally {
+    admin.disconnect();
     await limiter.close();
   }
 });
