@@ -92,6 +92,14 @@ function build() {
       help: 'Writes that ran in a shared transaction, by outcome (committed together, or rerun alone)',
       labelNames: ['outcome'] as const,
     }),
+    sharedReadGroups: new client.Counter({
+      name: 'lab_db_shared_read_groups_total',
+      help: 'Connections taken for shared reads: the queries begun in one turn, sent pipelined on one connection',
+    }),
+    sharedReads: new client.Counter({
+      name: 'lab_db_shared_reads_total',
+      help: 'Queries sent as shared reads (divided by lab_db_shared_read_groups_total: the mean group size)',
+    }),
     upstreamFailures: new client.Counter({
       name: 'lab_upstream_failures_total',
       help: 'gRPC calls to a peer service that failed because it was unavailable or out of time, by peer and gRPC code',

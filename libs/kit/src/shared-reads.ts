@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { metrics } from './metrics.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 
 type PoolClient = Awaited<ReturnType<typeof checkOut>>;
@@ -37,6 +38,7 @@ export class SharedReads {
     if (!group || group.members >= this.maxMembers) group = this.open();
     const member = group;
     member.members++;
+    metrics().sharedReads.inc();
     return member.connection.then(({ client }) => {
       // the members that find the connection in the same turn leave in one write
       coalesceWrites(socketOf(client));
@@ -53,6 +55,7 @@ export class SharedReads {
   private open(): Group {
     const group: Group = { members: 0, settled: 0, closed: false, released: false, connection: checkOut(this.pool) };
     this.forming = group;
+    metrics().sharedReadGroups.inc();
     // a failed checkout fails every member; nothing to release
     group.connection.catch(() => undefined);
     setImmediate(() => {

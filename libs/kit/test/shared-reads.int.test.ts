@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { newId, openDatabase, rows, type Database } from '@lab/kit';
+import { metrics, newId, openDatabase, rows, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
 
@@ -34,9 +34,12 @@ describePg('shared reads', () => {
   const backend = async () => (await rows<{ pid: number }>(db.orm, sql`select pg_backend_pid() as pid`))[0]!.pid;
   const xid = async () => (await rows<{ xid: string }>(db.orm, sql`select txid_current()::text as xid`))[0]!.xid;
 
-  it('sends the statements begun in the same turn on one connection', async () => {
+  it('sends the statements begun in the same turn on one connection, and counts them', async () => {
+    const count = async () => [(await metrics().sharedReads.get()).values[0]?.value ?? 0, (await metrics().sharedReadGroups.get()).values[0]?.value ?? 0];
+    const [reads, groups] = await count();
     const pids = await Promise.all(Array.from({ length: 10 }, () => backend()));
     expect(new Set(pids).size).toBe(1);
+    expect(await count()).toEqual([reads! + 10, groups! + 1]);
   });
 
   it('takes another connection for the statements of a full group', async () => {
