@@ -50,6 +50,16 @@ describePg('shared reads', () => {
     expect(pids[32]).not.toBe(pids[0]);
   });
 
+  it('sends a repeated statement with parameters (a named, prepared one) in a group, each with its own values', async () => {
+    // named on its second sight (db.ts): the group holds its Parse and the uses behind it
+    const twice = async (n: number) => (await rows<{ v: number }>(db.orm, sql`select ${n}::int * 2 as v, pg_backend_pid() as pid`))[0]!;
+    for (let turn = 0; turn < 2; turn++) {
+      const got = await Promise.all(Array.from({ length: 12 }, (_, i) => twice(i)));
+      expect(got.map((g) => g.v)).toEqual(Array.from({ length: 12 }, (_, i) => i * 2));
+      expect(new Set(got.map((g) => g.pid)).size).toBe(1);
+    }
+  });
+
   it('runs each statement of a group in a transaction of its own', async () => {
     const xids = await Promise.all(Array.from({ length: 5 }, () => xid()));
     expect(new Set(xids).size).toBe(5);
