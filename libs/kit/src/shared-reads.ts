@@ -39,17 +39,30 @@ export class SharedReads {
     const member = group;
     member.members++;
     metrics().sharedReads.inc();
-    return member.connection.then(({ client }) => {
-      // the members that find the connection in the same turn leave in one write
-      coalesceWrites(socketOf(client));
-      const answer = (client.query as (config: unknown, values: unknown) => Promise<unknown>)(config, values);
-      const settled = () => {
-        member.settled++;
-        this.releaseIfDone(member);
-      };
-      answer.then(settled, settled);
-      return answer;
-    });
+    return member.connection.then(
+      ({ client }) =>
+        new Promise((resolve, reject) => {
+          // the members that find the connection in the same turn leave in one write
+          coalesceWrites(socketOf(client));
+          // With a callback, not in pg's promise mode: that mode stores a closure
+          // literal on the query (`query.callback = (err, res) => ...`), which V8
+          // allocates in the old generation (decision 040), so every answer's rows
+          // would outlive scavenges until a mark-compact. A callback made here and
+          // handed over is young and dies young with the answer.
+          const answered = (err: Error | null, res: unknown) => {
+            member.settled++;
+            this.releaseIfDone(member);
+            if (err) reject(err);
+            else resolve(res);
+          };
+          try {
+            (client.query as (config: unknown, values: unknown, callback: typeof answered) => void)(config, values, answered);
+          } catch (err) {
+            // refused before it was sent (not a query pg can run): it still counts as answered
+            answered(err as Error, undefined);
+          }
+        }),
+    );
   }
 
   private open(): Group {
