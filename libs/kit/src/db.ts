@@ -9,7 +9,7 @@ import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'dri
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
 import { metrics, registerPool } from './metrics.js';
 import { markNotCommitted, SharedTransactions } from './shared-tx.js';
-import { SharedReads } from './shared-reads.js';
+import { POINT_READ_TEXT, SharedReads } from './shared-reads.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
@@ -281,8 +281,16 @@ function openPg(url: string, max: number, name: string): Database {
 export const PLANNED_PER_CALL = sql.raw('/* planned per call */ ');
 const PLANNED_PER_CALL_TEXT = '/* planned per call */';
 
-/** Statements that can be prepared: one DML or query statement, never DDL or BEGIN. */
-const PREPARABLE = /^\s*(select|insert|update|delete|with)\b/i;
+/**
+ * Put first in a query that reads a few rows by their key (a record by its id): such
+ * a query may share a connection with the others begun in the same turn
+ * (shared-reads.ts). Never on a query whose cost grows with the data (a page, a
+ * count, a search): the point reads sharing its connection would wait behind it.
+ */
+export const POINT_READ = sql.raw(`${POINT_READ_TEXT} `);
+
+/** Statements that can be prepared: one DML or query statement, never DDL or BEGIN (a point read's mark before it). */
+const PREPARABLE = /^\s*(?:\/\* point read \*\/\s*)?(select|insert|update|delete|with)\b/i;
 /**
  * Named statements live on each server connection (with their cached plans), so
  * their number is bounded: past it, new texts run unnamed, parsed every time.

@@ -5,7 +5,7 @@ import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 type PoolClient = Awaited<ReturnType<typeof checkOut>>;
 
 /**
- * Shared reads: the statements outside a transaction that begin in the same turn
+ * Shared reads: the point reads outside a transaction that begin in the same turn
  * of the event loop (the calls one read of the gRPC connection brought in) go out
  * on one pooled connection, one behind the other without waiting for answers (the
  * client runs in pipeline mode), in one socket write; the server reads them in one
@@ -19,10 +19,12 @@ type PoolClient = Awaited<ReturnType<typeof checkOut>>;
  * its own implicit transaction and snapshot, and its own error (one failing
  * statement fails alone). A statement may wait for the ones ahead of it in its
  * group (at most maxMembers), where alone it would have waited for a free
- * connection; the next turn's statements take another connection. Only queries
- * share (a statement that begins with SELECT): a write outside a transaction (a
- * housekeeping delete of thousands of rows, say) keeps a connection of its own,
- * so that the reads begun beside it do not queue behind it.
+ * connection; the next turn's statements take another connection. Only point
+ * reads share (queries marked POINT_READ: a few rows by their key, a record by its
+ * id): behind a page of a million-row organisation's list (about 100 ms) or a
+ * housekeeping delete, the reads begun beside it would wait, where on connections
+ * of their own they would not. Every other statement takes a connection of its own,
+ * as before.
  */
 export class SharedReads {
   private forming: Group | undefined;
@@ -33,7 +35,7 @@ export class SharedReads {
   ) {}
 
   query(config: unknown, values?: unknown): Promise<unknown> {
-    if (!isRead(config)) return (this.pool.query as (config: unknown, values: unknown) => Promise<unknown>)(config, values);
+    if (!isPointRead(config)) return (this.pool.query as (config: unknown, values: unknown) => Promise<unknown>)(config, values);
     let group = this.forming;
     if (!group || group.members >= this.maxMembers) group = this.open();
     const member = group;
@@ -99,9 +101,11 @@ interface Group {
   connection: Promise<PoolClient>;
 }
 
-/** A statement that begins with SELECT (after comments): drizzle's config ({ text }) or a bare text. */
-function isRead(config: unknown): boolean {
+/** The mark of a point read (db.ts POINT_READ): what a query begins with to share. */
+export const POINT_READ_TEXT = '/* point read */';
+
+/** A statement marked as a point read: drizzle's config ({ text }) or a bare text. */
+function isPointRead(config: unknown): boolean {
   const text = typeof config === 'string' ? config : (config as { text?: unknown } | null)?.text;
-  return typeof text === 'string' && READ.test(text);
+  return typeof text === 'string' && text.startsWith(POINT_READ_TEXT);
 }
-const READ = /^\s*(?:\/\*[^]*?\*\/\s*)*select\b/i;

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import { metrics, newId, openDatabase, rows, type Database } from '@lab/kit';
+import { metrics, newId, openDatabase, POINT_READ, rows, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
 
@@ -31,8 +31,8 @@ describePg('shared reads', () => {
     await dropFreshDatabases();
   });
 
-  const backend = async () => (await rows<{ pid: number }>(db.orm, sql`select pg_backend_pid() as pid`))[0]!.pid;
-  const xid = async () => (await rows<{ xid: string }>(db.orm, sql`select txid_current()::text as xid`))[0]!.xid;
+  const backend = async () => (await rows<{ pid: number }>(db.orm, sql`${POINT_READ}select pg_backend_pid() as pid`))[0]!.pid;
+  const xid = async () => (await rows<{ xid: string }>(db.orm, sql`${POINT_READ}select txid_current()::text as xid`))[0]!.xid;
 
   it('sends the statements begun in the same turn on one connection, and counts them', async () => {
     const count = async () => [(await metrics().sharedReads.get()).values[0]?.value ?? 0, (await metrics().sharedReadGroups.get()).values[0]?.value ?? 0];
@@ -52,11 +52,17 @@ describePg('shared reads', () => {
 
   it('sends a repeated statement with parameters (a named, prepared one) in a group, each with its own values', async () => {
     // named on its second sight (db.ts): the group holds its Parse and the uses behind it
-    const twice = async (n: number) => (await rows<{ v: number }>(db.orm, sql`select ${n}::int * 2 as v, pg_backend_pid() as pid`))[0]!;
+    const twice = async (n: number) => (await rows<{ v: number }>(db.orm, sql`${POINT_READ}select ${n}::int * 2 as v, pg_backend_pid() as pid`))[0]!;
+    const prepared = async () =>
+      (
+        await rows<{ n: number }>(db.orm, sql`${POINT_READ}select count(*)::int as n from pg_prepared_statements where statement like ${'%::int * 2 as v%'}`)
+      )[0]!.n;
     for (let turn = 0; turn < 2; turn++) {
-      const got = await Promise.all(Array.from({ length: 12 }, (_, i) => twice(i)));
+      const [got, n] = await Promise.all([Promise.all(Array.from({ length: 12 }, (_, i) => twice(i))), prepared()]);
       expect(got.map((g) => g.v)).toEqual(Array.from({ length: 12 }, (_, i) => i * 2));
       expect(new Set(got.map((g) => g.pid)).size).toBe(1);
+      // the mark does not keep it from being a prepared statement on the connection
+      expect(n).toBe(1);
     }
   });
 
@@ -66,7 +72,7 @@ describePg('shared reads', () => {
   });
 
   it('fails a bad statement alone, with its own error', async () => {
-    const outcomes = await Promise.allSettled([backend(), rows(db.orm, sql`select 1 / ${0}::int as x`), backend()]);
+    const outcomes = await Promise.allSettled([backend(), rows(db.orm, sql`${POINT_READ}select 1 / ${0}::int as x`), backend()]);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     const err = (outcomes[1] as PromiseRejectedResult).reason as { code?: string; cause?: { code?: string } };
     expect(err.code ?? err.cause?.code).toBe('22012');
@@ -75,11 +81,12 @@ describePg('shared reads', () => {
     expect(a!.value).toBe(b!.value);
   });
 
-  it('leaves a write outside a transaction a connection of its own', async () => {
+  it('leaves every statement not marked as a point read (a page, a count, a write) a connection of its own', async () => {
+    const unmarked = async () => (await rows<{ pid: number }>(db.orm, sql`select pg_backend_pid() as pid`))[0]!.pid;
     const write = async () => (await rows<{ pid: number }>(db.orm, sql`insert into marks (id, pid) values (1, pg_backend_pid()) returning pid`))[0]!.pid;
-    const [a, written, b] = await Promise.all([backend(), write(), backend()]);
+    const [a, query, written, b] = await Promise.all([backend(), unmarked(), write(), backend()]);
     expect(a).toBe(b);
-    expect(written).not.toBe(a);
+    expect(new Set([a, query, written]).size).toBe(3);
   });
 
   it('gives the connection back once every statement of its group has its answer', async () => {
@@ -102,7 +109,7 @@ describePg('shared reads', () => {
     await admin.connect();
     try {
       const pid = await backend();
-      const slow = Promise.allSettled([rows(db.orm, sql`select pg_sleep(30)`), backend()]);
+      const slow = Promise.allSettled([rows(db.orm, sql`${POINT_READ}select pg_sleep(30)`), backend()]);
       // the group's connection is the idle one the pool hands out first
       await waitForActive(admin, pid);
       await admin.query('select pg_terminate_backend($1)', [pid]);

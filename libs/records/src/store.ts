@@ -1,6 +1,6 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { recordFromRowJson, type RecordCase, type records } from '@lab/contracts';
-import { type CallerContext, type Executor, type Tx, rows, utcMicros, DomainError, newId, isGuid, cutByBytes, keysetPage } from '@lab/kit';
+import { type CallerContext, type Executor, type Tx, rows, utcMicros, DomainError, newId, isGuid, cutByBytes, keysetPage, POINT_READ } from '@lab/kit';
 import type { ListQuery } from './list-query.js';
 import type { RecordJson, Resource } from './resource.js';
 
@@ -225,7 +225,7 @@ export async function findRecord(exec: Executor, r: Resource, caller: CallerCont
   const where = [sql`t.id = ${id}::uuid`, ...scope(r, caller, opts.parentId, opts.allVisible)];
   const [found] = await rows<{ json: string }>(
     exec,
-    sql`select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
+    sql`${POINT_READ}select ${await render(exec, r)} as json from ${table(r)} t where ${sql.join(where, sql` and `)}
         ${opts.lock ? ROW_LOCKS[opts.lock] : sql``}`,
   );
   return found ? stored(r.record, found.json) : null;
