@@ -248,7 +248,9 @@ export class RateLimiter {
       forming.counted = new Promise((resolve) => {
         setImmediate(() => {
           this.batches.delete(key);
-          resolve(Promise.allSettled([this.limiter('m').consume(key, forming.size), this.limiter('h').consume(key, forming.size)]));
+          // a store that throws rather than rejects fails the batch open all the same (not the process)
+          const count = (window: 'm' | 'h') => Promise.resolve().then(() => this.limiter(window).consume(key, forming.size));
+          resolve(Promise.allSettled([count('m'), count('h')]));
         });
       });
       this.batches.set(key, forming);
