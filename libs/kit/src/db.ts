@@ -290,7 +290,7 @@ const PLANNED_PER_CALL_TEXT = '/* planned per call */';
 export const POINT_READ = sql.raw(`${POINT_READ_TEXT} `);
 
 /** Statements that can be prepared: one DML or query statement, never DDL or BEGIN (a point read's mark before it). */
-const PREPARABLE = /^\s*(?:\/\* point read \*\/\s*)?(select|insert|update|delete|with)\b/i;
+const PREPARABLE = new RegExp(`^\\s*(?:${POINT_READ_TEXT.replace(/[*/]/g, '\\$&')}\\s*)?(select|insert|update|delete|with)\\b`, 'i');
 /**
  * Named statements live on each server connection (with their cached plans), so
  * their number is bounded: past it, new texts run unnamed, parsed every time.

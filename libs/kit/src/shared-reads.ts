@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { metrics } from './metrics.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 
-type PoolClient = Awaited<ReturnType<typeof checkOut>>;
+/** A client taken from the pool, with its release. */
+type CheckedOut = Awaited<ReturnType<typeof checkOut>>;
 
 /**
  * Shared reads: the point reads outside a transaction that begin in the same turn
@@ -98,7 +99,7 @@ interface Group {
   /** takes no more members (the turn it was formed in has ended, or it is full) */
   closed: boolean;
   released: boolean;
-  connection: Promise<PoolClient>;
+  connection: Promise<CheckedOut>;
 }
 
 /** The mark of a point read (db.ts POINT_READ): what a query begins with to share. */

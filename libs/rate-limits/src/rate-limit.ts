@@ -244,15 +244,17 @@ export class RateLimiter {
   private countTogether(key: string): Promise<[PromiseSettledResult<number>, PromiseSettledResult<number>]> {
     let batch = this.batches.get(key);
     if (!batch) {
-      const forming: CountBatch = { size: 0, counted: undefined as unknown as CountBatch['counted'] };
-      forming.counted = new Promise((resolve) => {
-        setImmediate(() => {
-          this.batches.delete(key);
-          // a store that throws rather than rejects fails the batch open all the same (not the process)
-          const count = (window: 'm' | 'h') => Promise.resolve().then(() => this.limiter(window).consume(key, forming.size));
-          resolve(Promise.allSettled([count('m'), count('h')]));
-        });
-      });
+      const forming: CountBatch = {
+        size: 0,
+        counted: new Promise((resolve) => {
+          setImmediate(() => {
+            this.batches.delete(key);
+            // a store that throws rather than rejects fails the batch open all the same (not the process)
+            const count = (window: 'm' | 'h') => Promise.resolve().then(() => this.limiter(window).consume(key, forming.size));
+            resolve(Promise.allSettled([count('m'), count('h')]));
+          });
+        }),
+      };
       this.batches.set(key, forming);
       batch = forming;
     }
