@@ -42,6 +42,16 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
   cache.set(key, value);
 }
 
+/**
+ * Who calls, as text: the same for every request of a caller (everything of its
+ * context but the request id and the keyed request's key and hash), so calls with
+ * the same key carry the same signed context.
+ */
+export function callerKey(ctx: CallerContext): string {
+  const { request_id: _id, idempotency_key: _key, request_hash: _hash, ...who } = ctx;
+  return JSON.stringify(who);
+}
+
 /** Puts the caller context, HMAC-signed with the internal secret, into gRPC metadata. */
 export function signCallerContext(md: Metadata, ctx: CallerContext, secret: string): void {
   const { request_id, idempotency_key, request_hash, ...who } = ctx;

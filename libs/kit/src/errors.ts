@@ -133,23 +133,48 @@ export function toServiceError(err: unknown, log?: (e: unknown, errorId: string)
  * service called, kept with the gRPC status as the error's upstream cause.
  */
 export function fromServiceError(err: ServiceError, peer?: string): DomainError {
-  const out = domainErrorOf(err);
+  // a ServiceError made by hand (not by grpc-js) may come without metadata or details
+  /* eslint-disable @typescript-eslint/no-unnecessary-condition -- see above */
+  return errorOfStatus(err.code, err.details ?? '', (err.metadata as Metadata | undefined)?.get(ERROR_KEY)[0], peer);
+  /* eslint-enable @typescript-eslint/no-unnecessary-condition */
+}
+
+/**
+ * A status as plain parts: how one call of a batch carries its failure
+ * (lab.common.v1.BatchedError) where a call alone has its status and trailer.
+ */
+export interface StatusParts {
+  code: number;
+  message: string;
+  /** the error body of the lab-error-bin trailer (JSON), empty when there was none */
+  body: Buffer;
+}
+
+/** The parts of a status toServiceError made. */
+export function statusParts(err: Partial<ServiceError>): StatusParts {
+  const raw = err.metadata?.get(ERROR_KEY)[0];
+  return { code: err.code ?? GrpcStatus.UNKNOWN, message: err.details ?? '', body: Buffer.isBuffer(raw) ? raw : Buffer.from(raw ?? '') };
+}
+
+/** The DomainError a client rebuilds from a status's parts: the same as fromServiceError of that status. */
+export function fromStatusParts(parts: StatusParts, peer?: string): DomainError {
+  return errorOfStatus(parts.code, parts.message, parts.body.length ? parts.body : undefined, peer);
+}
+
+function errorOfStatus(code: number, details: string, body: string | Buffer | undefined, peer: string | undefined): DomainError {
+  const out = domainErrorOf(code, details, body);
   if (peer)
     out.upstream = {
       service: peer,
-      // a code grpc-js has no name for, and an error made by hand without details
-      /* eslint-disable @typescript-eslint/no-unnecessary-condition -- see above */
-      grpc_code: GrpcStatus[err.code] ?? String(err.code),
-      grpc_details: err.details ?? '',
-      /* eslint-enable @typescript-eslint/no-unnecessary-condition */
+      // a code grpc-js has no name for
+      grpc_code: GrpcStatus[code] ?? String(code),
+      grpc_details: details,
     };
   return out;
 }
 
-function domainErrorOf(err: ServiceError): DomainError {
-  const kind = KIND_BY_GRPC.get(err.code) ?? 'internal';
-  // a ServiceError made by hand (not by grpc-js) may come without metadata
-  const raw = (err.metadata as Metadata | undefined)?.get(ERROR_KEY)[0];
+function domainErrorOf(code: number, details: string, raw: string | Buffer | undefined): DomainError {
+  const kind = KIND_BY_GRPC.get(code) ?? 'internal';
   if (raw) {
     try {
       const body = JSON.parse(Buffer.isBuffer(raw) ? raw.toString('utf8') : raw) as ErrorBody;
@@ -161,7 +186,7 @@ function domainErrorOf(err: ServiceError): DomainError {
   if (kind === 'unavailable' || kind === 'timeout') {
     return new DomainError(kind, kind === 'timeout' ? 'timeout' : 'service_unavailable', 'a backing service did not answer');
   }
-  return new DomainError(kind, kind === 'internal' ? 'internal_error' : kind, err.details || 'error');
+  return new DomainError(kind, kind === 'internal' ? 'internal_error' : kind, details || 'error');
 }
 
 /** What a client is told of a write PostgreSQL rolled back for a concurrent one. */

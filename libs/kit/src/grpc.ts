@@ -11,7 +11,6 @@ import {
   type ServerWritableStream,
   type ServerReadableStream,
   type ClientWritableStream,
-  type ClientUnaryCall,
   type sendUnaryData,
   type Client,
   type UntypedServiceImplementation,
@@ -19,10 +18,11 @@ import {
 import type { Http2Session } from 'node:http2';
 import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
+import { batch } from '@lab/contracts';
 import type { CallerContext } from './context.js';
-import { callScope, requestScope } from './context.js';
+import { callScope, isSaneRequestId, requestScope } from './context.js';
 import { signCallerContext, verifyCallerContext } from './caller-signing.js';
-import { DomainError, fromServiceError, isTransientFailure, toServiceError } from './errors.js';
+import { DomainError, fromServiceError, isTransientFailure, statusParts, toServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { OutageLog } from './outage-log.js';
@@ -31,6 +31,8 @@ import { drainedOrGone } from './waits.js';
 import { useLeanAsyncResourceBind } from './async-bind.js';
 import { releaseClosedHttp2Streams } from './http2-release.js';
 import { releaseAnsweredCall } from './answered-call.js';
+import { CallBatches, MAX_BATCHED_CALLS, type MethodCodec } from './call-batches.js';
+import { tracingOn } from './tracing.js';
 
 /** Request type of a method in a ts-proto service definition. */
 type ReqOf<M> = M extends { requestDeserialize: (b: Buffer) => infer R } ? R : never;
@@ -54,9 +56,17 @@ interface Definition {
     path: string;
     requestStream: boolean;
     responseStream: boolean;
+    requestDeserialize?: (bytes: Buffer) => unknown;
     responseSerialize?: (value: never) => Buffer;
     responseDeserialize?: (bytes: Buffer) => unknown;
   };
+}
+
+/** A unary method as a batch runs it: its handler and how its messages are read and written. */
+interface UnaryMethod {
+  handler: (req: unknown, c: CallerContext) => Promise<unknown>;
+  decode: (bytes: Buffer) => unknown;
+  encode: (value: unknown) => Buffer;
 }
 
 /** How a method's answers are written and read (for receipts of keyed calls). */
@@ -207,6 +217,8 @@ export class GrpcServer {
   private readonly inProcessKeys: string[] = [];
   private readonly windowed = new WeakSet<object>();
   private readonly codecs = new Map<string, AnswerCodec>();
+  /** the unary methods of this server's services, by path: what a batch may call */
+  private readonly unaries = new Map<string, UnaryMethod>();
   private readonly databaseOutages: OutageLog;
 
   constructor(private readonly opts: GrpcServerOptions) {
@@ -221,6 +233,7 @@ export class GrpcServer {
         : {}),
     });
     this.health.addToServer(this.server);
+    this.server.addService(batch.BatchServiceService, { callBatch: this.serveBatches() });
   }
 
   add<D extends Definition>(definition: D, handlers: Handlers<D>): this {
@@ -229,9 +242,16 @@ export class GrpcServer {
       const handler = (handlers as Record<string, (req: unknown, c: CallerContext) => unknown>)[method];
       if (!handler) throw new Error(`${this.opts.name}: no handler for ${definition[method]!.path}`);
       const path = definition[method]!.path;
-      const { responseSerialize, responseDeserialize } = definition[method]!;
+      const { requestDeserialize, responseSerialize, responseDeserialize, requestStream, responseStream } = definition[method]!;
       if (responseSerialize && responseDeserialize) {
         this.codecs.set(path, { encode: responseSerialize as (value: unknown) => Buffer, decode: responseDeserialize });
+      }
+      if (!requestStream && !responseStream && requestDeserialize && responseSerialize) {
+        this.unaries.set(path, {
+          handler: handler as (req: unknown, c: CallerContext) => Promise<unknown>,
+          decode: requestDeserialize,
+          encode: responseSerialize as (value: unknown) => Buffer,
+        });
       }
       if (definition[method]!.requestStream && !definition[method]!.responseStream) {
         this.clientStreams.set(path, handler as (req: unknown, c: CallerContext) => Promise<unknown>);
@@ -278,6 +298,64 @@ export class GrpcServer {
           if (!clientStreaming) releaseAnsweredCall(call);
         })
         .catch((err: unknown) => this.opts.logger.error({ err, rpc: path }, 'rpc answer not sent'));
+    };
+  }
+
+  /**
+   * lab.common.v1.BatchService/CallBatch (call-batches.ts): each call of the batch
+   * runs as a call alone of its method would, at once and side by side (so their
+   * reads share a connection, shared-reads.ts): the batch's verified caller with
+   * the call's own request id, its own scope, timing, error mapping and log lines.
+   * The batch fails as a whole only for what concerns all of it.
+   */
+  private serveBatches() {
+    const { secret } = this.opts;
+    return (call: ServerUnaryCall<batch.CallBatchRequest, batch.CallBatchResponse>, callback: sendUnaryData<batch.CallBatchResponse>) => {
+      const started = process.hrtime.bigint();
+      let caller: CallerContext;
+      try {
+        caller = verifyCallerContext(call.metadata, secret);
+      } catch (err) {
+        callback(toServiceError(err));
+        return;
+      }
+      const { method, calls } = call.request;
+      const target = this.unaries.get(method);
+      // as gRPC answers a call of a method the server does not have
+      if (!target) {
+        // as gRPC answers a call of a method the server does not have
+        callback({ code: status.UNIMPLEMENTED, details: `no unary method ${method} to batch` });
+        return;
+      }
+      const refusal =
+        calls.length > MAX_BATCHED_CALLS
+          ? `a batch holds at most ${MAX_BATCHED_CALLS} calls, not ${calls.length}`
+          : // a keyed call's receipt and replay belong to that call alone
+            caller.idempotency_key && 'a batch carries no Idempotency-Key';
+      if (refusal) {
+        callback(toServiceError(DomainError.invalid(refusal)));
+        return;
+      }
+      Promise.all(
+        calls.map((c): Promise<batch.BatchedOutcome> => {
+          const own: CallerContext = isSaneRequestId(c.request_id) ? { ...caller, request_id: c.request_id } : caller;
+          return this.run(method, own, started, (cc) => target.handler(target.decode(c.request), cc)).then((o) => {
+            if (!o.ok) return { outcome: { $case: 'error', value: statusParts(o.mapped) } };
+            try {
+              return { outcome: { $case: 'response', value: target.encode(o.res) } };
+            } catch (err) {
+              // an answer its codec cannot write fails its own call, as it would alone
+              return { outcome: { $case: 'error', value: statusParts(toServiceError(err, (e, id) => this.logFailure(e, id, method))) } };
+            }
+          });
+        }),
+      ).then(
+        (outcomes) => {
+          callback(null, { outcomes });
+          releaseAnsweredCall(call);
+        },
+        (err: unknown) => this.opts.logger.error({ err, rpc: method }, 'rpc batch answer not sent'),
+      );
     };
   }
 
@@ -488,6 +566,12 @@ export interface RpcClientOptions {
    * time are one line when they start and one when a call succeeds again.
    */
   outages?: OutageLog;
+  /**
+   * Methods (reads) whose calls of one caller begun in the same turn go to the
+   * peer as one batch (call-batches.ts); calls with an Idempotency-Key never do.
+   * Off while tracing is on: a call alone is its own span in its request's trace.
+   */
+  batched?: readonly string[];
 }
 
 /**
@@ -503,6 +587,10 @@ export class RpcClient<D extends Definition> {
   private readyAt = 0;
 
   private readonly paths: Record<string, string>;
+  /** each method's path and codec, for calls alone and in batches */
+  private readonly methods: Map<string, MethodCodec>;
+  private readonly batchedMethods: ReadonlySet<string>;
+  private readonly batches: CallBatches;
 
   constructor(
     ctor: ClientCtor,
@@ -515,12 +603,27 @@ export class RpcClient<D extends Definition> {
     // a finished call's objects are let go of with its stream (http2-release.ts)
     releaseClosedHttp2Streams();
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);
-    const service = (ctor as unknown as { service?: Record<string, { path: string }> }).service ?? {};
+    const service =
+      (ctor as unknown as { service?: Record<string, { path: string; requestSerialize: (v: never) => Buffer; responseDeserialize: (b: Buffer) => unknown }> })
+        .service ?? {};
     this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
+    this.methods = new Map(
+      Object.entries(service).map(([method, d]) => [
+        method,
+        { path: d.path, serialize: d.requestSerialize as (v: unknown) => Buffer, deserialize: d.responseDeserialize },
+      ]),
+    );
+    this.batchedMethods = new Set(opts.batched ?? []);
     this.deadlineMs = opts.deadlineMs ?? 10_000;
     // '/lab.example.v1.ExampleService/Get' -> 'lab.example.v1.ExampleService'
     const firstPath = Object.values(this.paths)[0] ?? '';
     this.peer = opts.peer ?? (firstPath.split('/')[1] || address);
+    this.batches = new CallBatches({
+      peer: this.peer,
+      send: (method, request, caller, deadlineMs) => this.send(method, request, caller, deadlineMs),
+      alone: (method, request, caller, deadlineMs) => this.counted(this.send(method, request, caller, deadlineMs)),
+      settled: (err) => this.settled(err),
+    });
   }
 
   /** the peer's name in logs, errors and metrics */
@@ -538,19 +641,17 @@ export class RpcClient<D extends Definition> {
   }
 
   call<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadlineMs = this.deadlineMs): Promise<ResOf<D[K]>> {
-    // the deadline counts from here: a wait for a connection is part of the call's time
-    const deadline = Date.now() + deadlineMs;
-    const send = (attempt: number): Promise<ResOf<D[K]>> => {
-      const reconnecting = this.reconnecting(deadline);
-      const sent = reconnecting ? reconnecting.then(() => this.unary(method, request, caller, deadline)) : this.unary(method, request, caller, deadline);
-      return sent.catch((err: unknown) => {
-        if (!(err instanceof RefusedStreamError) || attempt >= REFUSED_RETRIES || Date.now() >= deadline) {
-          throw err instanceof RefusedStreamError ? err.domainError : err;
-        }
-        return send(attempt + 1);
-      });
-    };
-    return send(1).then(
+    const codec = this.methods.get(method);
+    if (!codec) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
+    if (this.batchedMethods.has(method) && !caller.idempotency_key && !tracingOn()) {
+      return this.batches.add(codec, request, caller, deadlineMs) as Promise<ResOf<D[K]>>;
+    }
+    return this.counted(this.send(codec, request, caller, deadlineMs)) as Promise<ResOf<D[K]>>;
+  }
+
+  /** Counts a call's outcome for the peer's availability, and passes it on. */
+  private counted(sent: Promise<unknown>): Promise<unknown> {
+    return sent.then(
       (res) => {
         this.settled(undefined);
         return res;
@@ -560,6 +661,26 @@ export class RpcClient<D extends Definition> {
         throw err;
       },
     );
+  }
+
+  /**
+   * Sends one call (alone, or a batch of them): after the wait for a connection
+   * when there is one, and again while the server refuses its stream unrun.
+   */
+  private send(codec: MethodCodec, request: unknown, caller: CallerContext, deadlineMs: number): Promise<unknown> {
+    // the deadline counts from here: a wait for a connection is part of the call's time
+    const deadline = Date.now() + deadlineMs;
+    const attempt = (n: number): Promise<unknown> => {
+      const reconnecting = this.reconnecting(deadline);
+      const sent = reconnecting ? reconnecting.then(() => this.unary(codec, request, caller, deadline)) : this.unary(codec, request, caller, deadline);
+      return sent.catch((err: unknown) => {
+        if (!(err instanceof RefusedStreamError) || n >= REFUSED_RETRIES || Date.now() >= deadline) {
+          throw err instanceof RefusedStreamError ? err.domainError : err;
+        }
+        return attempt(n + 1);
+      });
+    };
+    return attempt(1);
   }
 
   /**
@@ -578,15 +699,20 @@ export class RpcClient<D extends Definition> {
     return new Promise((resolve) => this.client.waitForReady(until, () => resolve()));
   }
 
-  private unary<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadline: number): Promise<ResOf<D[K]>> {
+  private unary(codec: MethodCodec, request: unknown, caller: CallerContext, deadline: number): Promise<unknown> {
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
-    const fn = (this.client as unknown as Record<string, (...args: unknown[]) => unknown>)[method];
-    if (!fn) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
     return new Promise((resolve, reject) => {
-      const sent = fn.call(this.client, request, md, { deadline }, (err: ServiceError | null, res: ResOf<D[K]>) =>
-        err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err, this.peer)) : fromServiceError(err, this.peer)) : resolve(res),
-      ) as ClientUnaryCall;
+      const sent = this.client.makeUnaryRequest(
+        codec.path,
+        codec.serialize,
+        codec.deserialize,
+        request,
+        md,
+        { deadline },
+        (err: ServiceError | null, res: unknown) =>
+          err ? reject(isRefusedStream(err) ? new RefusedStreamError(fromServiceError(err, this.peer)) : fromServiceError(err, this.peer)) : resolve(res),
+      );
       // only keyed calls can be answered from a receipt; the response headers come before the answer
       if (caller.idempotency_key) {
         const scope = requestScope.getStore();

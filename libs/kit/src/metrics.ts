@@ -100,6 +100,16 @@ function build() {
       name: 'lab_db_shared_reads_total',
       help: 'Queries sent as shared reads (divided by lab_db_shared_read_groups_total: the mean group size)',
     }),
+    callBatches: new client.Counter({
+      name: 'lab_grpc_call_batches_total',
+      help: 'Batches of calls sent to a peer: calls of one caller to one read method begun in one turn, sent as one call (lab.common.v1.BatchService)',
+      labelNames: ['peer'] as const,
+    }),
+    batchedCalls: new client.Counter({
+      name: 'lab_grpc_batched_calls_total',
+      help: 'Calls sent to a peer inside batches (divided by lab_grpc_call_batches_total: the mean batch size)',
+      labelNames: ['peer'] as const,
+    }),
     upstreamFailures: new client.Counter({
       name: 'lab_upstream_failures_total',
       help: 'gRPC calls to a peer service that failed because it was unavailable or out of time, by peer and gRPC code',

@@ -61,7 +61,8 @@ export class Clients {
   }
 
   records(service: string): RecordClient {
-    return this.get(service, 'records', (a, o) => new RpcClient(recordsWire.Client, a, o));
+    // a token's concurrent reads of records by id go as one call per turn (call-batches.ts)
+    return this.get(service, 'records', (a, o) => new RpcClient(recordsWire.Client, a, { ...o, batched: ['getRecord'] }));
   }
 
   notebook(): NotebookClient {
