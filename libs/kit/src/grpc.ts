@@ -321,7 +321,6 @@ export class GrpcServer {
       }
       const { method, calls } = call.request;
       const target = this.unaries.get(method);
-      // as gRPC answers a call of a method the server does not have
       if (!target) {
         // as gRPC answers a call of a method the server does not have
         callback({ code: status.UNIMPLEMENTED, details: `no unary method ${method} to batch` });
