@@ -271,16 +271,10 @@ export class GrpcServer {
    * call's messages as an async iterable instead of one request.
    */
   private wrap(path: string, handler: (req: unknown, c: CallerContext) => Promise<unknown>, clientStreaming = false) {
-    const { secret } = this.opts;
     return (call: ServerUnaryCall<unknown, unknown> | ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
       const started = process.hrtime.bigint();
-      let caller: CallerContext;
-      try {
-        caller = verifyCallerContext(call.metadata, secret);
-      } catch (err) {
-        callback(toServiceError(err));
-        return;
-      }
+      const caller = this.verifiedCaller(call.metadata, callback);
+      if (!caller) return;
       // the messages' stream watches for a cancel from now on, not from when the handler starts
       const request = clientStreaming ? readable(call as ServerReadableStream<unknown, unknown>) : (call as ServerUnaryCall<unknown, unknown>).request;
       this.run(path, caller, started, (c) => handler(request, c))
@@ -309,16 +303,10 @@ export class GrpcServer {
    * The batch fails as a whole only for what concerns all of it.
    */
   private serveBatches() {
-    const { secret } = this.opts;
     return (call: ServerUnaryCall<batch.CallBatchRequest, batch.CallBatchResponse>, callback: sendUnaryData<batch.CallBatchResponse>) => {
       const started = process.hrtime.bigint();
-      let caller: CallerContext;
-      try {
-        caller = verifyCallerContext(call.metadata, secret);
-      } catch (err) {
-        callback(toServiceError(err));
-        return;
-      }
+      const caller = this.verifiedCaller(call.metadata, callback);
+      if (!caller) return;
       const { method, calls } = call.request;
       const target = this.unaries.get(method);
       if (!target) {
@@ -356,6 +344,16 @@ export class GrpcServer {
         (err: unknown) => this.opts.logger.error({ err, rpc: method }, 'rpc batch answer not sent'),
       );
     };
+  }
+
+  /** The call's verified caller; undefined once an unverified one was refused (UNAUTHENTICATED) through `refuse`. */
+  private verifiedCaller(metadata: Metadata, refuse: (status: Partial<ServiceError>) => unknown): CallerContext | undefined {
+    try {
+      return verifyCallerContext(metadata, this.opts.secret);
+    } catch (err) {
+      refuse(toServiceError(err));
+      return undefined;
+    }
   }
 
   /**
@@ -421,17 +419,12 @@ export class GrpcServer {
    * back-pressure, and a client that goes away stops the iteration.
    */
   private wrapStream(path: string, handler: (req: unknown, c: CallerContext) => AsyncIterable<unknown>) {
-    const { secret, name } = this.opts;
+    const { name } = this.opts;
     return (call: ServerWritableStream<unknown, unknown>) => {
       const started = process.hrtime.bigint();
-      let caller: CallerContext;
-      try {
-        caller = verifyCallerContext(call.metadata, secret);
-      } catch (err) {
-        // 'error' (not destroy) is how grpc-js sends a status on a server stream
-        call.emit('error', toServiceError(err));
-        return;
-      }
+      // 'error' (not destroy) is how grpc-js sends a status on a server stream
+      const caller = this.verifiedCaller(call.metadata, (status) => call.emit('error', status));
+      if (!caller) return;
       const served = callScope(caller);
       requestScope.run(served.scope, () => {
         void (async () => {
