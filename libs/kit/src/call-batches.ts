@@ -119,9 +119,12 @@ export class CallBatches {
     this.transport.send(BATCH_METHOD, { method: method.path, calls: encoded }, calls[0]!.caller, deadlineMs).then(
       (res) => this.answer(method, calls, res as batch.CallBatchResponse),
       (err: unknown) => {
-        if (err instanceof DomainError && err.upstream?.grpc_code === 'UNIMPLEMENTED') {
-          // a peer without batches: these and the next calls go alone
-          this.refusedUntil = Date.now() + REFUSED_BATCHES_MS;
+        const status = err instanceof DomainError ? err.upstream?.grpc_code : undefined;
+        // a peer without batches: these and the next calls go alone
+        if (status === 'UNIMPLEMENTED') this.refusedUntil = Date.now() + REFUSED_BATCHES_MS;
+        // and a batch whose answers together pass the largest message (each alone fits:
+        // a failed call's status travels inside the batch, so only the transport says this)
+        if (status === 'UNIMPLEMENTED' || status === 'RESOURCE_EXHAUSTED') {
           for (const c of calls) this.transport.alone(method, c.request, c.caller, deadlineMs).then(c.resolve, c.reject);
           return;
         }

@@ -22,6 +22,8 @@ const getRecord = async (req: GetRecord, caller: CallerContext): Promise<records
   if (req.id === 'missing') throw DomainError.notFound('no such sample', 'sample_not_found');
   if (req.id === 'bad') throw DomainError.invalid('id is not a uuid', { field: 'id' });
   if (req.id === 'boom') throw new Error('a bug');
+  // an answer of 20 MB: four of them pass the largest message (64 MiB), one does not
+  if (req.id.startsWith('large')) return sample(req.id, 'x'.repeat(20_000_000));
   return sample(req.id, caller.request_id);
 };
 
@@ -204,6 +206,23 @@ describe('call batches', () => {
     } finally {
       c.close();
       old.forceShutdown();
+    }
+  });
+
+  it('sends the calls alone again when their answers together pass the largest message', async () => {
+    const c = client();
+    try {
+      await get(c, 'warm-up', alice);
+      streams = 0;
+      const answers = await Promise.all(['large-1', 'large-2', 'large-3', 'large-4'].map((id) => get(c, id, alice)));
+      expect(answers.map((a) => [seen(a)?.id, seen(a)?.name.length])).toEqual(['large-1', 'large-2', 'large-3', 'large-4'].map((id) => [id, 20_000_000]));
+      expect(streams).toBe(5);
+      // batches go on for what fits
+      streams = 0;
+      await Promise.all([get(c, '1', alice), get(c, '2', alice)]);
+      expect(streams).toBe(1);
+    } finally {
+      c.close();
     }
   });
 
