@@ -97,6 +97,11 @@ export class CallBatches {
     if (forming.sent) return;
     forming.sent = true;
     const { method, deadlineMs } = forming;
+    if (forming.calls.length === 1) {
+      const [only] = forming.calls as [Waiting];
+      this.transport.alone(method, only.request, only.caller, deadlineMs).then(only.resolve, only.reject);
+      return;
+    }
     const calls: Waiting[] = [];
     const encoded: { request: Buffer; request_id: string }[] = [];
     for (const c of forming.calls) {
@@ -109,11 +114,6 @@ export class CallBatches {
       }
     }
     if (calls.length === 0) return;
-    if (calls.length === 1) {
-      const [only] = calls as [Waiting];
-      this.transport.alone(method, only.request, only.caller, deadlineMs).then(only.resolve, only.reject);
-      return;
-    }
     metrics().callBatches.inc({ peer: this.transport.peer });
     metrics().batchedCalls.inc({ peer: this.transport.peer }, calls.length);
     this.transport.send(BATCH_METHOD, { method: method.path, calls: encoded }, calls[0]!.caller, deadlineMs).then(

@@ -47,14 +47,17 @@ function remember<V>(cache: Map<string, V>, key: string, value: V): void {
  * context but the request id and the keyed request's key and hash), so calls with
  * the same key carry the same signed context.
  */
-export function callerKey(ctx: CallerContext): string {
+export const callerKey = (ctx: CallerContext): string => JSON.stringify(whoOf(ctx));
+
+function whoOf(ctx: CallerContext): Who {
   const { request_id: _id, idempotency_key: _key, request_hash: _hash, ...who } = ctx;
-  return JSON.stringify(who);
+  return who;
 }
 
 /** Puts the caller context, HMAC-signed with the internal secret, into gRPC metadata. */
 export function signCallerContext(md: Metadata, ctx: CallerContext, secret: string): void {
-  const { request_id, idempotency_key, request_hash, ...who } = ctx;
+  const { request_id, idempotency_key, request_hash } = ctx;
+  const who = whoOf(ctx);
   const signed = cacheOf(signedBySecret, secret);
   const key = JSON.stringify(who);
   const now = Date.now();

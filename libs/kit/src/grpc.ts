@@ -578,7 +578,6 @@ export class RpcClient<D extends Definition> {
   /** when the channel was last seen ready (Date.now()) */
   private readyAt = 0;
 
-  private readonly paths: Record<string, string>;
   /** each method's path and codec, for calls alone and in batches */
   private readonly methods: Map<string, MethodCodec>;
   private readonly batchedMethods: ReadonlySet<string>;
@@ -598,7 +597,6 @@ export class RpcClient<D extends Definition> {
     const service =
       (ctor as unknown as { service?: Record<string, { path: string; requestSerialize: (v: never) => Buffer; responseDeserialize: (b: Buffer) => unknown }> })
         .service ?? {};
-    this.paths = Object.fromEntries(Object.entries(service).map(([method, d]) => [method, d.path]));
     this.methods = new Map(
       Object.entries(service).map(([method, d]) => [
         method,
@@ -608,7 +606,7 @@ export class RpcClient<D extends Definition> {
     this.batchedMethods = new Set(opts.batched ?? []);
     this.deadlineMs = opts.deadlineMs ?? 10_000;
     // '/lab.example.v1.ExampleService/Get' -> 'lab.example.v1.ExampleService'
-    const firstPath = Object.values(this.paths)[0] ?? '';
+    const firstPath = [...this.methods.values()][0]?.path ?? '';
     this.peer = opts.peer ?? (firstPath.split('/')[1] || address);
     this.batches = new CallBatches({
       peer: this.peer,
@@ -745,7 +743,7 @@ export class RpcClient<D extends Definition> {
     caller: CallerContext,
     deadlineMs = this.deadlineMs,
   ): { stream: RequestStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> } {
-    const local = this.opts.inProcess ? inProcessStreams.get(`${this.address} ${this.paths[method]}`) : undefined;
+    const local = this.opts.inProcess ? inProcessStreams.get(`${this.address} ${this.methods.get(method)?.path}`) : undefined;
     if (local) return localClientStream(local, caller, deadlineMs) as { stream: RequestStream<ReqOf<D[K]>>; response: Promise<ResOf<D[K]>> };
     const md = new Metadata();
     signCallerContext(md, caller, this.opts.secret);
