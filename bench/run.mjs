@@ -6,6 +6,7 @@ import pg from 'pg';
 import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
 import { CONNECTIONS, DURATION, fmt, load, median, RUNS, WARMUP } from './load.mjs';
 import { pacedLoad } from './paced.mjs';
+import { describeMachine, watchMachine } from './machine-stalls.mjs';
 import { saveResult } from './results.mjs';
 
 async function main() {
@@ -48,6 +49,7 @@ async function main() {
         await load(`${cluster.url}${s.path}`, { token, ...s.opts, duration: WARMUP });
         await load(`${baseUrl}${s.path.replace('?limit=50', '')}`, { token, ...s.opts, idempotent: false, duration: WARMUP });
       }
+      const watch = watchMachine();
       for (let r = 0; r < RUNS; r++) {
         // alternate the order so drift hits both sides alike
         const a = await load(`${cluster.url}${s.path}`, { token, ...s.opts });
@@ -56,6 +58,7 @@ async function main() {
         base.push(b);
         if (a.non2xx || a.errors) console.error(`  warning: stack run had ${a.non2xx} non-2xx, ${a.errors} errors`);
       }
+      const machine = watch.stop();
       const ratio = stack.map((x, i) => x.rps / base[i].rps);
       const p99 = stack.map((x) => x.p99);
       const pass = median(ratio) >= s.minRatio && (s.maxP99 === undefined || median(p99) < s.maxP99);
@@ -100,11 +103,13 @@ async function main() {
         stack_p50_ms: stack.map((x) => x.p50),
         stack_p99_ms: stack.map((x) => x.p99),
         baseline_p99_ms: base.map((x) => x.p99),
+        machine,
         paced,
       });
       console.log(
         `${s.name.padEnd(38)} stack ${fmt(stack.map((x) => x.rps))} req/s  baseline ${fmt(base.map((x) => x.rps))} req/s  ratio ${fmt(ratio, 2)}  stack p99 ${fmt(stack.map((x) => x.p99))} ms`,
       );
+      console.log(`${''.padEnd(38)} ${describeMachine(machine)}`);
     }
     saveResult('read-write', { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, results, rows });
   } finally {
