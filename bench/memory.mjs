@@ -1,9 +1,9 @@
 // Memory of the standalone process. services/standalone/dist/main.js is started as
-// `npm start` starts it, fully embedded (no DATABASE_URL, AMQP_URL or REDIS_URL:
-// PGlite and the in-process bus) in a fresh temporary data directory. After
-// readiness it idles 10 s and answers a few warm-up requests; its RSS (VmRSS of
-// /proc/<pid>/status) is sampled for 2 s and the maximum is the idle figure
-// (target < 400 MB). Then an org with module analytics_qc, a member, an API key and
+// `npm start` starts it (its script, with the environment it sets), fully embedded
+// (no DATABASE_URL, AMQP_URL or REDIS_URL: PGlite and the in-process bus) in a fresh
+// temporary data directory. After readiness it idles 10 s and answers a few warm-up
+// requests; its RSS (VmRSS of /proc/<pid>/status) is sampled for 2 s and the maximum
+// is the idle figure (target < 400 MB). Then an org with module analytics_qc, a member, an API key and
 // a device are set up through the management API and the public API, the process
 // settles again (pre-upload baseline), and a generated 50 MiB .mzML file (written
 // to a temp file first, streamed from disk as multipart/form-data) is uploaded to
@@ -148,7 +148,11 @@ try {
     LOG_LEVEL: 'warn',
   });
   const started = performance.now();
-  child = spawn(process.execPath, [join(root, 'services/standalone/dist/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // as `npm start` runs it: its script through sh (which execs node, so the child's pid
+  // is the service's), with the node that runs this first on the PATH as under npm
+  const { scripts } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+  env.PATH = `${dirname(process.execPath)}:${env.PATH ?? ''}`;
+  child = spawn('sh', ['-c', scripts.start], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   child.stdout.on('data', (b) => (log += b));
   child.stderr.on('data', (b) => (log += b));
