@@ -57,13 +57,12 @@ function whoOf(ctx: CallerContext): Who {
 /** Puts the caller context, HMAC-signed with the internal secret, into gRPC metadata. */
 export function signCallerContext(md: Metadata, ctx: CallerContext, secret: string): void {
   const { request_id, idempotency_key, request_hash } = ctx;
-  const who = whoOf(ctx);
   const signed = cacheOf(signedBySecret, secret);
-  const key = JSON.stringify(who);
+  const key = callerKey(ctx);
   const now = Date.now();
   let s = signed.get(key);
   if (!s || now - s.iat > RESIGN_MS) {
-    const payload = Buffer.from(JSON.stringify({ ...who, iat: now })).toString('base64url');
+    const payload = Buffer.from(JSON.stringify({ ...whoOf(ctx), iat: now })).toString('base64url');
     s = { payload, sig: mac(secret, payload), iat: now };
     remember(signed, key, s);
   }
