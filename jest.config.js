@@ -1,6 +1,6 @@
 // Unit tests (*.unit.test.ts) need nothing running; integration and end-to-end
 // tests (*.int.test.ts, *.e2e.test.ts) use PostgreSQL and RabbitMQ from
-// DATABASE_URL / AMQP_URL (see libs/testing).
+// DATABASE_URL / AMQP_URL / REDIS_URL, which `npm test` (scripts/test.mjs) finds.
 const shared = {
   preset: 'ts-jest',
   testEnvironment: 'node',

@@ -4,6 +4,7 @@ import pino from 'pino';
 import { AmqpBus, durableQueueArguments, newId, QUORUM_DELIVERY_LIMIT, type BusMessage, type BusQueueType, type Logger } from '@lab/kit';
 import { uniqueExchange } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * The durable queues on a RabbitMQ cluster: quorum queues by default (replicated,
@@ -12,7 +13,7 @@ import { waitFor } from '../../testing/src/waits';
  * queues already exist as the other type running on them instead of failing.
  */
 const amqpUrl = process.env.AMQP_URL;
-const describeBroker = amqpUrl ? describe : describe.skip;
+const describeBroker = (title: string, body: () => void) => describeWithServers(['rabbitmq'], title, body);
 
 const message = (): BusMessage => ({ id: newId(), type: 'thing.done', org_id: null, occurred_at: new Date().toISOString(), data: {} });
 const until = (cond: () => boolean | Promise<boolean>, what: string, ms = 15_000) => waitFor(what, cond, ms);

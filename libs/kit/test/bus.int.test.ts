@@ -1,6 +1,7 @@
 import { AmqpBus, createLogger, DomainError, MemoryBus, heldUntilOpen, newId, type BusMessage } from '@lab/kit';
 import { uniqueExchange } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * The connection to RabbitMQ drops while a consumer's handler is still running:
@@ -8,7 +9,7 @@ import { waitFor } from '../../testing/src/waits';
  * broker delivers the message again once the bus has reconnected.
  */
 const amqpUrl = process.env.AMQP_URL;
-const describeBroker = amqpUrl ? describe : describe.skip;
+const describeBroker = (title: string, body: () => void) => describeWithServers(['rabbitmq'], title, body);
 
 /** How long a test watches for something that must not happen (an unhandled error, an early delivery). */
 const UNHANDLED_WINDOW_MS = 100;

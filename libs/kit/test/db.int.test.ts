@@ -3,6 +3,7 @@ import pg from 'pg';
 import { newId, openDatabase, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * A connection lost in the middle of a transaction (the server restarted, the
@@ -11,7 +12,7 @@ import { waitFor } from '../../testing/src/waits';
  * working connection.
  */
 const url = process.env.DATABASE_URL;
-const describePg = url ? describe : describe.skip;
+const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
 /** How long a test watches for an uncaught error after a lost transaction settled. */
 const AFTERMATH_WINDOW_MS = 200;
 

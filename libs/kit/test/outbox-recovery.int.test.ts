@@ -5,6 +5,7 @@ import { AmqpBus, createLogger, migrate, newId, openDatabase, Outbox, systemCont
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 import { cuttableProxy, type CuttableProxy } from '../../testing/src/tcp-proxy';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * The relay through a broker outage, made by cutting a TCP proxy between the bus
@@ -15,7 +16,7 @@ import { waitFor } from '../../testing/src/waits';
  * logged as two state changes, not once per failed pass.
  */
 const amqpUrl = process.env.AMQP_URL;
-const describeBroker = amqpUrl ? describe : describe.skip;
+const describeBroker = (title: string, body: () => void) => describeWithServers(['rabbitmq'], title, body);
 
 /** The broker behind a proxy the test can cut: the URL to reach it through the proxy. */
 async function brokerProxy(target: URL): Promise<CuttableProxy & { url: string }> {

@@ -20,6 +20,7 @@ import {
 } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 const log = createLogger('test', 'silent');
 const amqpUrl = process.env.AMQP_URL;
@@ -146,7 +147,7 @@ async function enqueue(type: string, n: number): Promise<void> {
   await db.tx((tx) => outbox.insert(tx, emit.messages));
 }
 
-const describeBroker = amqpUrl ? describe : describe.skip;
+const describeBroker = (title: string, body: () => void) => describeWithServers(['rabbitmq'], title, body);
 describeBroker('relay on a broker in another process (rows locked while they are published)', () => {
   test('a broker that does not confirm in time: the batch is kept untouched and published by the next pass', async () => {
     await outbox.stop(); // only the relays of this test drain

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { metrics, newId, openDatabase, POINT_READ, rows, type Database } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
 import { waitFor } from '../../testing/src/waits';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * Shared reads (shared-reads.ts) on a real PostgreSQL: statements outside a
@@ -10,7 +11,7 @@ import { waitFor } from '../../testing/src/waits';
  * own implicit transaction with its own error, and the connection goes back to
  * the pool once all have their answers.
  */
-const describePg = process.env.DATABASE_URL ? describe : describe.skip;
+const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
 
 describePg('shared reads', () => {
   let db: Database;

@@ -2,14 +2,14 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'drizzle-orm';
 import { newId, openDatabase, pipelined, rows, type Database, type Tx } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { describeWithServers } from '../../testing/src/servers';
 
 /**
  * Group commit (shared-tx.ts) on a real PostgreSQL: writes begun together share
  * one transaction, a failing one fails alone with its own error while the others
  * commit, and each runs in its own async context.
  */
-const url = process.env.DATABASE_URL;
-const describePg = url ? describe : describe.skip;
+const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
 
 describePg('shared transactions (group commit)', () => {
   let db: Database;

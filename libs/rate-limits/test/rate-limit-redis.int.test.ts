@@ -13,7 +13,7 @@ const log = createLogger('test', 'silent');
 
 // a personal access token acting in two organisations whose limits differ had a budget in each
 it('is counted once whatever limit a request is under (in Redis)', async () => {
-  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (.ci/run sets it)');
+  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (npm test finds it)');
   const limiter = new RateLimiter(log, process.env.REDIS_URL);
   const token = `pat-${randomBytes(8).toString('hex')}`;
   try {
@@ -26,7 +26,7 @@ it('is counted once whatever limit a request is under (in Redis)', async () => {
 
 // a token's concurrent requests cost two counter commands a turn, not two each
 it('counts the requests of a key begun in the same turn together, as if one by one', async () => {
-  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (.ci/run sets it)');
+  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (npm test finds it)');
   const limiter = new RateLimiter(log, process.env.REDIS_URL);
   const admin = new Redis(process.env.REDIS_URL);
   const token = `pat-${randomBytes(8).toString('hex')}`;

@@ -4,10 +4,12 @@ import { startContainersIfDockerAnswers } from './containers';
 import { deleteStaleTestQueues } from './queues';
 
 /**
- * Backing servers for the integration run, in this order of preference:
- * DATABASE_URL / AMQP_URL when set (CI sets them to the machine's own servers);
+ * Backing servers for the integration run (npm test, scripts/test.mjs, sets the
+ * variables to the servers it found), in this order of preference:
+ * DATABASE_URL / AMQP_URL when set;
  * else PostgreSQL and RabbitMQ in testcontainers when a Docker engine answers;
- * else nothing, and the tests use the embedded PGlite and in-process bus.
+ * else nothing: the suites that need a server fail (describeWithServers) and
+ * the others use the embedded PGlite and in-process bus.
  * Fails the run at once when a named server does not answer, instead of letting
  * every test time out or test less.
  */

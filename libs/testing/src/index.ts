@@ -8,3 +8,4 @@ export * from './otlp-receiver.js';
 export * from './tcp-proxy.js';
 export * from './waits.js';
 export * from './raw-http.js';
+export * from './servers.js';

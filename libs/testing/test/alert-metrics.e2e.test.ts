@@ -1,5 +1,6 @@
 import { startCluster, type Cluster } from '../src/cluster';
 import { dashboardExprs, parsePromQL, render, rulesOf } from './alert-rules';
+import { describeWithServers } from '../src/servers';
 
 /**
  * The alerts and dashboards name only series that exist: every metric of their
@@ -36,8 +37,7 @@ function exposedNames(text: string): Set<string> {
 }
 
 // the processes need PostgreSQL and RabbitMQ: without them the suite is skipped, visibly
-const withBacking = process.env.DATABASE_URL && process.env.AMQP_URL ? describe : describe.skip;
-if (withBacking === describe.skip) console.warn('SKIPPED alerts against live /metrics: DATABASE_URL and AMQP_URL are not both set');
+const withBacking = (title: string, body: () => void) => describeWithServers(['postgres', 'rabbitmq'], title, body);
 
 withBacking('alerts and dashboards against live /metrics', () => {
   jest.setTimeout(120_000);

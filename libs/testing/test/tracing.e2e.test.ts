@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { startCluster, type Cluster } from '../src/cluster';
 import { SPAN_KIND, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../src/otlp-receiver';
 import { eventually, query, request, seedOrg } from './faults/support';
+import { describeWithServers } from '../src/servers';
 
 /**
  * Tracing in the cluster shape (separate service processes, RabbitMQ between
@@ -18,8 +19,7 @@ import { eventually, query, request, seedOrg } from './faults/support';
  */
 
 const root = join(__dirname, '..', '..', '..');
-const hasBacking = Boolean(process.env.DATABASE_URL && process.env.AMQP_URL);
-const describeCluster = hasBacking ? describe : describe.skip;
+const describeCluster = (title: string, body: () => void) => describeWithServers(['postgres', 'rabbitmq'], title, body);
 
 /** Each service's environment: `env` for every process, webhooks allowed to reach the loopback receiver. */
 const everyProcess = (services: string[], env: Record<string, string>) =>

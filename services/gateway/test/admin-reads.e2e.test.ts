@@ -368,7 +368,7 @@ describe('webhook subscriptions', () => {
     ).toBe(v1s(during)[0]);
 
     // the overlap over: only the new secret signs (a second connection to the schema is needed to move time)
-    assert(stack.databaseUrl, 'moving the overlap needs a connection of its own: DATABASE_URL (.ci/run sets it)');
+    assert(stack.databaseUrl, 'moving the overlap needs a connection of its own: DATABASE_URL (npm test finds it)');
     await sql(`update webhooks.subscriptions set previous_secret_expires_at = now() - interval '1 second' where id = $1`, [sub.id]);
     await api('POST', '/v1/samples', { name: 'after the overlap' });
     const after = await eventually(() => r.requests.find((x) => x.body.data.name === 'after the overlap'));

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { startStack, type Stack } from '@lab/testing';
+import { describeWithServers, startStack, type Stack } from '@lab/testing';
 import { call, eventually } from './http';
 
 /**
@@ -38,7 +38,7 @@ async function park(schema: string, minutesAgo: number): Promise<string> {
   return id;
 }
 
-const describePg = process.env.DATABASE_URL ? describe : describe.skip;
+const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
 describePg('dead letters', () => {
   it('are the operator’s only', async () => {
     expect((await op('GET', '/dead-letters', 'not-the-operator-token')).status).toBe(401);

@@ -207,7 +207,7 @@ describe('API keys bound to connectors and devices', () => {
     expect((await bind({ connector_id: randomUUID() })).status).toBe(201);
 
     // a key bound before this check existed: its heartbeat was a 500 (primary key of the other org's row)
-    assert(stack.databaseUrl, 'storing a legacy binding needs a connection of its own: DATABASE_URL (.ci/run sets it)');
+    assert(stack.databaseUrl, 'storing a legacy binding needs a connection of its own: DATABASE_URL (npm test finds it)');
     const legacy = await bind({ connector_id: randomUUID() });
     const db = new (await import('pg')).default.Client({ connectionString: stack.databaseUrl });
     await db.connect();

@@ -53,7 +53,7 @@ describe('paths that cannot name an endpoint', () => {
     const r = await post(path, raw, { 'x-service-signature': sig(ep.secret, raw) });
     expect(r.status).toBe(404);
     expect(r.body.error.code).toBe('not_found');
-    assert(process.env.REDIS_URL, 'the flood counters are looked for in Redis: REDIS_URL (.ci/run sets it)');
+    assert(process.env.REDIS_URL, 'the flood counters are looked for in Redis: REDIS_URL (npm test finds it)');
     const redis = new Redis(process.env.REDIS_URL);
     try {
       expect(await redis.keys(`*${mark}*`)).toEqual([]);

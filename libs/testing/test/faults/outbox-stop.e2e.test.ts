@@ -9,6 +9,7 @@ import { messagesIn } from '@lab/kit';
 import { freePort } from '../../src/cluster';
 import { deleteRunQueues } from '../../src/queues';
 import { waitFor } from '../../src/waits';
+import { describeWithServers } from '../../src/servers';
 
 /**
  * SIGTERM with a large outbox backlog: a service process (the built telemetry
@@ -22,7 +23,7 @@ const STOP_BOUND_MS = 20_000;
 const root = join(__dirname, '..', '..', '..', '..');
 const databaseUrl = process.env.DATABASE_URL;
 const amqpUrl = process.env.AMQP_URL;
-const describeIf = databaseUrl && amqpUrl ? describe : describe.skip;
+const describeIf = (title: string, body: () => void) => describeWithServers(['postgres', 'rabbitmq'], title, body);
 
 describeIf('a service stopped with a large outbox backlog', () => {
   jest.setTimeout(300_000);

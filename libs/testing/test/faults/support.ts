@@ -9,11 +9,11 @@ import { readdirSync } from 'node:fs';
 import { connect } from 'amqplib';
 import pg from 'pg';
 import type { Cluster } from '../../src/cluster';
+import { describeWithServers } from '../../src/servers';
 import { waitFor } from '../../src/waits';
 
 /** Why these tests cannot run here, or undefined when they can. */
 function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
-  if (!process.env.DATABASE_URL || !process.env.AMQP_URL) return 'DATABASE_URL and AMQP_URL are not both set';
   for (const t of tools) {
     if (spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0) return `${t} is not available on this machine`;
   }
@@ -21,14 +21,18 @@ function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string 
   return undefined;
 }
 
-/** describe, or describe.skip with a visible warning when the machine cannot take the fault. */
+/**
+ * describe on the machine's PostgreSQL and RabbitMQ (a failing test without them),
+ * or describe.skip with a visible warning when the machine lacks the tools that
+ * stop and start its servers.
+ */
 export function describeFault(title: string, tools: ('rabbitmqctl' | 'pg_ctlcluster')[], body: () => void): void {
   const missing = faultPrerequisites(tools);
   if (missing) {
     console.warn(`SKIPPED fault test "${title}": ${missing}`);
     describe.skip(title, body);
   } else {
-    describe(title, body);
+    describeWithServers(['postgres', 'rabbitmq'], title, body);
   }
 }
 
