@@ -59,5 +59,7 @@ export const commonEnv = z.object({
    */
   LAB_OUTBOX_STOP_FLUSH_MS: envInt(5_000, 0, 600_000),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** address the operations port binds (every interface by default, as in a pod) */
+  METRICS_HOST: z.string().min(1).default('0.0.0.0'),
 });
 export type CommonEnv = z.infer<typeof commonEnv>;

@@ -113,7 +113,7 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
     grpcMaxConnectionAgeMs: cfg.GRPC_MAX_CONNECTION_AGE_MS,
     outboxStopFlushMs: cfg.LAB_OUTBOX_STOP_FLUSH_MS,
   });
-  const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log);
+  const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log, cfg.METRICS_HOST);
   log.info({ port: svc.port }, `${def.name} ready`);
   stopOnSignals(log, async () => {
     await svc.stop();
@@ -128,9 +128,9 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
  * stop each other; in a pod it cannot happen, and there a missing listener shows
  * as a failing readiness probe.
  */
-export async function serveOps(port: number, readiness: Readiness, log: Logger): Promise<Server | undefined> {
+export async function serveOps(port: number, readiness: Readiness, log: Logger, host?: string): Promise<Server | undefined> {
   try {
-    const server = await serveMetrics(port, { readiness, log });
+    const server = await serveMetrics(port, { readiness, log, host });
     if (server) log.info({ port }, 'metrics and probes serving');
     return server;
   } catch (err) {

@@ -67,7 +67,7 @@ async function main(log: Logger): Promise<void> {
     trustProxy: cfg.LAB_TRUST_PROXY,
     rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,
   });
-  const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log);
+  const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log, cfg.METRICS_HOST);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');
   stopOnSignals(log, async () => {
     await gw.stop();

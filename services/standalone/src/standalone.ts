@@ -101,6 +101,7 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
         return checks;
       },
       log,
+      cfg.METRICS_HOST,
     );
     return {
       url: gateway.url,
