@@ -561,7 +561,9 @@ const RECORD_SUCCESS: Record<RecordOp, { status: string; schema?: string }> = {
 };
 
 const REASONS: Record<string, string> = {
-  '400': 'Invalid request: validation_failed names each bad field in details.fields',
+  '400':
+    'Invalid request: validation_failed names each bad field in details.fields; invalid_json a body that is not JSON, ' +
+    'or not UTF-8 (details.offset: the first byte, counted in the body once decompressed, that does not begin a UTF-8 character)',
   '401': 'Missing or invalid token',
   '403': 'Insufficient scope (insufficient_scope), module not enabled (module_not_enabled), role or organisation not allowed',
   '404': 'Not found in this organisation',
@@ -949,6 +951,11 @@ const INBOUND_WEBHOOK: Op = {
       status: '200',
       description: 'a repeated delivery (same Idempotency-Key or external id): already received',
       schema: { $ref: '#/components/schemas/InboundReceipt' },
+    },
+    {
+      status: '401',
+      description: 'the signature is missing its match or stale (invalid_signature); checked before the body is read as JSON',
+      schema: okSchema('Error'),
     },
   ],
 };

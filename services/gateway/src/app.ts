@@ -4,6 +4,7 @@ import {
   assertStorableJson,
   DomainError,
   isSaneRequestId,
+  jsonFromBytes,
   mayHoldHugeNumber,
   MAX_JSON_DEPTH,
   metrics,
@@ -95,18 +96,35 @@ export function createApp(deps: Deps): express.Express {
     if (locals(res).route?.handler.kind === 'inbound_webhook') inboundRaw(req, res, next);
     else next();
   });
-  // Any JSON value is parsed (strict: false), so a body that is not an object is
-  // refused by the handler as validation_failed rather than by the parser.
-  app.use(
-    express.json({
-      limit: '1mb',
-      strict: false,
-      type: ['application/json', 'application/*+json'],
-      verify: (req, _res, buf) => {
-        if (mayHideUnstorable(buf)) (req as Request & Walk)[MUST_WALK] = true;
-      },
-    }),
-  );
+  // A JSON body is read as bytes (decompressed, at most 1 MB) and made a value by
+  // kit's jsonFromBytes, the one JSON reader of every route (the inbound receiver's
+  // too, after its signature): bytes that are not UTF-8 are refused, never decoded
+  // with replacement characters. Any JSON value is taken, so a body that is not an
+  // object is refused by the handler as validation_failed rather than here.
+  const jsonRaw = express.raw({ limit: '1mb', type: ['application/json', 'application/*+json'] });
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (locals(res).route?.handler.kind === 'inbound_webhook') {
+      next();
+      return;
+    }
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- as above: express's Request is node's IncomingMessage
+    jsonRaw(req, res, (err?: unknown) => {
+      if (err || !Buffer.isBuffer(req.body)) {
+        next(err);
+        return;
+      }
+      const bytes: Buffer = req.body;
+      try {
+        if (mayHideUnstorable(bytes)) (req as Request & Walk)[MUST_WALK] = true;
+        // an empty body (chunked, no bytes) counts as none given, as it always has
+        req.body = bytes.length === 0 ? {} : jsonFromBytes(bytes);
+      } catch (parseErr) {
+        next(parseErr);
+        return;
+      }
+      next();
+    });
+  });
   // HTML forms and OAuth token requests: only the OAuth endpoints take them.
   const formBody = express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 50 });
   app.use((req: Request, res: Response, next: NextFunction) => {

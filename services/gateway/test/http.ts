@@ -15,6 +15,7 @@ export interface Answer<T = any> {
 
 export interface CallOptions {
   token?: string;
+  /** a value sent as JSON; a string or bytes are sent as they are */
   body?: unknown;
   headers?: Record<string, string>;
 }
@@ -22,10 +23,10 @@ export interface CallOptions {
 export async function call<T = any>(base: string, method: string, path: string, opts: CallOptions = {}): Promise<Answer<T>> {
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-  let body: string | undefined;
+  let body: string | Uint8Array | undefined;
   if (opts.body !== undefined) {
     headers['content-type'] ??= 'application/json';
-    body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    body = typeof opts.body === 'string' || opts.body instanceof Uint8Array ? opts.body : JSON.stringify(opts.body);
   }
   const res = await fetch(`${base}${path}`, { method, headers, body });
   const text = await res.text();

@@ -8,6 +8,7 @@ import {
   isForeignKeyViolation,
   isUuid,
   isoTimestamp,
+  jsonFromBytes,
   newId,
   parseWith,
   rows,
@@ -143,12 +144,8 @@ export async function receiveInbound(deps: ServiceDeps, caller: CallerContext, r
     timestamp: req.timestamp,
   });
 
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(req.body.toString('utf8'));
-  } catch {
-    throw DomainError.invalid('request body is not valid JSON', undefined, 'invalid_json');
-  }
+  // the one JSON reader of every route (kit): bytes that are not UTF-8 are 400 naming the first, never replaced
+  const parsed = jsonFromBytes(req.body);
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw DomainError.invalid('body must be a JSON object', { field: '', fields: [{ path: '', message: 'must be a JSON object' }] });
   }
