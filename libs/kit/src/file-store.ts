@@ -1,11 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve, sep } from 'node:path';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { sql } from 'drizzle-orm';
-import { rows, type Database } from './db.js';
+import { rows, type Database, type Tx } from './db.js';
 
 /** What a store kept: its size and SHA-256, counted as the bytes passed. */
 export interface StoredFile {
@@ -35,9 +35,19 @@ export interface FileStore {
   put(key: string, data: AsyncIterable<Buffer | Uint8Array>): Promise<StoredFile>;
   /** The complete file of `key`, or undefined when there is none. */
   open(key: string): Promise<OpenedFile | undefined>;
-  /** Removes the files of these keys (those that exist); removing a missing file is no error. */
-  remove(keys: readonly string[]): Promise<void>;
+  /**
+   * Removes the files of these keys (those that exist); removing a missing file is
+   * no error. Given a transaction of the service's database, a database store
+   * removes them in it (with the rows that named them); on the embedded database
+   * a store must be given the open transaction, whose one connection it holds.
+   */
+  remove(keys: readonly string[], tx?: Tx): Promise<void>;
+  /** Deletes what writes whose process died left (never readable), begun over `olderThanHours` ago; returns how many. */
+  sweep(olderThanHours?: number): Promise<number>;
 }
+
+/** Writes under way are younger than this: an upload's or an export's whole write, with a margin. */
+const SWEEP_HOURS = 24;
 
 export type FileStoreKind = 'postgres' | 'filesystem';
 
@@ -161,18 +171,15 @@ export class PgFileStore implements FileStore {
     return { size, stream: Readable.from(chunks(), { highWaterMark: 1 }) };
   }
 
-  async remove(keys: readonly string[]): Promise<void> {
+  async remove(keys: readonly string[], tx?: Tx): Promise<void> {
     if (!keys.length) return;
     // the chunks go with their file (on delete cascade)
-    await this.db.orm.execute(sql`delete from ${this.files} where key = any(${sql.param(keys.map(checkedKey))}::text[])`);
+    await (tx ?? this.db.orm).execute(sql`delete from ${this.files} where key = any(${sql.param(keys.map(checkedKey))}::text[])`);
     await this.before?.remove(keys);
   }
 
-  /**
-   * Deletes the incomplete files begun more than `olderThanHours` ago: writes whose
-   * process died before they completed or cleaned up. Returns how many.
-   */
-  async sweepIncomplete(olderThanHours = 24): Promise<number> {
+  /** Deletes the incomplete files begun more than `olderThanHours` ago: writes whose process died before they completed or cleaned up. */
+  async sweep(olderThanHours = SWEEP_HOURS): Promise<number> {
     const gone = await rows<{ id: string }>(
       this.db.orm,
       sql`delete from ${this.files} where not complete and created_at < now() - (${olderThanHours} * interval '1 hour') returning id`,
@@ -244,6 +251,21 @@ export class DirectoryFileStore implements FileStore {
 
   async remove(keys: readonly string[]): Promise<void> {
     for (const key of keys) await rm(this.path(key), { force: true });
+  }
+
+  /** Deletes the temporary files (`.part`) of writes whose process died. */
+  async sweep(olderThanHours = SWEEP_HOURS): Promise<number> {
+    const names = await readdir(this.root, { recursive: true }).catch(() => [] as string[]);
+    let removed = 0;
+    for (const name of names.filter((n) => n.endsWith('.part'))) {
+      const file = join(this.root, name);
+      const s = await stat(file).catch(() => undefined);
+      if (s && Date.now() - s.mtimeMs > olderThanHours * 3_600_000) {
+        await rm(file, { force: true });
+        removed++;
+      }
+    }
+    return removed;
   }
 }
 

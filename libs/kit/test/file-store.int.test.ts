@@ -241,7 +241,7 @@ describeWithServers(['postgres'], 'files in PostgreSQL', () => {
     await db.orm.execute(sql`insert into files_pg.stored_files (id, key, complete, size, sha256, created_at)
       values (${dead}, 'org/dead.bin', false, 0, '', now() - interval '2 days'), (${live}, 'org/live.bin', false, 0, '', now())`);
     await db.orm.execute(sql`insert into files_pg.stored_file_chunks (file_id, seq, data) values (${dead}, 0, '\\x00'::bytea), (${live}, 0, '\\x00'::bytea)`);
-    expect(await store.sweepIncomplete(24)).toBe(1);
+    expect(await store.sweep(24)).toBe(1);
     expect(await count(sql`select count(*) as n from files_pg.stored_file_chunks where file_id = ${dead}`)).toBe(0);
     expect(await count(sql`select count(*) as n from files_pg.stored_files where id = ${live}`)).toBe(1);
   });

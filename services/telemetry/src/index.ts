@@ -1,28 +1,43 @@
 import path from 'node:path';
-import type { ServiceDefinition } from '@lab/kit';
+import { z } from 'zod';
+import { loadConfig, openFileStore, type FileStore, type FileStoreKind, type ServiceDefinition } from '@lab/kit';
 import { registerHandlers } from './server.js';
-import { DirectoryStorage } from './storage.js';
 
 export { rawFileLimit, isMzml, RawFileAllowance, RAW_FILE_MAX_BYTES, MZML_MAX_BYTES } from './raw-file-limits.js';
 
 export interface TelemetryOptions {
-  /** directory of raw result files; default TELEMETRY_STORAGE_DIR, else <data dir>/raw-files */
+  /** where raw result files are kept; default TELEMETRY_FILE_STORE, else PostgreSQL (the service's schema) */
+  fileStore?: FileStoreKind;
+  /** directory of the filesystem store (and of files from before a switch); default TELEMETRY_STORAGE_DIR, else <data dir>/raw-files */
   storageDir?: string;
 }
 
-const defaultStorageDir = (dataDir: string) => process.env.TELEMETRY_STORAGE_DIR ?? path.join(dataDir, 'raw-files');
+const telemetryEnv = z.object({
+  TELEMETRY_FILE_STORE: z.enum(['postgres', 'filesystem']).optional(),
+  TELEMETRY_STORAGE_DIR: z.string().optional(),
+});
 
 /**
  * Devices, measurement results and raw result files, connectors, environmental
  * points and readings (module analytics_qc).
  */
 export function telemetryDefinition(opts: TelemetryOptions = {}): ServiceDefinition {
+  // opened at start, kept for the retention rule
+  let files: FileStore | undefined;
   return {
     name: 'telemetry',
     schema: 'telemetry',
     migrationsDir: path.join(__dirname, '..', 'migrations'),
-    // the directory is read when the service starts, so a test can point it elsewhere first
-    register: async (server, deps) => registerHandlers(server, deps, new DirectoryStorage(path.resolve(opts.storageDir ?? defaultStorageDir(deps.dataDir)))),
+    // the settings are read when the service starts, so a test can point them elsewhere first
+    register: async (server, deps) => {
+      const env = loadConfig(telemetryEnv);
+      files = openFileStore(deps.db, 'telemetry', {
+        kind: opts.fileStore ?? env.TELEMETRY_FILE_STORE,
+        dir: opts.storageDir ?? env.TELEMETRY_STORAGE_DIR ?? path.join(deps.dataDir, 'raw-files'),
+      });
+      registerHandlers(server, deps, files);
+    },
+    retention: () => [['raw files of uploads whose process died', () => files!.sweep()]],
   };
 }
 

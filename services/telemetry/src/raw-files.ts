@@ -1,12 +1,12 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { DomainError, newId, parseWith, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { DomainError, newId, parseWith, rows, type CallerContext, type FileStore, type ServiceDeps } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
-import { createdAnswer, orgOf, text, uuid } from './common.js';
+import { deviceScope } from './access.js';
+import { createdAnswer, idOf, orgOf, text, uuid, where } from './common.js';
 import { RawFileAllowance } from './raw-file-limits.js';
 import { deviceById, insertResult } from './results.js';
-import type { FileStorage } from './storage.js';
 
 const metaSchema = z.object({
   // empty: the device is named by the last message, after the file
@@ -34,7 +34,7 @@ const tooLarge = (limit: number) => new DomainError('too_large', 'payload_too_la
  * message then names none, the last one does, and the device is checked once the
  * file is stored (an unknown device removes it again).
  */
-export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
+export function rawFileHandlers(deps: ServiceDeps, files: FileStore) {
   return {
     uploadRawFile: async (input: AsyncIterable<telemetry.UploadChunk>, caller: CallerContext): Promise<telemetry.ItemResponse> => {
       const org = orgOf(caller);
@@ -65,7 +65,7 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
           next = await messages.next();
         }
       }
-      const stored = await storage.put(bytes());
+      const stored = await files.put(newId(), bytes());
       try {
         const device = named ?? (await deviceById(deps.db.orm, org, caller, parseWith(deviceIdAfterFile, { device_id: trailer ?? '' }).device_id));
         const result = await deps.outbox.write(
@@ -82,9 +82,51 @@ export function rawFileHandlers(deps: ServiceDeps, storage: FileStorage) {
         );
         return createdAnswer(result);
       } catch (err) {
-        await storage.remove(stored.key).catch(() => undefined);
+        await files.remove([stored.key]).catch(() => undefined);
         throw err;
       }
+    },
+  };
+}
+
+/** Bytes per message of a raw file read: gRPC's messages stay small, whatever the store's chunks. */
+const READ_MESSAGE_BYTES = 64 * 1024;
+
+/**
+ * ReadRawFile: the bytes of a raw file of the caller's organisation (one of a
+ * device the caller may act for), streamed from the store as the client reads
+ * them; the first message carries its name, type, size and SHA-256. A server
+ * stream, so registered apart from the unary handlers.
+ */
+export function rawFileReader(deps: ServiceDeps, files: FileStore) {
+  return {
+    readRawFile: async function* (req: telemetry.IdRequest, caller: CallerContext): AsyncGenerator<telemetry.RawFileChunk> {
+      const org = orgOf(caller);
+      assertMay(caller, 'read');
+      const [f] = await rows<{ filename: string; content_type: string; size: string; sha256: string; storage_key: string }>(
+        deps.db.orm,
+        sql`select f.filename, f.content_type, f.size::text, f.sha256, f.storage_key from telemetry.raw_files f
+            left join telemetry.devices d on d.org_id = f.org_id and d.id = f.device_id
+            where ${where([sql`f.org_id = ${org}`, sql`f.id = ${idOf(req.id, 'raw file')}`, deviceScope(caller)])}`,
+      );
+      if (!f) throw DomainError.notFound('raw file not found');
+      const opened = await files.open(f.storage_key);
+      if (!opened) throw DomainError.notFound('the raw file is no longer stored', 'raw_file_not_found');
+      const head = { content_type: f.content_type, size: Number(f.size), filename: f.filename, sha256: f.sha256 };
+      let first = true;
+      try {
+        for await (const chunk of opened.stream as AsyncIterable<Buffer>) {
+          for (let at = 0; at < chunk.length; at += READ_MESSAGE_BYTES) {
+            const data = chunk.subarray(at, at + READ_MESSAGE_BYTES);
+            yield first ? { data, ...head } : { data };
+            first = false;
+          }
+        }
+      } finally {
+        // a client gone mid-read stops the fetching of further chunks
+        opened.stream.destroy();
+      }
+      if (first) yield { data: Buffer.alloc(0), ...head };
     },
   };
 }

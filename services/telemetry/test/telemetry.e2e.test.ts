@@ -21,6 +21,10 @@ const api = (method: string, path: string, token: string, body?: unknown, header
 beforeAll(async () => {
   storageDir = await mkdtemp(join(tmpdir(), 'lab-raw-files-'));
   process.env.TELEMETRY_STORAGE_DIR = storageDir;
+  // these tests watch the upload's temporary file in the directory; the stores
+  // themselves are tested in libs/kit, the database one across replicas in
+  // libs/testing/test/files-across-replicas.e2e.test.ts
+  process.env.TELEMETRY_FILE_STORE = 'filesystem';
   stack = await startStack({ services: ['identity', 'audit', 'telemetry'] });
   const org = await stack.admin.createOrg({ modules: ['analytics_qc'] });
   const bare = await stack.admin.createOrg();
@@ -33,6 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.stop();
   delete process.env.TELEMETRY_STORAGE_DIR;
+  delete process.env.TELEMETRY_FILE_STORE;
   if (storageDir) await rm(storageDir, { recursive: true, force: true });
 });
 
@@ -166,8 +171,8 @@ function unfinishedUpload(
   });
 }
 
-/** Temporary files of uploads the telemetry service is storing right now. */
-const partFiles = async () => (await readdir(join(storageDir, 'tmp')).catch(() => [] as string[])).filter((n) => n.endsWith('.part'));
+/** Temporary files of uploads the telemetry service is storing right now (beside the file each becomes). */
+const partFiles = async () => (await readdir(storageDir).catch(() => [] as string[])).filter((n) => n.endsWith('.part'));
 
 /**
  * A client that goes away mid-upload: while the service is storing the file (its

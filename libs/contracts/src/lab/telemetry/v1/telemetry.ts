@@ -11,9 +11,11 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
   type ClientWritableStream,
   type handleClientStreamingCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -342,6 +344,15 @@ export interface UploadChunk {
   data: Buffer;
   /** last message only, and only when meta.device_id is empty */
   device_id?: string | undefined;
+}
+
+export interface RawFileChunk {
+  data: Buffer;
+  /** set on the first chunk only */
+  content_type?: string | undefined;
+  size?: number | undefined;
+  filename?: string | undefined;
+  sha256?: string | undefined;
 }
 
 export interface Empty {
@@ -3167,6 +3178,96 @@ export const UploadChunk: MessageFns<UploadChunk> = {
   },
 };
 
+function createBaseRawFileChunk(): RawFileChunk {
+  return { data: Buffer.alloc(0), content_type: undefined, size: undefined, filename: undefined, sha256: undefined };
+}
+
+export const RawFileChunk: MessageFns<RawFileChunk> = {
+  encode(message: RawFileChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.content_type !== undefined) {
+      writer.uint32(18).string(message.content_type);
+    }
+    if (message.size !== undefined) {
+      writer.uint32(24).int64(message.size);
+    }
+    if (message.filename !== undefined) {
+      writer.uint32(34).string(message.filename);
+    }
+    if (message.sha256 !== undefined) {
+      writer.uint32(42).string(message.sha256);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RawFileChunk {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRawFileChunk();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.content_type = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.size = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.filename = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.sha256 = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
 function createBaseEmpty(): Empty {
   return {};
 }
@@ -3370,6 +3471,19 @@ export const TelemetryServiceService = {
     responseSerialize: (value: ItemResponse): Buffer => Buffer.from(ItemResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ItemResponse => ItemResponse.decode(value),
   },
+  /**
+   * Server streaming: the bytes of a raw file (IdRequest.id: its raw_files id, the
+   * raw_file.id of its result) in chunks; the first carries its metadata.
+   */
+  readRawFile: {
+    path: "/lab.telemetry.v1.TelemetryService/ReadRawFile" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: IdRequest): Buffer => Buffer.from(IdRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): IdRequest => IdRequest.decode(value),
+    responseSerialize: (value: RawFileChunk): Buffer => Buffer.from(RawFileChunk.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RawFileChunk => RawFileChunk.decode(value),
+  },
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat: {
     path: "/lab.telemetry.v1.TelemetryService/ConnectorHeartbeat" as const,
@@ -3439,6 +3553,11 @@ export interface TelemetryServiceServer extends UntypedServiceImplementation {
    * when meta names no device, the last message names it (device_id, no data).
    */
   uploadRawFile: handleClientStreamingCall<UploadChunk, ItemResponse>;
+  /**
+   * Server streaming: the bytes of a raw file (IdRequest.id: its raw_files id, the
+   * raw_file.id of its result) in chunks; the first carries its metadata.
+   */
+  readRawFile: handleServerStreamingCall<IdRequest, RawFileChunk>;
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat: handleUnaryCall<BodyRequest, ItemResponse>;
   listConnectors: handleUnaryCall<QueryRequest, ListResponse>;
@@ -3698,6 +3817,16 @@ export interface TelemetryServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ItemResponse) => void,
   ): ClientWritableStream<UploadChunk>;
+  /**
+   * Server streaming: the bytes of a raw file (IdRequest.id: its raw_files id, the
+   * raw_file.id of its result) in chunks; the first carries its metadata.
+   */
+  readRawFile(request: IdRequest, options?: Partial<CallOptions>): ClientReadableStream<RawFileChunk>;
+  readRawFile(
+    request: IdRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<RawFileChunk>;
   /** Heartbeat plus device sync; created tells 201 from 200. */
   connectorHeartbeat(
     request: BodyRequest,
