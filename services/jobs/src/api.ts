@@ -1,10 +1,19 @@
-import { open } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { z } from 'zod';
 import { jobFromRowJson, type jobs } from '@lab/contracts';
-import { DomainError, fieldIssues, isGuid, parseWith, structBody, validationFailed, type CallerContext, type Emitter, type ServiceDeps } from '@lab/kit';
+import {
+  DomainError,
+  fieldIssues,
+  isGuid,
+  parseWith,
+  structBody,
+  validationFailed,
+  type CallerContext,
+  type Emitter,
+  type FileStore,
+  type ServiceDeps,
+} from '@lab/kit';
 import { assertMay } from '@lab/permissions';
-import { artifactFile } from './artifacts.js';
 import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, listVisible, type JobRow } from './store.js';
 
@@ -156,7 +165,7 @@ export async function getJob(deps: ServiceDeps, caller: CallerContext, id: strin
 const CHUNK = 64 * 1024;
 
 /** The artifact of a succeeded job in 64 KiB chunks; the first carries type, size and name. */
-export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id: string, dir: string) {
+export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id: string, files: FileStore) {
   const job = await visible(deps, caller, id);
   if (job.result_meta?.artifact_deleted_at) {
     throw DomainError.notFound(
@@ -165,22 +174,23 @@ export async function* readArtifact(deps: ServiceDeps, caller: CallerContext, id
     );
   }
   if (job.status !== 'succeeded' || !job.result_path) throw DomainError.notFound('the job has no artifact (yet)', 'artifact_not_found');
-  // opened before anything is read: retention (or an operator) removing the file
-  // a moment later cannot turn the download into a failure half-way
-  const handle = await open(artifactFile(dir, job.result_path), 'r').catch(() => {
-    throw DomainError.notFound('the artifact is no longer stored', 'artifact_not_found');
-  });
+  const opened = await files.open(job.result_path);
+  if (!opened) throw DomainError.notFound('the artifact is no longer stored', 'artifact_not_found');
   let first = true;
-  let size = 0;
+  const { size } = opened;
   const content_type = (job.result_meta?.content_type as string | undefined) ?? 'application/octet-stream';
   try {
-    size = (await handle.stat()).size;
-    for await (const data of handle.createReadStream({ highWaterMark: CHUNK, autoClose: false })) {
-      yield first ? { data: data as Buffer, content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` } : { data: data as Buffer };
-      first = false;
+    // the store's chunks (up to its chunk size) cut into messages of CHUNK bytes
+    for await (const chunk of opened.stream as AsyncIterable<Buffer>) {
+      for (let at = 0; at < chunk.length; at += CHUNK) {
+        const data = chunk.subarray(at, at + CHUNK);
+        yield first ? { data, content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` } : { data };
+        first = false;
+      }
     }
   } finally {
-    await handle.close();
+    // a cancelled call (the client gone) lets go of the file and fetches no further chunk
+    opened.stream.destroy();
   }
   if (first) yield { data: Buffer.alloc(0), content_type, size, filename: `${job.job_type}-${basename(job.result_path)}` };
 }

@@ -1,58 +1,31 @@
-import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, resolve, sep } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import type { FileStore } from '@lab/kit';
 import PDFDocument from 'pdfkit';
 import { ZipFile } from 'yazl';
 
 export interface Artifact {
-  /** path under the artifact directory, e.g. <org>/<job>.pdf */
+  /** the artifact's key in the artifact store, e.g. <org>/<job>.pdf */
   path: string;
   meta: { size: number; sha256: string; content_type: string; pages?: number; rows?: number; files?: string[] };
 }
 
-/** Resolves a stored result_path inside the artifact directory (never outside it). */
-export function artifactFile(dir: string, path: string): string {
-  const root = resolve(dir);
-  const full = resolve(root, path);
-  if (!full.startsWith(root + sep)) throw new Error('artifact path escapes the artifact directory');
-  return full;
-}
-
 /**
- * Writes a stream to its final place atomically (temporary file, then rename),
- * hashing it on the way: a reader never sees half an artifact.
+ * Streams an artifact into the store as it is produced (hashed and counted on the
+ * way); the store makes it readable only once complete, so a reader never sees
+ * half an artifact.
  */
-async function store(dir: string, path: string, source: Readable): Promise<{ size: number; sha256: string }> {
-  const file = artifactFile(dir, path);
-  await mkdir(dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
-  const hash = createHash('sha256');
-  const tap = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      hash.update(chunk);
-      cb(null, chunk);
-    },
-  });
-  try {
-    await pipeline(source, tap, createWriteStream(tmp));
-    await rename(tmp, file);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
-  return { size: (await stat(file)).size, sha256: hash.digest('hex') };
+async function store(files: FileStore, path: string, source: Readable): Promise<{ size: number; sha256: string }> {
+  const { size, sha256 } = await files.put(path, source);
+  return { size, sha256 };
 }
 
 export type Pdf = PDFKit.PDFDocument;
 
 /** A PDF built by `draw`; its Title metadata is the document title. */
-export async function writePdf(dir: string, path: string, title: string, draw: (doc: Pdf) => void | Promise<void>): Promise<Artifact> {
+export async function writePdf(files: FileStore, path: string, title: string, draw: (doc: Pdf) => void | Promise<void>): Promise<Artifact> {
   // Pages are not buffered: each is written out when the next begins, so a long report holds one page, not all of them.
   const doc = new PDFDocument({ size: 'A4', margin: 50, info: { Title: title, Creator: 'lab notebook service' } });
-  const stored = store(dir, path, doc);
+  const stored = store(files, path, doc);
   // the constructor added the first page before a listener could be attached
   let pages = 1;
   doc.on('pageAdded', () => pages++);
@@ -71,7 +44,7 @@ export async function writePdf(dir: string, path: string, title: string, draw: (
 export type ZipEntry = { name: string } & ({ content: string | Buffer } | { file: string });
 
 /** A ZIP of named files; rows counts the data rows of its tables. */
-export async function writeZip(dir: string, path: string, entries: ZipEntry[], rows: number): Promise<Artifact> {
+export async function writeZip(files: FileStore, path: string, entries: ZipEntry[], rows: number): Promise<Artifact> {
   const zip = new ZipFile();
   // yazl's outputStream is a PassThrough (its types say only ReadableStream)
   // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
@@ -89,7 +62,7 @@ export async function writeZip(dir: string, path: string, entries: ZipEntry[], r
     else zip.addBuffer(Buffer.isBuffer(e.content) ? e.content : Buffer.from(e.content, 'utf8'), e.name);
   }
   zip.end();
-  const s = await store(dir, path, out).catch((err: unknown) => {
+  const s = await store(files, path, out).catch((err: unknown) => {
     throw failure ?? err;
   });
   return { path, meta: { ...s, content_type: 'application/zip', rows, files: entries.map((e) => e.name) } };

@@ -48,6 +48,6 @@ export async function exportTables(run: JobRun, jobType: JobType, tables: TableS
     }
     await run.step(85, 'writing the archive');
     const manifest = { job_id: run.jobId, job_type: jobType, org_id: run.caller.org_id, generated_at: new Date().toISOString(), tables: counts };
-    return writeZip(run.dir, `${run.base}.zip`, [{ name: 'manifest.json', content: JSON.stringify(manifest, null, 2) }, ...files], rows);
+    return writeZip(run.files, `${run.base}.zip`, [{ name: 'manifest.json', content: JSON.stringify(manifest, null, 2) }, ...files], rows);
   });
 }

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
+import { envInt, loadConfig, openFileStore, type FileStore, type FileStoreKind, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { purgeExpiredArtifacts } from './artifact-retention.js';
 import { sweepScratch } from './scratch.js';
@@ -21,6 +21,8 @@ export interface JobsOptions extends Partial<WorkerOptions> {
   pageSize?: number;
   /** days a succeeded job's artifact is kept; 0 keeps it */
   artifactRetentionDays?: number;
+  /** where artifacts are kept; default JOBS_ARTIFACT_STORE, else PostgreSQL (the service's schema) */
+  artifactStore?: FileStoreKind;
 }
 
 /**
@@ -44,10 +46,14 @@ const jobsEnv = z.object({
   JOBS_ARTIFACT_RETENTION_DAYS: envInt(0, 0, 36_500),
   // empty: the service's data directory (resolved in register)
   JOBS_ARTIFACT_DIR: z.string().default(''),
+  JOBS_ARTIFACT_STORE: z.enum(['postgres', 'filesystem']).optional(),
 });
 
 /** Options from the environment, overridden by what the caller gives. */
-export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, 'peers'>> & { peers: PeerAddresses } {
+export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, 'peers' | 'artifactStore'>> & {
+  peers: PeerAddresses;
+  artifactStore: FileStoreKind | undefined;
+} {
   const env = loadConfig(jobsEnv);
   return {
     role: opts.role ?? env.JOBS_ROLE,
@@ -63,6 +69,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
     reportMaxBytes: opts.reportMaxBytes ?? env.JOBS_REPORT_MAX_BYTES,
     pageSize: opts.pageSize ?? env.JOBS_EXPORT_PAGE_SIZE,
     artifactRetentionDays: opts.artifactRetentionDays ?? env.JOBS_ARTIFACT_RETENTION_DAYS,
+    artifactStore: opts.artifactStore ?? env.JOBS_ARTIFACT_STORE,
     peers: opts.peers ?? {},
   };
 }
@@ -74,6 +81,7 @@ export function jobsConfig(opts: JobsOptions = {}): Required<Omit<JobsOptions, '
 export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
   // read at start, kept for the retention rules
   let cfg: ReturnType<typeof jobsConfig> | undefined;
+  let files: FileStore | undefined;
   return {
     name: 'jobs',
     schema: 'jobs',
@@ -81,24 +89,26 @@ export function jobsDefinition(opts: JobsOptions = {}): ServiceDefinition {
     async register(server, deps) {
       const c = (cfg = jobsConfig(opts));
       c.artifactDir ||= path.join(deps.dataDir, 'artifacts');
-      registerHandlers(server, deps, { maxAttempts: c.maxAttempts, artifactDir: c.artifactDir });
+      const store = (files = openFileStore(deps.db, 'jobs', { kind: c.artifactStore, dir: c.artifactDir }));
+      registerHandlers(server, deps, { maxAttempts: c.maxAttempts, files: store });
       if (c.role === 'api') return;
       // a worker's task: API replicas only serve calls, and the durable queue keeps the events while no worker runs
       await consumeInboundEvents(deps, c.maxAttempts);
       const sources = new Sources(deps.secret, c.peers, deps.peers, c.pageSize);
-      const worker = new JobWorker(deps, sources, c);
+      const worker = new JobWorker(deps, sources, c, store);
       await worker.start();
       return async () => {
         await worker.stop();
         sources.close();
       };
     },
-    // workers own the artifact files; an API replica may not even mount them
+    // workers own the artifacts and their scratch files
     retention: (deps) =>
       cfg!.role === 'api'
         ? []
         : [
-            ['expired job artifacts', () => purgeExpiredArtifacts(deps.db, cfg!.artifactDir, cfg!.artifactRetentionDays)],
+            ['expired job artifacts', () => purgeExpiredArtifacts(deps.db, files!, cfg!.artifactRetentionDays)],
+            ['artifacts of runs that died while writing them', () => files!.sweep()],
             ['scratch files of dead runs', () => sweepScratch(cfg!.artifactDir, (ids) => runningJobs(deps.db.orm, ids))],
           ],
   };

@@ -1,4 +1,4 @@
-import type { CallerContext } from '@lab/kit';
+import type { CallerContext, FileStore } from '@lab/kit';
 import { writePdf, type Artifact, type Pdf } from './artifacts.js';
 import type { InputOf, JobType } from './job-types.js';
 import type { Rec, Sources } from './sources.js';
@@ -8,6 +8,9 @@ export interface JobRun {
   jobId: string;
   sources: Sources;
   caller: CallerContext;
+  /** where the artifact goes */
+  files: FileStore;
+  /** local directory under which the run's scratch files go (never shared: a run's files are its own) */
   dir: string;
   /** artifact path without extension: <org>/<job id> */
   base: string;
@@ -71,7 +74,7 @@ async function experimentEntry(run: JobRun, input: InputOf<'experiment_entry_pdf
   const signatures = await run.sources.signatures(run.caller, input.entry_id);
   await run.step(50, 'rendering the PDF');
   const title = text(e.title ?? e.display_id);
-  return writePdf(run.dir, `${run.base}.pdf`, title, (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, title, (doc) => {
     fields(doc, e, ['display_id', 'version', 'status', 'project_id', 'author_id', 'created_at', 'updated_at', 'tags']);
     if (e.amends_id) fields(doc, e, ['amends_id', 'amendment_reason']);
     section(doc, 'Signatures');
@@ -108,7 +111,7 @@ async function equipmentLifecycle(run: JobRun, input: InputOf<'equipment_lifecyc
     ...d.maintenance!.map((m) => ({ at: m.log_date ?? m.created_at, what: `maintenance ${text(m.maintenance_type)} (${text(m.result)})` })),
     ...d.usage!.map((u) => ({ at: u.started_at, what: `usage ${text(u.duration_minutes)} min by ${text(u.user_id)}` })),
   ].sort((a, b) => String(a.at).localeCompare(String(b.at)));
-  return writePdf(run.dir, `${run.base}.pdf`, `Equipment lifecycle: ${text(d.equipment.name)}`, (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, `Equipment lifecycle: ${text(d.equipment.name)}`, (doc) => {
     fields(doc, d.equipment, [
       'name',
       'status',
@@ -129,7 +132,7 @@ async function equipmentLifecycle(run: JobRun, input: InputOf<'equipment_lifecyc
 async function equipmentBook(run: JobRun, input: InputOf<'equipment_book_pdf'>): Promise<Artifact> {
   const d = await equipmentRecords(run, input.equipment_id, ['usage', 'maintenance', 'calibrations']);
   await run.step(70, 'rendering the PDF');
-  return writePdf(run.dir, `${run.base}.pdf`, `Equipment log book: ${text(d.equipment.name)}`, (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, `Equipment log book: ${text(d.equipment.name)}`, (doc) => {
     fields(doc, d.equipment, ['name', 'status', 'serial_number', 'location']);
     section(doc, `Usage (${d.usage!.length})`);
     // by when each session started (whole lists are read in creation order, and a session may be recorded late)
@@ -155,7 +158,7 @@ async function maintenanceReport(run: JobRun, input: InputOf<'maintenance_report
     logs.push({ equipment: e, maintenance: await run.all('equipment/maintenance', {}, String(e.id)) });
   }
   await run.step(75, 'rendering the PDF');
-  return writePdf(run.dir, `${run.base}.pdf`, 'Maintenance report', (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, 'Maintenance report', (doc) => {
     doc.text(`${equipment.length} equipment, ${logs.reduce((n, l) => n + l.maintenance.length, 0)} maintenance records`);
     for (const l of logs) {
       section(doc, `${text(l.equipment.name)} (next due ${text(l.equipment.next_maintenance_date)})`);
@@ -178,7 +181,7 @@ async function riskAssessment(run: JobRun, input: InputOf<'risk_assessment_pdf'>
   await run.step(40, 'loading stock');
   const stock = await run.all('stock-items');
   await run.step(70, 'rendering the PDF');
-  return writePdf(run.dir, `${run.base}.pdf`, 'Risk assessment', (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, 'Risk assessment', (doc) => {
     doc.text(`${reagents.length} reagents with hazard data`);
     for (const r of reagents) {
       section(doc, `${text(r.name)} (CAS ${text(r.cas_number)})`);
@@ -226,7 +229,7 @@ async function boxLayout(run: JobRun, input: InputOf<'box_layout_pdf'>): Promise
   await run.step(60, 'rendering the PDF');
   const { grid, overflow } = layout(samples, input.rows, input.cols);
   const title = input.title ?? `Box layout${input.storage_location ? `: ${input.storage_location}` : ''}`;
-  return writePdf(run.dir, `${run.base}.pdf`, title, (doc) => {
+  return writePdf(run.files, `${run.base}.pdf`, title, (doc) => {
     doc.text(`${samples.length} samples in a ${input.rows} x ${input.cols} box`);
     const left = 70;
     const top = doc.y + 20;

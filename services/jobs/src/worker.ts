@@ -2,7 +2,7 @@ import { EVENT_ROUTES } from '@lab/contracts';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
-import { CoalescedRunner, DomainError, inSpan, OutageLog, SpanKind, tracingOn, type ErrorKind, type ServiceDeps } from '@lab/kit';
+import { CoalescedRunner, DomainError, inSpan, OutageLog, SpanKind, tracingOn, type ErrorKind, type FileStore, type ServiceDeps } from '@lab/kit';
 import type { Artifact } from './artifacts.js';
 import { EXPORT_PRODUCERS } from './exports.js';
 import { INPUTS, isJobType } from './job-types.js';
@@ -20,6 +20,7 @@ export interface WorkerOptions {
   visibilityMs: number;
   /** first retry delay; doubled per attempt, at most 5 minutes */
   retryBaseMs: number;
+  /** the filesystem artifact store's directory, and where runs stage their scratch files */
   artifactDir: string;
   /** pause before each progress step (demonstrations and tests watch a job run) */
   stepDelayMs: number;
@@ -65,6 +66,8 @@ export class JobWorker {
     private readonly deps: ServiceDeps,
     private readonly sources: Sources,
     private readonly opts: WorkerOptions,
+    /** where artifacts go */
+    private readonly files: FileStore,
   ) {
     // each loop runs every few seconds: the database away would be a line each time
     this.outages = new OutageLog(deps.log);
@@ -163,6 +166,7 @@ export class JobWorker {
       jobId: job.id,
       sources: this.sources,
       caller,
+      files: this.files,
       dir: this.opts.artifactDir,
       base: `${job.org_id}/${job.id}`,
       checkpoint: check,

@@ -2,6 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PDFDocument } from 'pdf-lib';
+import { DirectoryFileStore } from '@lab/kit';
 import { writePdf, writeZip } from '../src/artifacts';
 
 let dir: string;
@@ -18,7 +19,7 @@ describe('writePdf', () => {
     ['pages added by flowing text', 400, false],
     ['pages added explicitly', 3, true],
   ])('counts the pages without buffering them: %s', async (_n, lines, explicit) => {
-    const a = await writePdf(dir, `pdf-${lines}-${explicit}.pdf`, 'Pages', (doc) => {
+    const a = await writePdf(new DirectoryFileStore(dir), `pdf-${lines}-${explicit}.pdf`, 'Pages', (doc) => {
       for (let i = 0; i < lines; i++) {
         if (explicit) doc.addPage();
         doc.text(`line ${i}`);
@@ -36,7 +37,7 @@ describe('writeZip', () => {
     await writeFile(present, 'x');
     await expect(
       writeZip(
-        dir,
+        new DirectoryFileStore(dir),
         'out/broken.zip',
         [
           { name: 'a.txt', content: 'a' },

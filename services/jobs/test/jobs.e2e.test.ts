@@ -7,14 +7,14 @@ import pg from 'pg';
 import { getChannelzHandlers } from '@grpc/grpc-js';
 import { PDFDocument } from 'pdf-lib';
 import yauzl from 'yauzl';
-import type { RunningService } from '@lab/kit';
+import { DirectoryFileStore, openFileStore, sqlArray, type RunningService } from '@lab/kit';
 import { rawExchange, startStack, waitFor, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 import { toCsv } from './csv-oracle';
 import { SCRATCH_DIR } from '../src/scratch';
 import { purgeExpiredArtifacts } from '../src/artifact-retention';
 import { sql } from 'drizzle-orm';
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { startJobsWorker } from './worker';
 import { pdfText } from './pdf-text';
 
@@ -53,6 +53,10 @@ beforeAll(async () => {
   artifactDir = await mkdtemp(join(tmpdir(), 'lab-artifacts-'));
   process.env.JOBS_ROLE = 'api';
   process.env.JOBS_ARTIFACT_DIR = artifactDir;
+  // these tests look at the artifacts as files (their leftovers, open handles); the
+  // stores themselves are tested in libs/kit, the database one across replicas in
+  // libs/testing/test/files-across-replicas.e2e.test.ts
+  process.env.JOBS_ARTIFACT_STORE = 'filesystem';
   stack = await startStack({ services: ['identity', 'audit', 'notebook', 'inventory', 'equipment', 'notifications', 'jobs'] });
   delete process.env.JOBS_ROLE;
   // the tests poll job status: room for it above the default rate limit
@@ -88,6 +92,7 @@ afterAll(async () => {
   await stack?.stop();
   await rm(artifactDir, { recursive: true, force: true });
   delete process.env.JOBS_ARTIFACT_DIR;
+  delete process.env.JOBS_ARTIFACT_STORE;
 });
 
 async function submit(token: string, job_type: string, input?: unknown) {
@@ -511,10 +516,11 @@ describe('artifact retention', () => {
     const old = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
     const recent = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
     await db.orm.execute(sql`update jobs.jobs set finished_at = now() - interval '31 days' where id = ${old.id}::uuid`);
-    expect(await purgeExpiredArtifacts(db, artifactDir, 0)).toBe(0); // 0 keeps everything
+    const files = new DirectoryFileStore(artifactDir);
+    expect(await purgeExpiredArtifacts(db, files, 0)).toBe(0); // 0 keeps everything
     expect(existsSync(join(artifactDir, old.result_path))).toBe(true);
 
-    expect(await purgeExpiredArtifacts(db, artifactDir, 30)).toBeGreaterThanOrEqual(1);
+    expect(await purgeExpiredArtifacts(db, files, 30)).toBeGreaterThanOrEqual(1);
     expect(existsSync(join(artifactDir, old.result_path))).toBe(false);
     expect(existsSync(join(artifactDir, recent.result_path))).toBe(true);
     const after = (await api('GET', `/v1/jobs/${old.id}`, admin)).body.data;
@@ -527,6 +533,29 @@ describe('artifact retention', () => {
     expect(gone.status).toBe(404);
     expect(gone.bytes.toString()).toContain('retention');
     expect((await artifact(admin, recent.id)).status).toBe(200);
+  });
+
+  it('removes the chunks of artifacts in PostgreSQL with their paths, and a file left in the directory from before the switch', async () => {
+    const db = worker!.deps.db;
+    const pgFiles = openFileStore(db, 'jobs', { kind: 'postgres', dir: artifactDir });
+    const inDb = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    const onDisk = await finished(admin, (await submit(admin, 'box_layout_pdf', { rows: 1, cols: 1 })).id);
+    // the first one's artifact moved into the database (as an operator's move would), the second left on disk
+    await pgFiles.put(inDb.result_path, createReadStream(join(artifactDir, inDb.result_path)));
+    const chunks = async () =>
+      Number(
+        (
+          await db.rows<{ n: string }>(
+            sql`select count(*) as n from jobs.stored_file_chunks c join jobs.stored_files f on f.id = c.file_id where f.key = ${inDb.result_path}`,
+          )
+        )[0]!.n,
+      );
+    expect(await chunks()).toBeGreaterThan(0);
+    await db.orm.execute(sql`update jobs.jobs set finished_at = now() - interval '31 days' where id = any(${sqlArray([inDb.id, onDisk.id])}::uuid[])`);
+    expect(await purgeExpiredArtifacts(db, pgFiles, 30)).toBeGreaterThanOrEqual(2);
+    expect(await chunks()).toBe(0);
+    expect(await pgFiles.open(inDb.result_path)).toBeUndefined();
+    expect(existsSync(join(artifactDir, onDisk.result_path))).toBe(false);
   });
 });
 
