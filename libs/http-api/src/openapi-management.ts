@@ -26,6 +26,9 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
     modules: { type: 'array', items: { type: 'string', enum: [...MODULES] }, uniqueItems: true },
     rate_limit: nullable({
       type: 'object',
+      description:
+        "Each token's requests per minute and per hour (null: the defaults, 120 and 5000). A change applies from the next request, " +
+        'and the requests already counted in the current minute and hour count toward the new limits.',
       required: ['per_minute', 'per_hour'],
       properties: { per_minute: { type: 'integer' }, per_hour: { type: 'integer' } },
     }),

@@ -321,8 +321,18 @@ const SCHEMAS: Record<string, Json> = {
 };
 
 const HEADERS: Record<string, Json> = {
-  'X-RateLimit-Limit': { description: 'Requests allowed per minute for this token', schema: { type: 'integer' } },
-  'X-RateLimit-Remaining': { description: 'Requests left in the current minute', schema: { type: 'integer' } },
+  'X-RateLimit-Limit': {
+    description:
+      "The limit of the window that binds this token's next request: the organisation's per-minute limit, " +
+      'or its per-hour limit when the hour has less left (or none). Requests counted before the limits changed count toward the new ones.',
+    schema: { type: 'integer' },
+  },
+  'X-RateLimit-Remaining': {
+    description:
+      'Requests left before a 429: what is left of the minute or of the hour, whichever is less (0 once either is spent). ' +
+      'A request refused with 429 is not counted.',
+    schema: { type: 'integer' },
+  },
   'Retry-After': { description: 'Seconds to wait before retrying (60)', schema: { type: 'integer' } },
   Location: { description: 'Where the created record (or the redirect) is', schema: { type: 'string', format: 'uri-reference' } },
   'X-Request-Id': { description: 'Request id, also in the logs; an incoming sane X-Request-Id is kept', schema: { type: 'string' } },

@@ -13,7 +13,12 @@ export interface Limits {
   per_hour: number;
 }
 
-/** What the response headers report: the per-minute window. */
+/**
+ * What the response headers report (X-RateLimit-Limit, X-RateLimit-Remaining):
+ * what the next request gets. `remaining` is what is left of the window with
+ * less left (0 once either is spent), `limit` that window's limit: the minute's
+ * unless the hour has less left (or none).
+ */
 export interface RateState {
   limit: number;
   remaining: number;
@@ -150,6 +155,8 @@ export class RateLimiter {
   private readonly lastRemaining = new Map<string, number>();
   /** the counts of each key begun in this turn, not sent yet (countTogether) */
   private readonly batches = new Map<string, CountBatch>();
+  /** the refusals of each key in this turn, not given back yet (giveBackTogether) */
+  private readonly givingBack = new Map<string, GiveBackBatch>();
   private readonly redis?: Redis;
   /** the store failing: logged as it starts and ends, not per request */
   private readonly outages: OutageLog;
@@ -207,23 +214,30 @@ export class RateLimiter {
   /**
    * Counts one request under `key` (a token id, or a sign-in or inbound key)
    * against the limits of this request (for a token, its organisation's); throws
-   * 429 rate_limited when the key's count is over either. Only a token's count is
+   * 429 rate_limited when the key's count is over either. The counts are the
+   * key's whatever limits they were made under: after the limits change, the
+   * requests already counted in a window count toward the new limit (lowering a
+   * limit bites at once; raising one adds to what is left). A refused request is
+   * given back: it got nothing, so it spends neither window (a client retrying
+   * in a spent minute does not shorten its hour). Only a token's count is
    * remembered for mayOverlap(): other keys would only crowd the tokens out.
    */
   async consume(key: string, limits: Limits, kind: 'token' | 'other' = 'token'): Promise<RateState> {
     const { perMinute, perHour } = this.bounds(limits);
     const [minute, hour] = await this.countTogether(key);
-    const rejected = (minute.status === 'fulfilled' && minute.value > perMinute) || (hour.status === 'fulfilled' && hour.value > perHour);
-    const state: RateState = {
-      limit: perMinute,
-      remaining: rejected ? 0 : Math.max(0, perMinute - (minute.status === 'fulfilled' ? minute.value : 0)),
-    };
+    // a window whose count failed counts nothing (fail open)
+    const counted = (r: PromiseSettledResult<number>) => (r.status === 'fulfilled' ? r.value : 0);
+    const rejected = counted(minute) > perMinute || counted(hour) > perHour;
+    // what is left once this request is counted, or (refused, and so given back) without it
+    const own = rejected ? 1 : 0;
+    const state = rateState(perMinute - (counted(minute) - own), perHour - (counted(hour) - own), perMinute, perHour);
     if (kind === 'token') {
       if (this.lastRemaining.size >= MAX_REMEMBERED) this.lastRemaining.clear();
       this.lastRemaining.set(key, state.remaining);
     }
     if (rejected) {
       metrics().rateLimited.inc();
+      await this.giveBackTogether(key);
       throw new RateLimitedError(state);
     }
     if (minute.status === 'rejected' || hour.status === 'rejected') {
@@ -271,8 +285,37 @@ export class RateLimiter {
 
   /** Gives back one counted request (a store error only logs: the count then stands). */
   async refund(key: string): Promise<void> {
-    const results = await Promise.allSettled([this.limiter('m'), this.limiter('h')].map((l) => giveBack(l, key)));
+    const results = await Promise.allSettled([this.limiter('m'), this.limiter('h')].map((l) => giveBack(l, key, 1)));
     for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
+  }
+
+  /**
+   * Gives back a refused request, with the other refusals of the key in the same
+   * turn: a flood of refused requests costs two counter commands a turn more,
+   * not two each. Awaited before the 429 is answered, so the client's next
+   * request is counted after it.
+   */
+  private giveBackTogether(key: string): Promise<void> {
+    let batch = this.givingBack.get(key);
+    if (!batch) {
+      const forming: GiveBackBatch = {
+        size: 0,
+        done: new Promise((resolve) => {
+          setImmediate(() => {
+            this.givingBack.delete(key);
+            const windows = [this.limiter('m'), this.limiter('h')];
+            void Promise.allSettled(windows.map((l) => Promise.resolve().then(() => giveBack(l, key, forming.size)))).then((results) => {
+              for (const r of results) if (r.status === 'rejected') this.failOpen(r.reason);
+              resolve();
+            });
+          });
+        }),
+      };
+      this.givingBack.set(key, forming);
+      batch = forming;
+    }
+    batch.size++;
+    return batch.done;
   }
 
   /**
@@ -313,13 +356,31 @@ interface CountBatch {
   counted: Promise<[PromiseSettledResult<{ consumedPoints: number }>, PromiseSettledResult<{ consumedPoints: number }>]>;
 }
 
+/** The refusals of one key in one turn, and their giving back once done. */
+interface GiveBackBatch {
+  size: number;
+  done: Promise<void>;
+}
+
 /**
- * One point back on a window. A window that ended since the count (or whose count
+ * The headers' state from what is left of each window (negative when over): the
+ * window with less left is the one the next request meets; the hour is named
+ * when it has less left or none (when both are spent, the minute's end does not
+ * free the next request), else the minute, as when no hourly limit is near.
+ */
+function rateState(minuteLeft: number, hourLeft: number, perMinute: number, perHour: number): RateState {
+  const minute = Math.max(0, minuteLeft);
+  const hour = Math.max(0, hourLeft);
+  return hour < minute || hour === 0 ? { limit: perHour, remaining: hour } : { limit: perMinute, remaining: minute };
+}
+
+/**
+ * Points back on a window. A window that ended since the count (or whose count
  * failed open) is recreated by the reward below zero, which would be credit in the
  * next window: such a key is dropped instead, a fresh window with nothing counted.
  */
-async function giveBack(l: RateLimiterAbstract, key: string): Promise<void> {
-  const res = await l.reward(key, 1);
+async function giveBack(l: RateLimiterAbstract, key: string, points: number): Promise<void> {
+  const res = await l.reward(key, points);
   if (res.consumedPoints < 0) await l.delete(key);
 }
 

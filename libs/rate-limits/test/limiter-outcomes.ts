@@ -1,5 +1,5 @@
 import type { DomainError } from '@lab/kit';
-import type { RateLimiter } from '../src/rate-limit';
+import type { RateLimitedError, RateLimiter } from '../src/rate-limit';
 
 /** What `n` requests under `limits` meet, in order: 'ok' or the refusal's code. */
 async function outcomes(limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number): Promise<string[]> {
@@ -27,4 +27,48 @@ export async function expectOneBudgetAcrossLimits(limiter: RateLimiter, token: s
   expect([...inA, ...inB]).toEqual([...Array<string>(6).fill('ok'), ...Array<string>(4).fill('rate_limited')]);
   // and back in A, whose limit is the lower one
   expect(await outcomes(limiter, token, { per_minute: 5, per_hour: 100 }, 1)).toEqual(['rate_limited']);
+}
+
+/** What `n` requests under `limits` are told, in order: the headers' `limit/remaining`, and `429` when refused. */
+async function told(limiter: RateLimiter, key: string, limits: { per_minute: number; per_hour: number }, n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) {
+    out.push(
+      await limiter.consume(key, limits).then(
+        (s) => `${s.limit}/${s.remaining}`,
+        (e: RateLimitedError) => `429 ${e.state.limit}/${e.state.remaining}`,
+      ),
+    );
+  }
+  return out;
+}
+
+/**
+ * The edges of both windows, before and after the organisation's limits change
+ * (a request is counted under the limits it meets; the counts are the token's,
+ * so the requests before a change count toward the new limits). At each step
+ * the state (the X-RateLimit-* headers) says what the next request gets:
+ * Remaining is what is left of the window with less left, Limit is that
+ * window's limit. A refused request uses no budget. Asserted on the limiter's
+ * store, in memory or in Redis, with keys of its own.
+ */
+export async function expectBudgetEdgesAcrossAChange(limiter: RateLimiter, prefix: string): Promise<void> {
+  // the probe's case: one request under the defaults, then 1000/min and 5/h; the hour has 4 left
+  const probe = `${prefix}-probe`;
+  expect(await told(limiter, probe, { per_minute: 120, per_hour: 5000 }, 1)).toEqual(['120/119']);
+  expect(await told(limiter, probe, { per_minute: 1000, per_hour: 5 }, 6)).toEqual(['5/3', '5/2', '5/1', '5/0', '429 5/0', '429 5/0']);
+
+  // the hour's edge from the start: exactly 5 pass, the 6th is refused
+  const hour = `${prefix}-hour`;
+  expect(await told(limiter, hour, { per_minute: 1000, per_hour: 5 }, 6)).toEqual(['5/4', '5/3', '5/2', '5/1', '5/0', '429 5/0']);
+  // raised: what the hour has counted (5 passed, the refused one is not counted) stands
+  expect(await told(limiter, hour, { per_minute: 1000, per_hour: 7 }, 3)).toEqual(['7/1', '7/0', '429 7/0']);
+
+  // the minute's edge, before and after a change, and what it leaves of the hour
+  const minute = `${prefix}-minute`;
+  expect(await told(limiter, minute, { per_minute: 3, per_hour: 100 }, 4)).toEqual(['3/2', '3/1', '3/0', '429 3/0']);
+  expect(await told(limiter, minute, { per_minute: 5, per_hour: 100 }, 3)).toEqual(['5/1', '5/0', '429 5/0']);
+  // lowered below the count: refused at once, the refusals given back; the hour then binds
+  expect(await told(limiter, minute, { per_minute: 2, per_hour: 100 }, 1)).toEqual(['429 2/0']);
+  expect(await told(limiter, minute, { per_minute: 1000, per_hour: 7 }, 3)).toEqual(['7/1', '7/0', '429 7/0']);
 }

@@ -4,7 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, DomainError } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
 import { countedSignIn, RateLimiter, signInKey } from '../src/rate-limit';
-import { expectOneBudgetAcrossLimits } from './limiter-outcomes';
+import { expectBudgetEdgesAcrossAChange, expectOneBudgetAcrossLimits } from './limiter-outcomes';
 
 const log = createLogger('test', 'silent');
 
@@ -145,6 +145,17 @@ describe('one budget per token', () => {
     try {
       await limiter.ready();
       await expectOneBudgetAcrossLimits(limiter, token);
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  // the fifth request of an hour limited to 5 was refused after a change (a request
+  // before it counted), and the headers had said 995 were left
+  it('tells at each edge of both windows what the next request gets, before and after a change (in memory)', async () => {
+    const limiter = new RateLimiter(log);
+    try {
+      await expectBudgetEdgesAcrossAChange(limiter, `t-${Math.random()}`);
     } finally {
       await limiter.close();
     }

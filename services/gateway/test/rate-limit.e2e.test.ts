@@ -69,3 +69,32 @@ it('counts reads that run beside their count exactly: a burst past the limit get
   const over = await call(stack.url, 'GET', '/v1/samples/00000000-0000-4000-8000-000000000000', { token: reader });
   expect([over.status, over.body.error.code]).toEqual([429, 'rate_limited']);
 });
+
+// the probe: after the change the fifth request of the hour was refused, and the
+// headers had said 995 requests were left
+it('counts the requests before a change of the limits toward the new ones, and its headers say what the next request gets', async () => {
+  const org = await stack.admin.createOrg();
+  const token = (await stack.admin.createApiKey(org.id, { scopes: ['read'] })).token;
+  const told = async (n: number) => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await call(stack.url, 'GET', '/v1/samples', { token });
+      out.push(`${r.status} ${r.headers.get('x-ratelimit-limit')}/${r.headers.get('x-ratelimit-remaining')}`);
+    }
+    return out;
+  };
+  const limit = (rate_limit: { per_minute: number; per_hour: number }) => stack.admin.call('PATCH', `/orgs/${org.id}`, { rate_limit }, 200);
+
+  expect(await told(1)).toEqual(['200 120/119']);
+  await limit({ per_minute: 1000, per_hour: 5 });
+  // the hour has counted one: four more pass, and the headers say so from the first
+  expect(await told(5)).toEqual(['200 5/3', '200 5/2', '200 5/1', '200 5/0', '429 5/0']);
+  // raised: the five that passed stand, the refused one was not counted
+  await limit({ per_minute: 1000, per_hour: 7 });
+  expect(await told(3)).toEqual(['200 7/1', '200 7/0', '429 7/0']);
+  // the minute's edge after a change: 3 per minute, of which 7 were counted; then raised again
+  await limit({ per_minute: 3, per_hour: 100 });
+  expect(await told(1)).toEqual(['429 3/0']);
+  await limit({ per_minute: 9, per_hour: 100 });
+  expect(await told(3)).toEqual(['200 9/1', '200 9/0', '429 9/0']);
+});
