@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { deleteRunQueues } from './queues.js';
+import { waitFor } from './waits.js';
 
 /** Repository root: this file is libs/testing/src (ts-jest) or libs/testing/dist (built). */
 const root = join(__dirname, '..', '..', '..');
@@ -39,6 +40,20 @@ export interface ClusterOptions {
   redisUrl?: string;
   /** how long one process may take to log its ready line */
   startTimeoutMs?: number;
+  /**
+   * Rollouts as a Deployment does them (`Cluster.roll`): each service gets a spare
+   * port in its callers' target, where a replica's successor starts. And the
+   * processes drain on SIGTERM as in a pod (LAB_SHUTDOWN_DRAIN_MS unset: their
+   * default, or this process's variable), where otherwise they stop at once, as
+   * nothing balances in front of them.
+   */
+  rollouts?: boolean;
+  /**
+   * each process its own LAB_DATA_DIR (`<run dir>/<process name>`) instead of one
+   * for all, as pods without a shared volume: what one replica writes to its
+   * directory the others cannot read
+   */
+  ownDataDirs?: boolean;
 }
 
 interface Proc {
@@ -48,6 +63,9 @@ interface Proc {
   entry: string;
   env: Record<string, string>;
   metricsPort: number;
+  /** the API port (gRPC or HTTP), and the variables that make a process listen on one */
+  port: number;
+  listen: (port: number) => Record<string, string>;
   child?: ChildProcess;
   /** the last few KB of the process's output, for failure messages */
   tail: string;
@@ -60,6 +78,12 @@ export interface Cluster {
   urls: string[];
   /** process names of a service's replicas (`notebook`, `notebook-2`, ...) */
   replicasOf(service: string): string[];
+  /** gRPC address (`127.0.0.1:port`) of one process of a domain service */
+  grpcAddress(name: string): string;
+  /** LAB_INTERNAL_SECRET of the cluster: what signs the caller context of a gRPC call */
+  internalSecret: string;
+  /** LAB_DATA_DIR of a process */
+  dataDirOf(name: string): string;
   databaseUrl: string;
   exchange: string;
   operatorToken: string;
@@ -71,6 +95,15 @@ export interface Cluster {
   kill(name: string, signal?: NodeJS.Signals): Promise<void>;
   /** starts the process again on the same ports and environment, resolved once ready */
   restart(name: string): Promise<void>;
+  /**
+   * Replaces one replica as a Deployment's rolling update with maxSurge 1 and
+   * maxUnavailable 0 does: a successor on the service's spare port (already in
+   * every caller's target, as a new pod's address comes into its Service's), ready
+   * (/readyz 200), then SIGTERM to the old process; resolves once that one exited,
+   * its port the spare one now. `ready` and `stopping` get the API ports (a balancer
+   * in front learns of them). Needs `rollouts`.
+   */
+  roll(name: string, hooks?: { ready?(port: number): void; stopping?(port: number): void }): Promise<void>;
   /** stops every process, drops the database and the run's queues */
   stop(): Promise<void>;
 }
@@ -107,11 +140,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     LAB_EVENTS_EXCHANGE: exchange,
     // every process declares every queue, consumed in this cluster or not
     LAB_BUS_QUEUE_EXPIRES_MS: '600000',
+    // nothing balances in front of these processes unless rollouts are tested: a stop is prompt
+    ...(opts.rollouts ? {} : { LAB_SHUTDOWN_DRAIN_MS: '0' }),
     LAB_DATA_DIR: dataDir,
     LOG_LEVEL: 'info',
   };
 
   const procs = new Map<string, Proc>();
+  /** processes replaced by `roll`, and successors not ready yet: stopped by the cleanup too */
+  const others = new Set<Proc>();
+  /** each service's spare port (rollouts) */
+  const spare = new Map<string, number>();
   const addrs: Record<string, string> = {};
   const gatewayPorts: number[] = [];
   const count = (service: string) => opts.replicas?.[service] ?? 1;
@@ -151,14 +190,20 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise<void>((r) => child.once('exit', () => r()));
     child.kill(signal);
-    // A process that ignores SIGTERM for long is killed: a test run must end.
-    const timer = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 10_000);
+    // A process that ignores SIGTERM for long is killed, as the kubelet does after
+    // the chart's grace period: a test run must end.
+    const timer = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 30_000);
     await gone;
     if (timer) clearTimeout(timer);
   };
 
   const cleanup = async () => {
-    for (const p of [...procs.values()].reverse()) await stopProc(p, 'SIGTERM');
+    for (const p of [...procs.values(), ...others].reverse()) {
+      // a second signal skips the drain: the end of a run needs no balancer to catch up
+      const stopped = stopProc(p, 'SIGTERM');
+      if (opts.rollouts) p.child?.kill('SIGINT');
+      await stopped;
+    }
     await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`).catch(() => undefined);
     await rm(dataDir, { recursive: true, force: true });
     await deleteRunQueues(amqpUrl, exchange);
@@ -180,8 +225,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         name: procName(service, n),
         service,
         entry: `services/${service}/dist/main.js`,
-        env: { ...common, ...addrs, ...listen(port), METRICS_PORT: String(metricsPort), ...opts.serviceEnv?.[service] },
+        env: {
+          ...common,
+          ...(opts.ownDataDirs ? { LAB_DATA_DIR: join(dataDir, procName(service, n)) } : {}),
+          ...addrs,
+          ...listen(port),
+          METRICS_PORT: String(metricsPort),
+          ...opts.serviceEnv?.[service],
+        },
         metricsPort,
+        port,
+        listen,
         tail: '',
       };
       procs.set(p.name, p);
@@ -189,6 +243,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     }
     await launch(replicas[0]!);
     await Promise.all(replicas.slice(1).map(launch));
+    if (opts.rollouts) {
+      const port = await freePort();
+      spare.set(service, port);
+      ports.push(port);
+    }
     return ports;
   };
 
@@ -208,6 +267,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LAB_RATE_LIMIT_PREFIX: `lab:test:rl:${exchange}`,
       }))),
     );
+    // the gateways' spare port is no URL to send to until a successor listens there
+    if (opts.rollouts) gatewayPorts.pop();
   } catch (err) {
     await cleanup();
     throw err;
@@ -219,10 +280,56 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     return p;
   };
   const urls = gatewayPorts.map((port) => `http://127.0.0.1:${port}`);
+
+  const roll = async (name: string, hooks: { ready?(port: number): void; stopping?(port: number): void } = {}) => {
+    const old = get(name);
+    const port = spare.get(old.service);
+    if (port === undefined) throw new Error('roll needs a cluster started with rollouts: true');
+    const metricsPort = await freePort();
+    const next: Proc = {
+      ...old,
+      env: { ...old.env, ...old.listen(port), METRICS_PORT: String(metricsPort) },
+      metricsPort,
+      port,
+      child: undefined,
+      tail: '',
+    };
+    others.add(next);
+    await launch(next);
+    // ready as its readiness probe sees it, the step before a pod joins its Service's endpoints
+    await waitFor(
+      `${name}'s successor ready`,
+      () =>
+        fetch(`http://127.0.0.1:${metricsPort}/readyz`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    others.delete(next);
+    others.add(old);
+    procs.set(name, next);
+    spare.set(old.service, old.port);
+    if (old.service === 'gateway') urls.splice(urls.indexOf(`http://127.0.0.1:${old.port}`), 1, `http://127.0.0.1:${port}`);
+    hooks.ready?.(port);
+    hooks.stopping?.(old.port);
+    await stopProc(old, 'SIGTERM');
+    next.tail = `${old.tail}\n--- rolled: successor on port ${port} ---\n${next.tail}`;
+  };
+
   return {
-    url: urls[0]!,
+    get url() {
+      return urls[0]!;
+    },
     urls,
     replicasOf: (service) => [...procs.values()].filter((p) => p.service === service).map((p) => p.name),
+    grpcAddress: (name) => {
+      const port = get(name).env.GRPC_PORT;
+      if (!port) throw new Error(`${name} serves no gRPC`);
+      return `127.0.0.1:${port}`;
+    },
+    internalSecret: common.LAB_INTERNAL_SECRET,
+    dataDirOf: (name) => get(name).env.LAB_DATA_DIR!,
     databaseUrl,
     exchange,
     operatorToken,
@@ -235,6 +342,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       p.tail += `\n--- restart ---\n`;
       await launch(p);
     },
+    roll,
     stop: cleanup,
   };
 }
