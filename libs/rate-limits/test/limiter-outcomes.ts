@@ -72,3 +72,21 @@ export async function expectBudgetEdgesAcrossAChange(limiter: RateLimiter, prefi
   expect(await told(limiter, minute, { per_minute: 2, per_hour: 100 }, 1)).toEqual(['429 2/0']);
   expect(await told(limiter, minute, { per_minute: 1000, per_hour: 7 }, 3)).toEqual(['7/1', '7/0', '429 7/0']);
 }
+
+/**
+ * The windows' ends: when the minute ends the hour's count stays (and binds the
+ * headers once it has less left); a request refused by the hour is refused
+ * again in the next minute, and named by the hour's limit; when the hour ends
+ * both start again. `end` ends a window of `key` as its clock would.
+ */
+export async function expectWindowsToEnd(limiter: RateLimiter, key: string, end: (window: 'minute' | 'hour') => Promise<void>): Promise<void> {
+  const limits = { per_minute: 3, per_hour: 5 };
+  expect(await told(limiter, key, limits, 4)).toEqual(['3/2', '3/1', '3/0', '429 3/0']);
+  await end('minute');
+  // 3 of the hour's 5 were counted (the refused one was not): 2 pass, told by the hour
+  expect(await told(limiter, key, limits, 3)).toEqual(['5/1', '5/0', '429 5/0']);
+  await end('minute');
+  expect(await told(limiter, key, limits, 1)).toEqual(['429 5/0']);
+  await end('hour');
+  expect(await told(limiter, key, limits, 1)).toEqual(['3/2']);
+}

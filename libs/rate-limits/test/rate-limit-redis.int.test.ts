@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { createLogger } from '@lab/kit';
 import { Redis } from 'ioredis';
 import { RateLimitedError, RateLimiter } from '../src/rate-limit';
-import { expectBudgetEdgesAcrossAChange, expectOneBudgetAcrossLimits } from './limiter-outcomes';
+import { expectBudgetEdgesAcrossAChange, expectOneBudgetAcrossLimits, expectWindowsToEnd } from './limiter-outcomes';
 
 /**
  * The limiter's counts in Redis, the store replicas share. An integration test:
@@ -33,6 +33,25 @@ it('tells at each edge of both windows what the next request gets, before and af
     await limiter.ready();
     await expectBudgetEdgesAcrossAChange(limiter, `pat-${randomBytes(8).toString('hex')}`);
   } finally {
+    await limiter.close();
+  }
+});
+
+it('keeps the hour when the minute ends, and starts both when the hour ends (in Redis)', async () => {
+  assert(process.env.REDIS_URL, 'REDIS_URL names the Redis this test counts in (npm test finds it)');
+  const prefix = `lab:test:rl:${randomBytes(8).toString('hex')}`;
+  const limiter = new RateLimiter(log, process.env.REDIS_URL, prefix);
+  const admin = new Redis(process.env.REDIS_URL);
+  const token = 'pat-windows';
+  try {
+    await limiter.ready();
+    // a window ends in Redis when its key expires; Redis's clock is not ours to
+    // move, so the test removes the key as its expiry would
+    await expectWindowsToEnd(limiter, token, async (window) => {
+      await admin.del(`${prefix}:m:${token}`, ...(window === 'hour' ? [`${prefix}:h:${token}`] : []));
+    });
+  } finally {
+    admin.disconnect();
     await limiter.close();
   }
 });

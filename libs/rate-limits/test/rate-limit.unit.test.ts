@@ -4,7 +4,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createLogger, DomainError } from '@lab/kit';
 import { waitFor } from '@lab/testing/waits';
 import { countedSignIn, RateLimiter, signInKey } from '../src/rate-limit';
-import { expectBudgetEdgesAcrossAChange, expectOneBudgetAcrossLimits } from './limiter-outcomes';
+import { expectBudgetEdgesAcrossAChange, expectOneBudgetAcrossLimits, expectWindowsToEnd } from './limiter-outcomes';
 
 const log = createLogger('test', 'silent');
 
@@ -157,6 +157,35 @@ describe('one budget per token', () => {
     try {
       await expectBudgetEdgesAcrossAChange(limiter, `t-${Math.random()}`);
     } finally {
+      await limiter.close();
+    }
+  });
+
+  it('keeps the hour when the minute ends, and starts both when the hour ends (in memory)', async () => {
+    // the in-memory windows end by Date.now(): only the date is faked, so the
+    // limiter's own turns (setImmediate) and its stores' timers run as they do
+    jest.useFakeTimers({
+      doNotFake: [
+        'hrtime',
+        'nextTick',
+        'performance',
+        'queueMicrotask',
+        'setImmediate',
+        'clearImmediate',
+        'setInterval',
+        'clearInterval',
+        'setTimeout',
+        'clearTimeout',
+      ],
+    });
+    const limiter = new RateLimiter(log);
+    try {
+      await expectWindowsToEnd(limiter, `t-${Math.random()}`, (window) => {
+        jest.setSystemTime(Date.now() + (window === 'minute' ? 60_000 : 3_600_000));
+        return Promise.resolve();
+      });
+    } finally {
+      jest.useRealTimers();
       await limiter.close();
     }
   });
