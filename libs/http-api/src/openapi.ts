@@ -1235,10 +1235,21 @@ function describe(route: Route): Op {
         successStatus: '200',
         successDescription:
           'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
-          '409 already_signed (that meaning is signed), authorship_required; 403 signer_is_author, signer_already_signed, invalid_password',
+          '409 already_signed (that meaning is signed), authorship_required',
         successSchema: okSchema('SignedExperimentItem'),
         body: jsonSchemaOf(signBody),
         bodyRequired: true,
+        extraStatuses: [
+          {
+            status: '403',
+            description:
+              'refused, and nothing changed: the password is wrong (invalid_password); the role may not sign (a viewer: forbidden); ' +
+              'authorship by someone who is not the author of this version (its author_id or creator; for a version no person wrote, ' +
+              'anyone who may change it) or who may not change it (forbidden); review or approval by an author of the entry ' +
+              '(signer_is_author) or by someone who signed this version already (signer_already_signed)',
+            schema: okSchema('Error'),
+          },
+        ],
       };
     case 'experiment':
       return {

@@ -290,6 +290,14 @@ describe('OpenAPI document', () => {
     expect(Object.keys(find('DELETE', '/admin/v1/orgs/:org_id/environmental-points/:point_id').responses)).toEqual(expect.arrayContaining(['204', '200']));
   });
 
+  it("names the signing route's refusals: who may give which signature (docs/decisions/046-who-may-sign.md)", () => {
+    const sign = opOf(ROUTES.find((r) => r.path === '/app/v1/experiments/:id/sign')!);
+    const refused = sign.responses['403'];
+    expect(deref(refused.content['application/json'].schema)).toBe(doc.components.schemas.Error);
+    for (const code of ['invalid_password', 'forbidden', 'signer_is_author', 'signer_already_signed']) expect(refused.description).toContain(code);
+    expect(refused.description).toContain('authorship by someone who is not the author of this version');
+  });
+
   it('has the error, idempotency-conflict and envelope schemas', () => {
     const s = doc.components.schemas;
     expect(s.Error.required).toEqual(['error']);

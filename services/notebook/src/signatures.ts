@@ -1,7 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { DomainError, rows, validationFailed, type CallerContext, type Executor } from '@lab/kit';
-import { type RecordJson } from '@lab/records';
+import { assertMayWrite, type RecordJson } from '@lab/records';
 import { contentHash } from './content-hash.js';
+import { experiments } from './experiments.js';
 
 /** What a signature says about the version it signs; the order is the usual order of signing. */
 export const MEANINGS = ['authorship', 'review', 'approval'] as const;
@@ -71,6 +72,25 @@ export async function authorsOf(exec: Executor, caller: CallerContext, displayId
           where e.org_id = ${caller.org_id}::uuid and e.display_id = ${displayId} and s.meaning = 'authorship'`,
   );
   return new Set(found.map((r) => r.id));
+}
+
+/**
+ * Who may sign a version for authorship: it says "I wrote this" and locks the
+ * version, so it is its author's to give, and only while they may change it
+ * (the experiments' record rule, which PATCH applies: the same 403). The
+ * version's author is its author_id (for an amendment, whoever amended) or its
+ * creator; the author of an earlier version is not, since the amendment's
+ * changes are someone else's. A version no person wrote (made by a token
+ * without a user) is signed by whoever may change it, who takes its authorship
+ * on. Checked before the state of the signatures: 403 is "this person may
+ * never", so the author's own signing is what may answer 409.
+ */
+export function assertMayAuthor(caller: CallerContext, row: RecordJson): void {
+  assertMayWrite(experiments, caller, row);
+  const authors = [row.author_id, row.created_by].filter((id): id is string => typeof id === 'string');
+  if (authors.length && !authors.some((id) => id === caller.user_id)) {
+    throw DomainError.forbidden('only the author of this version of the experiment can sign it for authorship');
+  }
 }
 
 /**

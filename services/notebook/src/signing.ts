@@ -7,11 +7,13 @@ import { experimentOf, signatureMessages } from './answers.js';
 import { contentHash } from './content-hash.js';
 import { experimentEvents } from './events.js';
 import { experiments } from './experiments.js';
-import { assertMaySign, authorsOf, manifest, parseMeaning, signaturesOf } from './signatures.js';
+import { assertMayAuthor, assertMaySign, authorsOf, manifest, parseMeaning, signaturesOf } from './signatures.js';
 
 /**
  * Signs an experiment version as the calling user (the gateway has re-verified
  * the password), with a meaning, bound to the hash of the content signed.
+ * Authorship is its author's who may change it (assertMayAuthor); review and
+ * approval anyone's who may sign and is no author of the entry (assertMaySign).
  * Signings of one experiment take turns on its row lock, so of two at once the
  * second sees the first's signature. The authorship signature also sets
  * signed_at / signed_by (by a conditional update, as it always did), which locks
@@ -33,6 +35,7 @@ export async function signExperiment(
     caller,
     async (tx, emit) => {
       const before = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
+      if (meaning === 'authorship') assertMayAuthor(caller, before.row);
       const signed = await signaturesOf(tx, caller, id);
       const authors = meaning === 'authorship' ? new Set<string>() : await authorsOf(tx, caller, String(before.row.display_id));
       assertMaySign(userId, meaning, signed, authors);

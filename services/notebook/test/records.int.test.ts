@@ -424,14 +424,18 @@ describe('signing', () => {
         content_matches: true,
       }),
     ]);
-    expect(await failure(sign(exp.id, session(w, 'admin')))).toMatchObject({ kind: 'conflict', code: 'already_signed' });
+    expect(await failure(sign(exp.id, signer))).toMatchObject({ kind: 'conflict', code: 'already_signed' });
+    // someone who is not its author may never sign it for authorship: 403 whatever its state
+    expect(await failure(sign(exp.id, session(w, 'admin')))).toMatchObject({ kind: 'forbidden', code: 'forbidden' });
     expect((await get('experiments', exp.id, w.admin)).signed_by).toBe(signer.user_id);
   });
 
   it('lets exactly one of concurrent signings win', async () => {
     const w = org();
-    const exp = await create('experiments', {}, w.admin);
-    const signers = Array.from({ length: 4 }, () => session(w, 'admin'));
+    const author = session(w, 'admin');
+    const exp = await create('experiments', {}, author);
+    // the author signing from four requests at once (a double click, a retry without a key)
+    const signers = Array.from({ length: 4 }, () => ({ ...author, request_id: newId() }));
     const results = await Promise.allSettled(signers.map((s) => sign(exp.id, s)));
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -447,6 +451,25 @@ describe('signing', () => {
     expect((await failure(sign(exp.id, session(b, 'admin')))).kind).toBe('not_found');
     expect((await failure(sign(newId(), session(w, 'admin')))).kind).toBe('not_found');
     expect((await get('experiments', exp.id, w.admin)).signed_at).toBeNull();
+  });
+
+  it('for authorship, takes the author of the version who may change it', async () => {
+    // identity's organisation and departments: the draft is moved to another department
+    const w = await realOrg();
+    const author = session(w);
+    // an amendment by a token without a user keeps the author of the version it amends
+    const v1 = await create('experiments', { title: 't' }, author);
+    await sign(v1.id, author);
+    const v2 = await amend(v1.id, { reason: 'imported correction' }, w.apiKey(['write']));
+    expect(v2).toMatchObject({ author_id: author.user_id, created_by: null });
+    expect(await failure(sign(v2.id, session(w, 'admin')))).toMatchObject({ kind: 'forbidden', code: 'forbidden' });
+    expect((await sign(v2.id, author)).signed_by).toBe(author.user_id);
+    // an author who may no longer change the draft (a dept_admin whose department it left) may not sign it either
+    const deptAdmin = w.member('dept_admin', { token_kind: 'session', department_id: w.dept });
+    const draft = await create('experiments', { title: 'moved' }, deptAdmin);
+    await update('experiments', draft.id, { department_id: w.otherDept }, w.admin);
+    expect(await failure(sign(draft.id, deptAdmin))).toMatchObject({ kind: 'forbidden', message: 'no permission to change this experiment' });
+    expect((await get('experiments', draft.id, w.admin)).signed_at).toBeNull();
   });
 
   it('keeps the answer of a keyed signing in its own transaction: a retry gets it, not 409, though the batched store is lost', async () => {
