@@ -58,6 +58,14 @@ export const commonEnv = z.object({
    * chart's 30 s), which must also cover finishing in-flight calls.
    */
   LAB_OUTBOX_STOP_FLUSH_MS: envInt(5_000, 0, 600_000),
+  /**
+   * How long a stopping process (the first SIGTERM or SIGINT) keeps serving,
+   * unready, before it closes its listeners: the time its balancers (an ingress
+   * controller, kube-proxy, the callers' DNS) take to stop sending to it. Unset:
+   * SHUTDOWN_DRAIN_MS in a cluster process, 0 in the embedded one (nothing in
+   * front of it). A second signal ends the wait (main.ts stopOnSignals).
+   */
+  LAB_SHUTDOWN_DRAIN_MS: z.coerce.number().int().min(0).max(600_000).optional(),
   METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   /** address the operations port binds (every interface by default, as in a pod) */
   METRICS_HOST: z.string().min(1).default('0.0.0.0'),

@@ -29,18 +29,63 @@ export function exitOnFailure(log: Logger, start: Promise<unknown>): void {
 }
 
 /**
- * Stops gracefully on the first SIGTERM or SIGINT (later ones wait for it) and
- * exits 0; a stop that fails is logged as fatal and exits 1, so a supervisor
- * sees it, instead of an unhandled rejection that skips the rest of the stop.
+ * How long a cluster process keeps serving after SIGTERM, unready, unless
+ * LAB_SHUTDOWN_DRAIN_MS says otherwise. On Kubernetes the pod's address leaves
+ * the ingress controller's and kube-proxy's endpoint lists (and the callers' DNS)
+ * some seconds after the SIGTERM, not before it: until then new connections still
+ * come, and a process that closed its listener at once refused them (1,358
+ * requests of a rollout measured so). Over 5 s with a margin, as endpoint
+ * propagation takes up to about 5 s; inside the chart's 30 s grace period with the
+ * in-flight calls (10 s) and the outbox flush (5 s) after it. Decision 053.
  */
-export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMessage = 'stopping'): void {
+export const SHUTDOWN_DRAIN_MS = 8_000;
+
+/** The drain before a stop (stopOnSignals). */
+export interface StopDrain {
+  /** how long to keep serving, unready, before the stop (LAB_SHUTDOWN_DRAIN_MS) */
+  ms: number;
+  /**
+   * Turns the process unready while it still serves: /readyz answers 503, gRPC
+   * health NOT_SERVING, HTTP answers close their keep-alive connections.
+   */
+  begin(): void;
+}
+
+/**
+ * Stops gracefully on the first SIGTERM or SIGINT and exits 0; a stop that fails
+ * is logged as fatal and exits 1, so a supervisor sees it, instead of an
+ * unhandled rejection that skips the rest of the stop. With a drain, the first
+ * signal only turns the process unready and the stop begins `drain.ms` later; a
+ * second signal in that time begins it at once (an operator's second Ctrl-C, a
+ * supervisor in a hurry). Signals after that wait for the stop.
+ */
+export function stopOnSignals(log: Logger, stop: () => Promise<void>, stoppingMessage = 'stopping', drain?: StopDrain): void {
   let stopping = false;
+  let endDrain: (() => void) | undefined;
   const onSignal = (signal: string) => {
+    if (endDrain) {
+      log.info({ signal }, 'drain cut short: stopping now');
+      endDrain();
+      return;
+    }
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, stoppingMessage);
+    log.info({ signal, drain_ms: drain?.ms ?? 0 }, stoppingMessage);
+    const drained = new Promise<void>((resolve) => {
+      if (!drain?.ms) {
+        resolve();
+        return;
+      }
+      drain.begin();
+      const timer = setTimeout(() => endDrain?.(), drain.ms);
+      endDrain = () => {
+        endDrain = undefined;
+        clearTimeout(timer);
+        resolve();
+      };
+    });
     // the spans of what the stop finished are sent before the process ends
-    stop().then(
+    drained.then(stop).then(
       () => stopTracing().then(() => process.exit(0)),
       (err: unknown) => {
         log.fatal({ err }, 'stop failed');
@@ -115,11 +160,16 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
   });
   const metricsServer = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, svc.readiness, log, cfg.METRICS_HOST);
   log.info({ port: svc.port }, `${def.name} ready`);
-  stopOnSignals(log, async () => {
-    await svc.stop();
-    await bus.close();
-    metricsServer?.close();
-  });
+  stopOnSignals(
+    log,
+    async () => {
+      await svc.stop();
+      await bus.close();
+      metricsServer?.close();
+    },
+    'stopping',
+    { ms: cfg.LAB_SHUTDOWN_DRAIN_MS ?? SHUTDOWN_DRAIN_MS, begin: () => svc.drain() },
+  );
 }
 
 /**

@@ -75,8 +75,14 @@ export interface RunningService {
   port: number;
   address: string;
   deps: ServiceDeps;
-  /** database and bus checks behind the process's /readyz */
+  /** database and bus checks behind the process's /readyz, and `serving` (false once drain() was called) */
   readiness: Readiness;
+  /**
+   * The first step of a stop behind a balancer: the service turns unready (/readyz
+   * 503, gRPC health NOT_SERVING) and goes on serving every call, so its callers'
+   * balancers stop choosing it before stop() closes the listener.
+   */
+  drain(): void;
   /**
    * Graceful stop: stop accepting, finish calls, flush the outbox until
    * `flushDeadline` (epoch ms; default the service's stop flush time from now),
@@ -131,12 +137,18 @@ export async function runService(def: ServiceDefinition, env: ServiceEnv): Promi
   const housekeeping = housekeepingOf(def, deps, receipts, env.housekeepingMs);
   housekeeping.start();
   log.info({ address }, 'grpc serving');
+  const dependencies = dependencyReadiness(deps);
+  let draining = false;
   return {
     name: def.name,
     port,
     address,
     deps,
-    readiness: dependencyReadiness(deps),
+    readiness: async () => ({ ...(await dependencies()), serving: !draining }),
+    drain: () => {
+      draining = true;
+      server.setServing(false);
+    },
     flushOutbox: (deadline) => outbox.stop(deadline),
     stop: async (flushDeadline?: number) => {
       await housekeeping.stop();

@@ -54,10 +54,17 @@ export interface GatewayOptions {
 export interface RunningGateway {
   port: number;
   url: string;
-  /** database (refusals of keyed requests) and bus (cache invalidation) behind /readyz */
+  /** database (refusals of keyed requests) and bus (cache invalidation) behind /readyz, and `serving` (false once drain() was called) */
   readiness: Readiness;
   /** the HTTP listener (tests reach its events through it) */
   server: Server;
+  /**
+   * The first step of a stop behind a balancer: /readyz turns 503 and every
+   * answer from now on closes its connection (`Connection: close`), so clients
+   * reconnect, through the balancer, to another replica; requests are still served
+   * until stop() closes the listener.
+   */
+  drain(): void;
   stop(): Promise<void>;
 }
 
@@ -95,6 +102,11 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const app = createApp({ log, clients, auth, limiter, idempotency, answered, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
   const server: Server = createServer(app);
+  let draining = false;
+  // before the app's listener, so the header is set before any answer is begun
+  server.prependListener('request', (_req, res) => {
+    if (draining) res.setHeader('Connection', 'close');
+  });
   answerClientErrorsWithEnvelope(server);
   await listenLogged(server, opts.port, opts.host ?? '0.0.0.0', (err) => log.error({ err: err.message }, 'http server error'));
   const sockets = new Set<Socket>();
@@ -109,6 +121,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
+      // the answers of requests still in flight close their connections too
+      draining = true;
       await purge.stop();
       jobEvents.close();
       // Stop accepting, let in-flight requests finish, then cut what is left.
@@ -124,5 +138,15 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
       await db.close();
     })());
 
-  return { port, url: `http://${host}:${port}`, readiness: dependencyReadiness({ db, bus: opts.bus }), server, stop };
+  const dependencies = dependencyReadiness({ db, bus: opts.bus });
+  return {
+    port,
+    url: `http://${host}:${port}`,
+    readiness: async () => ({ ...(await dependencies()), serving: !draining }),
+    server,
+    drain: () => {
+      draining = true;
+    },
+    stop,
+  };
 }

@@ -10,6 +10,7 @@ import {
   loadConfig,
   openBus,
   serveOps,
+  SHUTDOWN_DRAIN_MS,
   stopOnSignals,
   type Logger,
 } from '@lab/kit';
@@ -69,11 +70,16 @@ async function main(log: Logger): Promise<void> {
   });
   const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log, cfg.METRICS_HOST);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');
-  stopOnSignals(log, async () => {
-    await gw.stop();
-    await bus.close();
-    ops?.close();
-  });
+  stopOnSignals(
+    log,
+    async () => {
+      await gw.stop();
+      await bus.close();
+      ops?.close();
+    },
+    'stopping',
+    { ms: cfg.LAB_SHUTDOWN_DRAIN_MS ?? SHUTDOWN_DRAIN_MS, begin: () => gw.drain() },
+  );
 }
 
 const log = createLogger('gateway');

@@ -33,6 +33,9 @@ async function main() {
       log.info('stopped');
     },
     'stopping: finishing in-flight requests and flushing outboxes',
+    // no drain unless asked for: nothing balances in front of the embedded process
+    // (`npm start`), so nothing needs the time to stop sending to it
+    { ms: cfg.LAB_SHUTDOWN_DRAIN_MS ?? 0, begin: () => lab.drain() },
   );
 }
 

@@ -37,6 +37,8 @@ export interface Standalone {
   operatorToken: string;
   operatorTokenFile?: string;
   services: RunningService[];
+  /** turns every component unready while all go on serving (RunningGateway.drain, RunningService.drain) */
+  drain(): void;
   stop(): Promise<void>;
 }
 
@@ -109,6 +111,10 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       operatorToken: op.token,
       operatorTokenFile: op.file,
       services,
+      drain: () => {
+        gateway.drain();
+        for (const s of services) s.drain();
+      },
       stop: async () => {
         ops?.close();
         await gateway.stop();
