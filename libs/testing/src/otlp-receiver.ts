@@ -68,7 +68,7 @@ const attributesOf = (list: { key: string; value: OtlpValue }[] = []) => Object.
  * A payload in another encoding fails loudly: the test would otherwise wait
  * for spans that never decode.
  */
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(at: { host?: string; port?: number } = {}): Promise<OtlpReceiver> {
   const received: ReceivedSpan[] = [];
   let requests = 0;
   const errors: string[] = [];
@@ -107,10 +107,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = at.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(at.port ?? 0, host, resolve));
   const port = (server.address() as AddressInfo).port;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://${host}:${port}`,
     spans: () => {
       if (errors.length) throw new Error(`OTLP receiver refused export requests: ${errors.join('; ')}`);
       return [...received];
