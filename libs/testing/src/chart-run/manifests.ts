@@ -22,7 +22,7 @@ export interface Probe {
   failureThreshold?: number;
 }
 
-export interface EnvVar {
+interface EnvVar {
   name: string;
   value?: string;
   valueFrom?: {
@@ -48,7 +48,7 @@ export interface Container {
   securityContext?: { readOnlyRootFilesystem?: boolean; runAsUser?: number; runAsGroup?: number };
 }
 
-export interface PodSpec {
+interface PodSpec {
   containers: Container[];
   initContainers?: Container[];
   volumes?: { name: string; emptyDir?: object; persistentVolumeClaim?: { claimName: string } }[];
@@ -72,7 +72,7 @@ export interface Workload {
   hookWeight: number;
 }
 
-export interface Service {
+interface Service {
   name: string;
   selector: Record<string, string>;
   headless: boolean;

@@ -21,13 +21,13 @@ export interface LabelSelector {
   matchExpressions?: { key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }[];
 }
 
-export interface PolicyPeer {
+interface PolicyPeer {
   podSelector?: LabelSelector;
   namespaceSelector?: LabelSelector;
   ipBlock?: { cidr: string; except?: string[] };
 }
 
-export interface PolicyPort {
+interface PolicyPort {
   protocol?: string;
   port?: number | string;
   endPort?: number;

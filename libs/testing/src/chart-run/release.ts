@@ -281,13 +281,12 @@ export class ChartRelease {
   /** The kubelet's probe loop of a running pod: startup first, then readiness and liveness. */
   private probe(pod: RunPod): void {
     const c = pod.container;
-    const exec = () => Promise.resolve(1);
     const loop = (kind: string, p: Probe, onResult: (ok: boolean, why?: string) => boolean) => {
       let fails = 0;
       let oks = 0; // consecutive, as the thresholds count them
       const tick = async () => {
         if (pod.isStopped || pod.phase === 'failed') return;
-        const why = await probeOnce(p, pod.ip, c, exec);
+        const why = await probeOnce(p, pod.ip, c);
         if (why) pod.lastProbeFailure = `${kind}: ${why}`;
         if (why) {
           oks = 0;
