@@ -1,8 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { DomainError, type CallerContext, type Executor, type ServiceDeps, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
+import { ACTIONS, roleMay } from '@lab/permissions';
 import type { Role } from './model.js';
 import { requireOrg } from './orgs.js';
+import { endGrantsOfMember } from './revocation.js';
 import { iso } from './sql.js';
 
 type Member = identity.Member;
@@ -48,6 +50,13 @@ export async function requireMember(deps: ServiceDeps, orgId: string, userId: st
   }
 }
 
+/**
+ * Whether a member moved from role `from` to `to` loses anything `from` may do
+ * (the roles are not a ladder: dept_admin and researcher each may something the
+ * other may not, so either move is a loss).
+ */
+const roleLowered = (from: string, to: string) => ACTIONS.some((a) => roleMay(from, a) && !roleMay(to, a));
+
 export async function putMember(
   deps: ServiceDeps,
   caller: CallerContext,
@@ -72,6 +81,8 @@ export async function putMember(
         on conflict (org_id, user_id) do update
           set role = excluded.role, department_id = excluded.department_id, updated_at = now()`);
     const after = (await findMember(deps, input.org_id, input.user_id, tx))!;
+    // consent given in the old role asked for more than the new one holds: it ends with the change
+    if (before && roleLowered(before.role, after.role)) await endGrantsOfMember(tx, emit, input.org_id, input.user_id, 'role_lowered');
     emit.audit(input.org_id, {
       action: before ? 'update' : 'create',
       resource: 'member',
@@ -89,6 +100,8 @@ export async function deleteMember(deps: ServiceDeps, caller: CallerContext, inp
     const before = await findMember(deps, input.org_id, input.user_id, tx, true);
     if (!before) throw DomainError.notFound('member not found');
     await tx.execute(sql`delete from identity.memberships where org_id = ${input.org_id} and user_id = ${input.user_id}`);
+    // a grant was consent given as a member: it ends here, not when (and if) the member comes back
+    await endGrantsOfMember(tx, emit, input.org_id, input.user_id, 'member_removed');
     emit.audit(input.org_id, { action: 'delete', resource: 'member', record_id: input.user_id, before: snapshot(before) });
     emit.event('identity.member.removed', input.org_id, { org_id: input.org_id, user_id: input.user_id });
   });

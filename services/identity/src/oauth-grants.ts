@@ -49,7 +49,8 @@ export async function createOAuthCode(deps: ServiceDeps, caller: CallerContext, 
   if (!client.public && input.resource) throw DomainError.invalid('resource binding is for public clients', undefined, 'invalid_request');
   const code = newAuthorizationCode();
   const scopes = await deps.outbox.write(caller, async (tx, emit) => {
-    const member = await findMember(deps, input.org_id, input.user_id, tx);
+    // locked: a removal or demotion running now waits for this grant and ends it, or has already ended the membership
+    const member = await findMember(deps, input.org_id, input.user_id, tx, true);
     if (!member) throw DomainError.forbidden('not a member of this organisation', 'not_a_member');
     const granted = scopesForRole(requested, member.role);
     if (!granted.length) throw invalidScope('none of the requested scopes can be granted to this member');

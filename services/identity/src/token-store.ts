@@ -1,10 +1,14 @@
 import { sql } from 'drizzle-orm';
-import { DomainError, lockKey, newId, rows, type CallerContext, type Emitter, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
+import { DomainError, newId, type CallerContext, type ServiceDeps, type Tx, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
 import { requireMember } from './members.js';
 import { requireOrg } from './orgs.js';
+import { lockGrant, lockSession, revokeGrant, revokeWhere } from './revocation.js';
 import { displayPrefix, hashToken, newApiKey, newPrefixedToken, type TokenKind } from './tokens.js';
 import { getUser } from './users.js';
+
+// the revocation primitives, where the token modules have always found them
+export { lockGrant, lockSession, revokeGrant, revokeWhere } from './revocation.js';
 
 export interface NewToken {
   kind: TokenKind;
@@ -92,63 +96,6 @@ export function createPat(
       await requireMember(deps, input.org_id, input.user_id, tx);
     }
   });
-}
-
-interface RevokedRow {
-  id: string;
-  kind: string;
-  org_id: string | null;
-  user_id: string | null;
-}
-
-/**
- * Revokes the given live tokens, or every live token of a sign-in session, and
- * emits one `identity.token.revoked` per token so gateway caches drop them.
- */
-export async function revokeWhere(tx: Tx, emit: Emitter, target: { token_id: string } | { session_id: string } | { grant_id: string }): Promise<RevokedRow[]> {
-  const where =
-    'token_id' in target ? sql`id = ${target.token_id}` : 'session_id' in target ? sql`session_id = ${target.session_id}` : sql`grant_id = ${target.grant_id}`;
-  const revoked = await rows<RevokedRow>(
-    tx,
-    sql`update identity.tokens set revoked_at = now()
-        where ${where} and revoked_at is null returning id, kind, org_id, user_id`,
-  );
-  for (const row of revoked) {
-    emit.event('identity.token.revoked', row.org_id, { token_id: row.id });
-    emit.audit(row.org_id, {
-      action: 'revoke',
-      resource: row.kind,
-      record_id: row.id,
-      before: { revoked: false },
-      after: { revoked: true },
-    });
-  }
-  return revoked;
-}
-
-/**
- * Serialises the writes of one sign-in session (a refresh, a revocation) in this
- * transaction. A session has no row of its own to lock; without this, a refresh and
- * a revocation running together could each lock one token and wait for the other's
- * (a deadlock), or the revocation could miss the pair the refresh was issuing.
- */
-export const lockSession = (tx: Tx, sessionId: string): Promise<void> => lockKey(tx, `identity.session.${sessionId}`);
-
-/**
- * Locks an OAuth grant's row before any of its tokens. A refresh and a token's
- * revocation take it first; revokeGrant (a code's replay too) updates the grant
- * before its tokens. So writes of one grant's tokens queue on the grant instead of
- * deadlocking on each other's tokens, and a revocation cannot miss the pair a
- * refresh is issuing.
- */
-export async function lockGrant(tx: Tx, grantId: string): Promise<void> {
-  await tx.execute(sql`select 1 from identity.oauth_grants where id = ${grantId} for no key update`);
-}
-
-/** Ends an OAuth grant: it issues nothing more, and every live token issued under it stops working. */
-export async function revokeGrant(tx: Tx, emit: Emitter, grantId: string): Promise<void> {
-  await tx.execute(sql`update identity.oauth_grants set revoked_at = now() where id = ${grantId} and revoked_at is null`);
-  await revokeWhere(tx, emit, { grant_id: grantId });
 }
 
 /** Revokes a token; a session or refresh token takes the rest of its sign-in session with it, an OAuth token its grant. */
