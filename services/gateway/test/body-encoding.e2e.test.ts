@@ -124,11 +124,12 @@ describe('sign-in and the application API (/auth/v1, /app/v1)', () => {
   });
 });
 
-it('the functions base refuses it (MCP)', async () => {
+it('the functions base refuses it (MCP, with a token MCP takes)', async () => {
+  const session = (await call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password } })).body.access_token as string;
   const r = await call(stack.url, 'POST', '/functions/v1/mcp', {
-    token,
+    token: session,
     body: withName('method', [0xfc]),
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-org-id': orgId },
   });
   expect(r.status).toBe(400);
   expect(r.text).toContain(`offset ${prefixOf('method')}`);
