@@ -17,7 +17,7 @@ import {
 import { authenticate, runRoute } from './pipeline.js';
 import { RateLimitedError, type RateState } from '@lab/rate-limits';
 import { send } from './replies.js';
-import { logServerError } from './server-errors.js';
+import { logClientError, logServerError } from './server-errors.js';
 import type { Ctx, Deps } from './request.js';
 import { errorReplyOn } from '@lab/functions';
 import { ROUTES, type Route } from '@lab/http-api';
@@ -54,7 +54,9 @@ export function createApp(deps: Deps): express.Express {
       const route = locals(res).route?.path ?? 'unmatched';
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       metrics().httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
-      logServerError(deps.log, res, { requestId, method: req.method, route, status: res.statusCode });
+      const finished = { requestId, method: req.method, route, status: res.statusCode };
+      logServerError(deps.log, res, finished);
+      logClientError(deps.log, res, finished);
     });
     requestScope.run({ request_id: requestId }, next);
   });

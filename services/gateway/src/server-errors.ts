@@ -13,11 +13,42 @@ import { type FailureCause } from '@lab/http-api';
  */
 
 const CAUSE = Symbol('cause of a 5xx answer');
-type WithCause = { [CAUSE]?: FailureCause };
+const REFUSAL = Symbol('body of a 4xx answer');
+type WithCause = { [CAUSE]?: FailureCause; [REFUSAL]?: unknown };
 
 /** Keeps the cause of the answer being sent, for the line written when it finishes. */
 export function recordCause(res: Response, cause: FailureCause): void {
   (res as Response & WithCause)[CAUSE] = cause;
+}
+
+/** Keeps the body of a 4xx being sent (a reference, read only if debug lines are on). */
+export function recordRefusal(res: Response, body: unknown): void {
+  (res as Response & WithCause)[REFUSAL] = body;
+}
+
+/** The error code of a refusal's envelope, if it has one. */
+function refusalCode(body: unknown): string | undefined {
+  try {
+    const parsed = JSON.parse(typeof body === 'string' ? body : Buffer.isBuffer(body) ? body.toString('utf8') : '') as { error?: { code?: unknown } | string };
+    return typeof parsed.error === 'string' ? parsed.error : typeof parsed.error?.code === 'string' ? parsed.error.code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A line for each 4xx at debug level (LOG_LEVEL=debug): an integrator who quotes
+ * the X-Request-Id of a refused request can then be answered from the log. Off by
+ * default, as a client's mistakes are not the operator's, and a flood of them would
+ * be the largest part of the log.
+ */
+export function logClientError(log: Logger, res: Response, req: FinishedRequest): void {
+  if (req.status < 400 || req.status >= 500 || !log.isLevelEnabled('debug')) return;
+  const code = refusalCode((res as Response & WithCause)[REFUSAL]);
+  log.debug(
+    { request_id: req.requestId, method: req.method, route: req.route, status: req.status, code },
+    `${req.status} ${req.method} ${req.route}${code ? `: ${code}` : ''}`,
+  );
 }
 
 export interface FinishedRequest {

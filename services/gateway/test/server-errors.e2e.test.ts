@@ -29,7 +29,8 @@ beforeAll(async () => {
   stack = await startStack({ services: ['identity', 'notebook'] });
   proxy = await cuttableProxy(...hostAndPort(stack.services.notebook!));
   // the lines as the process writes them (JSON), kept for the assertions
-  const log = pino({ level: 'info', serializers: { err: logErr } }, { write: (l: string) => void lines.push(JSON.parse(l) as Line) });
+  // debug: the refusals' lines too (the last test)
+  const log = pino({ level: 'debug', serializers: { err: logErr } }, { write: (l: string) => void lines.push(JSON.parse(l) as Line) });
   gw = await startGateway({
     port: 0,
     host: '127.0.0.1',
@@ -113,7 +114,8 @@ it('a second outage is logged again: the state starts over once the service is b
 
 it('a rate-limit store that is down is one line however many requests it fails, and each failed command is counted', async () => {
   const storeLines: Line[] = [];
-  const log = pino({ level: 'info', serializers: { err: logErr } }, { write: (l: string) => void storeLines.push(JSON.parse(l) as Line) });
+  // debug: the refusals' lines too (the last test)
+  const log = pino({ level: 'debug', serializers: { err: logErr } }, { write: (l: string) => void storeLines.push(JSON.parse(l) as Line) });
   // nothing listens on port 1
   const limiter = new RateLimiter(log, 'redis://127.0.0.1:1');
   const errors = async () => (await metrics().rateLimitBackendErrors.get()).values.reduce((a, v) => a + v.value, 0);
@@ -128,4 +130,12 @@ it('a rate-limit store that is down is one line however many requests it fails, 
   } finally {
     await limiter.close();
   }
+});
+
+it('logs a refused request at debug level with its request id, route, status and code, so an integrator can be answered', async () => {
+  const requestId = randomUUID();
+  const refused = await call(gw.url, 'POST', '/v1/samples', { token, body: { name: 42 }, headers: { 'X-Request-Id': requestId } });
+  expect(refused.status).toBe(400);
+  const line = await eventually(() => Promise.resolve(lines.find((l) => l.request_id === requestId)), 10_000, 'the refusal line');
+  expect(line).toMatchObject({ level: 20, method: 'POST', route: '/v1/samples', status: 400, code: refused.body.error.code });
 });

@@ -276,6 +276,22 @@ export class DeliveryWorker {
     const attempts = d.attempts + 1;
     const code = o.status ?? null;
     if (o.ok) return this.recorder.add({ id: d.id, ok: true, attempts, code, error: null, delay_ms: null });
+    // A refused or failed attempt (the receiver's answer, a timeout, an address the
+    // guard refuses) is the integrator's to fix, not an outage: at debug level,
+    // so an operator can turn it on and answer "why did my webhook not arrive".
+    this.log.debug(
+      {
+        delivery_id: d.id,
+        subscription_id: d.subscription_id,
+        org_id: d.org_id,
+        host: d.host,
+        attempt: attempts,
+        status: code,
+        error: o.error,
+        will_retry: o.retry && attempts < this.cfg.maxAttempts,
+      },
+      `webhook delivery attempt failed: ${o.error ?? `status ${code}`}`,
+    );
     if (o.retry && attempts < this.cfg.maxAttempts) {
       return this.recorder.add({ id: d.id, ok: false, attempts, code, error: o.error, delay_ms: retryDelay(this.cfg, attempts) });
     }
