@@ -290,7 +290,7 @@ export class DeliveryWorker {
         error: o.error,
         will_retry: o.retry && attempts < this.cfg.maxAttempts,
       },
-      `webhook delivery attempt failed: ${o.error ?? `status ${code}`}`,
+      `webhook delivery attempt failed: ${o.error}`,
     );
     if (o.retry && attempts < this.cfg.maxAttempts) {
       return this.recorder.add({ id: d.id, ok: false, attempts, code, error: o.error, delay_ms: retryDelay(this.cfg, attempts) });
