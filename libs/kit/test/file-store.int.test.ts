@@ -196,9 +196,9 @@ describeWithServers(['postgres'], 'files in PostgreSQL', () => {
     const f = await store.open(key);
     const read = await sha256Of(f!.stream);
     expect([read.size, read.sha256]).toEqual([size, expected.sha256]);
-    // it came as a stream of chunks, each at most one chunk
-    expect(read.chunks.length).toBe(size / CHUNK);
-    expect(Math.max(...read.chunks)).toBe(CHUNK);
+    // it came as a stream of pieces, none larger than a chunk (each chunk read in slices)
+    expect(read.chunks.length).toBeGreaterThanOrEqual(size / CHUNK);
+    expect(Math.max(...read.chunks)).toBeLessThanOrEqual(CHUNK);
   });
 
   it('reads chunk by chunk: chunks removed after the first was read fail the read instead of passing a short file', async () => {
@@ -206,7 +206,7 @@ describeWithServers(['postgres'], 'files in PostgreSQL', () => {
     await store.put(key, bytes(4 * CHUNK));
     const f = await store.open(key);
     const it = f!.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-    expect((await it.next()).value.length).toBe(CHUNK);
+    expect((await it.next()).value.length).toBeGreaterThan(0);
     // the rest is not in this process yet: gone from the database, it cannot be read
     await db.orm.execute(sql`delete from files_pg.stored_file_chunks c using files_pg.stored_files f where f.id = c.file_id and f.key = ${key} and c.seq >= 2`);
     await expect(

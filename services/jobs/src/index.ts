@@ -21,7 +21,7 @@ export interface JobsOptions extends Partial<WorkerOptions> {
   pageSize?: number;
   /** days a succeeded job's artifact is kept; 0 keeps it */
   artifactRetentionDays?: number;
-  /** where artifacts are kept; default JOBS_ARTIFACT_STORE, else PostgreSQL (the service's schema) */
+  /** where artifacts are kept; default JOBS_ARTIFACT_STORE, else the service's schema on a PostgreSQL server and the directory embedded */
   artifactStore?: FileStoreKind;
 }
 

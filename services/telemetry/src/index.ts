@@ -6,7 +6,7 @@ import { registerHandlers } from './server.js';
 export { rawFileLimit, isMzml, RawFileAllowance, RAW_FILE_MAX_BYTES, MZML_MAX_BYTES } from './raw-file-limits.js';
 
 export interface TelemetryOptions {
-  /** where raw result files are kept; default TELEMETRY_FILE_STORE, else PostgreSQL (the service's schema) */
+  /** where raw result files are kept; default TELEMETRY_FILE_STORE, else the service's schema on a PostgreSQL server and the directory embedded */
   fileStore?: FileStoreKind;
   /** directory of the filesystem store (and of files from before a switch); default TELEMETRY_STORAGE_DIR, else <data dir>/raw-files */
   storageDir?: string;
