@@ -186,6 +186,11 @@ export class PgFileStore implements FileStore {
     return { size, stream: Readable.from(chunks(), { highWaterMark: 1 }) };
   }
 
+  /** Whether the database (not the directory of before) holds a complete file of `key`. */
+  async holds(key: string): Promise<boolean> {
+    return (await rows(this.db.orm, sql`select 1 from ${this.files} where key = ${checkedKey(key)} and complete`)).length > 0;
+  }
+
   async remove(keys: readonly string[], tx?: Tx): Promise<void> {
     if (!keys.length) return;
     // the chunks go with their file (on delete cascade)
