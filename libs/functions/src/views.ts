@@ -70,6 +70,16 @@ export interface OrgChoice {
 }
 
 /**
+ * Where a self-registered client sends the user back: the host on its own, as the
+ * browser will read it (parsed: lowercased, an IDN in its ASCII form), then the
+ * whole URI as parsed. A long path or query cannot push the host out of sight.
+ */
+function returnTarget(redirectUri: string): string {
+  const u = new URL(redirectUri);
+  return `<strong>${esc(u.host)}</strong> (<code>${esc(u.href)}</code>)`;
+}
+
+/**
  * The consent page. A self-registered (public) client chose its own name, so the
  * page says so and names where it will send the user back: a name proves nothing.
  */
@@ -77,7 +87,7 @@ export function consentPage(clientName: string, scopes: string[], orgs: OrgChoic
   const options = orgs.map((o) => `<option value="${esc(o.org_id)}">${esc(o.name)} (${esc(o.role)})</option>`).join('');
   const scopeList = scopes.map((s) => `<li><code>${esc(s)}</code></li>`).join('');
   const notice = selfRegistered
-    ? `<p>This application registered itself; its name is not verified. It will receive access at <code>${esc(selfRegistered.redirectUri)}</code>. Allow only if you are connecting it yourself.</p>`
+    ? `<p>This application registered itself; its name is not verified. It will receive access at ${returnTarget(selfRegistered.redirectUri)}. Allow only if you are connecting it yourself.</p>`
     : '';
   return page(
     200,

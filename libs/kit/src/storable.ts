@@ -40,6 +40,17 @@ const UNSTORABLE_TEXT = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbf
 
 export const storableText = (value: string): boolean => !UNSTORABLE_TEXT.test(value);
 
+// eslint-disable-next-line no-control-regex -- control characters are what this finds
+const CONTROL_CHARACTERS = /[\0-\x1f\x7f]/;
+
+/**
+ * Whether text holds a control character (C0 or DEL). In a URL the parser would
+ * strip (tab, CR, LF) or encode it, so the URL kept would not be the one given,
+ * and CR/LF in a URL put into a header could split it: URLs taken from outside
+ * (webhook receivers, OAuth redirect URIs) refuse them.
+ */
+export const hasControlCharacters = (value: string): boolean => CONTROL_CHARACTERS.test(value);
+
 /** How deep a request's JSON may nest: deeper documents are refused, never walked recursively. */
 export const MAX_JSON_DEPTH = 512;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { isUuid, parseWith, storableText } from '@lab/kit';
+import { hasControlCharacters, isoTimestamp, isUuid, parseWith, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
 import { SCOPES, unknownScopes } from './scopes.js';
 
@@ -43,12 +43,20 @@ const scopes = z
   .transform(unique);
 
 /**
+ * A URI that is the URI it reads as. The URL parser takes a backslash for a slash
+ * in an http(s) URI, so `https://a.example\@b.example/` reads as b.example and
+ * sends the browser to a.example; it strips tabs and newlines and encodes other
+ * control characters, and CR/LF in a stored URI could split a header it is put in.
+ */
+const literalUri = (value: string): boolean => !value.includes('\\') && !hasControlCharacters(value);
+
+/**
  * A registrable OAuth redirect URI: absolute https, or http on the loopback host
- * (native and development clients); no fragment (RFC 6749 3.1.2). Matching at
- * authorization time is exact string equality.
+ * (native and development clients); no fragment (RFC 6749 3.1.2), no backslash or
+ * control character (literalUri). It is stored as parsed (normalisedRedirectUri).
  */
 export function isAllowedRedirectUri(value: string): boolean {
-  if (value.includes('#')) return false;
+  if (value.includes('#') || !literalUri(value)) return false;
   let u: URL;
   try {
     u = new URL(value);
@@ -68,13 +76,23 @@ function loopbackUri(value: string): URL | null {
 }
 
 /**
- * Whether `given` is one of a client's registered redirect URIs. Exact string
- * equality, except for a public (native) client's loopback URIs, where the port
- * may differ (RFC 8252 7.3): a desktop app or IDE listens on whatever port is free
- * when the user signs in. Host, path and query must still be the registered ones.
+ * A redirect URI as stored: parsed and serialised (host lowercased, default port
+ * and dot segments gone), the form a browser follows and the consent page shows.
+ */
+const normalisedRedirectUri = (value: string): string => new URL(value).href;
+
+/**
+ * Whether `given` is one of a client's registered redirect URIs: equal to one as
+ * given or once normalised (registered URIs are stored normalised; the normalised
+ * form is where the browser goes either way), except for a public (native)
+ * client's loopback URIs, where the port may differ (RFC 8252 7.3): a desktop app
+ * or IDE listens on whatever port is free when the user signs in. Host, path and
+ * query must still be the registered ones. A URI that is not literal (literalUri)
+ * never matches, not even one stored before such URIs were refused.
  */
 export function redirectUriRegistered(registered: readonly string[], given: string, publicClient: boolean): boolean {
-  if (registered.includes(given)) return true;
+  if (!literalUri(given) || !URL.canParse(given)) return false;
+  if (registered.includes(given) || registered.includes(normalisedRedirectUri(given))) return true;
   const g = publicClient ? loopbackUri(given) : null;
   if (!g) return false;
   return registered.some((r) => {
@@ -88,7 +106,8 @@ const redirectUri = z
   .min(1)
   .max(2000)
   .refine(storableText, NUL)
-  .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment');
+  .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment, backslash or control character')
+  .transform(normalisedRedirectUri);
 const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200), public: z.boolean().default(false) });
 /** An RFC 8707 resource indicator: an absolute URL without fragment (the gateway checks it is the MCP function). */
 const resource = z
@@ -190,6 +209,7 @@ export const schemas = {
     code_verifier: z.string().max(128).optional(),
     resource: resource.optional(),
   }),
+  useOAuthForm: z.object({ form_id: z.string().min(16).max(100), expires_at: isoTimestamp() }),
   refreshOAuthToken: z.object({ client: clientAuth, refresh_token: opaque, scopes: scopeList.transform(unique), resource: resource.optional() }),
 };
 

@@ -22,7 +22,11 @@ describe('OAuth rules', () => {
     ['javascript:alert(1)', false],
     ['/relative', false],
     ['http://localhost.evil.com/cb', false],
-  ])('redirect URI %s allowed: %s', (uri, ok) => {
+    // the parser reads a backslash as a slash: this one reads as lab.example.org and goes to attacker.example
+    ['https://attacker.example\\@lab.example.org/callback', false],
+    ['https://app.example.com/cb\r\nX: y', false],
+    ['https://app.example.com/c\tb', false],
+  ])('redirect URI %j allowed: %s', (uri, ok) => {
     expect(isAllowedRedirectUri(uri)).toBe(ok);
   });
 
@@ -69,8 +73,18 @@ describe('OAuth rules', () => {
     ['http://evil.example:33418/callback', true, false],
     ['https://app.example.com:8443/cb', true, false],
     ['https://app.example.com/cb', false, true],
-  ])('matches %s (public client: %s) against the registered URIs: %s', (given, publicClient, expected) => {
-    const registered = ['http://127.0.0.1:33418/callback', 'http://localhost/callback', 'https://app.example.com/cb'];
+    // registered URIs are stored normalised: the URI as the client registered it still matches
+    ['https://APP.example.com:443/x/../cb', true, true],
+    ['https://app.example.com\\cb', true, false],
+    // stored before such URIs were refused: never matched
+    ['https://attacker.example\\@lab.example.org/callback', false, false],
+  ])('matches %j (public client: %s) against the registered URIs: %s', (given, publicClient, expected) => {
+    const registered = [
+      'http://127.0.0.1:33418/callback',
+      'http://localhost/callback',
+      'https://app.example.com/cb',
+      'https://attacker.example\\@lab.example.org/callback',
+    ];
     expect(redirectUriRegistered(registered, given, publicClient)).toBe(expected);
   });
 });

@@ -1,7 +1,19 @@
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, lockKey, newId, parseWith, randomToken, rows, storableText, type CallerContext, type ServiceDeps } from '@lab/kit';
+import {
+  DomainError,
+  hasControlCharacters,
+  isUuid,
+  lockKey,
+  newId,
+  parseWith,
+  randomToken,
+  rows,
+  storableText,
+  type CallerContext,
+  type ServiceDeps,
+} from '@lab/kit';
 import { iso } from './admin-common.js';
 import { FILTER_MESSAGE, isValidFilter } from './event-filters.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
@@ -21,17 +33,14 @@ const secret = z
 export const MAX_SUBSCRIPTIONS_PER_ORG = 100;
 
 /**
- * Control characters, which the URL parser would encode or drop: the stored URL
- * must be the one given (and, by kit's storableText, one PostgreSQL can hold).
+ * A receiver's URL as stored: http(s), no credentials, nothing the parser would
+ * rewrite (no control characters, which it would encode or drop: the stored URL
+ * must be the one given), and by kit's storableText one PostgreSQL can hold.
  */
-// eslint-disable-next-line no-control-regex -- control characters are what this refuses
-const CONTROL = /[\0-\x1f\x7f]/;
-
-/** A receiver's URL as stored: http(s), no credentials, nothing the parser would rewrite. */
 export const subscriptionUrl = z
   .string()
   .max(2000)
-  .refine((u) => !CONTROL.test(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
+  .refine((u) => !hasControlCharacters(u) && storableText(u), 'must not contain control characters or unpaired surrogates')
   .refine((u) => URL.canParse(u) && ['http:', 'https:'].includes(new URL(u).protocol) && !new URL(u).username && !new URL(u).password, {
     error: 'must be an http(s) URL without credentials',
   });

@@ -31,7 +31,12 @@ export const adminBodies = {
     .object({
       name,
       redirect_uris: z
-        .array(z.string().max(2000).refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment'))
+        .array(
+          z
+            .string()
+            .max(2000)
+            .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment, backslash or control character'),
+        )
         .min(1)
         .max(20),
       scopes: scopes.optional(),
