@@ -4,7 +4,7 @@ import { isAllowedRedirectUri } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { bucketKey, RateLimitedError } from '@lab/rate-limits';
 import type { FunctionRequest, FunctionsHost } from './host.js';
-import { MCP_SCOPES, mcpResourceUrl } from './metadata.js';
+import { identityProviderIssuer, MCP_SCOPES, mcpResourceUrl } from './metadata.js';
 import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
 
 /**
@@ -42,6 +42,7 @@ const IDP_FLOW: AuthorizeFlow = {
   flow: 'idp',
   publicClients: true,
   wrongClient: 'This client is a confidential client: it uses the oauth-authorize function with its secret, not the identity provider.',
+  issuer: identityProviderIssuer,
   proof: requiredPkceAndMcpResource,
 };
 
@@ -97,8 +98,16 @@ function registration(body: unknown): Registration {
     return { reply: metadataError('invalid_redirect_uri', `redirect_uris must list 1 to ${MAX_REDIRECT_URIS} URIs`) };
   }
   // https, or http on the loopback host (RFC 8252 7.3); custom schemes are refused: any app may claim one.
+  // No backslash or control character: the URI must read as the host it sends the browser to.
   const bad = uris.filter((u) => u.length > 2000 || !isAllowedRedirectUri(u));
-  if (bad.length) return { reply: metadataError('invalid_redirect_uri', 'redirect URIs must be https, or http on localhost or 127.0.0.1, without fragment') };
+  if (bad.length) {
+    return {
+      reply: metadataError(
+        'invalid_redirect_uri',
+        'redirect URIs must be https, or http on localhost or 127.0.0.1, without fragment, backslash or control character',
+      ),
+    };
+  }
   const auth = m.token_endpoint_auth_method;
   if (auth !== undefined && auth !== 'none')
     return { reply: metadataError('invalid_client_metadata', 'only public clients register here: token_endpoint_auth_method must be none') };

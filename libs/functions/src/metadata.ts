@@ -12,7 +12,7 @@ const origin = (ctx: FunctionRequest) => `${ctx.req.protocol}://${ctx.req.get('h
 export const mcpResourceUrl = (ctx: FunctionRequest): string => `${functionsBase(ctx.req)}/mcp`;
 
 /** The identity provider as an OAuth authorization server for MCP clients (its issuer). */
-const identityProviderIssuer = (ctx: FunctionRequest): string => `${origin(ctx)}/auth/v1`;
+export const identityProviderIssuer = (ctx: FunctionRequest): string => `${origin(ctx)}/auth/v1`;
 
 /** RFC 8414 authorization server metadata; the issuer is the functions base. */
 export async function authorizationServerMetadata(ctx: FunctionRequest): Promise<Reply> {
@@ -27,6 +27,8 @@ export async function authorizationServerMetadata(ctx: FunctionRequest): Promise
     token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     scopes_supported: [...SCOPES],
     code_challenge_methods_supported: ['S256'],
+    // RFC 9207: every authorization response (code or error) carries iss
+    authorization_response_iss_parameter_supported: true,
     service_documentation: `${origin(ctx)}/v1/openapi.json`,
   });
 }
@@ -50,6 +52,7 @@ export async function identityProviderMetadata(ctx: FunctionRequest): Promise<Re
     token_endpoint_auth_methods_supported: ['none'],
     scopes_supported: MCP_SCOPES,
     code_challenge_methods_supported: ['S256'],
+    authorization_response_iss_parameter_supported: true,
     service_documentation: `${origin(ctx)}/v1/openapi.json`,
   });
 }

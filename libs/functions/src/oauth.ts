@@ -38,8 +38,13 @@ function redirectTo(uri: string, values: Record<string, string | undefined>): Re
   return { status: 302, headers: { ...PAGE_HEADERS, Location: u.toString() } };
 }
 
-const errorRedirect = (r: AuthorizeRequest, error: string, description: string): Reply =>
-  redirectTo(r.redirect_uri, { error, error_description: description, state: r.state });
+/**
+ * An error sent back to the client. Like a code, it names the issuer (RFC 9207):
+ * a client of several authorization servers then knows which one answered, and a
+ * mix-up (an answer of one taken for another's) is caught.
+ */
+const errorRedirect = (iss: string, r: AuthorizeRequest, error: string, description: string): Reply =>
+  redirectTo(r.redirect_uri, { error, error_description: description, state: r.state, iss });
 
 async function clientOf(host: FunctionsHost, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
   try {
@@ -68,6 +73,8 @@ export interface AuthorizeFlow {
   publicClients: boolean;
   /** the message of the page shown to a client of the other kind */
   wrongClient: string;
+  /** the issuer of this authorization server (its metadata's), sent as `iss` with every authorization response */
+  issuer(ctx: FunctionRequest): string;
   proof(p: Params, ctx: FunctionRequest): ProofOutcome;
 }
 
@@ -86,13 +93,19 @@ const FUNCTIONS_FLOW: AuthorizeFlow = {
   path: '/functions/v1/oauth-authorize',
   publicClients: false,
   wrongClient: 'This client is a public client: it signs users in at the identity provider (/auth/v1/oauth/authorize), not here.',
+  issuer: (ctx) => functionsBase(ctx.req),
   proof: optionalPkce,
 };
 
 /**
  * The authorization request. Until client_id and redirect_uri are known good
  * every error is a page (a redirect could deliver to an attacker's URI); after
- * that errors go back to the client by redirect, with its state.
+ * that errors go back to the client by redirect, with its state, but only to a
+ * client the operator registered. A public client registered itself, with any
+ * https URI: redirecting to it before the user has done anything would make this
+ * endpoint an open redirector for whoever registers one (RFC 9700 4.11.2), so its
+ * errors here are pages too. Once the user has signed in and decided, errors
+ * (access_denied...) go back to it as usual.
  */
 async function parseAuthorizeRequest(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Parsed> {
   const clientId = param(p, 'client_id');
@@ -112,7 +125,9 @@ async function parseAuthorizeRequest(ctx: FunctionRequest, host: FunctionsHost, 
     ...(typeof state === 'string' ? { state } : {}),
     ...(flow.flow ? { flow: flow.flow } : {}),
   };
-  const fail = (error: string, description: string) => ({ reply: errorRedirect(base, error, description) });
+  const fail = (error: string, description: string) => ({
+    reply: client.public ? errorPage(400, error, description) : errorRedirect(flow.issuer(ctx), base, error, description),
+  });
   if (state === BAD) return fail('invalid_request', 'state is given more than once or too long');
   const responseType = param(p, 'response_type');
   if (responseType === undefined || responseType === BAD) return fail('invalid_request', 'response_type is required');
@@ -144,7 +159,7 @@ async function consent(
   userId: string,
 ): Promise<Reply> {
   const { orgs } = await host.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
-  if (!orgs.length) return errorRedirect(r, 'access_denied', 'the user is not a member of any organisation');
+  if (!orgs.length) return errorRedirect(flow.issuer(ctx), r, 'access_denied', 'the user is not a member of any organisation');
   const scopes = r.scopes.length ? r.scopes : client.scopes;
   return consentPage(client.name, scopes, orgs, formFor(host, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
 }
@@ -219,14 +234,35 @@ async function login(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeF
   return consent(ctx, host, flow, r, client, user.id);
 }
 
+/**
+ * Spends the consent form: one decision per form, on whichever replica it is
+ * posted (identity records the state's nonce). Without it the same form and
+ * cookie could be posted again for another code, or allow after deny; the
+ * signed state alone stays valid for its 10 minutes. A 403 page when spent.
+ */
+async function spendForm(ctx: FunctionRequest, host: FunctionsHost, s: AuthorizeState): Promise<Reply | undefined> {
+  try {
+    await host.clients.identity().call('useOAuthForm', { form_id: s.nonce, expires_at: new Date(s.exp * 1000).toISOString() }, systemContext(ctx.requestId));
+    return undefined;
+  } catch (err) {
+    if (err instanceof DomainError && err.code === 'form_used') {
+      return errorPage(403, 'invalid_request', 'This consent form has already been used. Start again from the application.');
+    }
+    throw err;
+  }
+}
+
 async function decide(ctx: FunctionRequest, host: FunctionsHost, flow: AuthorizeFlow, p: Params): Promise<Reply> {
   const s = postedState(ctx, host, flow, p);
   if (!('nonce' in s)) return s;
   if (!s.user_id) return errorPage(400, 'invalid_request', 'Sign in first.');
+  const spent = await spendForm(ctx, host, s);
+  if (spent) return spent;
   const r = requestOf(s);
-  if (p.decision !== 'allow') return errorRedirect(r, 'access_denied', 'the user denied the request');
+  const iss = flow.issuer(ctx);
+  if (p.decision !== 'allow') return errorRedirect(iss, r, 'access_denied', 'the user denied the request');
   const orgId = param(p, 'org_id');
-  if (typeof orgId !== 'string') return errorRedirect(r, 'invalid_request', 'no organisation chosen');
+  if (typeof orgId !== 'string') return errorRedirect(iss, r, 'invalid_request', 'no organisation chosen');
   try {
     const code = await host.clients.identity().call(
       'createOAuthCode',
@@ -242,15 +278,16 @@ async function decide(ctx: FunctionRequest, host: FunctionsHost, flow: Authorize
       },
       systemContext(ctx.requestId, orgId),
     );
-    return redirectTo(r.redirect_uri, { code: code.code, state: r.state });
+    return redirectTo(r.redirect_uri, { code: code.code, state: r.state, iss });
   } catch (err) {
     if (err instanceof DomainError) {
-      if (err.code === 'invalid_scope') return errorRedirect(r, 'invalid_scope', err.message);
-      if (err.code === 'invalid_client') return errorRedirect(r, 'unauthorized_client', err.message);
-      if (err.kind === 'forbidden' || err.kind === 'invalid') return errorRedirect(r, 'access_denied', 'the user cannot grant access to this organisation');
+      if (err.code === 'invalid_scope') return errorRedirect(iss, r, 'invalid_scope', err.message);
+      if (err.code === 'invalid_client') return errorRedirect(iss, r, 'unauthorized_client', err.message);
+      if (err.kind === 'forbidden' || err.kind === 'invalid')
+        return errorRedirect(iss, r, 'access_denied', 'the user cannot grant access to this organisation');
     }
     host.log.error({ err }, 'oauth-authorize failed');
-    return errorRedirect(r, 'server_error', 'the authorization server failed; try again');
+    return errorRedirect(iss, r, 'server_error', 'the authorization server failed; try again');
   }
 }
 

@@ -3,7 +3,7 @@ import { envInt, loadConfig, type ServiceDefinition } from '@lab/kit';
 import { z } from 'zod';
 import { OAUTH_CODE_TTL_SECONDS } from './model.js';
 import { configurePasswordChecks, DEFAULT_RUNNING_CHECKS, preparePasswordChecks, QUEUED_CHECKS_PER_RUNNING } from './passwords.js';
-import { purgeExpiredCodes, purgeExpiredTokens } from './retention.js';
+import { purgeExpiredCodes, purgeExpiredTokens, purgeUsedForms } from './retention.js';
 import { registerHandlers } from './server.js';
 
 export const definition: ServiceDefinition = {
@@ -27,6 +27,7 @@ export const definition: ServiceDefinition = {
   retention: (deps) => [
     ['expired tokens', () => purgeExpiredTokens(deps.db)],
     ['expired OAuth codes', () => purgeExpiredCodes(deps.db)],
+    ['expired consent forms', () => purgeUsedForms(deps.db)],
   ],
 };
 

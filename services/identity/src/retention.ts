@@ -39,6 +39,12 @@ const CODE_GRACE_DAYS = 1;
 export const purgeExpiredTokens = (db: Database, batch?: number): Promise<number> =>
   deleteInBatches(db, 'identity.tokens', expiredTokens(TOKEN_GRACE_DAYS), batch);
 
+/**
+ * Spent consent forms (oauth-forms.ts), each gone once it has expired: an
+ * expired form is refused by its signed state alone, so the row proves nothing more.
+ */
+export const purgeUsedForms = (db: Database): Promise<number> => deleteInBatches(db, 'identity.oauth_used_forms', sql`expires_at < now()`);
+
 /** One code per authorization, each gone a day after its expiry: the table stays small enough to scan without an index. */
 export const purgeExpiredCodes = (db: Database): Promise<number> =>
   deleteInBatches(db, 'identity.oauth_codes', sql`expires_at < now() - (${CODE_GRACE_DAYS} * interval '1 day')`);

@@ -4,6 +4,7 @@ import { deleteMember, listMembers, listUserOrgs, putMember } from './members.js
 import { OAUTH_DEFAULT_CLIENT_SCOPES } from './model.js';
 import { createOAuthClient, deleteOAuthClient, getOAuthClient, registerPublicOAuthClient } from './oauth-clients.js';
 import { getUserMemberships, listDepartments, listMembersPage, listOAuthClients, listOrgs, listTokens, listUsers } from './management-reads.js';
+import { useOAuthForm } from './oauth-forms.js';
 import { createOAuthCode, exchangeOAuthCode, refreshOAuthToken } from './oauth-grants.js';
 import { createDepartment, createOrg, deleteDepartment, getOrg, updateOrg } from './orgs.js';
 import { resolveSessionUser, resolveToken } from './resolve.js';
@@ -74,6 +75,10 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps, opts: Id
     createOAuthCode: async (req, caller) => createOAuthCode(deps, caller, parse(s.createOAuthCode, req), opts.oauthCodeTtlSeconds),
     exchangeOAuthCode: async (req, caller) => exchangeOAuthCode(deps, caller, parse(s.exchangeOAuthCode, req)),
     refreshOAuthToken: async (req, caller) => refreshOAuthToken(deps, caller, parse(s.refreshOAuthToken, req)),
+    useOAuthForm: async (req) => {
+      await useOAuthForm(deps, parse(s.useOAuthForm, req));
+      return {};
+    },
 
     listOrgs: async (req) => listOrgs(deps, parse(s.page, req)),
     listDepartments: async (req) => {

@@ -188,6 +188,13 @@ export interface CreateOAuthCodeRequest {
   resource?: string | undefined;
 }
 
+export interface UseOAuthFormRequest {
+  /** the nonce of the form's signed state */
+  form_id: string;
+  /** ISO 8601: when the form expires */
+  expires_at: string;
+}
+
 export interface OAuthCode {
   code: string;
   /** the scopes granted (after the role rule) */
@@ -2097,6 +2104,63 @@ export const CreateOAuthCodeRequest: MessageFns<CreateOAuthCodeRequest> = {
             }
 
             message.resource = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+};
+
+function createBaseUseOAuthFormRequest(): UseOAuthFormRequest {
+  return { form_id: "", expires_at: "" };
+}
+
+export const UseOAuthFormRequest: MessageFns<UseOAuthFormRequest> = {
+  encode(message: UseOAuthFormRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.form_id !== "") {
+      writer.uint32(10).string(message.form_id);
+    }
+    if (message.expires_at !== "") {
+      writer.uint32(18).string(message.expires_at);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UseOAuthFormRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUseOAuthFormRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.form_id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.expires_at = reader.string();
             continue;
           }
         }
@@ -4736,6 +4800,20 @@ export const IdentityServiceService = {
     responseDeserialize: (value: Buffer): OAuthClient => OAuthClient.decode(value),
   },
   /**
+   * Spends a consent form once, whichever gateway replica it is posted to: the
+   * first call for a form_id records it, a later one is ALREADY_EXISTS code
+   * form_used. Kept until expires_at, when the form is refused as expired anyway.
+   */
+  useOAuthForm: {
+    path: "/lab.identity.v1.IdentityService/UseOAuthForm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UseOAuthFormRequest): Buffer => Buffer.from(UseOAuthFormRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UseOAuthFormRequest => UseOAuthFormRequest.decode(value),
+    responseSerialize: (value: Empty): Buffer => Buffer.from(Empty.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Empty => Empty.decode(value),
+  },
+  /**
    * Reading and undoing what the management API made (operator token). Lists
    * are pages (limit, offset) with their total; tokens and secrets never appear.
    */
@@ -4890,6 +4968,12 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
    * client (no secret; PKCE S256 on every authorization), for MCP clients.
    */
   registerPublicOAuthClient: handleUnaryCall<CreateOAuthClientRequest, OAuthClient>;
+  /**
+   * Spends a consent form once, whichever gateway replica it is posted to: the
+   * first call for a form_id records it, a later one is ALREADY_EXISTS code
+   * form_used. Kept until expires_at, when the form is refused as expired anyway.
+   */
+  useOAuthForm: handleUnaryCall<UseOAuthFormRequest, Empty>;
   /**
    * Reading and undoing what the management API made (operator token). Lists
    * are pages (limit, offset) with their total; tokens and secrets never appear.
@@ -5303,6 +5387,26 @@ export interface IdentityServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: OAuthClient) => void,
+  ): ClientUnaryCall;
+  /**
+   * Spends a consent form once, whichever gateway replica it is posted to: the
+   * first call for a form_id records it, a later one is ALREADY_EXISTS code
+   * form_used. Kept until expires_at, when the form is refused as expired anyway.
+   */
+  useOAuthForm(
+    request: UseOAuthFormRequest,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  useOAuthForm(
+    request: UseOAuthFormRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Empty) => void,
+  ): ClientUnaryCall;
+  useOAuthForm(
+    request: UseOAuthFormRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Empty) => void,
   ): ClientUnaryCall;
   /**
    * Reading and undoing what the management API made (operator token). Lists
