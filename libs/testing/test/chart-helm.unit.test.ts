@@ -302,7 +302,8 @@ describe('charts/lab through helm', () => {
         const enabled = Object.entries<Json>(values.services).filter(([, s]) => s.enabled);
         const grpc = grpcServices(values);
         const policies = byKind(objs, 'NetworkPolicy');
-        expect(policies.map(componentOf).sort()).toEqual(enabled.map(([n]) => n).sort());
+        // one per component, plus the helm test Pod's and the migration Jobs' own
+        expect(policies.map(componentOf).sort()).toEqual([...enabled.map(([n]) => n), 'helm-test', 'migrate'].sort());
         for (const [name, svc] of enabled) {
           const p = named(objs, 'NetworkPolicy', `lab-${name}`)!;
           expect(p.spec.policyTypes).toEqual(['Ingress', 'Egress']);
@@ -402,7 +403,7 @@ describe('charts/lab through helm', () => {
     });
   }
 
-  it('production: credentials come from Secrets by reference only, ingress has TLS, shared files are on volumes', () => {
+  it('production: credentials come from Secrets by reference only, ingress has TLS, no data volume', () => {
     const text = readFileSync(production, 'utf8');
     expect(text).not.toMatch(/(postgres(ql)?|amqps?|rediss?):\/\/[^\s:@]+:[^.\s@]+@/);
     const deployments = byKind(prod, 'Deployment');
@@ -419,20 +420,25 @@ describe('charts/lab through helm', () => {
     const ingress = byKind(prod, 'Ingress')[0]!;
     expect(ingress.spec.tls[0]).toMatchObject({ secretName: expect.any(String), hosts: [ingress.spec.rules[0].host] });
     expect(byKind(prod, 'HorizontalPodAutoscaler')).toHaveLength(deployments.length);
-    for (const [name, env] of [
-      ['jobs', 'JOBS_ARTIFACT_DIR'],
-      ['telemetry', 'TELEMETRY_STORAGE_DIR'],
-    ]) {
-      const spec = named(prod, 'Deployment', `lab-${name}`)!.spec.template.spec;
-      const dir = (spec.containers[0].env as Json[]).find((e) => e.name === env)?.value as string;
-      const mount = (spec.containers[0].volumeMounts as Json[]).find((m) => m.mountPath === dir);
-      expect([name, spec.volumes.find((v: Json) => v.name === mount?.name)?.persistentVolumeClaim]).toEqual([name, { claimName: expect.any(String) }]);
+    // files live in PostgreSQL: every pod has the /tmp emptyDir and nothing else, no claim anywhere
+    for (const objs of [objects, prod]) {
+      expect(byKind(objs, 'PersistentVolumeClaim')).toEqual([]);
+      for (const o of [...byKind(objs, 'Deployment'), ...byKind(objs, 'Job')]) {
+        const spec = o.spec.template.spec;
+        expect([o.metadata.name, spec.volumes.map((v: Json) => Object.keys(v).sort())]).toEqual([o.metadata.name, [['emptyDir', 'name']]]);
+        expect([o.metadata.name, spec.containers[0].volumeMounts]).toEqual([o.metadata.name, [{ name: 'tmp', mountPath: '/tmp' }]]);
+        const env = (spec.containers[0].env as Json[]).map((e) => e.name as string);
+        expect([o.metadata.name, env.filter((n) => n === 'TELEMETRY_STORAGE_DIR' || n === 'JOBS_ARTIFACT_DIR')]).toEqual([o.metadata.name, []]);
+      }
     }
   });
   it('tracing: off by default; enabled, the OTEL_* variables in the ConfigMap and egress to the collector', async () => {
     const config = (objs: K8sObject[]) => named(objs, 'ConfigMap', 'lab-config')!.data as Record<string, string>;
+    // the components' policies (the helm test Pod and the migration Jobs export no spans)
     const collectorEgress = (objs: K8sObject[]) =>
-      byKind(objs, 'NetworkPolicy').map((p) => (p.spec.egress as Json[]).find((r) => r.ports?.some((port: Json) => port.port === 4318)));
+      byKind(objs, 'NetworkPolicy')
+        .filter((p) => !['helm-test', 'migrate'].includes(componentOf(p)!))
+        .map((p) => (p.spec.egress as Json[]).find((r) => r.ports?.some((port: Json) => port.port === 4318)));
     expect(Object.keys(config(objects)).filter((k) => k.startsWith('OTEL_'))).toEqual([]);
     expect(collectorEgress(objects).filter(Boolean)).toEqual([]);
 

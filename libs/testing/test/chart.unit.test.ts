@@ -82,7 +82,17 @@ describe('helm chart charts/lab', () => {
     expect(bad((v) => (v.nameOverride = 'x'.repeat(64)))).toBe(false);
     expect(bad((v) => (v.tests = { enabled: 'yes', timeoutSeconds: 60, resources: {} }))).toBe(false);
     expect(bad((v) => (v.secrets.refs = { AMQP_URL: { name: 'amqp' } }))).toBe(false);
-    expect(bad((v) => (v.services.jobs.volumes = [{ name: 'tmp', emptyDir: {} }]))).toBe(false);
+    // no data volume: the chart takes none
+    expect(bad((v) => (v.services.jobs.volumes = [{ name: 'artifacts', persistentVolumeClaim: { claimName: 'x' } }]))).toBe(false);
+    expect(bad((v) => (v.services.jobs.env = { JOBS_ARTIFACT_DIR: '/var/lib/lab' }))).toBe(false);
+    expect(bad((v) => (v.services.identity.env = { DATABASE_POOL_SIZE: '50' }))).toBe(false);
+    expect(bad((v) => (v.services.identity.probes.liveness = { grpc: { port: 50051 }, httpGet: { path: '/', port: 1 } }))).toBe(false);
+    expect(bad((v) => (v.services.identity.nodeSelectr = {}))).toBe(false);
+    expect(bad((v) => (v.networkPolicy.extraEgress = [{ too: [] }]))).toBe(false);
+    expect(bad((v) => (v.services.webhooks.networkPolicy.extraEgress = [{ to: [{ ipBlock: { cidr: 'any' } }] }]))).toBe(false);
+    expect(bad((v) => (v.database.preparedStatements = 'false'))).toBe(false);
+    expect(bad((v) => (v.serviceAccount.automount = false))).toBe(false);
+    expect(bad((v) => (v.image.digest = 'latest'))).toBe(false);
   });
 
   it('defines every component of the cluster', () => {
@@ -92,9 +102,11 @@ describe('helm chart charts/lab', () => {
       .map((d) => d.name)
       .sort();
     expect(Object.keys(values.services).sort()).toEqual(packages);
-    expect(values.services.gateway.probes.liveness).toHaveProperty('httpGet');
+    // the probes' timing only: the chart fills in what they check on the ports it renders (chart-day-one.unit.test.ts)
+    const handlers = ['httpGet', 'grpc', 'tcpSocket', 'exec'];
     for (const [name, s] of Object.entries<any>(values.services)) {
-      if (name !== 'gateway') expect([name, s.probes.liveness]).toEqual([name, expect.objectContaining({ grpc: { port: s.port } })]);
+      expect([name, Object.keys(s.probes).sort()]).toEqual([name, ['liveness', 'readiness', 'startup']]);
+      for (const p of Object.values<Record<string, unknown>>(s.probes)) expect([name, Object.keys(p).filter((k) => handlers.includes(k))]).toEqual([name, []]);
     }
   });
 
