@@ -7,7 +7,8 @@
 // Prints MiB/s of the writes and reads (median), and the RSS: before, its peak while
 // writing and reading, after. Needs the build (npm run build); run it with the
 // stack's Node.js (npm exec -- node bench/file-store.mjs). BENCH_STORES picks
-// stores (postgres,pglite,filesystem).
+// stores (postgres,pglite,filesystem): one at a time gives each store's RSS alone,
+// as the stores run one after another in this process.
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -35,7 +36,9 @@ const expected = (() => {
 })();
 
 let peak = 0;
-const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 20);
+const sample = () => (peak = Math.max(peak, process.memoryUsage.rss()));
+// PGlite runs its statements on this thread: the timer's samples may all fall between them, hence also one after each step
+const sampler = setInterval(sample, 20);
 
 async function tablesIn(db) {
   const ddl = await readFile(new URL('../services/jobs/migrations/007_stored_files.sql', import.meta.url), 'utf8');
@@ -54,6 +57,7 @@ async function measure(name, store) {
     const key = `bench/${newId()}.bin`;
     let t = performance.now();
     const stored = await store.put(key, source());
+    sample();
     writes.push(FILE_BYTES / MiB / ((performance.now() - t) / 1000));
     if (stored.size !== FILE_BYTES || stored.sha256 !== expected) throw new Error(`${name}: stored ${stored.size} bytes, ${stored.sha256}`);
     t = performance.now();
@@ -64,6 +68,7 @@ async function measure(name, store) {
       h.update(b);
       size += b.length;
     }
+    sample();
     reads.push(FILE_BYTES / MiB / ((performance.now() - t) / 1000));
     if (size !== FILE_BYTES || h.digest('hex') !== expected) throw new Error(`${name}: read ${size} bytes`);
     await store.remove([key]);
