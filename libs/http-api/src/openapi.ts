@@ -710,17 +710,18 @@ const redirect = (description: string) => ({ status: '302', description, headers
 const OAUTH_AUTHORIZE_PAGES: Op = {
   successStatus: '200',
   successDescription:
-    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error and state.',
+    'HTML sign-in and consent pages; an error before client_id and redirect_uri are known good is a page (400), after that a 302 to redirect_uri with error, state and iss (RFC 9207). ' +
+    'A consent form is single use: posted again (allow or deny, to any replica) it is a 403 page.',
   successContentType: HTML,
   successSchema: { type: 'string' },
   bodyType: 'application/x-www-form-urlencoded',
   body: { type: 'object', additionalProperties: { type: 'string' } },
   ownErrors: true,
   extraStatuses: [
-    redirect('to redirect_uri with code and state, or with error and state'),
+    redirect('to redirect_uri with code, state and iss, or with error, error_description, state and iss (iss: the issuer, RFC 9207)'),
     page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
     page('401', 'the sign-in page again: wrong email or password'),
-    page('403', 'the page of a refused request (a stale form, a user of no organisation)'),
+    page('403', 'the page of a refused request (a stale form, a consent form already used, a user of no organisation)'),
     page('429', 'too many sign-in attempts from this address'),
     page('413', 'the form is over its limit (64 KB)'),
     page('503', 'the identity service is unavailable'),
@@ -780,7 +781,8 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     successStatus: '201',
     successDescription:
       'RFC 7591 dynamic registration of a public client: {client_id, client_id_issued_at, client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method: none, scope}. ' +
-      'redirect_uris: https, or http on localhost/127.0.0.1; scope: read; 10 a minute and 60 an hour per client address (429)',
+      'redirect_uris: https, or http on localhost/127.0.0.1, without fragment, backslash or control character; answered (and matched) as parsed and normalised ' +
+      '(host lowercased, default port and dot segments removed); scope: read; 10 a minute and 60 an hour per client address (429)',
     successSchema: REGISTERED_CLIENT,
     body: {
       type: 'object',
@@ -805,8 +807,10 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
   authorize: {
     ...OAUTH_AUTHORIZE_PAGES,
     successDescription:
-      'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code and state. ' +
+      'HTML sign-in and consent pages (organisation chosen at consent), then a 302 to redirect_uri with code, state and iss (RFC 9207). ' +
       'Query: response_type=code, client_id, redirect_uri, code_challenge and code_challenge_method=S256 (required), state, scope (read), resource (the MCP function URL). ' +
+      'The clients here registered themselves, so an invalid request is a 400 page, never a redirect (RFC 9700 4.11.2); only once the user has signed in and decided ' +
+      'do errors (access_denied...) go back to redirect_uri with error, state and iss. A consent form is single use: posted again it is a 403 page. ' +
       "POST: the pages' forms (application/x-www-form-urlencoded).",
   },
   token: {
@@ -919,6 +923,10 @@ const OAUTH_METADATA: Json = {
     registration_endpoint: { type: 'string', format: 'uri' },
     authorization_servers: { type: 'array', items: { type: 'string', format: 'uri' } },
     scopes_supported: { type: 'array', items: { type: 'string' } },
+    authorization_response_iss_parameter_supported: {
+      type: 'boolean',
+      description: 'RFC 9207: true; every authorization response (code or error) carries iss, the issuer',
+    },
   },
 };
 
