@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { DomainError, metrics, OutageLog, type Logger } from '@lab/kit';
@@ -48,18 +49,26 @@ const UNBOUNDED = 2 ** 31 - 1;
 /**
  * Password attempts, counted alike at every door that takes an email and a
  * password (the token endpoint's password grant, the OAuth sign-in form, the
- * re-entered password of a signature), in three budgets that heal with time
- * rather than lock an account:
+ * re-entered password of a signature), in budgets that heal with time rather
+ * than lock an account:
  * - per account and client address: guesses from one place at one account. This
  *   is the one a user meets; an attacker elsewhere does not spend it.
  * - per client address, over every account: one place spraying many accounts.
- * - per account, over every address: many places at one account; six times the
- *   first, so locking a user out takes many addresses, not a script.
+ * - per account, over every address: many places at one account. Spent, it does
+ *   not refuse the account: it shrinks each address's budget at it to
+ *   `pairWhileSpent` in the hour. An address that was guessing is refused at
+ *   once, right password or not; an address that was not (the user's own, or a
+ *   fresh one) still has its few tries. So a flood keeps guessing to a few
+ *   attempts per address it brings, and cannot lock the user out (decision 050).
+ * Only attempts that were checked and failed stay counted: a refused attempt
+ * gives back what it counted in the other budgets (one address at one account
+ * cannot spend the account-wide budget), and so does the right password.
  */
 const SIGN_IN_LIMITS = {
   pair: { per_minute: 10, per_hour: 100 },
   address: { per_minute: 30, per_hour: 300 },
   account: { per_minute: 60, per_hour: 600 },
+  pairWhileSpent: { per_minute: 3, per_hour: 3 },
 };
 /**
  * Password attempts are counted per bucket of the normalised e-mail address (and
@@ -74,11 +83,6 @@ const SIGN_IN_LIMITS = {
 export const SIGN_IN_BUCKETS = 2 ** 18;
 const normalised = (email: string) => email.trim().toLowerCase();
 export const signInKey = (email: string): string => bucketKey('sign-in', normalised(email), SIGN_IN_BUCKETS);
-const signInKeys = (email: string, address: string): [string, Limits][] => [
-  [bucketKey('sign-in-pair', `${normalised(email)}\n${address}`, SIGN_IN_BUCKETS), SIGN_IN_LIMITS.pair],
-  [bucketKey('sign-in-address', address, SIGN_IN_BUCKETS), SIGN_IN_LIMITS.address],
-  [signInKey(email), SIGN_IN_LIMITS.account],
-];
 
 /**
  * The counter of an anonymous door's key: one of `buckets` by the key's SHA-256,
@@ -91,25 +95,69 @@ export function bucketKey(prefix: string, value: string, buckets: number): strin
 }
 
 /**
- * A password check counted against its budgets before it runs (429 past any). A
- * check identity refused for lack of capacity (503: too many checks pending,
- * nothing was checked) gives its counts back: in someone else's flood a user
- * retrying the busy answer must not spend their own budget.
+ * The client address as the sign-in budgets count it: an IPv6 address by its
+ * /64, the block one host or one customer line is given. Counted per address, a
+ * host could take a fresh budget per attempt from its own /64 (2^64 of them).
+ * An IPv4 address, also one written IPv4-mapped, is itself.
  */
-export async function countedSignIn<T>(
-  limiter: RateLimiter,
-  who: { email: string; address: string },
-  check: () => Promise<T>,
-  opts: { freeWhenRight?: boolean } = {},
-): Promise<T> {
-  const keys = signInKeys(who.email, who.address);
-  const counted = await Promise.allSettled(keys.map(([key, limits]) => limiter.consume(key, limits, 'other')));
-  const refused = counted.find((r) => r.status === 'rejected');
-  if (refused) throw refused.reason;
-  const giveBack = () => Promise.all(keys.map(([key]) => limiter.refund(key)));
+function signInAddress(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  const bare = address.split('%')[0]!;
+  if (isIP(bare) !== 6) return address;
+  const groups = (part: string) => (part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : []);
+  const [head = '', tail] = bare.split('::');
+  const h = groups(head);
+  const t = tail === undefined ? [] : groups(tail);
+  const all = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  return `${all
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
+}
+
+/**
+ * A password check counted against its budgets before it runs (429 past any).
+ * Counts are given back when nothing was guessed: the attempt was refused here,
+ * identity refused it for lack of capacity (503: too many checks pending,
+ * nothing was checked; in someone else's flood a user retrying the busy answer
+ * must not spend their own budget), or the password was right (signing a dozen
+ * entries in a minute, or signing in, must not use up the user's budget).
+ */
+export async function countedSignIn<T>(limiter: RateLimiter, who: { email: string; address: string }, check: () => Promise<T>): Promise<T> {
+  const email = normalised(who.email);
+  const address = signInAddress(who.address);
+  const pair = bucketKey('sign-in-pair', `${email}\n${address}`, SIGN_IN_BUCKETS);
+  const counted: string[] = [];
+  const giveBack = () => Promise.all(counted.map((key) => limiter.refund(key)));
+  // the account's budget first: spent, it sets this address's budget at the account
+  const account = signInKey(email);
+  const accountSpent = await limiter.consume(account, SIGN_IN_LIMITS.account, 'other').then(
+    () => {
+      counted.push(account);
+      return false;
+    },
+    (err: unknown) => {
+      if (err instanceof RateLimitedError) return true;
+      throw err;
+    },
+  );
+  const others: [string, Limits][] = [
+    [pair, accountSpent ? SIGN_IN_LIMITS.pairWhileSpent : SIGN_IN_LIMITS.pair],
+    [bucketKey('sign-in-address', address, SIGN_IN_BUCKETS), SIGN_IN_LIMITS.address],
+  ];
+  const results = await Promise.allSettled(others.map(([key, limits]) => limiter.consume(key, limits, 'other')));
+  results.forEach((r, i) => {
+    if (r.status === 'fulfilled') counted.push(others[i]![0]);
+  });
+  const refused = results.find((r) => r.status === 'rejected');
+  if (refused) {
+    await giveBack();
+    throw refused.reason;
+  }
   try {
     const passed = await check();
-    if (opts.freeWhenRight) await giveBack();
+    await giveBack();
     return passed;
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unavailable') await giveBack();

@@ -20,6 +20,9 @@ afterAll(async () => {
 const grant = (email: string, pw: string, from?: string) =>
   call(stack.url, 'POST', '/auth/v1/token', { body: { grant_type: 'password', email, password: pw }, headers: from ? { 'x-forwarded-for': from } : {} });
 
+/** How many of `statuses` are each status, e.g. { 400: 60, 429: 20 }. */
+const tally = (statuses: number[]) => statuses.reduce<Record<number, number>>((t, s) => ({ ...t, [s]: (t[s] ?? 0) + 1 }), {});
+
 /** Keys of the shared Redis that contain `mark` (none to look at with counters in memory). */
 async function redisKeysWith(mark: string): Promise<string[] | undefined> {
   if (!process.env.REDIS_URL) return undefined;
@@ -38,7 +41,7 @@ describe('POST /app/v1/experiments/{id}/sign', () => {
     const email = `sign-throttle-${randomUUID()}@example.test`;
     const user = await stack.admin.createUser({ email, password, name: 'Signer' });
     await stack.admin.putMember(orgId, user.id, 'researcher');
-    const session = await grant(email, password); // the first attempt of the minute
+    const session = await grant(email, password); // right: not counted
     expect(session.status).toBe(200);
     const pat = (await stack.admin.createPat(user.id, { scopes: ['write'], org_id: orgId })).token;
     const exp = await call(stack.url, 'POST', '/v1/experiments', { token: pat, body: { title: 'to sign' } });
@@ -50,7 +53,7 @@ describe('POST /app/v1/experiments/{id}/sign', () => {
         headers: { 'x-org-id': orgId },
       });
 
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 10; i++) {
       const wrong = await sign(`wrong guess ${i}`);
       expect([wrong.status, wrong.body.error.code]).toEqual([403, 'invalid_password']);
     }
@@ -127,13 +130,79 @@ describe('sign-in budgets', () => {
     expect(answers[30]).toBe(429);
   });
 
-  it('many addresses at one account are stopped too, well past what one user mistypes', async () => {
+  it('many addresses at one account are slowed too, well past what one user mistypes: then 3 tries an address', async () => {
     const email = `distributed-${randomUUID()}@example.test`;
     await stack.admin.createUser({ email, password, name: 'Target' });
     const answers: number[] = [];
-    for (let i = 0; i < 61; i++) answers.push((await grant(email, `guess ${i}`, `192.0.2.${i + 1}`)).status);
-    expect(answers.filter((s) => s === 429)).toEqual([429]);
-    expect(answers[60]).toBe(429);
+    for (let i = 0; i < 60; i++) answers.push((await grant(email, `guess ${i}`, `192.0.2.${i + 1}`)).status);
+    expect(tally(answers)).toEqual({ 400: 60 });
+    // the account's 60 a minute are spent: each address has 3 tries at it in the hour, those it made already included
+    const more: number[] = [];
+    for (let i = 0; i < 4; i++) more.push((await grant(email, `more ${i}`, '192.0.2.100')).status);
+    expect(more).toEqual([400, 400, 400, 429]);
+    const again: number[] = [];
+    for (let i = 0; i < 3; i++) again.push((await grant(email, `again ${i}`, '192.0.2.1')).status);
+    expect(again).toEqual([400, 400, 429]);
+  });
+
+  it('counts an IPv6 client by its /64: a host cannot take a fresh budget per address', async () => {
+    const email = `six-${randomUUID()}@example.test`;
+    await stack.admin.createUser({ email, password, name: 'Target' });
+    const answers: number[] = [];
+    for (let i = 0; i < 11; i++) answers.push((await grant(email, `guess ${i}`, `2001:db8:1:2::${(i + 1).toString(16)}`)).status);
+    expect(answers).toEqual([...Array<number>(10).fill(400), 429]);
+    expect((await grant(email, password, '2001:db8:1:3::1')).status).toBe(200);
+  });
+});
+
+/** 80 wrong passwords at `email`, from 8 addresses in turn (10 each), as a distributed guesser sends them; their statuses. */
+async function flood(email: string, addresses = 8, perAddress = 10): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < addresses * perAddress; i++) statuses.push((await grant(email, `guess ${i}`, `203.0.113.${150 + (i % addresses)}`)).status);
+  return statuses;
+}
+
+// 80 wrong passwords from 8 addresses spent the account's budget over every address
+// (60 a minute), and then the user's right password got 429 wherever it came from:
+// anyone who knew the e-mail could keep its owner from signing in and from signing.
+describe('a flood of wrong passwords at one account', () => {
+  it('does not keep the user out: their right password signs in and signs an experiment from their address, and from a fresh one', async () => {
+    const email = `flooded-${randomUUID()}@example.test`;
+    const user = await stack.admin.createUser({ email, password, name: 'Flooded' });
+    await stack.admin.putMember(orgId, user.id, 'researcher');
+    const home = '198.51.100.80';
+    const session = await grant(email, password, home);
+    expect(session.status).toBe(200);
+    const pat = (await stack.admin.createPat(user.id, { scopes: ['write'], org_id: orgId })).token;
+    const exp = await call(stack.url, 'POST', '/v1/experiments', { token: pat, body: { title: 'signed under fire' } });
+    expect(exp.status).toBe(201);
+
+    const flooded = await flood(email);
+
+    expect((await grant(email, password, home)).status).toBe(200);
+    const signed = await call(stack.url, 'POST', `/app/v1/experiments/${exp.body.data.id}/sign`, {
+      token: session.body.access_token,
+      body: { password },
+      headers: { 'x-org-id': orgId, 'x-forwarded-for': home },
+    });
+    expect(signed.status).toBe(200);
+    expect((await grant(email, password, '198.51.100.81')).status).toBe(200);
+    // of the guesser's 80 attempts, the account's 60 a minute were checked and the rest refused, as before
+    expect(tally(flooded)).toEqual({ 400: 60, 429: 20 });
+  });
+
+  it('keeps guessing limited: the flooding addresses get 429 even for the right password, a fresh address 3 tries', async () => {
+    const email = `guessed-${randomUUID()}@example.test`;
+    await stack.admin.createUser({ email, password, name: 'Guessed' });
+    expect(tally(await flood(email))).toEqual({ 400: 60, 429: 20 });
+    // a guesser learns nothing at an address that flooded
+    for (let a = 0; a < 8; a++) expect((await grant(email, password, `203.0.113.${150 + a}`)).status).toBe(429);
+    // a fresh address, while the account's budget is spent: three passwords are checked, then 429 whatever is sent
+    const fresh = '198.51.100.90';
+    const tries: number[] = [];
+    for (let i = 0; i < 3; i++) tries.push((await grant(email, `another guess ${i}`, fresh)).status);
+    tries.push((await grant(email, password, fresh)).status);
+    expect(tries).toEqual([400, 400, 400, 429]);
   });
 });
 

@@ -34,8 +34,8 @@ export async function tokenGrant(ctx: Ctx, deps: Deps): Promise<Reply> {
  * sign-in budgets (those the token endpoint and the OAuth form count on), 429
  * rate_limited past them. Unthrottled, a stolen session token would
  * let its holder guess the password at the token's request rate. A right password
- * gives its count back: signing is routine work, and a researcher signing a dozen
- * entries in a minute must not lock their own sign-in.
+ * gives its count back (countedSignIn): signing is routine work, and a researcher
+ * signing a dozen entries in a minute must not lock their own sign-in.
  */
 export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   const id = recordId(ctx.params);
@@ -46,13 +46,8 @@ export async function signExperiment(ctx: Ctx, deps: Deps): Promise<Reply> {
   let user;
   try {
     user = await idc.call('getUser', { user_id: p.user_id! }, caller);
-    await countedSignIn(
-      deps.limiter,
-      { email: user.email, address: clientAddress(ctx.req) },
-      () => idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller),
-      {
-        freeWhenRight: true,
-      },
+    await countedSignIn(deps.limiter, { email: user.email, address: clientAddress(ctx.req) }, () =>
+      idc.call('verifyPassword', { user_id: p.user_id!, password: b.password }, caller),
     );
   } catch (err) {
     if (err instanceof DomainError && err.kind === 'unauthenticated') {
