@@ -3,7 +3,7 @@ import { rm } from 'node:fs/promises';
 import { sql } from 'drizzle-orm';
 import { createLogger, migrate, openDatabase, type Database, type ServiceDeps } from '@lab/kit';
 import { definition } from '@lab/identity';
-import { expiredTokens, purgeExpiredTokens } from '../src/retention';
+import { expiredTokens, purgeExpiredTokens, purgeUsedForms } from '../src/retention';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
 
 /** used only when no DATABASE_URL is set (embedded PGlite) */
@@ -105,6 +105,15 @@ describe('identity retention', () => {
     const purged = await purgeExpiredTokens(db, 3);
     expect(purged).toBeGreaterThanOrEqual(7);
     expect(await present('tokens', [...expired, live])).toEqual([live]);
+  });
+
+  it('forgets a spent consent form once it has expired, and keeps one still live', async () => {
+    const [expired, live] = [randomUUID(), randomUUID()];
+    await db.rows(sql`insert into identity.oauth_used_forms (form_id, expires_at)
+      values (${expired}, now() - interval '1 minute'), (${live}, now() + interval '10 minutes')`);
+    expect(await purgeUsedForms(db)).toBeGreaterThanOrEqual(1);
+    const left = await db.rows<{ form_id: string }>(sql`select form_id from identity.oauth_used_forms where form_id in (${expired}, ${live})`);
+    expect(left.map((r) => r.form_id)).toEqual([live]);
   });
 
   it('lets the partial expiry index serve the token purge', async () => {
