@@ -532,8 +532,12 @@ const ADMIN_SUCCESS: Record<AdminAction, { status: string; description: string }
   updateOrg: { status: '200', description: 'organisation' },
   createDepartment: { status: '201', description: 'department {id, org_id, name}' },
   createUser: { status: '201', description: 'user {id, email, name}' },
-  putMember: { status: '200', description: 'membership {org_id, user_id, role, department_id}' },
-  deleteMember: { status: '204', description: 'membership removed' },
+  putMember: {
+    status: '200',
+    description:
+      "membership {org_id, user_id, role, department_id}; a lowered role (one that may do less) revokes the user's OAuth grants in the organisation, with their tokens",
+  },
+  deleteMember: { status: '204', description: "membership removed, and the user's OAuth grants in the organisation revoked with their tokens" },
   createApiKey: { status: '201', description: 'API key {id, token, scopes, user_id}; the token is shown only here' },
   createPat: { status: '201', description: 'personal access token {id, token, scopes, org_id}; the token is shown only here' },
   revokeToken: { status: '204', description: 'token revoked; it stops working at once' },
@@ -722,7 +726,7 @@ const OAUTH_AUTHORIZE_PAGES: Op = {
     page('400', 'an invalid request the page explains (unknown client, redirect_uri not registered)'),
     page('401', 'the sign-in page again: wrong email or password'),
     page('403', 'the page of a refused request (a stale form, a consent form already used, a user of no organisation)'),
-    page('429', 'too many sign-in attempts from this address'),
+    page('429', 'too many sign-in attempts from this address (see the token endpoint)'),
     page('413', 'the form is over its limit (64 KB)'),
     page('503', 'the identity service is unavailable'),
   ],
@@ -836,7 +840,10 @@ const IDP_OAUTH_OPS: Record<'register' | 'authorize' | 'token', Op> = {
     },
     bodyRequired: true,
     extraStatuses: [
-      oauthError('400', 'invalid_request, invalid_grant, invalid_scope or invalid_target'),
+      oauthError(
+        '400',
+        "invalid_request, invalid_grant (also a grant ended by the user's removal from the organisation or a lowered role), invalid_scope or invalid_target",
+      ),
       oauthError('413', 'invalid_request: the body is over its limit'),
       oauthError('401', 'invalid_client'),
       oauthError('503', 'temporarily_unavailable'),
@@ -905,7 +912,10 @@ const OAUTH_TOKEN: Op = {
   bodyRequired: true,
   ownErrors: true,
   extraStatuses: [
-    tokenError('400', 'invalid_request, invalid_grant, unsupported_grant_type, invalid_scope or invalid_target'),
+    tokenError(
+      '400',
+      "invalid_request, invalid_grant (also a grant ended by the user's removal from the organisation or a lowered role), unsupported_grant_type, invalid_scope or invalid_target",
+    ),
     { ...tokenError('401', 'invalid_client (with WWW-Authenticate: Basic)'), headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } },
     tokenError('413', 'invalid_request: the body is over its limit'),
     tokenError('503', 'temporarily_unavailable'),
@@ -1232,7 +1242,9 @@ function describe(route: Route): Op {
           { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
           {
             status: '429',
-            description: 'too many password attempts for this account or from this address',
+            description:
+              'too many password attempts from this address, at this account or at all (the right password too); ' +
+              'while the account has had too many from everywhere, each address has 3 tries at it in the hour',
             schema: okSchema('Error'),
             headers: { 'Retry-After': ref('headers', 'Retry-After') },
           },
