@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { startBalancer, type Balancer } from '../../src/balancer';
 import { startCluster, type Cluster } from '../../src/cluster';
 import { waitFor } from '../../src/waits';
-import { describeFault, query, request, seedOrg } from './support';
+import { describeFault, query, seedOrg, type Answer } from './support';
 
 /**
  * A rollout of every component under load, as Kubernetes does it: two replicas of
@@ -97,6 +97,30 @@ describeFault('a rolling restart of every component behind a lagging balancer', 
     expect(outcome.failures.slice(0, 20)).toEqual([]);
     expect(outcome.failures.length).toBe(0);
   });
+
+  /** One request through the balancer; a request without an answer is status 0 with its cause (refused, reset). */
+  async function request(
+    base: string,
+    method: string,
+    path: string,
+    opts: { token: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<Answer> {
+    const headers: Record<string, string> = { authorization: `Bearer ${opts.token}`, ...opts.headers };
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    try {
+      const res = await fetch(`${base}${path}`, {
+        method,
+        headers,
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        signal: AbortSignal.timeout(10_000),
+      });
+      const text = await res.text();
+      return { status: res.status, body: res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : undefined, text };
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      return { status: 0, body: undefined, text: '', error: `${(err as Error).message}: ${cause?.code ?? cause?.message ?? 'no cause'}` };
+    }
+  }
 
   /**
    * WRITERS clients creating samples (each with an Idempotency-Key of its own) and
