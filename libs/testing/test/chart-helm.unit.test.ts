@@ -177,11 +177,41 @@ describe('charts/lab through helm', () => {
         '--set',
         'networkPolicy.dataStores.postgres.cidrs[0]=10.0.0.0/8',
       ]),
+      // the operator's settings: native preStop sleep, pod settings, extra egress, a pinned image from a mirror
+      render('lab', [
+        '--set',
+        'lifecycle.preStopMode=native',
+        '--set-json',
+        'tolerations=[{"key":"dedicated","operator":"Equal","value":"lab","effect":"NoSchedule"}]',
+        '--set-json',
+        'topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"}]',
+        '--set-json',
+        'services.jobs.nodeSelector={"pool":"batch"}',
+        '--set',
+        'priorityClassName=lab-high',
+        '--set-json',
+        'networkPolicy.extraEgress=[{"to":[{"ipBlock":{"cidr":"10.20.0.0/16"}}],"ports":[{"protocol":"TCP","port":8443}]}]',
+        '--set',
+        'global.imageRegistry=mirror.corp',
+        '--set',
+        `image.digest=sha256:${'0'.repeat(64)}`,
+      ]),
     ]);
     const all = [objects, prod, ...variants];
     for (const set of all) expect(invalid(set)).toEqual([]);
     const kinds = new Set(all.flat().map((o) => o.kind));
-    for (const k of ['ConfigMap', 'Deployment', 'Service', 'NetworkPolicy', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'Job', 'Ingress', 'Pod'])
+    for (const k of [
+      'ConfigMap',
+      'Deployment',
+      'Service',
+      'NetworkPolicy',
+      'PodDisruptionBudget',
+      'HorizontalPodAutoscaler',
+      'Job',
+      'Ingress',
+      'Pod',
+      'ServiceAccount',
+    ])
       expect(kinds).toContain(k);
   });
 
