@@ -32,6 +32,21 @@ export const commonEnv = z.object({
   /** PostgreSQL URL of this service's database; unset means embedded PGlite. */
   DATABASE_URL: z.url().optional(),
   DATABASE_POOL_SIZE: envInt(10, 1, 200),
+  /**
+   * Repeated statements as named (prepared) statements: "false" behind a
+   * transaction-mode pooler without protocol-level prepared statements
+   * (PgBouncer before 1.21), where a name prepared on one server connection is
+   * unknown to the next transaction's (db.ts).
+   */
+  DATABASE_PREPARED_STATEMENTS: z
+    .enum(['true', 'false'], { error: 'must be "true" or "false"' })
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
+   * PostgreSQL itself when DATABASE_URL is a pooler: migrations run there, on
+   * one connection of their own (db.ts migrate). Unset: DATABASE_URL.
+   */
+  DATABASE_DIRECT_URL: z.url().optional(),
   /** RabbitMQ URL; unset means the in-process bus (standalone mode only). */
   AMQP_URL: z.string().optional(),
   /** Topic exchange for domain and audit events. */

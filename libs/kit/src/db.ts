@@ -179,23 +179,48 @@ export async function rows<T>(exec: Executor, q: SQL): Promise<T[]> {
 }
 
 export interface OpenDatabaseOptions {
-  /** PostgreSQL URL; unset means embedded PGlite in dataDir */
+  /** PostgreSQL URL (the server, or a pooler in front of it); unset means embedded PGlite in dataDir */
   url?: string;
   dataDir?: string;
   poolSize?: number;
   /** application_name on the server, for pg_stat_activity */
   name?: string;
+  /**
+   * Repeated statements as named (prepared) statements (DATABASE_PREPARED_STATEMENTS,
+   * default true). False behind a transaction-mode pooler without protocol-level
+   * prepared statements (PgBouncer before 1.21): a statement prepared on one server
+   * connection is unknown on the next transaction's, so every statement goes
+   * unnamed, parsed and planned on each call.
+   */
+  preparedStatements?: boolean;
 }
 
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<Database> {
-  return opts.url ? openPg(opts.url, opts.poolSize ?? 10, opts.name ?? 'lab') : openEmbedded(opts.dataDir ?? './data');
+  return opts.url ? openPg(opts.url, opts.poolSize ?? 10, opts.name ?? 'lab', opts.preparedStatements ?? true) : openEmbedded(opts.dataDir ?? './data');
 }
 
-function openPg(url: string, max: number, name: string): Database {
+/**
+ * Every connection's session in UTC: the JSON the database builds from rows
+ * (row_to_json) writes timestamps in the session's time zone. Set with a SET on
+ * each new connection rather than the startup packet's `options`, which a
+ * pooler refuses (PgBouncer 1.18: "unsupported startup parameter") or, told to
+ * ignore it, drops silently. TimeZone is one of the parameters PgBouncer tracks
+ * per client: it reapplies the client's value to whichever server connection a
+ * transaction gets, so the SET holds behind a transaction-mode pooler as well.
+ */
+const sessionInUtc = async (client: pg.ClientBase): Promise<void> => {
+  await client.query(`set timezone to 'UTC'`);
+};
+
+function openPg(url: string, max: number, name: string, preparedStatements: boolean): Database {
   const pool = new pg.Pool({
     connectionString: url,
     max,
     application_name: name,
+    // pg-pool waits for the hook's promise before it hands the connection out (and
+    // drops the connection if it rejects); @types/pg types the hook as void
+    // eslint-disable-next-line @typescript-eslint/no-misused-promises
+    onConnect: sessionInUtc,
     // Fail fast while the server is away, so callers answer 503 instead of hanging.
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
@@ -205,7 +230,6 @@ function openPg(url: string, max: number, name: string): Database {
     // of by the next query's retransmissions
     keepAlive: true,
     keepAliveInitialDelayMillis: 30_000,
-    options: '-c TimeZone=UTC',
     // statements sent without waiting for the previous answer where a transaction
     // allows it (pipelinedTx); one statement at a time behaves as without it
     pipeline: true,
@@ -225,7 +249,7 @@ function openPg(url: string, max: number, name: string): Database {
     },
     max,
   });
-  prepareRepeatedStatements(pool);
+  nameStatements(pool, preparedStatements);
   // statements outside transactions (drizzle's only use of its client is query)
   const reads = new SharedReads(pool);
   const orm = drizzlePg({ query: (config: unknown, values?: unknown) => reads.query(config, values) } as unknown as pg.Pool) as unknown as Orm;
@@ -328,21 +352,33 @@ export class StatementNames {
 type QueryFn = (config: unknown, values?: unknown, callback?: unknown) => unknown;
 
 /**
- * Names the parameterised statements of every connection of the pool (what
- * drizzle sends, inside transactions too). Statements without parameters are
- * left alone: they may hold several commands, which a prepared statement cannot.
+ * What a query config is given as its statement name: with prepared statements,
+ * the parameterised statements seen repeatedly get one (StatementNames; those
+ * without parameters are left alone: they may hold several commands, which a
+ * prepared statement cannot); without, none at all, a name given by the caller
+ * (drizzle's `.prepare(name)`) dropped too, so nothing can reach a pooler that
+ * would send it to a server connection that never prepared it.
  */
-function prepareRepeatedStatements(pool: pg.Pool): void {
+export function statementNaming(preparedStatements: boolean): (config: { text?: unknown; name?: unknown }, values: unknown) => string | undefined {
+  if (!preparedStatements) return () => undefined;
   const names = new StatementNames();
+  return (c, values) => {
+    if (c.name !== undefined) return c.name as string;
+    return typeof c.text === 'string' && Array.isArray(values) && values.length > 0 ? names.nameFor(c.text) : undefined;
+  };
+}
+
+/** Gives every query config of the pool's connections (what drizzle sends, inside transactions too) its statement name. */
+function nameStatements(pool: pg.Pool, preparedStatements: boolean): void {
+  const nameOf = statementNaming(preparedStatements);
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as QueryFn;
     (client as unknown as { query: QueryFn }).query = (config, values, callback) => {
-      if (config && typeof config === 'object' && Array.isArray(values) && values.length > 0) {
+      // a plain config object (not a Query a caller built: that one is sent as it is)
+      if (config && typeof config === 'object' && typeof (config as { submit?: unknown }).submit !== 'function') {
         const c = config as { text?: unknown; name?: unknown };
-        if (typeof c.text === 'string' && c.name === undefined) {
-          const name = names.nameFor(c.text);
-          if (name !== undefined) return query({ ...c, name }, values, callback);
-        }
+        const name = nameOf(c, values);
+        if (name !== c.name) return query({ ...c, name }, values, callback);
       }
       return query(config, values, callback);
     };
@@ -405,9 +441,25 @@ async function openEmbedded(dataDir: string): Promise<Database> {
 /**
  * Applies the service's SQL migrations (files `NNN_name.sql`, in name order) that
  * have not run yet, all in one transaction under an advisory lock on the schema,
- * so that replicas starting together migrate exactly once.
+ * so that replicas starting together migrate exactly once. The lock is
+ * transaction-scoped (a session lock would stay on whichever server connection a
+ * transaction-mode pooler gave, after the pooler moved on) and every name is
+ * schema-qualified (no search_path), so this runs through a pooler as well.
+ *
+ * With `direct.url` (DATABASE_DIRECT_URL: PostgreSQL itself when `db` goes
+ * through a pooler) it runs on one connection of its own there, closed after:
+ * DDL that waits for its lock or rewrites a table holds no pooled connection
+ * and is not cut by the pooler's query and transaction timeouts.
  */
-export async function migrate(db: Database, schema: string, dir: string): Promise<string[]> {
+export async function migrate(db: Database, schema: string, dir: string, direct?: { url?: string; name?: string }): Promise<string[]> {
+  if (direct?.url && db.kind === 'pg') {
+    const own = openPg(direct.url, 1, direct.name ?? 'lab-migrate', false);
+    try {
+      return await migrate(own, schema, dir);
+    } finally {
+      await own.close();
+    }
+  }
   if (!/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`bad schema name ${schema}`);
   const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
   return db.rawTx(async (raw) => {

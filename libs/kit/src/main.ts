@@ -154,6 +154,8 @@ async function startServiceProcess(def: ServiceDefinition, log: Logger): Promise
     databaseUrl: cfg.DATABASE_URL,
     dataDir: cfg.LAB_DATA_DIR,
     poolSize: cfg.DATABASE_POOL_SIZE,
+    preparedStatements: cfg.DATABASE_PREPARED_STATEMENTS,
+    directDatabaseUrl: cfg.DATABASE_DIRECT_URL,
     grpcAddress: `${cfg.GRPC_HOST}:${cfg.GRPC_PORT}`,
     grpcMaxConnectionAgeMs: cfg.GRPC_MAX_CONNECTION_AGE_MS,
     outboxStopFlushMs: cfg.LAB_OUTBOX_STOP_FLUSH_MS,
@@ -209,7 +211,13 @@ export async function runMigrationsMain(def: Pick<ServiceDefinition, 'name' | 's
     process.exit(78);
   }
   try {
-    const db = await openDatabase({ url: cfg.DATABASE_URL, poolSize: 1, name: `${def.name}-migrate` });
+    // PostgreSQL itself when the service's URL is a pooler (DATABASE_DIRECT_URL)
+    const db = await openDatabase({
+      url: cfg.DATABASE_DIRECT_URL ?? cfg.DATABASE_URL,
+      poolSize: 1,
+      name: `${def.name}-migrate`,
+      preparedStatements: cfg.DATABASE_PREPARED_STATEMENTS,
+    });
     try {
       const applied = await migrate(db, def.schema, def.migrationsDir);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');

@@ -20,6 +20,10 @@ export interface ServiceEnv {
   databaseUrl?: string;
   dataDir: string;
   poolSize?: number;
+  /** named statements for repeated texts (DATABASE_PREPARED_STATEMENTS; OpenDatabaseOptions) */
+  preparedStatements?: boolean;
+  /** PostgreSQL itself when databaseUrl is a pooler: where migrations run (DATABASE_DIRECT_URL) */
+  directDatabaseUrl?: string;
   /** gRPC listen address, e.g. 0.0.0.0:50051 or 127.0.0.1:0 */
   grpcAddress: string;
   /** age after which a client's connection is closed, so it re-resolves (GrpcServerOptions) */
@@ -120,8 +124,14 @@ function housekeepingOf(def: ServiceDefinition, deps: ServiceDeps, receipts: Rec
  */
 export async function runService(def: ServiceDefinition, env: ServiceEnv): Promise<RunningService> {
   const log = env.log.child({ svc: def.name });
-  const db = await openDatabase({ url: env.databaseUrl, dataDir: env.dataDir, poolSize: env.poolSize, name: def.name });
-  const applied = await migrate(db, def.schema, def.migrationsDir);
+  const db = await openDatabase({
+    url: env.databaseUrl,
+    dataDir: env.dataDir,
+    poolSize: env.poolSize,
+    name: def.name,
+    preparedStatements: env.preparedStatements,
+  });
+  const applied = await migrate(db, def.schema, def.migrationsDir, { url: env.directDatabaseUrl, name: `${def.name}-migrate` });
   if (applied.length) log.info({ applied }, 'migrations applied');
   const receipts = new Receipts(db, def.schema, log);
   const outbox = new Outbox({ service: def.name, schema: def.schema, db, bus: env.bus, log, receipts, stopFlushMs: env.outboxStopFlushMs });

@@ -16,6 +16,7 @@ import {
   isUuid,
   newId,
   StatementNames,
+  statementNaming,
   Batcher,
   MemoryBus,
   createLogger,
@@ -198,6 +199,21 @@ describe('StatementNames', () => {
       names.nameFor(t);
       expect(names.nameFor(t)).toBeUndefined();
     }
+  });
+
+  test('without prepared statements (behind a transaction-mode pooler) names nothing, and drops a name given', () => {
+    const nameOf = statementNaming(false);
+    for (let i = 0; i < 3; i++) expect(nameOf({ text }, [1])).toBeUndefined();
+    expect(nameOf({ text, name: 'drizzle_prepared' }, [1])).toBeUndefined();
+  });
+
+  test('with prepared statements names a repeated parameterised text and keeps a name given', () => {
+    const nameOf = statementNaming(true);
+    expect(nameOf({ text }, [1])).toBeUndefined();
+    expect(nameOf({ text }, [1])).toMatch(/^lab_\d+$/);
+    expect(nameOf({ text: 'select 1' }, [])).toBeUndefined();
+    expect(nameOf({ text: 'select 1' }, [])).toBeUndefined();
+    expect(nameOf({ text, name: 'mine' }, [1])).toBe('mine');
   });
 
   test('stops naming at its bound, so server memory stays bounded', () => {

@@ -36,6 +36,12 @@ export interface ClusterOptions {
   /** extra environment per service name (or 'gateway'), the same for each of its replicas */
   serviceEnv?: Record<string, Record<string, string>>;
   databaseUrl?: string;
+  /**
+   * PostgreSQL itself when databaseUrl is a pooler (DATABASE_DIRECT_URL unless
+   * given): the cluster's database is created and dropped there, and the
+   * processes get it as their DATABASE_DIRECT_URL (where they migrate)
+   */
+  directDatabaseUrl?: string;
   amqpUrl?: string;
   redisUrl?: string;
   /** how long one process may take to log its ready line */
@@ -124,18 +130,25 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   if (!baseUrl || !amqpUrl) throw new Error('startCluster needs PostgreSQL and RabbitMQ (DATABASE_URL, AMQP_URL)');
   const redisUrl = opts.redisUrl ?? process.env.REDIS_URL;
   const startTimeoutMs = opts.startTimeoutMs ?? 30_000;
+  const directUrl = opts.directDatabaseUrl ?? process.env.DATABASE_DIRECT_URL;
+  // a database is created and dropped on the server, not through a pooler
+  const adminUrl = directUrl ?? baseUrl;
 
   const dbName = `lab_cluster_${randomBytes(5).toString('hex')}`;
-  await adminQuery(baseUrl, `create database ${dbName}`);
-  const dbUrl = new URL(baseUrl);
-  dbUrl.pathname = `/${dbName}`;
-  const databaseUrl = dbUrl.toString();
+  await adminQuery(adminUrl, `create database ${dbName}`);
+  const inCluster = (url: string) => {
+    const u = new URL(url);
+    u.pathname = `/${dbName}`;
+    return u.toString();
+  };
+  const databaseUrl = inCluster(baseUrl);
   const dataDir = await mkdtemp(join(tmpdir(), 'lab-cluster-'));
   const exchange = `lab.cluster.${randomBytes(4).toString('hex')}`;
   const operatorToken = `op_${randomBytes(24).toString('hex')}`;
   const common = {
     AMQP_URL: amqpUrl,
     DATABASE_URL: databaseUrl,
+    ...(directUrl ? { DATABASE_DIRECT_URL: inCluster(directUrl) } : {}),
     LAB_INTERNAL_SECRET: randomBytes(24).toString('hex'),
     LAB_EVENTS_EXCHANGE: exchange,
     // every process declares every queue, consumed in this cluster or not
@@ -204,7 +217,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       if (opts.rollouts) p.child?.kill('SIGINT');
       await stopped;
     }
-    await adminQuery(baseUrl, `drop database if exists ${dbName} with (force)`).catch(() => undefined);
+    await adminQuery(adminUrl, `drop database if exists ${dbName} with (force)`).catch(() => undefined);
     await rm(dataDir, { recursive: true, force: true });
     await deleteRunQueues(amqpUrl, exchange);
   };

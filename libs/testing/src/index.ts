@@ -1,6 +1,7 @@
 export * from './backing.js';
 export * from './stack.js';
 export * from './cluster.js';
+export * from './pgbouncer.js';
 export * from './service-harness.js';
 export * from './held-locks.js';
 export * from './reference-owners.js';

@@ -29,6 +29,12 @@ export interface GatewayOptions {
   /** PostgreSQL URL for the gateway's schema; unset means embedded PGlite in dataDir */
   databaseUrl?: string;
   dataDir: string;
+  /** connections of the gateway's pool (DATABASE_POOL_SIZE; default 10) */
+  poolSize?: number;
+  /** named statements for repeated texts (DATABASE_PREPARED_STATEMENTS) */
+  preparedStatements?: boolean;
+  /** PostgreSQL itself when databaseUrl is a pooler: where migrations run (DATABASE_DIRECT_URL) */
+  directDatabaseUrl?: string;
   /** Redis for rate counters shared across replicas; unset means in-memory counters */
   redisUrl?: string;
   bus: Bus;
@@ -73,8 +79,14 @@ const PURGE_EVERY_MS = 60 * 60_000;
 /** Starts the HTTP edge: schema, caches, cache invalidation, then the listener. */
 export async function startGateway(opts: GatewayOptions): Promise<RunningGateway> {
   const log = opts.log.child({ svc: 'gateway' });
-  const db = await openDatabase({ url: opts.databaseUrl, dataDir: opts.dataDir, name: 'gateway' });
-  const applied = await migrate(db, 'gateway', join(__dirname, '..', 'migrations'));
+  const db = await openDatabase({
+    url: opts.databaseUrl,
+    dataDir: opts.dataDir,
+    name: 'gateway',
+    poolSize: opts.poolSize,
+    preparedStatements: opts.preparedStatements,
+  });
+  const applied = await migrate(db, 'gateway', join(__dirname, '..', 'migrations'), { url: opts.directDatabaseUrl, name: 'gateway-migrate' });
   if (applied.length) log.info({ applied }, 'migrations applied');
 
   // a peer away: one line as it goes, one as it is back (each 5xx has its own line too)
