@@ -221,6 +221,8 @@ describe('charts/lab on day one', () => {
       const objs = await render(['--set', 'services.jobs.strategy.maxSurge=25%', '--set', 'strategy.maxSurge=2', '--set', 'database.maxConnections=200']);
       expect(named(objs, 'Deployment', 'lab-jobs')!.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: '25%' });
       expect(named(objs, 'Deployment', 'lab-notebook')!.spec.strategy.rollingUpdate).toEqual({ maxUnavailable: 0, maxSurge: 2 });
+      // a strategy that can replace nothing is refused
+      expect(await renderFails(['--set', 'services.audit.strategy.maxSurge=0%'])).toMatch(/services\.audit: strategy maxSurge and maxUnavailable are both 0/);
     });
 
     it('a preStop sleep (exec: the image has sleep; native on 1.30+) and a grace period longer than the whole stop', async () => {
