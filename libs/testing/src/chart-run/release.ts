@@ -461,7 +461,8 @@ export class ChartRelease {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.pods.map((p) => p.stop('SIGTERM', 10_000)));
+    // the processes drain first (LAB_SHUTDOWN_DRAIN_MS), as in a pod's grace period
+    await Promise.all(this.pods.map((p) => p.stop('SIGTERM', 30_000)));
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
