@@ -13,6 +13,8 @@
  *
  * CI (.ci/run) calls this same command with the variables unset.
  * Arguments after `npm test --` go to jest (e.g. a path to run one suite).
+ *
+ * Then, on a whole run, a second pass through PgBouncer (pooledSuites below).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, globSync, readFileSync } from 'node:fs';
@@ -65,6 +67,78 @@ const servers = [
     check: checkRedis,
   },
 ];
+
+/**
+ * The second pass: process-cluster suites that between them write, read (shared
+ * reads), group-commit, relay outboxes and migrate in every service but
+ * equipment, run again through PgBouncer in transaction mode in front of the
+ * same PostgreSQL, as production runs at scale (docs/operations.md, Pooler):
+ * DATABASE_URL the pooler, DATABASE_DIRECT_URL PostgreSQL itself (where they
+ * migrate), no named statements (PgBouncer 1.18 has no protocol-level prepared
+ * statements), and few server connections for all the cluster's pools. Debian's
+ * package is installed when missing, as root with apt-get; when it cannot be,
+ * the start says so and the run fails, as for a missing server. Only on a whole
+ * run: arguments after `npm test --` choose the suites.
+ */
+const pooledSuites = [
+  'libs/testing/test/faults/scale-out.e2e.test.ts',
+  'libs/testing/test/faults/kill9-keyed-writes.e2e.test.ts',
+  'libs/testing/test/faults/idempotency-race.e2e.test.ts',
+];
+const pgbouncerBinaries = ['pgbouncer', '/usr/sbin/pgbouncer'];
+/** Server connections per database (all of a cluster's processes share one database). */
+const pooledServerConnections = 20;
+
+/** The pgbouncer binary and its version, installed first when it is missing and can be: { binary, version, how } or { missing }. */
+function findPgBouncer() {
+  const version = (binary) => spawnSync(binary, ['--version'], { encoding: 'utf8' });
+  const installed = () => pgbouncerBinaries.find((b) => version(b).status === 0);
+  let binary = installed();
+  let how = 'installed';
+  if (!binary) {
+    if (process.getuid?.() !== 0 || !hasTool('apt-get'))
+      return { missing: 'pgbouncer is not installed, and installing it here needs root and apt-get (apt-get install -y pgbouncer)' };
+    console.log('npm test: installing PgBouncer: apt-get update && apt-get install -y pgbouncer');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    spawnSync('sh', ['-c', 'apt-get update -q && apt-get install -y -q pgbouncer'], { stdio: ['ignore', 'ignore', 'inherit'], env });
+    binary = installed();
+    if (!binary) return { missing: 'apt-get install -y pgbouncer did not install it' };
+    how = 'installed here';
+  }
+  return { binary, version: version(binary).stdout.split('\n')[0].trim(), how };
+}
+
+/** A free port on the loopback interface: PgBouncer's usual 6432 when nothing listens there. */
+async function poolerPort() {
+  if (!(await portOpen('127.0.0.1', 6432))) return 6432;
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The same database through the pooler. */
+function pooledUrl(url, port) {
+  const u = new URL(url);
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return u.toString();
+}
+
+/** Runs the pooled suites through a PgBouncer started for them (libs/testing, built by now). */
+async function pooledPass(env, port) {
+  const { startPgBouncer } = (await import('../libs/testing/dist/pgbouncer.js')).default;
+  const bouncer = await startPgBouncer({ upstreamUrl: env.DATABASE_URL, port, poolSize: pooledServerConnections });
+  try {
+    const url = pooledUrl(env.DATABASE_URL, port);
+    console.log(`npm test: through PgBouncer (${redact(url)}, transaction mode): ${pooledSuites.join(' ')}`);
+    const pooledEnv = { ...env, DATABASE_URL: url, DATABASE_DIRECT_URL: env.DATABASE_URL, DATABASE_PREPARED_STATEMENTS: 'false' };
+    return await run('jest', ['--runInBand', ...pooledSuites], pooledEnv);
+  } finally {
+    await bouncer.stop();
+  }
+}
 
 function portOpen(host, port) {
   return new Promise((resolve) => {
@@ -200,6 +274,21 @@ async function main() {
     }
   }
 
+  // the pooler of the second pass, in front of the PostgreSQL found; the budget suite needs it on any run
+  const wholeRun = process.argv.length <= 2;
+  let pooler;
+  if (env.DATABASE_URL) {
+    pooler = findPgBouncer();
+    if (pooler.missing) console.log(`  ${'PgBouncer'.padEnd(10)} NOT FOUND: ${pooler.missing}`);
+    else {
+      pooler.port = await poolerPort();
+      const then = wholeRun ? `; after the suites, ${pooledSuites.length} cluster suites again through it` : '';
+      console.log(
+        `  ${'PgBouncer'.padEnd(10)} ${redact(pooledUrl(env.DATABASE_URL, pooler.port))} (${pooler.version}, ${pooler.how}; transaction mode${then})`,
+      );
+    }
+  }
+
   // Without a local PostgreSQL and RabbitMQ, a Docker engine can still give them
   // (libs/testing's global setup starts testcontainers when both are unset).
   const containers = dockerAnswers() && !env.DATABASE_URL && !env.AMQP_URL ? missing.filter((s) => s.variable !== 'REDIS_URL') : [];
@@ -216,6 +305,17 @@ async function main() {
     console.log(`npm test: ${notRun.length} suites cannot run without ${absent.map((s) => s.name).join(' and ')}:`);
     for (const { suite, needs } of notRun) console.log(`  ${suite} (needs ${needs.join(', ')})`);
   }
+  // suites that start a PgBouncer of their own, and the pass through one
+  const lacking = absent.map((s) => s.name);
+  if (pooler?.missing) {
+    lacking.push('PgBouncer');
+    const needing = integrationSuites().filter(
+      (suite) => !notRun.some((n) => n.suite === suite) && /startPgBouncer/.test(readFileSync(path.join(root, suite), 'utf8')),
+    );
+    for (const suite of needing) notRun.push({ suite, needs: ['PgBouncer'] });
+    console.log(`npm test: ${needing.length} suites, and the pass through PgBouncer, cannot run without PgBouncer:`);
+    for (const suite of needing) console.log(`  ${suite} (needs PgBouncer)`);
+  }
 
   const build = await run('npm', ['run', 'build', '--silent'], env);
   if (build !== 0) return build;
@@ -226,12 +326,13 @@ async function main() {
   const ignoreArgs = ignore.length ? ['/node_modules/', '/dist/', ...ignore].map((p) => `--testPathIgnorePatterns=${p}`) : [];
   const jestEnv = { ...env, NODE_OPTIONS: `--experimental-vm-modules ${env.NODE_OPTIONS ?? ''}`.trim() };
   const code = await run('jest', ['--runInBand', ...process.argv.slice(2), ...ignoreArgs], jestEnv);
+  const pooledCode = wholeRun && pooler?.port && env.AMQP_URL ? await pooledPass(jestEnv, pooler.port) : 0;
 
-  if (notRun.length) {
-    console.log(`npm test: incomplete: ${notRun.length} suites were not run (no ${absent.map((s) => s.name).join(' or ')}); see the list at the start`);
-    return code || 1;
+  if (notRun.length || (wholeRun && pooler?.missing)) {
+    console.log(`npm test: incomplete: ${notRun.length} suites were not run (no ${lacking.join(' or ')}); see the list at the start`);
+    return code || pooledCode || 1;
   }
-  return code;
+  return code || pooledCode;
 }
 
 main().then(
