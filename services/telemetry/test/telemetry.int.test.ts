@@ -380,4 +380,30 @@ describe('devices, results, connectors', () => {
     bad.stream.end();
     expect((await failure(bad.response)).code).toBe('device_not_found');
   });
+
+  it('streams a raw file back to its organisation, to a key that may act for its device only', async () => {
+    const o = org();
+    const d = await register(o.key, { name: 'Reader', identifier: 'reader-1' });
+    const other = await register(o.key, { name: 'Other', identifier: 'other-1' });
+    const payload = Buffer.from(Array.from({ length: 1300 * 1024 }, (_, i) => (i * 31) % 256));
+    const { stream, response } = rpc.clientStream('uploadRawFile', o.key);
+    stream.write({ meta: { device_id: d.id, filename: 'plate.csv', content_type: 'text/csv' }, data: payload });
+    stream.end();
+    const id: string = j(await response).raw_file.id;
+    const read = async (caller: CallerContext) => {
+      const messages: telemetry.RawFileChunk[] = [];
+      for await (const m of rpc.stream('readRawFile', { id }, caller)) messages.push(m);
+      return messages;
+    };
+    const messages = await read(o.key);
+    expect(Buffer.concat(messages.map((m) => m.data)).equals(payload)).toBe(true);
+    expect(messages[0]).toMatchObject({ filename: 'plate.csv', content_type: 'text/csv', size: payload.length });
+    // gRPC messages of at most 64 KiB, whatever the store's chunks
+    expect(Math.max(...messages.map((m) => m.data.length))).toBeLessThanOrEqual(64 * 1024);
+    expect(await read(o.caller({ device_ids: [d.id] }))).toHaveLength(messages.length);
+    expect((await failure(read(o.caller({ device_ids: [other.id] })))).kind).toBe('not_found');
+    expect((await failure(read(org().key))).kind).toBe('not_found');
+    // a user without a role in the organisation reads nothing of it
+    expect((await failure(read(o.caller({ user_id: newId(), role: null })))).kind).toBe('forbidden');
+  });
 });
