@@ -528,11 +528,20 @@ export class GrpcServer {
  * fail (so the handler cleans up) rather than wait forever for the end.
  */
 function readable(call: ServerReadableStream<unknown, unknown>): AsyncIterable<unknown> {
-  const cancel = () => call.destroy(new DomainError('unavailable', 'cancelled', 'the client cancelled the call'));
+  const cancelled = () => new DomainError('unavailable', 'cancelled', 'the client cancelled the call');
+  const cancel = () => call.destroy(cancelled());
   // a cancel that came first has already emitted 'cancelled'
   if (call.cancelled) cancel();
   else call.on('cancelled', cancel);
-  return call;
+  return (async function* () {
+    for await (const message of call) yield message;
+    // A client's RST_STREAM ends the stream as its last message would, and grpc-js
+    // says the call was cancelled only when the stream's close reaches it, in a later
+    // turn of the event loop: wait for that turn, so that a handler does not take a
+    // cancelled upload for a complete one (and store it).
+    await new Promise((resolve) => setImmediate(resolve));
+    if (call.cancelled) throw cancelled();
+  })();
 }
 
 function observe(service: string, path: string, code: string, started: bigint) {

@@ -381,6 +381,33 @@ describe('devices, results, connectors', () => {
     expect((await failure(bad.response)).code).toBe('device_not_found');
   });
 
+  // the raw files' rows are looked at: the store in the schema, on a PostgreSQL server (PGlite keeps them on disk)
+  (process.env.DATABASE_URL ? it : it.skip)('keeps nothing of an upload its client cancels half-way', async () => {
+    const o = org();
+    const d = await register(o.key, { name: 'Cancelled', identifier: 'cancelled-1' });
+    const db = t.svc.deps.db;
+    const count = async (q: ReturnType<typeof sql>) => Number((await db.rows<{ n: string }>(q))[0]!.n);
+    const complete = () => count(sql`select count(*) as n from telemetry.stored_files where complete`);
+    const pending = () =>
+      count(sql`select count(*) as n from telemetry.stored_file_chunks c join telemetry.stored_files f on f.id = c.file_id where not f.complete`);
+    const before = await complete();
+    const { stream, response } = rpc.clientStream('uploadRawFile', o.key);
+    const answered = response.then(
+      () => 'answered',
+      (err: unknown) => (err as DomainError).kind,
+    );
+    stream.write({ meta: { device_id: d.id, filename: 'half.csv', content_type: 'text/csv' }, data: Buffer.alloc(0) });
+    stream.write({ data: Buffer.alloc(1024 * 1024, 1) });
+    await waitFor('the upload to have stored a chunk', async () => (await pending()) > 0);
+    stream.cancel();
+    expect(await answered).not.toBe('answered');
+    await waitFor(
+      'the cancelled upload to leave no row',
+      async () => (await pending()) === 0 && (await count(sql`select count(*) as n from telemetry.stored_files where not complete`)) === 0,
+    );
+    expect(await complete()).toBe(before);
+  });
+
   it('streams a raw file back to its organisation, to a key that may act for its device only', async () => {
     const o = org();
     const d = await register(o.key, { name: 'Reader', identifier: 'reader-1' });
