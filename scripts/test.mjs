@@ -70,8 +70,8 @@ const servers = [
 
 /**
  * The second pass: process-cluster suites that between them write, read (shared
- * reads), group-commit, relay outboxes and migrate in every service but
- * equipment, run again through PgBouncer in transaction mode in front of the
+ * reads), group-commit, relay outboxes, store files and migrate in every service
+ * but equipment, run again through PgBouncer in transaction mode in front of the
  * same PostgreSQL, as production runs at scale (docs/operations.md, Pooler):
  * DATABASE_URL the pooler, DATABASE_DIRECT_URL PostgreSQL itself (where they
  * migrate), no named statements (PgBouncer 1.18 has no protocol-level prepared
@@ -84,6 +84,8 @@ const pooledSuites = [
   'libs/testing/test/faults/scale-out.e2e.test.ts',
   'libs/testing/test/faults/kill9-keyed-writes.e2e.test.ts',
   'libs/testing/test/faults/idempotency-race.e2e.test.ts',
+  // raw files and job artifacts stored in the database in chunks
+  'libs/testing/test/files-across-replicas.e2e.test.ts',
 ];
 const pgbouncerBinaries = ['pgbouncer', '/usr/sbin/pgbouncer'];
 /** Server connections per database (all of a cluster's processes share one database). */
