@@ -136,7 +136,15 @@ async function pooledPass(env, port) {
     const url = pooledUrl(env.DATABASE_URL, port);
     console.log(`npm test: through PgBouncer (${redact(url)}, transaction mode): ${pooledSuites.join(' ')}`);
     const pooledEnv = { ...env, DATABASE_URL: url, DATABASE_DIRECT_URL: env.DATABASE_URL, DATABASE_PREPARED_STATEMENTS: 'false' };
-    return await run('jest', ['--runInBand', ...pooledSuites], pooledEnv);
+    const code = await run('jest', ['--runInBand', ...pooledSuites], pooledEnv);
+    // what the pooler refused or lost, beside the suites' failures (its WARNINGs are the
+    // server connections a dropped cluster database closed: expected)
+    const errors = bouncer
+      .output()
+      .split('\n')
+      .filter((line) => / (ERROR|FATAL) /.test(line));
+    if (code !== 0 && errors.length) console.log(`npm test: PgBouncer's errors during the pass:\n${errors.slice(-20).join('\n')}`);
+    return code;
   } finally {
     await bouncer.stop();
   }
