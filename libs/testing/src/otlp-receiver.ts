@@ -108,7 +108,10 @@ export async function startOtlpReceiver(at: { host?: string; port?: number } = {
     });
   });
   const host = at.host ?? '127.0.0.1';
-  await new Promise<void>((resolve) => server.listen(at.port ?? 0, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(at.port ?? 0, host, resolve);
+  });
   const port = (server.address() as AddressInfo).port;
   return {
     endpoint: `http://${host}:${port}`,

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID, createHmac } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
@@ -29,8 +29,10 @@ const NAMESPACE = 'lab';
 const RELEASE = 'lab';
 // outside the release: a webhook receiver on the public internet and a collector
 const RECEIVER_HOST = 'hooks.receiver.example';
-const RECEIVER_IP = '127.42.0.80';
-const COLLECTOR_IP = '127.42.0.43';
+// addresses of this run's own (another run may hold port 80 and 4318 elsewhere on the loopback)
+const runNet = `127.42.${randomInt(1, 250)}`;
+const RECEIVER_IP = `${runNet}.80`;
+const COLLECTOR_IP = `${runNet}.43`;
 
 type Values = Record<string, any>; // chart values, read field by field
 
@@ -107,7 +109,10 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
         res.end('ok');
       });
     });
-    await new Promise<void>((r) => receiver.listen(80, RECEIVER_IP, () => r()));
+    await new Promise<void>((resolve, reject) => {
+      receiver.once('error', reject);
+      receiver.listen(80, RECEIVER_IP, () => resolve());
+    });
     otlp = await startOtlpReceiver({ host: COLLECTOR_IP, port: 4318 });
   });
   afterAll(async () => {
