@@ -477,6 +477,12 @@ describe('charts/lab on day one', () => {
       }
     });
 
+    it('networkPolicy.enabled=false renders no NetworkPolicy at all, hooks included', async () => {
+      const objs = await render(['--set', 'networkPolicy.enabled=false']);
+      expect(byKind(objs, 'NetworkPolicy')).toEqual([]);
+      expect(byKind(objs, 'Job').length).toBeGreaterThan(0);
+    });
+
     it('one scrape path: prometheus.io annotations, or the PodMonitor instead', async () => {
       for (const d of byKind(objects, 'Deployment'))
         expect(d.spec.template.metadata.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(defaults.metrics.port) });
