@@ -37,13 +37,13 @@ const COLLECTOR_IP = `${runNet}.43`;
 type Values = Record<string, any>; // chart values, read field by field
 
 /** values.yaml with the files over it, merged as helm merges maps (lists replaced). */
-function values(files: string[]): Values {
+function values(files: string[], dir = chartDir): Values {
   const merge = (a: Values, b: Values): Values => {
     const out: Values = { ...a };
     for (const [k, v] of Object.entries(b)) out[k] = v && typeof v === 'object' && !Array.isArray(v) && a[k] && typeof a[k] === 'object' ? merge(a[k], v) : v;
     return out;
   };
-  return ['values.yaml', ...files].reduce<Values>((acc, f) => merge(acc, parse(readFileSync(join(chartDir, f), 'utf8')) as Values), {});
+  return ['values.yaml', ...files].reduce<Values>((acc, f) => merge(acc, parse(readFileSync(join(dir, f), 'utf8')) as Values), {});
 }
 
 /** Where a data store sits for the policies: its selectors' labels, a CIDR's address, or anywhere. */
@@ -61,6 +61,10 @@ function storePeer(store: { port: number; cidrs?: string[]; namespaceSelector?: 
 
 interface Configuration {
   name: string;
+  /** an older chart's folder (the negative cases); charts/lab unless given */
+  chartDir?: string;
+  /** how long its pods may take to be Ready */
+  readyTimeoutMs?: number;
   files?: string[];
   set?: string[];
   /** pods per Deployment (the policies and probes are the same for every replica) */
@@ -71,16 +75,21 @@ interface Configuration {
 const CONFIGURATIONS: Configuration[] = [
   { name: 'default values', pods: 2 },
   { name: 'values-production.yaml', files: ['values-production.yaml'] },
-  { name: 'metrics off', set: ['metrics.enabled=false'] },
-  { name: 'changed ports', set: ['services.identity.port=50052', 'services.gateway.port=8081', 'metrics.port=9500'] },
+  // the toggles operators use, two runs rather than one each: a run is a minute
+  { name: 'metrics off, changed ports', set: ['metrics.enabled=false', 'services.identity.port=50052', 'services.gateway.port=8081', 'metrics.port=9500'] },
   {
-    name: 'tracing and monitoring on',
-    set: ['tracing.enabled=true', 'monitoring.podMonitor.enabled=true', 'monitoring.prometheusRule.enabled=true'],
+    name: 'tracing, monitoring and autoscaling on',
+    set: [
+      'tracing.enabled=true',
+      'monitoring.podMonitor.enabled=true',
+      'monitoring.prometheusRule.enabled=true',
+      'services.gateway.autoscaling.enabled=true',
+      'services.notebook.autoscaling.enabled=true',
+      'services.webhooks.autoscaling.enabled=true',
+      // the HPAs' maxima open more connections than the default budget: the chart refuses to render without this
+      'database.maxConnections=200',
+    ],
     tracing: true,
-  },
-  {
-    name: 'autoscaling on',
-    set: ['services.gateway.autoscaling.enabled=true', 'services.notebook.autoscaling.enabled=true', 'services.webhooks.autoscaling.enabled=true'],
   },
 ];
 
@@ -121,8 +130,9 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
     await otlp.close();
   });
 
-  it.each(CONFIGURATIONS)('$name: every pod Ready, every edge crossed, no connection a policy drops', async (config) => {
-    const v = values(config.files ?? []);
+  /** A release of `config` installed (hooks, then every Deployment), its gateway's URL, and its removal. */
+  async function install(config: Configuration) {
+    const v = values(config.files ?? [], config.chartDir);
     const dbName = `lab_chart_${randomBytes(5).toString('hex')}`;
     const adminDb = new pg.Client({ connectionString: base.toString() });
     await adminDb.connect();
@@ -133,16 +143,18 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
     const exchange = `lab.chart.${randomBytes(4).toString('hex')}`;
     const operatorToken = `op_${randomBytes(24).toString('hex')}`;
     const services = Object.keys(v.services as Values);
-    const secretName = (v.secrets as Values).name as string;
-    const secrets = {
-      [secretName]: {
-        LAB_INTERNAL_SECRET: randomBytes(24).toString('hex'),
-        LAB_OPERATOR_TOKEN: operatorToken,
-        AMQP_URL: process.env.AMQP_URL!,
-        REDIS_URL: process.env.REDIS_URL!,
-        ...Object.fromEntries(services.map((s) => [`DATABASE_URL_${s.toUpperCase()}`, db.toString()])),
-      },
+    // the Secret the chart reads, and any other a `secrets.refs` entry names, as an operator creates them
+    const secretValues: Record<string, string> = {
+      LAB_INTERNAL_SECRET: randomBytes(24).toString('hex'),
+      LAB_OPERATOR_TOKEN: operatorToken,
+      AMQP_URL: process.env.AMQP_URL!,
+      REDIS_URL: process.env.REDIS_URL!,
+      ...Object.fromEntries(services.map((s) => [`DATABASE_URL_${s.toUpperCase()}`, db.toString()])),
     };
+    const secrets: Record<string, Record<string, string>> = { [(v.secrets as Values).name as string]: { ...secretValues } };
+    for (const [key, ref] of Object.entries(((v.secrets as Values).refs ?? {}) as Record<string, { name: string; key: string }>)) {
+      secrets[ref.name] = { ...secrets[ref.name], [ref.key]: secretValues[key]! };
+    }
     const stores = (v.networkPolicy as Values).dataStores as Values;
     const externals: External[] = [
       { label: 'postgres', host: base.hostname, port: Number(base.port || 5432), as: storePeer(stores.postgres, '10.30.0.10') },
@@ -154,6 +166,7 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
     ];
     const collectorHost = new URL((v.tracing as Values).endpoint as string).hostname;
     const release = await ChartRelease.render({
+      chartDir: config.chartDir,
       release: RELEASE,
       namespace: NAMESPACE,
       valuesFiles: config.files,
@@ -170,45 +183,62 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
       externals,
       hosts: { [RECEIVER_HOST]: RECEIVER_IP, [collectorHost]: COLLECTOR_IP },
       maxPodsPerDeployment: config.pods ?? 1,
+      readyTimeoutMs: config.readyTimeoutMs,
     });
+    const hooks = await release.runHooks('pre-install');
+    await release.startDeployments();
+    const gateway = release.podsOf('gateway')[0]!;
+    const port = gateway.container.ports!.find((p) => p.name === 'http')!.containerPort;
+    return {
+      release,
+      hooks,
+      services,
+      operatorToken,
+      url: `http://${gateway.ip}:${port}`,
+      remove: async () => {
+        await release.stop();
+        const dropDb = new pg.Client({ connectionString: base.toString() });
+        await dropDb.connect();
+        await dropDb.query(`drop database if exists ${dbName} with (force)`);
+        await dropDb.end();
+        await deleteRunQueues(process.env.AMQP_URL!, exchange);
+      },
+    };
+  }
+
+  /** An organisation with every module, its admin's API key, and a subscription to the receiver. */
+  async function seed(url: string, operatorToken: string, name: string) {
+    const op = admin(url, operatorToken);
+    const org = (
+      await op('POST', '/admin/v1/orgs', {
+        name: `chart ${name}`,
+        modules: ['lab_equipment', 'analytics_qc', 'sample_intake'],
+        rate_limit: { per_minute: 100000, per_hour: 1000000 },
+      })
+    ).id as string;
+    const user = (await op('POST', '/admin/v1/users', { email: `chart-${randomUUID()}@example.org`, password: 'correct horse battery' })).id as string;
+    await op('PUT', `/admin/v1/orgs/${org}/members/${user}`, { role: 'admin' });
+    const key = (await op('POST', `/admin/v1/orgs/${org}/api-keys`, { name: 'chart', scopes: ['*'], user_id: user })).token as string;
+    await op('POST', `/admin/v1/orgs/${org}/webhook-subscriptions`, { url: `http://${RECEIVER_HOST}/hook`, events: ['sample.created'] });
+    return { op, org, key, api: admin(url, key) };
+  }
+
+  it.each(CONFIGURATIONS)('$name: every pod Ready, every edge crossed, no connection a policy drops', async (config) => {
+    const installed = await install(config);
+    const { release, hooks, services, operatorToken, url } = installed;
     try {
       await scenario().catch((err: unknown) => {
         throw new Error(`${(err as Error).message}\n--- the release ---\n${release.report()}`);
       });
     } finally {
-      await release.stop();
-      const dropDb = new pg.Client({ connectionString: base.toString() });
-      await dropDb.connect();
-      await dropDb.query(`drop database if exists ${dbName} with (force)`);
-      await dropDb.end();
-      await deleteRunQueues(process.env.AMQP_URL!, exchange);
+      await installed.remove();
     }
 
     async function scenario(): Promise<void> {
-      const hooks = await release.runHooks('pre-install');
       expect(hooks.flatMap((h) => h.problems)).toEqual([]);
-      await release.startDeployments();
       expect(release.problems()).toEqual([]);
-
-      const gateway = release.podsOf('gateway')[0]!;
-      const port = gateway.container.ports!.find((p) => p.name === 'http')!.containerPort;
-      const url = `http://${gateway.ip}:${port}`;
-      const op = admin(url, operatorToken);
-
-      // identity: an organisation, a user, an API key
-      const org = (
-        await op('POST', '/admin/v1/orgs', {
-          name: `chart ${config.name}`,
-          modules: ['lab_equipment', 'analytics_qc', 'sample_intake'],
-          rate_limit: { per_minute: 100000, per_hour: 1000000 },
-        })
-      ).id as string;
-      const user = (await op('POST', '/admin/v1/users', { email: `chart-${randomUUID()}@example.org`, password: 'correct horse battery' })).id as string;
-      await op('PUT', `/admin/v1/orgs/${org}/members/${user}`, { role: 'admin' });
-      const key = (await op('POST', `/admin/v1/orgs/${org}/api-keys`, { name: 'chart', scopes: ['*'], user_id: user })).token as string;
-      const api = admin(url, key);
-      // webhooks: a subscription to a receiver outside the release
-      await op('POST', `/admin/v1/orgs/${org}/webhook-subscriptions`, { url: `http://${RECEIVER_HOST}/hook`, events: ['sample.created'] });
+      // identity: an organisation, a user, an API key; webhooks: a subscription to a receiver outside the release
+      const { op, org, key, api } = await seed(url, operatorToken, config.name);
       // notebook, inventory (calls notebook and identity), equipment, orders, notifications, audit
       const sample = (await api('POST', '/v1/samples', { name: 'chart sample', type: 'blood' })).id as string;
       expect((await api('GET', `/v1/samples/${sample}`)).id).toBe(sample);
@@ -265,6 +295,38 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
       for (const s of services.filter((s) => s !== 'gateway')) expect([...reached].some((r) => r.endsWith(`-${s}`))).toBe(true);
       for (const e of ['postgres', 'rabbitmq', 'redis', 'webhook receiver', ...(config.tracing ? ['OTLP collector'] : [])]) expect(reached).toContain(e);
       expect(release.problems()).toEqual([]);
+    }
+  });
+
+  /** Chart 0.1.0 as it was (a fixture): the runner must fail it where a cluster would. */
+  const oldChart = join(__dirname, 'fixtures', 'chart-0.1.0', 'lab');
+
+  it('fails chart 0.1.0 on the webhook delivery its policy drops', async () => {
+    const installed = await install({ name: '0.1.0', chartDir: oldChart });
+    try {
+      const { api } = await seed(installed.url, installed.operatorToken, '0.1.0');
+      const sample = (await api('POST', '/v1/samples', { name: 'dropped', type: 'blood' })).id as string;
+      // the runner records rather than blocks: the delivery arrives, and the verdict on it is "dropped"
+      await waitFor('the webhook delivery', () => deliveries.some((d) => d.includes(sample)), { timeoutMs: 60_000, intervalMs: 100 });
+      expect(installed.release.problems()).toContainEqual(expect.stringMatching(/^lab-webhooks-1 -> webhook receiver:80: egress dropped/));
+    } finally {
+      await installed.remove();
+    }
+  });
+
+  it('fails chart 0.1.0 with metrics off (no pod ever Ready) and a changed port (identity killed by its liveness probe)', async () => {
+    const installed = await install({
+      name: '0.1.0 toggles',
+      chartDir: oldChart,
+      set: ['metrics.enabled=false', 'services.identity.port=50052'],
+      readyTimeoutMs: 45_000,
+    });
+    try {
+      const problems = installed.release.problems();
+      expect(problems).toContainEqual(expect.stringMatching(/^lab-gateway-1: not Ready within 45000 ms \(last probe failure: readiness: GET \/readyz/));
+      expect(problems).toContainEqual(expect.stringMatching(/^lab-identity-1: liveness probe failed 3 times in a row: grpc health on 50051/));
+    } finally {
+      await installed.remove();
     }
   });
 });

@@ -93,6 +93,8 @@ const root = join(__dirname, '..', '..', '..', '..');
 const chartDir = join(root, 'charts', 'lab');
 
 export interface RenderOptions {
+  /** the chart's folder; charts/lab unless given (a fixture of an older chart) */
+  chartDir?: string;
   release: string;
   namespace: string;
   /** values files, relative to the chart's folder or absolute */
@@ -105,8 +107,9 @@ export interface RenderOptions {
 
 /** `helm template` of the chart; rejects with helm's message when it refuses to render. */
 export async function renderChart(opts: RenderOptions): Promise<Manifests> {
-  const args = ['template', opts.release, chartDir, '--namespace', opts.namespace];
-  for (const f of opts.valuesFiles ?? []) args.push('-f', f.startsWith('/') ? f : join(chartDir, f));
+  const dir = opts.chartDir ?? chartDir;
+  const args = ['template', opts.release, dir, '--namespace', opts.namespace];
+  for (const f of opts.valuesFiles ?? []) args.push('-f', f.startsWith('/') ? f : join(dir, f));
   for (const s of opts.set ?? []) args.push('--set', s);
   for (const s of opts.setString ?? []) args.push('--set-string', s);
   const out = await helm(args);

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { connectionVerdict, selects, type Endpoint, type Verdict } from './network-policy.js';
 import { imageConfig, renderChart, type Container, type Manifests, type Probe, type RenderOptions, type Workload } from './manifests.js';
 import { probeOnce } from './probes.js';
+import { ClusterDns } from './cluster-dns.js';
 
 /**
  * A release of the chart run the way a cluster runs it, on this machine: every
@@ -13,7 +14,8 @@ import { probeOnce } from './probes.js';
  * root filesystem with its emptyDir volumes, on a loopback address of its own
  * (127.x.y.z, bound through HOST / GRPC_HOST / METRICS_HOST, the one thing
  * changed), resolving the release's Service names to the ready pods behind them
- * (a hosts file of the run, bind-mounted over /etc/hosts in the process's own
+ * as the cluster's DNS does (a DNS server of the run that /etc/resolv.conf names,
+ * and the same names in a hosts file, both bind-mounted in the process's own
  * mount namespace). The kubelet's startup, readiness and liveness probes run on
  * their ports, paths, periods and thresholds; every outbound connection of every
  * process is recorded and judged against the rendered NetworkPolicies.
@@ -135,29 +137,50 @@ export class ChartRelease {
     this.dir = mkdtempSync('/var/tmp/lab-chart-run-');
     chmodSync(this.dir, 0o755);
     this.hostsFile = join(this.dir, 'hosts');
-    // no name server: a name outside the hosts file fails at once instead of
-    // leaving the machine (grpc-js also asks for TXT records, which fail harmlessly)
     this.resolvFile = join(this.dir, 'resolv.conf');
-    writeFileSync(this.resolvFile, 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n');
+    writeFileSync(this.resolvFile, `nameserver ${this.dnsAddress}\noptions timeout:1 attempts:2\n`);
     this.writeHosts();
   }
 
   static async render(opts: ReleaseOptions): Promise<ChartRelease> {
     if (process.getuid?.() !== 0) throw new Error('running the chart needs root (mount namespaces, the image user): CI runs as root');
-    return new ChartRelease(await renderChart(opts), opts);
+    const release = new ChartRelease(await renderChart(opts), opts);
+    release.dns = await ClusterDns.start(release.dnsAddress, (name) => release.names().get(name));
+    return release;
   }
 
-  /** Every pod of the release's own name and the Service names that reach the ready ones. */
-  private writeHosts(): void {
-    const lines = ['127.0.0.1 localhost'];
+  private dns?: ClusterDns;
+
+  private get dnsAddress(): string {
+    return `${this.ipBase}.250.53`;
+  }
+
+  /**
+   * What the cluster's DNS answers: each Service name (short, namespaced, .svc,
+   * .svc.cluster.local) to the Ready pods it selects, as endpoints follow
+   * readiness; a name with none is unknown. Plus the outside hosts of the test.
+   */
+  private names(): Map<string, string[]> {
+    const names = new Map<string, string[]>();
     const ns = this.opts.namespace;
     for (const svc of this.manifests.services) {
       const ready = this.pods.filter((p) => p.ready && p.workload.kind === 'Deployment' && selects({ matchLabels: svc.selector }, p.workload.labels));
+      if (!ready.length) continue;
       for (const name of [svc.name, `${svc.name}.${ns}`, `${svc.name}.${ns}.svc`, `${svc.name}.${ns}.svc.cluster.local`]) {
-        for (const p of ready) lines.push(`${p.ip} ${name}`);
+        names.set(
+          name,
+          ready.map((p) => p.ip),
+        );
       }
     }
-    for (const [name, ip] of Object.entries(this.opts.hosts ?? {})) lines.push(`${ip} ${name}`);
+    for (const [name, ip] of Object.entries(this.opts.hosts ?? {})) names.set(name.toLowerCase(), [ip]);
+    return names;
+  }
+
+  /** The same names in the hosts file, for what resolves through getaddrinfo. */
+  private writeHosts(): void {
+    const lines = ['127.0.0.1 localhost'];
+    for (const [name, ips] of this.names()) for (const ip of ips) lines.push(`${ip} ${name}`);
     // in place: each process's /etc/hosts is a bind mount of this very file
     writeFileSync(this.hostsFile, `${lines.join('\n')}\n`);
   }
@@ -463,6 +486,7 @@ export class ChartRelease {
   async stop(): Promise<void> {
     // the processes drain first (LAB_SHUTDOWN_DRAIN_MS), as in a pod's grace period
     await Promise.all(this.pods.map((p) => p.stop('SIGTERM', 30_000)));
+    await this.dns?.close();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
