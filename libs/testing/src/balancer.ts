@@ -1,4 +1,5 @@
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
+import { splice } from './tcp-proxy.js';
 
 /**
  * A TCP balancer in front of a component's replicas, as kube-proxy or an ingress
@@ -41,16 +42,7 @@ export async function startBalancer(ports: number[], opts: { removalLagMs: numbe
     upstream.on('error', () => {
       if (!passed) refused++;
     });
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        sockets.delete(s);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
+    splice(client, upstream, sockets);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const own = (server.address() as { port: number }).port;

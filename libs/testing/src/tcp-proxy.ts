@@ -12,23 +12,30 @@ export interface CuttableProxy {
   close(): Promise<void>;
 }
 
+/**
+ * Joins a client's socket to its upstream both ways, each kept in `sockets` while
+ * open; either side closing or failing closes both.
+ */
+export function splice(client: Socket, upstream: Socket, sockets: Set<Socket>): void {
+  for (const s of [client, upstream]) {
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.on('close', () => {
+      sockets.delete(s);
+      client.destroy();
+      upstream.destroy();
+    });
+  }
+  client.pipe(upstream).pipe(client);
+}
+
 /** Starts a proxy on 127.0.0.1 (a free port) to `host`:`port`. */
 export async function cuttableProxy(host: string, port: number): Promise<CuttableProxy> {
   let open = true;
   const sockets = new Set<Socket>();
   const server: Server = createServer((client) => {
     if (!open) return void client.destroy();
-    const upstream = tcpConnect(port, host);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => {
-        sockets.delete(s);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream).pipe(client);
+    splice(client, tcpConnect(port, host), sockets);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const cutAll = () => {

@@ -2,8 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse, parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { helm } from '../src/helm';
+import { chartValues } from '../src/chart-values';
 
 /**
  * The chart read as an operator installing it for the first time (helm renders,
@@ -27,15 +28,8 @@ interface K8sObject extends Json {
   metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
 }
 
-const readValues = (file: string) => parse(readFileSync(file, 'utf8')) as Json;
-const isObject = (x: unknown): x is Json => !!x && typeof x === 'object' && !Array.isArray(x);
-function merge(base: Json, over: Json): Json {
-  const out: Json = { ...base };
-  for (const [k, v] of Object.entries(over)) out[k] = isObject(v) && isObject(out[k]) ? merge(out[k], v) : v;
-  return out;
-}
-const defaults = readValues(join(chart, 'values.yaml'));
-const productionValues = merge(defaults, readValues(production));
+const defaults = chartValues();
+const productionValues = chartValues([production]);
 
 function parseObjects(text: string): K8sObject[] {
   return parseAllDocuments(text)

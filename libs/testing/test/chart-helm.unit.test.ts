@@ -1,8 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse, parseAllDocuments } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { helm } from '../src/helm';
+import { chartValues } from '../src/chart-values';
 
 /**
  * The chart through helm itself (the binary the dev dependency
@@ -25,16 +26,8 @@ interface K8sObject extends Json {
   metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
 }
 
-const readValues = (file: string) => parse(readFileSync(file, 'utf8')) as Json;
-const isObject = (x: unknown): x is Json => !!x && typeof x === 'object' && !Array.isArray(x);
-/** helm's merge of values files: maps merge key by key, anything else is replaced. */
-function merge(base: Json, over: Json): Json {
-  const out: Json = { ...base };
-  for (const [k, v] of Object.entries(over)) out[k] = isObject(v) && isObject(out[k]) ? merge(out[k], v) : v;
-  return out;
-}
-const defaults = readValues(join(chart, 'values.yaml'));
-const productionValues = merge(defaults, readValues(production));
+const defaults = chartValues();
+const productionValues = chartValues([production]);
 
 async function render(release: string, args: string[] = []): Promise<K8sObject[]> {
   const r = await helm(['template', release, chart, '--namespace', NS, ...args]);

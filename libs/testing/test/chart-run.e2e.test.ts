@@ -1,15 +1,14 @@
 import { createHmac, randomBytes, randomInt, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import pg from 'pg';
-import { parse } from 'yaml';
 import { deleteRunQueues } from '../src/queues';
 import { describeWithServers } from '../src/servers';
 import { waitFor } from '../src/waits';
 import { startOtlpReceiver, type OtlpReceiver } from '../src/otlp-receiver';
 import { ChartRelease, type External } from '../src/chart-run/release';
 import { request } from './faults/support';
+import { chartValues } from '../src/chart-values';
 
 /**
  * The chart run the way a cluster runs it (libs/testing/src/chart-run): every
@@ -24,7 +23,6 @@ import { request } from './faults/support';
  * drop, fails the test. Once per configuration operators use.
  */
 
-const chartDir = join(__dirname, '..', '..', '..', 'charts', 'lab');
 const NAMESPACE = 'lab';
 const RELEASE = 'lab';
 // outside the release: a webhook receiver on the public internet and a collector
@@ -35,16 +33,6 @@ const RECEIVER_IP = `${runNet}.80`;
 const COLLECTOR_IP = `${runNet}.43`;
 
 type Values = Record<string, any>; // chart values, read field by field
-
-/** values.yaml with the files over it, merged as helm merges maps (lists replaced). */
-function values(files: string[], dir = chartDir): Values {
-  const merge = (a: Values, b: Values): Values => {
-    const out: Values = { ...a };
-    for (const [k, v] of Object.entries(b)) out[k] = v && typeof v === 'object' && !Array.isArray(v) && a[k] && typeof a[k] === 'object' ? merge(a[k], v) : v;
-    return out;
-  };
-  return ['values.yaml', ...files].reduce<Values>((acc, f) => merge(acc, parse(readFileSync(join(dir, f), 'utf8')) as Values), {});
-}
 
 /** Where a data store sits for the policies: its selectors' labels, a CIDR's address, or anywhere. */
 function storePeer(store: { port: number; cidrs?: string[]; namespaceSelector?: Values; podSelector?: Values }, fallbackIp: string): External['as'] {
@@ -132,7 +120,7 @@ describeWithServers(['postgres', 'rabbitmq', 'redis'], 'the chart run as a clust
 
   /** A release of `config` installed (hooks, then every Deployment), its gateway's URL, and its removal. */
   async function install(config: Configuration) {
-    const v = values(config.files ?? [], config.chartDir);
+    const v = chartValues(config.files, config.chartDir);
     const dbName = `lab_chart_${randomBytes(5).toString('hex')}`;
     const adminDb = new pg.Client({ connectionString: base.toString() });
     await adminDb.connect();
