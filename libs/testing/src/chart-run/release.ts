@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { connectionVerdict, selects, type Endpoint, type Verdict } from './network-policy.js';
 import { imageConfig, renderChart, type Container, type Manifests, type Probe, type RenderOptions, type Workload } from './manifests.js';
 import { probeOnce } from './probes.js';
@@ -25,7 +25,7 @@ import { ClusterDns } from './cluster-dns.js';
  */
 
 const root = join(__dirname, '..', '..', '..', '..');
-const PRELOAD = join(root, 'libs', 'testing', 'src', 'chart-run', 'record-connections.cjs');
+const PRELOAD = join('libs', 'testing', 'src', 'chart-run', 'record-connections.cjs');
 const TAIL = 16_000;
 
 /** An address outside the release, as the processes reach it and as the cluster would see it. */
@@ -125,6 +125,8 @@ export class ChartRelease {
   private readonly dir: string;
   private readonly hostsFile: string;
   private readonly resolvFile: string;
+  /** where each pod sees the repository (the image's /app) */
+  private readonly appDir: string;
   private readonly ipBase = `127.${randomInt(100, 250)}`;
   private nextIp = 1;
 
@@ -137,6 +139,8 @@ export class ChartRelease {
     this.dir = mkdtempSync('/var/tmp/lab-chart-run-');
     chmodSync(this.dir, 0o755);
     this.hostsFile = join(this.dir, 'hosts');
+    this.appDir = join(this.dir, 'app');
+    mkdirSync(this.appDir);
     this.resolvFile = join(this.dir, 'resolv.conf');
     writeFileSync(this.resolvFile, `nameserver ${this.dnsAddress}\noptions timeout:1 attempts:2\n`);
     this.writeHosts();
@@ -258,7 +262,12 @@ export class ChartRelease {
       return;
     }
     const command = [...(c.command ?? this.image.cmd), ...(c.args ?? [])];
-    const nodeDir = dirname(process.execPath);
+    // The repository is the image's /app: bound at the run's own `app` folder before
+    // any volume is mounted, so an emptyDir on /tmp cannot hide a checkout that
+    // lives under /tmp. Paths into it are taken through that folder.
+    const app = this.appDir;
+    const inApp = (p: string) => (p === root || p.startsWith(`${root}/`) ? join(app, relative(root, p)) : p);
+    const nodeDir = inApp(dirname(process.execPath));
     const fullEnv: Record<string, string> = {
       PATH: `${nodeDir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
       HOSTNAME: pod.name,
@@ -268,16 +277,17 @@ export class ChartRelease {
       GRPC_HOST: pod.ip,
       METRICS_HOST: pod.ip,
       // the observer, not part of the pod
-      NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} --require ${PRELOAD}`.trim(),
+      NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} --require ${join(app, PRELOAD)}`.trim(),
       LAB_CONNECTION_LOG: pod.connectionLog,
     };
     const script = [
       'set -e',
       'mount --bind "$LAB_RUN_HOSTS" /etc/hosts',
       'mount --bind "$LAB_RUN_RESOLV" /etc/resolv.conf',
+      `mount --bind ${root} ${app}`,
+      ...(sc.readOnlyRootFilesystem ? [`mount -o remount,bind,ro ${app}`] : []),
       ...mounts.map(([src, dst]) => `mkdir -p ${dst} && mount --bind ${src} ${dst}`),
-      ...(sc.readOnlyRootFilesystem ? [`mount --bind ${root} ${root}`, `mount -o remount,bind,ro ${root}`] : []),
-      `cd ${root}`,
+      `cd ${app}`,
       'unset LAB_RUN_HOSTS LAB_RUN_RESOLV',
       `exec setpriv --reuid=${uid} --regid=${gid} --clear-groups -- "$@"`,
     ].join('\n');
