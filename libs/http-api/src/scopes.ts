@@ -1,12 +1,11 @@
-import { grantsScope } from '@lab/permissions';
+import { grantsScope, type Scope } from '@lab/permissions';
 
 /**
- * The scopes of the public API and what a route demands. Which scope implies
+ * What a route of the public API demands. The scopes themselves (SCOPES) are
+ * the permission model's list. Which scope implies
  * which (write implies read; admin and `*` imply every scope) is the permission
  * model's rule (libs/permissions scopes.ts).
  */
-export const SCOPES = ['read', 'write', 'audit:read', 'admin', '*', 'devices:register'] as const;
-export type Scope = (typeof SCOPES)[number];
 
 /** What a route demands: a scope, or nothing beyond authentication. */
 export type RouteScope = Scope | 'none';

@@ -14,3 +14,17 @@ export function grantsScope(granted: readonly string[], required: string): boole
 
 /** Whether the scopes include one that implies every scope (admin or `*`). */
 export const hasAdminScope = (granted: readonly string[]): boolean => ADMIN_SCOPES.some((s) => granted.includes(s));
+
+/**
+ * Every scope a token may hold, the one list: identity grants from it and
+ * validates against it, the gateway's routes demand from it.
+ */
+export const SCOPES = ['read', 'write', 'audit:read', 'admin', '*', 'devices:register'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+const ALL_SCOPES = new Set<string>(SCOPES);
+
+export const isScope = (s: string): s is Scope => ALL_SCOPES.has(s);
+
+/** Scopes that are not in the allowed set (empty when all are fine). */
+export const unknownScopes = (scopes: readonly string[]): string[] => scopes.filter((s) => !ALL_SCOPES.has(s));

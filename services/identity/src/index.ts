@@ -32,6 +32,6 @@ export const definition: ServiceDefinition = {
 };
 
 export { hashToken, parseApiKeyOrg, tokenKindOf, type TokenKind } from './tokens.js';
-export { SCOPES, isScope, type Scope } from './scopes.js';
+export { SCOPES, isScope, type Scope } from '@lab/permissions';
 export { isAllowedRedirectUri, MODULES_MAX_ITEMS, redirectUriRegistered } from './validation.js';
 export { MODULES, ROLES, type Module, type Role } from './model.js';

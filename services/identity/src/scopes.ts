@@ -1,18 +1,9 @@
 import { roleMay } from '@lab/permissions';
 
 /**
- * Token scopes of the public API. Pure, like tokens.ts, so the gateway can check
- * a principal's scopes without pulling in anything else.
+ * Token scopes an OAuth grant may carry. The list of scopes (SCOPES, isScope,
+ * unknownScopes) is the permission model's (libs/permissions scopes.ts).
  */
-export const SCOPES = ['read', 'write', 'audit:read', 'admin', '*', 'devices:register'] as const;
-export type Scope = (typeof SCOPES)[number];
-
-const ALL = new Set<string>(SCOPES);
-
-export const isScope = (s: string): s is Scope => ALL.has(s);
-
-/** Scopes that are not in the allowed set (empty when all are fine). */
-export const unknownScopes = (scopes: readonly string[]): string[] => scopes.filter((s) => !ALL.has(s));
 
 /** Scopes only an organisation's administrators may hold through a user's consent (OAuth). */
 const ADMIN_ONLY_SCOPES: readonly string[] = ['admin', 'audit:read', '*'];

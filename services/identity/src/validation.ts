@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { hasControlCharacters, isoTimestamp, isUuid, parseWith, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
-import { SCOPES, unknownScopes } from './scopes.js';
+import { SCOPES, unknownScopes } from '@lab/permissions';
 
 /**
  * Request schemas of the service edge. proto3 delivers unset strings as '' and

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
 import { isUuid } from '@lab/kit';
 import type { AdminAction } from '../operations.js';
-import { SCOPES } from '../scopes.js';
+import { SCOPES } from '@lab/permissions';
 import { adminPageFields, adminPageQuery } from './admin-page.js';
 
 /** A UUID (any case); format only documents the check in the OpenAPI document (z.toJSONSchema). */
