@@ -28,6 +28,7 @@ export * from './waits.js';
 export * from './retention.js';
 export * from './housekeeping.js';
 export * from './validation.js';
+export * from './rate-limit-body.js';
 export * from './paging.js';
 export * from './tracing.js';
 export * from './file-store.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { hasControlCharacters, isoTimestamp, isUuid, parseWith, storableText } from '@lab/kit';
+import { hasControlCharacters, isoTimestamp, isUuid, parseWith, rateLimitBody, storableText } from '@lab/kit';
 import { MODULES, ROLES } from './model.js';
 import { SCOPES, unknownScopes } from '@lab/permissions';
 
@@ -28,10 +28,7 @@ const modules = z
   .array(z.enum(MODULES))
   .max(MODULES_MAX_ITEMS)
   .transform((xs) => MODULES.filter((m) => xs.includes(m)));
-const rateLimit = z.object({
-  per_minute: z.number().int().positive(),
-  per_hour: z.number().int().positive(),
-});
+const rateLimit = rateLimitBody;
 const scopes = z
   .array(z.string())
   .min(1, 'at least one scope')

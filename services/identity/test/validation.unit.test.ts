@@ -1,4 +1,4 @@
-import { DomainError } from '@lab/kit';
+import { DomainError, RATE_LIMIT_BOUNDS } from '@lab/kit';
 import { grantsScope } from '@lab/permissions';
 import { parse, schemas } from '../src/validation';
 
@@ -57,6 +57,16 @@ describe('request validation', () => {
     [{ name: 'Lab', modules: [], rate_limit: { per_minute: 1.5, per_hour: 10 } }],
   ])('rejects org %j', (input) => {
     expect(rejection(() => parse(schemas.createOrg, input)).kind).toBe('invalid');
+  });
+
+  it('refuses the rate limits the gateway refuses: the bounds are one schema (@lab/kit rateLimitBody)', () => {
+    const over = { per_minute: RATE_LIMIT_BOUNDS.per_minute + 1, per_hour: 10 };
+    expect(rejection(() => parse(schemas.createOrg, { name: 'Lab', modules: [], rate_limit: over })).kind).toBe('invalid');
+    expect(rejection(() => parse(schemas.updateOrg, { org_id: ORG, rate_limit: over })).kind).toBe('invalid');
+    const overHour = { per_minute: 10, per_hour: RATE_LIMIT_BOUNDS.per_hour + 1 };
+    expect(rejection(() => parse(schemas.updateOrg, { org_id: ORG, rate_limit: overHour })).kind).toBe('invalid');
+    const atBounds = { per_minute: RATE_LIMIT_BOUNDS.per_minute, per_hour: RATE_LIMIT_BOUNDS.per_hour };
+    expect(parse(schemas.updateOrg, { org_id: ORG, rate_limit: atBounds }).rate_limit).toEqual(atBounds);
   });
 
   it('validates emails and password length of new users', () => {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isAllowedRedirectUri, MODULES, MODULES_MAX_ITEMS, ROLES } from '@lab/identity';
-import { isUuid } from '@lab/kit';
+import { isUuid, rateLimitBody } from '@lab/kit';
 import type { AdminAction } from '../operations.js';
 import { SCOPES } from '@lab/permissions';
 import { adminPageFields, adminPageQuery } from './admin-page.js';
@@ -8,7 +8,7 @@ import { adminPageFields, adminPageQuery } from './admin-page.js';
 /** A UUID (any case); format only documents the check in the OpenAPI document (z.toJSONSchema). */
 export const uuidField = z.string().refine(isUuid, 'must be a UUID').meta({ format: 'uuid' });
 const name = z.string().trim().min(1).max(200);
-const rateLimit = z.object({ per_minute: z.number().int().min(1).max(1_000_000), per_hour: z.number().int().min(1).max(100_000_000) }).strict();
+const rateLimit = rateLimitBody.strict();
 // the identity service's own limit, so the document says what it enforces
 const modules = z.array(z.enum(MODULES)).max(MODULES_MAX_ITEMS);
 const scopes = z.array(z.enum(SCOPES)).min(1).max(16);
