@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parse } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 
 /** A chart's values, read field by field by the chart tests. */
 export type ChartValues = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- YAML of the chart's own schema
@@ -25,4 +25,21 @@ export function chartValues(files: string[] = [], dir = labChartDir): ChartValue
   return ['values.yaml', ...files]
     .map((f) => parse(readFileSync(f.startsWith('/') ? f : join(dir, f), 'utf8')) as ChartValues)
     .reduce<ChartValues>((acc, v) => mergeValues(acc, v), {});
+}
+
+/** A rendered Kubernetes object, read field by field by the chart tests. */
+export interface RenderedObject extends ChartValues {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+}
+
+/** The objects of `helm template` output; a document YAML cannot read fails the test. */
+export function renderedObjects(text: string): RenderedObject[] {
+  return parseAllDocuments(text)
+    .map((d) => {
+      if (d.errors.length) throw d.errors[0]!;
+      return d.toJS() as RenderedObject | null;
+    })
+    .filter((d): d is RenderedObject => !!d);
 }

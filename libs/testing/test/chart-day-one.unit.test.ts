@@ -2,9 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
+import { stringify } from 'yaml';
 import { helm } from '../src/helm';
-import { chartValues } from '../src/chart-values';
+import { chartValues, renderedObjects, type RenderedObject } from '../src/chart-values';
 
 /**
  * The chart read as an operator installing it for the first time (helm renders,
@@ -22,28 +22,15 @@ const production = join(chart, 'values-production.yaml');
 const NS = 'lab-ns';
 
 type Json = Record<string, any>;
-interface K8sObject extends Json {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-}
+type K8sObject = RenderedObject;
 
 const defaults = chartValues();
 const productionValues = chartValues([production]);
 
-function parseObjects(text: string): K8sObject[] {
-  return parseAllDocuments(text)
-    .map((d) => {
-      if (d.errors.length) throw d.errors[0]!;
-      return d.toJS() as K8sObject | null;
-    })
-    .filter((d): d is K8sObject => !!d);
-}
-
 async function render(args: string[] = [], release = 'lab', dir = chart): Promise<K8sObject[]> {
   const r = await helm(['template', release, dir, '--namespace', NS, ...args]);
   if (r.code !== 0) throw new Error(`helm template ${args.join(' ')} failed: ${r.stderr}`);
-  return parseObjects(r.stdout);
+  return renderedObjects(r.stdout);
 }
 
 async function renderFails(args: string[]): Promise<string> {

@@ -1,9 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { helm } from '../src/helm';
-import { chartValues } from '../src/chart-values';
+import { chartValues, renderedObjects, type RenderedObject } from '../src/chart-values';
 
 /**
  * The chart through helm itself (the binary the dev dependency
@@ -20,11 +19,7 @@ const production = join(chart, 'values-production.yaml');
 const NS = 'lab-ns';
 
 type Json = Record<string, any>;
-interface K8sObject extends Json {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
-}
+type K8sObject = RenderedObject;
 
 const defaults = chartValues();
 const productionValues = chartValues([production]);
@@ -32,12 +27,7 @@ const productionValues = chartValues([production]);
 async function render(release: string, args: string[] = []): Promise<K8sObject[]> {
   const r = await helm(['template', release, chart, '--namespace', NS, ...args]);
   if (r.code !== 0) throw new Error(`helm template ${args.join(' ')} failed: ${r.stderr}`);
-  return parseAllDocuments(r.stdout)
-    .map((d) => {
-      if (d.errors.length) throw d.errors[0]!;
-      return d.toJS() as K8sObject | null;
-    })
-    .filter((d): d is K8sObject => !!d);
+  return renderedObjects(r.stdout);
 }
 
 /**

@@ -187,8 +187,9 @@ describe('docs/operations.md', () => {
     .filter(([, s]) => s.database)
     .map(([name]) => name);
 
-  it('its Secret example has the database URL of every component with a database', () => {
-    const secret = /kubectl create secret generic lab-secrets([\s\S]*?)```/.exec(ops)![1]!;
+  it('its Secret example has the database URL of every component with a database, in the release namespace', () => {
+    // `-n`: without it the Secret lands in the current context's namespace, not the release's
+    const secret = /kubectl -n \S+ create secret generic lab-secrets([\s\S]*?)```/.exec(ops)![1]!;
     const keys = [...secret.matchAll(/--from-literal=(DATABASE_URL_[A-Z_]+)=/g)].map((m) => m[1]);
     expect(keys).toEqual(withDatabase.map((n) => `DATABASE_URL_${n.toUpperCase().replace(/-/g, '_')}`));
   });
