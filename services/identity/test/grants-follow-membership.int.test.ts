@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { rm } from 'node:fs/promises';
-import { connect, type Channel, type ChannelModel } from 'amqplib';
-import { AmqpBus, DomainError, RpcClient, createLogger, runService, systemContext, type BusMessage, type RunningService } from '@lab/kit';
+import { DomainError, RpcClient, systemContext, type BusMessage } from '@lab/kit';
 import { identity } from '@lab/contracts';
 import { definition, hashToken } from '@lab/identity';
 import { waitFor } from '@lab/testing/waits';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
+import { startTestService, type TestService } from '@lab/testing';
 
 /**
  * OAuth grants end with the membership they were consented under, or with a
@@ -13,47 +11,24 @@ import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../l
  * the audit log and the gateways' caches are told, and a consent racing a removal.
  * (Over HTTP: services/gateway/test/grants-follow-membership.e2e.test.ts.)
  */
-const secret = 'test-secret-0123456789';
-const log = createLogger('test', 'silent');
-const dataDir = `/tmp/identity-grants-test-${randomUUID()}`;
 const REDIRECT = 'https://client.example.test/cb';
 
-let bus: AmqpBus;
-let svc: RunningService;
+let service: TestService;
 let client: RpcClient<typeof identity.IdentityServiceService>;
-let amqp: ChannelModel;
-let channel: Channel;
 let lims: { client_id: string; client_secret: string };
 /** Every message of the test exchange (events and audit records), in arrival order. */
-const seen: BusMessage[] = [];
+let seen: BusMessage[];
 
 beforeAll(async () => {
-  const exchange = uniqueExchange();
-  amqp = await connect(process.env.AMQP_URL!);
-  channel = await amqp.createChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: true });
-  const { queue } = await channel.assertQueue('', { exclusive: true, autoDelete: true });
-  await channel.bindQueue(queue, exchange, '#');
-  await channel.consume(
-    queue,
-    (raw) => {
-      if (raw) seen.push(JSON.parse(raw.content.toString('utf8')) as BusMessage);
-    },
-    { noAck: true },
-  );
-  bus = await AmqpBus.connect(process.env.AMQP_URL!, exchange, log);
-  svc = await runService(definition, { log, bus, secret, databaseUrl: await freshDatabaseUrl(), dataDir, grpcAddress: '127.0.0.1:0' });
-  client = new RpcClient(identity.IdentityServiceClient, svc.address, { secret });
+  service = await startTestService(definition);
+  seen = service.events.received;
+  client = new RpcClient(identity.IdentityServiceClient, service.svc.address, { secret: service.secret });
   lims = await client.call('createOAuthClient', { name: 'lims', redirect_uris: [REDIRECT], scopes: ['read', 'write'] }, ctx());
 });
 
 afterAll(async () => {
   client?.close();
-  await svc?.stop();
-  await bus?.close();
-  await amqp?.close();
-  await dropFreshDatabases();
-  await rm(dataDir, { recursive: true, force: true });
+  await service?.stop();
 });
 
 const ctx = () => systemContext(randomUUID());
