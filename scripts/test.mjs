@@ -305,26 +305,19 @@ async function main() {
   for (const s of containers) console.log(`  ${s.name}: the tests start it in a container (a Docker engine answers)`);
   const absent = missing.filter((s) => !containers.includes(s));
 
+  // What cannot run: the suites that need a server not found, or a PgBouncer of
+  // their own when none can be had (then the pass through one is left out too).
+  const lacking = [...absent, ...(pooler?.missing ? [{ name: 'PgBouncer', neededBy: /startPgBouncer/ }] : [])];
   const notRun = [];
-  if (absent.length) {
+  if (lacking.length) {
     for (const suite of integrationSuites()) {
       const text = readFileSync(path.join(root, suite), 'utf8');
-      const needs = absent.filter((s) => s.neededBy.test(text)).map((s) => s.name);
+      const needs = lacking.filter((s) => s.neededBy.test(text)).map((s) => s.name);
       if (needs.length) notRun.push({ suite, needs });
     }
-    console.log(`npm test: ${notRun.length} suites cannot run without ${absent.map((s) => s.name).join(' and ')}:`);
+    const pass = pooler?.missing ? ', and the pass through PgBouncer,' : '';
+    console.log(`npm test: ${notRun.length} suites${pass} cannot run without ${lacking.map((s) => s.name).join(' and ')}:`);
     for (const { suite, needs } of notRun) console.log(`  ${suite} (needs ${needs.join(', ')})`);
-  }
-  // suites that start a PgBouncer of their own, and the pass through one
-  const lacking = absent.map((s) => s.name);
-  if (pooler?.missing) {
-    lacking.push('PgBouncer');
-    const needing = integrationSuites().filter(
-      (suite) => !notRun.some((n) => n.suite === suite) && /startPgBouncer/.test(readFileSync(path.join(root, suite), 'utf8')),
-    );
-    for (const suite of needing) notRun.push({ suite, needs: ['PgBouncer'] });
-    console.log(`npm test: ${needing.length} suites, and the pass through PgBouncer, cannot run without PgBouncer:`);
-    for (const suite of needing) console.log(`  ${suite} (needs PgBouncer)`);
   }
 
   const build = await run('npm', ['run', 'build', '--silent'], env);
@@ -339,7 +332,7 @@ async function main() {
   const pooledCode = wholeRun && pooler?.port && env.AMQP_URL ? await pooledPass(jestEnv, pooler.port) : 0;
 
   if (notRun.length || (wholeRun && pooler?.missing)) {
-    console.log(`npm test: incomplete: ${notRun.length} suites were not run (no ${lacking.join(' or ')}); see the list at the start`);
+    console.log(`npm test: incomplete: ${notRun.length} suites were not run (no ${lacking.map((s) => s.name).join(' or ')}); see the list at the start`);
     return code || pooledCode || 1;
   }
   return code || pooledCode;
