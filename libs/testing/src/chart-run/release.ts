@@ -76,6 +76,7 @@ export class RunPod {
     readonly workload: Workload,
     readonly ip: string,
     readonly dir: string,
+    readonly namespace: string,
   ) {
     this.connectionLog = join(dir, 'connections.jsonl');
   }
@@ -86,7 +87,7 @@ export class RunPod {
 
   get endpoint(): Endpoint {
     const namedPorts = Object.fromEntries((this.container.ports ?? []).filter((p) => p.name).map((p) => [p.name!, p.containerPort]));
-    return { ip: this.ip, pod: { namespace: '', labels: this.workload.labels, namedPorts } };
+    return { ip: this.ip, pod: { namespace: this.namespace, labels: this.workload.labels, namedPorts } };
   }
 
   /** The outbound connections recorded so far. */
@@ -383,7 +384,7 @@ export class ChartRelease {
 
   private newPod(w: Workload, n: number): RunPod {
     const name = w.kind === 'Deployment' ? `${w.name}-${n}` : w.name;
-    const pod = new RunPod(name, w, this.allocateIp(), join(this.dir, 'pods', `${name}-${this.nextIp}`));
+    const pod = new RunPod(name, w, this.allocateIp(), join(this.dir, 'pods', `${name}-${this.nextIp}`), this.opts.namespace);
     this.pods.push(pod);
     return pod;
   }
@@ -438,12 +439,12 @@ export class ChartRelease {
     const ns = this.opts.namespace;
     const out: Connection[] = [];
     for (const pod of this.pods) {
-      const from = { ...pod.endpoint, pod: { ...pod.endpoint.pod!, namespace: ns } };
+      const from = pod.endpoint;
       for (const c of pod.connections()) {
         if (c.ip === pod.ip) continue; // a pod always reaches itself
         const target = this.pods.find((p) => p.ip === c.ip);
         if (target) {
-          const to = { ...target.endpoint, pod: { ...target.endpoint.pod!, namespace: ns } };
+          const to = target.endpoint;
           out.push({ pod: pod.name, to: target.name, port: c.port, verdict: connectionVerdict(this.manifests.networkPolicies, ns, from, to, c.port) });
           continue;
         }
