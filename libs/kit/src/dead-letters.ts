@@ -1,17 +1,12 @@
 import { outbox as contract, timestampFromText } from '@lab/contracts';
-import type { CallerContext } from './context.js';
 import { DomainError } from './errors.js';
 import type { GrpcServer } from './grpc.js';
+import { assertOperator } from './operator-only.js';
 import { isUuid } from './ids.js';
 import type { DeadLetter, Outbox } from './outbox.js';
 
 /** The largest page of dead letters one call answers (the management API's list maximum). */
 export const MAX_DEAD_LETTERS_PAGE = 200;
-
-/** Dead letters are an operator's business: the management API's token, nothing else. */
-function operatorOnly(caller: CallerContext): void {
-  if (caller.token_kind !== 'operator') throw DomainError.forbidden('dead letters are for the operator', 'operator_only');
-}
 
 function deadLetterMessage(d: DeadLetter): contract.DeadLetter {
   return {
@@ -31,7 +26,8 @@ function deadLetterMessage(d: DeadLetter): contract.DeadLetter {
 export function serveDeadLetters(server: GrpcServer, outbox: Outbox): void {
   server.add(contract.DeadLetterServiceService, {
     listDeadLetters: async (req, caller) => {
-      operatorOnly(caller);
+      // dead letters are an operator's business: the management API's token, nothing else
+      assertOperator(caller, 'reading and replaying dead letters');
       // a caller in the same process may hand over a partial request, not a decoded one
       /* eslint-disable @typescript-eslint/no-unnecessary-condition -- see above */
       const limit = req.limit ?? 0;
@@ -44,7 +40,7 @@ export function serveDeadLetters(server: GrpcServer, outbox: Outbox): void {
       return { dead_letters: page.data.map(deadLetterMessage), total: page.total };
     },
     replayDeadLetter: async (req, caller) => {
-      operatorOnly(caller);
+      assertOperator(caller, 'reading and replaying dead letters');
       if (!isUuid(req.id)) throw DomainError.invalid('id must be a UUID', { fields: [{ path: 'id', message: 'must be a UUID' }] });
       return { replayed: await outbox.replayDeadLetter(req.id.toLowerCase()) };
     },

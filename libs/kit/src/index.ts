@@ -1,5 +1,6 @@
 export * from './config.js';
 export * from './context.js';
+export * from './operator-only.js';
 export * from './logger.js';
 export * from './errors.js';
 export * from './ids.js';

@@ -1,5 +1,5 @@
 import { audit, chainReportMessage } from '@lab/contracts';
-import { DomainError, isUuid, type GrpcServer, type ServiceDeps } from '@lab/kit';
+import { assertOperator, DomainError, isUuid, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { listRecords, parseListRequest } from './audit-log.js';
 import { NIL_UUID, verifyChain } from './chain.js';
 
@@ -17,7 +17,7 @@ export function registerHandlers(server: GrpcServer, { db }: ServiceDeps): void 
       };
     },
     verifyChain: async (req, caller) => {
-      if (caller.token_kind !== 'operator') throw DomainError.forbidden('verifying the audit chain needs the operator token');
+      assertOperator(caller, 'verifying the audit chain');
       if (!isUuid(req.org_id)) throw DomainError.notFound('organisation not found');
       // the nil UUID names the chain of entries without an organisation
       const org = req.org_id.toLowerCase();

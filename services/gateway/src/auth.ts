@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request } from 'express';
 import type { identity } from '@lab/contracts';
 import { hashToken, parseApiKeyOrg, tokenKindOf } from '@lab/identity';
-import { DomainError, isUuid, systemContext, validationFailed, type CallerContext } from '@lab/kit';
+import { DomainError, isUuid, operatorContext, systemContext, validationFailed, type CallerContext } from '@lab/kit';
 import type { Clients } from './clients.js';
 import { PrincipalCache } from './principal-cache.js';
 
@@ -65,7 +65,7 @@ export function callerOf(p: Principal, requestId: string): CallerContext {
 }
 
 export function operatorCaller(requestId: string, orgId: string | null): CallerContext {
-  return { ...systemContext(requestId, orgId), token_kind: 'operator' };
+  return operatorContext(requestId, orgId);
 }
 
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DomainError, RpcClient, systemContext, type BusMessage } from '@lab/kit';
+import { DomainError, RpcClient, operatorContext, type BusMessage } from '@lab/kit';
 import { identity } from '@lab/contracts';
 import { definition, hashToken } from '@lab/identity';
 import { waitFor } from '@lab/testing/waits';
@@ -31,7 +31,8 @@ afterAll(async () => {
   await service?.stop();
 });
 
-const ctx = () => systemContext(randomUUID());
+/** the management API's caller: the RPCs these tests drive are the operator's */
+const ctx = () => operatorContext(randomUUID());
 
 async function rejection(p: Promise<unknown>): Promise<string> {
   try {

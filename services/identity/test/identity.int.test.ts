@@ -1,9 +1,21 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
-import { AmqpBus, DomainError, RpcClient, createLogger, runService, systemContext, type BusMessage, type RunningService } from '@lab/kit';
+import {
+  AmqpBus,
+  DomainError,
+  RpcClient,
+  createLogger,
+  operatorContext,
+  runService,
+  systemContext,
+  type BusMessage,
+  type CallerContext,
+  type RunningService,
+} from '@lab/kit';
 import { identity } from '@lab/contracts';
 import { definition, hashToken, parseApiKeyOrg } from '@lab/identity';
+import { MANAGEMENT_ONLY } from '../src/server';
 import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
 
 const secret = 'test-secret-0123456789';
@@ -68,7 +80,8 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-const ctx = () => systemContext(randomUUID());
+/** the management API's caller: the RPCs these tests drive are the operator's */
+const ctx = () => operatorContext(randomUUID());
 
 async function rejection(p: Promise<unknown>): Promise<string> {
   try {
@@ -409,5 +422,48 @@ describe('identity over gRPC', () => {
       ctx(),
     );
     expect((await resolve(ct.access_token)).audience).toBeUndefined();
+  });
+});
+
+describe('the management RPCs', () => {
+  /** A call's outcome as the peer saw it: the gRPC status and the envelope's code. */
+  async function refusal(p: Promise<unknown>): Promise<string> {
+    try {
+      await p;
+    } catch (err) {
+      if (err instanceof DomainError) return `${err.upstream?.grpc_code ?? 'local'}/${err.code}`;
+      throw err;
+    }
+    return 'ok';
+  }
+
+  it('refuses every caller but the operator itself, before reading the request, changing nothing', async () => {
+    const { org, user } = await orgWithMember('admin');
+    const admin: CallerContext = {
+      org_id: org.id,
+      user_id: user.id,
+      role: 'admin',
+      department_id: null,
+      scopes: ['*'],
+      token_kind: 'session',
+      token_id: randomUUID(),
+      request_id: randomUUID(),
+    };
+    const callers = { admin, api_key: { ...admin, user_id: null, role: null, token_kind: 'api_key' }, system: systemContext(randomUUID(), org.id) };
+    for (const [who, caller] of Object.entries(callers)) {
+      for (const method of MANAGEMENT_ONLY) {
+        // the method's empty request: the check comes before validation, so it is what answers
+        const empty = identity.IdentityServiceService[method].requestDeserialize(Buffer.alloc(0));
+        expect([who, method, await refusal(client.call(method, empty as never, caller))]).toEqual([who, method, 'PERMISSION_DENIED/operator_only']);
+      }
+      // a well-formed call is refused as well, and leaves the member where it was
+      expect(await refusal(client.call('deleteMember', { org_id: org.id, user_id: user.id }, caller))).toBe('PERMISSION_DENIED/operator_only');
+      expect(await refusal(client.call('createOrg', { name: `by ${who}`, modules: [] }, caller))).toBe('PERMISSION_DENIED/operator_only');
+    }
+    const members = await client.call('listMembersPage', { org_id: org.id, page: { limit: 10, offset: 0 } }, ctx());
+    expect(members.members.map((m) => [m.user_id, m.role])).toEqual([[user.id, 'admin']]);
+    // and the reads the gateway makes for /v1 callers stay open to them
+    expect((await client.call('getOrg', { org_id: org.id }, admin)).id).toBe(org.id);
+    expect((await client.call('listMembers', { org_id: org.id, user_ids: [user.id] }, admin)).members).toHaveLength(1);
   });
 });

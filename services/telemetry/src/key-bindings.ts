@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { z } from 'zod';
 import type { telemetry } from '@lab/contracts';
-import { DomainError, parseWith, rows, sqlArray, validationFailed, type CallerContext, type FieldIssue, type ServiceDeps } from '@lab/kit';
+import { assertOperatorOrSystem, parseWith, rows, sqlArray, validationFailed, type CallerContext, type FieldIssue, type ServiceDeps } from '@lab/kit';
 import { uuid } from './common.js';
 
 const bindings = z.object({ org_id: uuid, connector_id: z.union([z.literal(''), uuid]), device_ids: z.array(uuid).max(1000) });
@@ -16,9 +16,7 @@ const bindings = z.object({ org_id: uuid, connector_id: z.union([z.literal(''), 
 export function keyBindingHandlers(deps: ServiceDeps) {
   return {
     checkKeyBindings: async (req: telemetry.KeyBindingsRequest, caller: CallerContext): Promise<telemetry.Empty> => {
-      if (caller.token_kind !== 'operator' && caller.token_kind !== 'system') {
-        throw DomainError.forbidden('API keys are made through the management API');
-      }
+      assertOperatorOrSystem(caller, 'binding API keys');
       const b = parseWith(bindings, req);
       const issues: FieldIssue[] = [];
       if (b.connector_id) {

@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { z } from 'zod';
 import { pointFromRow, type telemetry } from '@lab/contracts';
-import { DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertOperatorOrSystem, DomainError, newId, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { createdAnswer, finite, idOf, parseBody, parsed, parsedList, parseQuery, text, uuid, where } from './common.js';
 
 const MAX_POINTS = 500;
@@ -50,11 +50,7 @@ const pointJson = (p: SQL) => sql`json_build_object(
   'active', ${p}.active, 'created_at', ${p}.created_at, 'updated_at', ${p}.updated_at)`;
 
 /** Points are set up by the operator (management API), never through /v1. */
-function assertOperator(caller: CallerContext): void {
-  if (caller.token_kind !== 'operator' && caller.token_kind !== 'system') {
-    throw DomainError.forbidden('environmental points are managed through the management API');
-  }
-}
+const POINTS = 'managing environmental points';
 
 const P = sql.raw('p');
 
@@ -67,7 +63,7 @@ const pointPage = (json: string): telemetry.ListResponse['page'] => ({
 export function pointHandlers(deps: ServiceDeps) {
   return {
     createPoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
-      assertOperator(caller);
+      assertOperatorOrSystem(caller, POINTS);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('organisation not found');
       const b = parseBody(createBody, req.body);
@@ -89,7 +85,7 @@ export function pointHandlers(deps: ServiceDeps) {
     },
 
     updatePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.ItemResponse> => {
-      assertOperator(caller);
+      assertOperatorOrSystem(caller, POINTS);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('point not found');
       const id = idOf(req.point_id, 'point');
@@ -114,7 +110,7 @@ export function pointHandlers(deps: ServiceDeps) {
 
     /** The management list: every point of the organisation, active or not, a page at a time. */
     adminListPoints: async (req: telemetry.PointPageRequest, caller: CallerContext): Promise<telemetry.ListResponse> => {
-      assertOperator(caller);
+      assertOperatorOrSystem(caller, POINTS);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('organisation not found');
       const p = parseWith(adminPage, { limit: req.limit, offset: req.offset });
@@ -139,7 +135,7 @@ export function pointHandlers(deps: ServiceDeps) {
      * be missed and deleted with the point (on delete cascade).
      */
     deletePoint: async (req: telemetry.PointWriteRequest, caller: CallerContext): Promise<telemetry.DeletePointResponse> => {
-      assertOperator(caller);
+      assertOperatorOrSystem(caller, POINTS);
       const org = uuid.safeParse(req.org_id);
       if (!org.success) throw DomainError.notFound('point not found');
       const id = idOf(req.point_id, 'point');

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertOperator, DomainError, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { pageOf, parseItem, parsePage, rotateSecret } from './admin-common.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { allowedEventTypes, endpointJobType } from './inbound.js';
-import { assertOperator, generateSecret } from './management.js';
+import { MANAGING_WEBHOOKS, generateSecret } from './management.js';
 
 /**
  * Reading and undoing inbound endpoints (operator token). The slug is not
@@ -20,13 +20,13 @@ export async function listInboundEndpoints(
   caller: CallerContext,
   req: webhooks.PageRequest,
 ): Promise<webhooks.ListInboundEndpointsResponse> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const r = await pageOf<EndpointViewRow>(deps.db.orm, TABLE, ENDPOINT_COLUMNS, parsePage(req));
   return { endpoints: r.rows.map(toEndpoint), page: r.page };
 }
 
 export async function getInboundEndpoint(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.InboundEndpoint> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
   const [row] = await deps.db.rows<EndpointViewRow>(sql`select ${ENDPOINT_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid`);
   if (!row) throw notFound();
@@ -51,7 +51,7 @@ export async function updateInboundEndpoint(
   caller: CallerContext,
   req: webhooks.UpdateInboundEndpointRequest,
 ): Promise<webhooks.InboundEndpoint> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
   const b = parseWith(updateBody, {
     allowed_event_types: req.allowed_event_types,
@@ -81,7 +81,7 @@ export async function updateInboundEndpoint(
 
 /** Deletes an endpoint and the events it received (foreign key cascade); its URL answers 404 from now on. */
 export async function deleteInboundEndpoint(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.Empty> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
   await deps.outbox.write(caller, async (tx, emit) => {
     const [gone] = await rows<EndpointViewRow>(tx, sql`delete from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${ENDPOINT_COLUMNS}`);
@@ -93,7 +93,7 @@ export async function deleteInboundEndpoint(deps: ServiceDeps, caller: CallerCon
 
 /** A new generated secret verifies from now on; the replaced one is accepted beside it for 24 hours. */
 export async function rotateInboundSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
   return rotateSecret(deps, caller, { table: TABLE, resource: 'inbound_endpoint', org_id, id, notFound }, generateSecret());
 }

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import { JOB_TYPES, type webhooks } from '@lab/contracts';
 import {
+  assertOperator,
   assertStorableJson,
   DomainError,
   isForeignKeyViolation,
@@ -15,7 +16,7 @@ import {
   type CallerContext,
   type ServiceDeps,
 } from '@lab/kit';
-import { assertOperator, generateSecret } from './management.js';
+import { MANAGING_WEBHOOKS, generateSecret } from './management.js';
 import { ENDPOINT_COLUMNS, toEndpoint, type EndpointViewRow } from './endpoint-view.js';
 import { verifySignature } from './signature.js';
 
@@ -43,7 +44,7 @@ export async function createInboundEndpoint(
   caller: CallerContext,
   req: webhooks.CreateInboundEndpointRequest,
 ): Promise<webhooks.InboundEndpoint> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const b = parseWith(createEndpoint, req);
   const allowed = [...new Set(b.allowed_event_types)];
   const secret = generateSecret();

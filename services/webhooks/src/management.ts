@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import {
+  assertOperator,
   DomainError,
   hasControlCharacters,
   isUuid,
@@ -18,10 +19,8 @@ import { iso } from './admin-common.js';
 import { FILTER_MESSAGE, isValidFilter } from './event-filters.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
-/** Management RPCs are reached only through the operator token (checked by the gateway). */
-export function assertOperator(caller: CallerContext): void {
-  if (caller.token_kind !== 'operator') throw DomainError.forbidden('management calls need the operator token');
-}
+/** What the management RPCs (reached through the operator token) name when they refuse another caller. */
+export const MANAGING_WEBHOOKS = 'managing webhooks';
 
 const orgId = z.string().refine(isUuid, 'must be a UUID');
 const secret = z
@@ -59,7 +58,7 @@ export const createSubscriptionBody = z.object({
 export const generateSecret = () => `whsec_${randomToken(32)}`;
 
 export async function createSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.CreateSubscriptionRequest): Promise<webhooks.Subscription> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const b = parseWith(createSubscriptionBody, req);
   const events = [...new Set(b.events)];
   const id = newId();
@@ -111,7 +110,7 @@ export async function listSubscriptionDeliveries(
   caller: CallerContext,
   req: webhooks.ListDeliveriesRequest,
 ): Promise<webhooks.ListDeliveriesResponse> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const b = parseWith(listDeliveriesBody, req);
   if (!isUuid(b.subscription_id)) throw DomainError.notFound('webhook subscription not found');
   const sub = await deps.db.rows<{ id: string }>(

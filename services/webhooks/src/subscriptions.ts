@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
-import { DomainError, isUuid, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
+import { assertOperator, DomainError, isUuid, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { pageOf, parseItem, parsePage, rotateSecret } from './admin-common.js';
-import { assertOperator, generateSecret, subscriptionUrl, subscriptionEvents } from './management.js';
+import { MANAGING_WEBHOOKS, generateSecret, subscriptionUrl, subscriptionEvents } from './management.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
 /**
@@ -17,13 +17,13 @@ const TABLE = sql`webhooks.subscriptions`;
 const snapshot = (r: SubscriptionRow) => ({ id: r.id, url: r.url, events: r.events, active: r.active, disabled_reason: r.disabled_reason });
 
 export async function listSubscriptions(deps: ServiceDeps, caller: CallerContext, req: webhooks.PageRequest): Promise<webhooks.ListSubscriptionsResponse> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const r = await pageOf<SubscriptionRow>(deps.db.orm, TABLE, SUBSCRIPTION_COLUMNS, parsePage(req));
   return { subscriptions: r.rows.map(toSubscription), page: r.page };
 }
 
 export async function getSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.Subscription> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
   const [row] = await deps.db.rows<SubscriptionRow>(sql`select ${SUBSCRIPTION_COLUMNS} from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid`);
   if (!row) throw notFound();
@@ -44,7 +44,7 @@ const updateBody = z
  * receiver's host (the per-host limit counts by it).
  */
 export async function updateSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.UpdateSubscriptionRequest): Promise<webhooks.Subscription> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
   const b = parseWith(updateBody, { url: req.url, events: req.events, active: req.active });
   const events = b.events ? [...new Set(b.events.values)] : undefined;
@@ -74,7 +74,7 @@ export async function updateSubscription(deps: ServiceDeps, caller: CallerContex
 
 /** Deletes a subscription and its delivery log (foreign key cascade); nothing more is sent to it. */
 export async function deleteSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.Empty> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
   await deps.outbox.write(caller, async (tx, emit) => {
     const [gone] = await rows<SubscriptionRow>(
@@ -89,7 +89,7 @@ export async function deleteSubscription(deps: ServiceDeps, caller: CallerContex
 
 /** A new generated secret signs from now on; the replaced one signs beside it for 24 hours. */
 export async function rotateSubscriptionSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
   return rotateSecret(deps, caller, { table: TABLE, resource: 'webhook_subscription', org_id, id, notFound }, generateSecret());
 }
@@ -102,7 +102,7 @@ export async function rotateSubscriptionSecret(deps: ServiceDeps, caller: Caller
  * moving it forward could send it twice at once.
  */
 export async function redeliver(deps: ServiceDeps, caller: CallerContext, req: webhooks.RedeliverRequest): Promise<webhooks.Empty> {
-  assertOperator(caller);
+  assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id: subscriptionId } = parseItem({ org_id: req.org_id, id: req.subscription_id }, 'webhook subscription');
   if (!isUuid(req.delivery_id)) throw DomainError.notFound('delivery not found');
   const deliveryId = req.delivery_id.toLowerCase();
