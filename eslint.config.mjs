@@ -1,9 +1,10 @@
 // Type-aware linting (typescript-eslint strictTypeChecked) of the services' and
 // libraries' TypeScript. Types come from each package's tsconfig.json (src) and
-// from services/tsconfig.json and libs/tsconfig.json (tests), found by the
+// from services/tsconfig.json, libs/tsconfig.json, services/gateway/packages/tsconfig.json
+// and testing/test/tsconfig.json (tests), found by the
 // project service; other packages are seen through their built declarations,
 // so `npm run lint` builds first. Import cycles are refused by
-// libs/testing/test/import-cycles.unit.test.ts (dpdm, part of the unit tests).
+// testing/test/import-cycles.unit.test.ts (dpdm, part of the unit tests).
 // The relaxed rules and why: docs/decisions/030-lint.md.
 import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
@@ -23,7 +24,7 @@ export default tseslint.config(
     ],
   },
   {
-    files: ['services/*/{src,test}/**/*.ts', 'libs/*/{src,test}/**/*.ts'],
+    files: ['services/*/{src,test}/**/*.ts', 'libs/*/{src,test}/**/*.ts', 'services/gateway/packages/*/{src,test}/**/*.ts', 'testing/{src,test}/**/*.ts'],
     extends: [eslint.configs.recommended, ...tseslint.configs.strictTypeChecked],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
@@ -48,7 +49,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['services/*/test/**/*.ts', 'libs/*/test/**/*.ts'],
+    files: ['services/*/test/**/*.ts', 'libs/*/test/**/*.ts', 'services/gateway/packages/*/test/**/*.ts', 'testing/test/**/*.ts'],
     rules: {
       // Tests read untyped JSON answers and check them with expect(): the assertion is the type check.
       '@typescript-eslint/no-unsafe-member-access': 'off',

@@ -81,11 +81,11 @@ const servers = [
  * run: arguments after `npm test --` choose the suites.
  */
 const pooledSuites = [
-  'libs/testing/test/faults/scale-out.e2e.test.ts',
-  'libs/testing/test/faults/kill9-keyed-writes.e2e.test.ts',
-  'libs/testing/test/faults/idempotency-race.e2e.test.ts',
+  'testing/test/faults/scale-out.e2e.test.ts',
+  'testing/test/faults/kill9-keyed-writes.e2e.test.ts',
+  'testing/test/faults/idempotency-race.e2e.test.ts',
   // raw files and job artifacts stored in the database in chunks
-  'libs/testing/test/files-across-replicas.e2e.test.ts',
+  'testing/test/files-across-replicas.e2e.test.ts',
 ];
 const pgbouncerBinaries = ['pgbouncer', '/usr/sbin/pgbouncer'];
 /** Server connections per database (all of a cluster's processes share one database). */
@@ -128,9 +128,9 @@ function pooledUrl(url, port) {
   return u.toString();
 }
 
-/** Runs the pooled suites through a PgBouncer started for them (libs/testing, built by now). */
+/** Runs the pooled suites through a PgBouncer started for them (testing, built by now). */
 async function pooledPass(env, port) {
-  const { startPgBouncer } = (await import('../libs/testing/dist/pgbouncer.js')).default;
+  const { startPgBouncer } = (await import('../testing/dist/pgbouncer.js')).default;
   const bouncer = await startPgBouncer({ upstreamUrl: env.DATABASE_URL, port, poolSize: pooledServerConnections });
   try {
     const url = pooledUrl(env.DATABASE_URL, port);
@@ -255,7 +255,7 @@ const redact = (url) => url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 
 /** The integration and end-to-end suites, as jest.config.js matches them. */
 function integrationSuites() {
-  return globSync('{libs,services}/*/test/**/*.{int,e2e}.test.ts', { cwd: root })
+  return globSync('{libs/*,services/*,services/gateway/packages/*,testing}/test/**/*.{int,e2e}.test.ts', { cwd: root })
     .filter((f) => !f.includes('node_modules'))
     .sort();
 }
@@ -300,7 +300,7 @@ async function main() {
   }
 
   // Without a local PostgreSQL and RabbitMQ, a Docker engine can still give them
-  // (libs/testing's global setup starts testcontainers when both are unset).
+  // (the harness's global setup starts testcontainers when both are unset).
   const containers = dockerAnswers() && !env.DATABASE_URL && !env.AMQP_URL ? missing.filter((s) => s.variable !== 'REDIS_URL') : [];
   for (const s of containers) console.log(`  ${s.name}: the tests start it in a container (a Docker engine answers)`);
   const absent = missing.filter((s) => !containers.includes(s));

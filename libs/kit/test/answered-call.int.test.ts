@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { telemetry } from '@lab/contracts';
 import { newId, RpcClient, systemContext } from '@lab/kit';
-import { waitFor } from '../../testing/src/waits';
+import { waitFor } from '../../../testing/src/waits';
 
 /**
  * A unary call answered by a GrpcServer does not outlive the scavenges after it

@@ -2,9 +2,9 @@ import { connect, type Channel, type ChannelModel } from 'amqplib';
 import { execFile } from 'node:child_process';
 import pino from 'pino';
 import { AmqpBus, durableQueueArguments, newId, QUORUM_DELIVERY_LIMIT, type BusMessage, type BusQueueType, type Logger } from '@lab/kit';
-import { uniqueExchange } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { uniqueExchange } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * The durable queues on a RabbitMQ cluster: quorum queues by default (replicated,

@@ -1,7 +1,7 @@
 import { AmqpBus, createLogger, DomainError, MemoryBus, heldUntilOpen, newId, type BusMessage } from '@lab/kit';
-import { uniqueExchange } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { uniqueExchange } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * The connection to RabbitMQ drops while a consumer's handler is still running:

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { newId, openDatabase, type Database } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * A connection lost in the middle of a transaction (the server restarted, the

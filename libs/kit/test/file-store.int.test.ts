@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { DirectoryFileStore, FILE_CHUNK_BYTES, newId, openDatabase, PgFileStore, rechunk, type Database, type FileStore } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * The file stores of libs/kit against real PostgreSQL (and PGlite, and a

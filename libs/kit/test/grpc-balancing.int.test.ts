@@ -1,6 +1,6 @@
 import { telemetry } from '@lab/contracts';
 import { createLogger, GrpcServer, isGrpcTarget, newId, RpcClient, systemContext, type Handlers } from '@lab/kit';
-import { waitFor } from '../../testing/src/waits';
+import { waitFor } from '../../../testing/src/waits';
 
 /**
  * Calls of one client spread over every replica its target names, and replicas

@@ -18,8 +18,8 @@ import {
   type Bus,
   type Readiness,
 } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
 
 const log = createLogger('test', 'silent');
 const servers: Server[] = [];

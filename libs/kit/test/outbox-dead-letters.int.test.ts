@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { consumeWithInbox, createLogger, Emitter, MemoryBus, migrate, newId, openDatabase, Outbox, type Database } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
 
 /**
  * The in-process bus's path (the embedded process): a message a consumer keeps

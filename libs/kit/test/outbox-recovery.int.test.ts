@@ -2,10 +2,10 @@ import { join } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
 import { sql } from 'drizzle-orm';
 import { AmqpBus, createLogger, migrate, newId, openDatabase, Outbox, systemContext, type Database, type Logger } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
-import { cuttableProxy, type CuttableProxy } from '../../testing/src/tcp-proxy';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
+import { cuttableProxy, type CuttableProxy } from '../../../testing/src/tcp-proxy';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * The relay through a broker outage, made by cutting a TCP proxy between the bus

@@ -18,9 +18,9 @@ import {
   type Database,
   type PublishOutcome,
 } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 const log = createLogger('test', 'silent');
 const amqpUrl = process.env.AMQP_URL;

@@ -17,8 +17,8 @@ import {
   type Database,
   type Handlers,
 } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
 
 // The receipts of keyed calls, end to end within the kit: a GrpcServer and an
 // Outbox sharing Receipts, as runService wires them, on a real database.

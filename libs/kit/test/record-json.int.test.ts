@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { recordFromRowJson, recordJson, recordObject, records, timestampFromText, timestampText, type RecordCase } from '@lab/contracts';
 import { newId, openDatabase, type Database } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
 
 // Typed records must answer clients exactly what PostgreSQL's row_to_json
 // answered when records crossed gRPC as JSON text: the same fields in the same

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { metrics, newId, openDatabase, POINT_READ, rows, type Database } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
-import { waitFor } from '../../testing/src/waits';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * Shared reads (shared-reads.ts) on a real PostgreSQL: statements outside a

@@ -1,8 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { sql } from 'drizzle-orm';
 import { newId, openDatabase, pipelined, rows, type Database, type Tx } from '@lab/kit';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../testing/src/backing';
-import { describeWithServers } from '../../testing/src/servers';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
+import { describeWithServers } from '../../../testing/src/servers';
 
 /**
  * Group commit (shared-tx.ts) on a real PostgreSQL: writes begun together share

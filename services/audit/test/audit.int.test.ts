@@ -17,8 +17,8 @@ import {
 import { audit, auditRecordsJson, chainReportObject, jsonString } from '@lab/contracts';
 import { definition } from '../src/index';
 import { listRecords, parseListRequest } from '../src/audit-log';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
-import { waitFor } from '../../../libs/testing/src/waits';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
+import { waitFor } from '../../../testing/src/waits';
 
 const secret = 'test-secret-0123456789';
 const log = createLogger('test', 'silent');

@@ -16,7 +16,7 @@ import {
 import { identity } from '@lab/contracts';
 import { definition, hashToken, parseApiKeyOrg } from '@lab/identity';
 import { MANAGEMENT_ONLY } from '../src/server';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
 
 const secret = 'test-secret-0123456789';
 const log = createLogger('test', 'silent');

@@ -4,7 +4,7 @@ import { sql } from 'drizzle-orm';
 import { createLogger, migrate, openDatabase, type Database, type ServiceDeps } from '@lab/kit';
 import { definition } from '@lab/identity';
 import { expiredTokens, purgeExpiredTokens, purgeUsedForms } from '../src/retention';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
 
 /** used only when no DATABASE_URL is set (embedded PGlite) */
 const dataDir = `/tmp/identity-retention-test-${randomUUID()}`;

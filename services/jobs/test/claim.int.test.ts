@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { claimNext, runningJobs } from '../src/store';
 import { SCRATCH_DIR, sweepScratch } from '../src/scratch';
-import { dropFreshDatabases, freshDatabaseUrl } from '../../../libs/testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
 
 /** The worker's claim on a database of its own: which job goes next. */
 let db: Database;

@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
 import { purgeInboundEvents, purgeSettledDeliveries } from '../src/retention';
 import { MAX_SUBSCRIPTIONS_PER_ORG } from '../src/management';
-import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../libs/testing/src/backing';
+import { dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from '../../../testing/src/backing';
 import { eventually, Receiver } from './receiver';
 
 const log = createLogger('test', 'silent');

@@ -326,7 +326,7 @@ describe('OpenAPI webhooks', () => {
   it('states the signing input, the tolerance and the rotation rule, as docs/webhooks.md does', () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- read where used, like the checks below
     const { readFileSync } = require('node:fs') as typeof import('node:fs');
-    const guide = readFileSync(`${__dirname}/../../../docs/webhooks.md`, 'utf8');
+    const guide = readFileSync(`${__dirname}/../../../../../docs/webhooks.md`, 'utf8');
     const formula = 'v1 = hex(HMAC-SHA256(secret, "<t>.<raw body>"))';
     expect(guide).toContain(formula);
     expect(delivery.description).toContain(formula.replace(/^v1 = /, '`v1 = ').replace(/\)$/, ')`'));

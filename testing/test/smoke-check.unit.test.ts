@@ -13,7 +13,7 @@ import { HealthImplementation, type ServingStatus } from 'grpc-health-check';
  * through ipv4: lists and dns:/// names as in the cluster.
  */
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const script = join(root, 'docker', 'smoke-check.mjs');
 
 interface Run {

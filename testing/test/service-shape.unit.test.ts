@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
  * The gateway (the HTTP edge: app.ts, no gRPC service of its own) and the
  * standalone (the whole service in one process) are not domain services.
  */
-const root = resolve(__dirname, '../../..');
+const root = resolve(__dirname, '../..');
 const NOT_DOMAIN = new Set(['gateway', 'standalone']);
 const FILES = ['src/main.ts', 'src/tracing.ts', 'src/index.ts', 'src/server.ts', 'src/migrate.ts', 'migrations', 'test'];
 

@@ -24,8 +24,8 @@ import { ClusterDns } from './cluster-dns.js';
  * CI runs as root.
  */
 
-const root = join(__dirname, '..', '..', '..', '..');
-const PRELOAD = join('libs', 'testing', 'src', 'chart-run', 'record-connections.cjs');
+const root = join(__dirname, '..', '..', '..');
+const PRELOAD = join('testing', 'src', 'chart-run', 'record-connections.cjs');
 const TAIL = 16_000;
 
 /** An address outside the release, as the processes reach it and as the cluster would see it. */

@@ -13,7 +13,7 @@ import { chartValues, renderedObjects, type RenderedObject } from '../src/chart-
  * disruption budgets, autoscalers, the `helm test` Pod.
  */
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const chart = join(root, 'charts', 'lab');
 const production = join(chart, 'values-production.yaml');
 const NS = 'lab-ns';

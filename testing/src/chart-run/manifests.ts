@@ -89,7 +89,7 @@ export interface Manifests {
   all: Record<string, unknown>[];
 }
 
-const root = join(__dirname, '..', '..', '..', '..');
+const root = join(__dirname, '..', '..', '..');
 const chartDir = join(root, 'charts', 'lab');
 
 export interface RenderOptions {

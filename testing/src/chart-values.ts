@@ -6,7 +6,7 @@ import { parse, parseAllDocuments } from 'yaml';
 export type ChartValues = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- YAML of the chart's own schema
 
 /** charts/lab */
-const labChartDir = join(__dirname, '..', '..', '..', 'charts', 'lab');
+const labChartDir = join(__dirname, '..', '..', 'charts', 'lab');
 
 const isObject = (x: unknown): x is ChartValues => !!x && typeof x === 'object' && !Array.isArray(x);
 

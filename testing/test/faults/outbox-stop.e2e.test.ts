@@ -20,7 +20,7 @@ import { describeWithServers } from '../../src/servers';
  */
 const EVENTS = 100_000;
 const STOP_BOUND_MS = 20_000;
-const root = join(__dirname, '..', '..', '..', '..');
+const root = join(__dirname, '..', '..', '..');
 const databaseUrl = process.env.DATABASE_URL;
 const amqpUrl = process.env.AMQP_URL;
 const describeIf = (title: string, body: () => void) => describeWithServers(['postgres', 'rabbitmq'], title, body);

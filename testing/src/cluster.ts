@@ -8,8 +8,8 @@ import pg from 'pg';
 import { deleteRunQueues } from './queues.js';
 import { waitFor } from './waits.js';
 
-/** Repository root: this file is libs/testing/src (ts-jest) or libs/testing/dist (built). */
-const root = join(__dirname, '..', '..', '..');
+/** Repository root: this file is testing/src (ts-jest) or testing/dist (built). */
+const root = join(__dirname, '..', '..');
 
 /** A free TCP port on the loopback interface (released again before it is returned). */
 export function freePort(): Promise<number> {

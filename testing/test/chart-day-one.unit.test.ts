@@ -16,7 +16,7 @@ import { chartValues, renderedObjects, type RenderedObject } from '../src/chart-
  * the notes, the README's values table).
  */
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const chart = join(root, 'charts', 'lab');
 const production = join(chart, 'values-production.yaml');
 const NS = 'lab-ns';

@@ -11,7 +11,7 @@ import { helm } from '../src/helm';
  * with the Prometheus project's own grammar.
  */
 
-export const root = join(__dirname, '..', '..', '..');
+export const root = join(__dirname, '..', '..');
 export const chart = join(root, 'charts', 'lab');
 
 export const MONITORING_ON = [

@@ -4,7 +4,7 @@ import Ajv from 'ajv';
 import { parse, parseAllDocuments } from 'yaml';
 import { helm } from '../src/helm';
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const chart = join(root, 'charts', 'lab');
 const read = (p: string) => readFileSync(join(chart, p), 'utf8');
 const values = parse(read('values.yaml')) as Record<string, any>;
@@ -97,8 +97,8 @@ describe('helm chart charts/lab', () => {
 
   it('defines every component of the cluster', () => {
     // every service package of the repository (standalone is all of them in one process)
-    const packages = readdirSync(join(__dirname, '..', '..', '..', 'services'), { withFileTypes: true })
-      .filter((d) => d.isDirectory() && d.name !== 'standalone' && existsSync(join(__dirname, '..', '..', '..', 'services', d.name, 'package.json')))
+    const packages = readdirSync(join(__dirname, '..', '..', 'services'), { withFileTypes: true })
+      .filter((d) => d.isDirectory() && d.name !== 'standalone' && existsSync(join(__dirname, '..', '..', 'services', d.name, 'package.json')))
       .map((d) => d.name)
       .sort();
     expect(Object.keys(values.services).sort()).toEqual(packages);

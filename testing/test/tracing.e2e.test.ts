@@ -18,7 +18,7 @@ import { describeWithServers } from '../src/servers';
  * off, nothing is exported and log lines carry no trace fields.
  */
 
-const root = join(__dirname, '..', '..', '..');
+const root = join(__dirname, '..', '..');
 const describeCluster = (title: string, body: () => void) => describeWithServers(['postgres', 'rabbitmq'], title, body);
 
 /** Each service's environment: `env` for every process, webhooks allowed to reach the loopback receiver. */

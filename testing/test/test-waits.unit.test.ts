@@ -15,7 +15,7 @@ import ts from 'typescript';
  * runs out) is marked `// deliberate wait: <reason>` on its line or in the
  * comment just above; a `return;` that is meant, `// deliberate return: <reason>`.
  */
-const root = resolve(__dirname, '../../..');
+const root = resolve(__dirname, '../..');
 
 interface Finding {
   file: string;
@@ -145,10 +145,11 @@ function scan(file: string, text: string): Finding[] {
   return findings.sort((a, b) => a.line - b.line);
 }
 
-/** Every .ts file under the services' and libraries' test folders. */
+/** Every .ts file under the test folders of the services, the libraries, the gateway's packages and the harness. */
 function testFiles(): string[] {
-  return ['services', 'libs'].flatMap((top) =>
+  return ['services', 'libs', 'services/gateway/packages', '.'].flatMap((top) =>
     readdirSync(join(root, top)).flatMap((pkg) => {
+      if (top === '.' && pkg !== 'testing') return [];
       const dir = join(root, top, pkg, 'test');
       let entries: string[];
       try {
