@@ -23,6 +23,23 @@ const ENVELOPE_BYTES = 64 * 1024;
 /** A large file over a slow link may take a while; the service stops reading at the cap anyway. */
 const UPLOAD_DEADLINE_MS = 15 * 60_000;
 
+interface UploadMeta {
+  device_id: string;
+  filename: string;
+  content_type: string;
+}
+
+/** The client-streaming call of telemetry's uploadRawFile, as the gateway's client opens it. */
+interface UploadCall {
+  stream: {
+    write(message: { meta?: UploadMeta; data: Buffer; device_id?: string }, done?: () => void): unknown;
+    end(): void;
+    cancel(): void;
+    on(event: 'error', listener: () => void): unknown;
+  };
+  response: Promise<{ item?: Parameters<typeof telemetryItemJson>[0] }>;
+}
+
 const tooLarge = (limit: number) => new DomainError('too_large', 'payload_too_large', `the file exceeds ${limit / (1024 * 1024)} MiB`, { limit_bytes: limit });
 const invalid = (path: string, message: string) => DomainError.invalid(message, { field: path, fields: [{ path, message }] });
 
@@ -95,7 +112,18 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
         file.resume();
         return;
       }
-      upload = forward(file, new RawFileAllowance(meta.filename, meta.content_type), meta);
+      const forwarding = new FileForwarding(
+        file,
+        new RawFileAllowance(meta.filename, meta.content_type),
+        meta,
+        client.clientStream('uploadRawFile', caller, UPLOAD_DEADLINE_MS),
+        {
+          deviceAfterBody,
+          tooLarge: (limit) => (failure = tooLarge(limit)),
+        },
+      );
+      cancelUpload = () => forwarding.cancel();
+      upload = forwarding.response;
       upload.catch(() => undefined);
     });
 
@@ -104,82 +132,6 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
       failure ??= invalid('file', 'one file per upload: the body has more than one file part');
       cancelUpload?.();
     });
-
-    const forward = (file: Readable, allowance: RawFileAllowance, meta: { device_id: string; filename: string; content_type: string }) => {
-      const { stream, response } = client.clientStream('uploadRawFile', caller, UPLOAD_DEADLINE_MS);
-      stream.on('error', () => undefined);
-      stream.write({ meta, data: Buffer.alloc(0) });
-      let size = 0;
-      let inFlight = 0;
-      let paused = false;
-      let stopped = false;
-      // once the call is over (answered, refused or cancelled), the rest of the file is only drained
-      const stop = () => {
-        stopped = true;
-        file.resume();
-      };
-      // the file will not complete (too large, truncated body, client gone, no
-      // device): the service must not keep the call, and its temporary file, open
-      // until the deadline
-      const cancel = () => {
-        if (stopped) return;
-        stop();
-        stream.cancel();
-      };
-      cancelUpload = cancel;
-      file.on('error', cancel);
-      const written = (bytes: number) => () => {
-        inFlight -= bytes;
-        if (paused && inFlight < IN_FLIGHT_BYTES) {
-          paused = false;
-          if (!stopped) file.resume();
-        }
-      };
-      file.on('data', (chunk: Buffer) => {
-        if (stopped) return;
-        size += chunk.length;
-        const limit = allowance.limitAfter(chunk);
-        if (size > limit) {
-          failure = tooLarge(limit);
-          cancel();
-          return;
-        }
-        // busboy's pieces (slices of the body as it was read) go on as they are: joining
-        // them would copy every byte once more, and the serializer copies them anyway
-        for (let at = 0; at < chunk.length; at += CHUNK_BYTES) {
-          const data = chunk.subarray(at, at + CHUNK_BYTES);
-          inFlight += data.length;
-          stream.write({ data }, written(data.length));
-        }
-        if (inFlight >= IN_FLIGHT_BYTES) {
-          paused = true;
-          file.pause();
-        }
-      });
-      // The call ends once the whole body is read, never before: a part after the
-      // file (a second file, a second device_id) can still make the upload a 400,
-      // which must leave nothing stored. When the device_id part follows the file,
-      // the last message names it.
-      file.on('end', () => {
-        if (stopped) return;
-        void deviceAfterBody.then((id) => {
-          if (stopped) return;
-          if (id === undefined) {
-            cancel();
-            return;
-          }
-          if (!meta.device_id) stream.write({ data: Buffer.alloc(0), device_id: id });
-          stream.end();
-        });
-      });
-      return response.then(
-        (r) => telemetryItemJson(r.item),
-        (err: unknown) => {
-          stop();
-          throw err;
-        },
-      );
-    };
 
     bb.on('close', () => {
       if (!failure && upload && deviceId === undefined) failure = invalid('device_id', 'the device_id part is missing');
@@ -211,4 +163,106 @@ export function uploadRawFile(ctx: Ctx, deps: Deps): Promise<Reply> {
     });
     req.pipe(bb);
   });
+}
+
+/**
+ * One file part forwarded to the telemetry service as one client-streaming call:
+ * busboy's pieces go on in messages of at most CHUNK_BYTES, the file is paused while
+ * more than IN_FLIGHT_BYTES are written and not yet taken by the transport, the
+ * size is checked against what the content earns (RawFileAllowance), and the call
+ * ends only once the whole body is read and names its device.
+ */
+class FileForwarding {
+  /** The stored item as the API's JSON, or why the service refused it. */
+  readonly response: Promise<JsonText>;
+  private size = 0;
+  private inFlight = 0;
+  private paused = false;
+  /** The call is over (answered, refused or cancelled): the rest of the file is only drained. */
+  private stopped = false;
+
+  constructor(
+    private readonly file: Readable,
+    private readonly allowance: RawFileAllowance,
+    private readonly meta: UploadMeta,
+    private readonly call: UploadCall,
+    private readonly body: { deviceAfterBody: Promise<string | undefined>; tooLarge: (limit: number) => void },
+  ) {
+    call.stream.on('error', () => undefined);
+    call.stream.write({ meta, data: Buffer.alloc(0) });
+    file.on('error', () => this.cancel());
+    file.on('data', (chunk: Buffer) => this.forward(chunk));
+    file.on('end', () => this.endAfterBody());
+    this.response = call.response.then(
+      (r) => telemetryItemJson(r.item),
+      (err: unknown) => {
+        this.stop();
+        throw err;
+      },
+    );
+  }
+
+  /**
+   * The file will not complete (too large, truncated body, client gone, no device):
+   * the service must not keep the call, and its temporary file, open until the deadline.
+   */
+  cancel(): void {
+    if (this.stopped) return;
+    this.stop();
+    this.call.stream.cancel();
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    this.file.resume();
+  }
+
+  private forward(chunk: Buffer): void {
+    if (this.stopped) return;
+    this.size += chunk.length;
+    const limit = this.allowance.limitAfter(chunk);
+    if (this.size > limit) {
+      this.body.tooLarge(limit);
+      this.cancel();
+      return;
+    }
+    // busboy's pieces (slices of the body as it was read) go on as they are: joining
+    // them would copy every byte once more, and the serializer copies them anyway
+    for (let at = 0; at < chunk.length; at += CHUNK_BYTES) {
+      const data = chunk.subarray(at, at + CHUNK_BYTES);
+      this.inFlight += data.length;
+      this.call.stream.write({ data }, () => this.written(data.length));
+    }
+    if (this.inFlight >= IN_FLIGHT_BYTES) {
+      this.paused = true;
+      this.file.pause();
+    }
+  }
+
+  private written(bytes: number): void {
+    this.inFlight -= bytes;
+    if (this.paused && this.inFlight < IN_FLIGHT_BYTES) {
+      this.paused = false;
+      if (!this.stopped) this.file.resume();
+    }
+  }
+
+  /**
+   * The call ends once the whole body is read, never before: a part after the file
+   * (a second file, a second device_id) can still make the upload a 400, which must
+   * leave nothing stored. When the device_id part follows the file, the last
+   * message names it.
+   */
+  private endAfterBody(): void {
+    if (this.stopped) return;
+    void this.body.deviceAfterBody.then((id) => {
+      if (this.stopped) return;
+      if (id === undefined) {
+        this.cancel();
+        return;
+      }
+      if (!this.meta.device_id) this.call.stream.write({ data: Buffer.alloc(0), device_id: id });
+      this.call.stream.end();
+    });
+  }
 }
