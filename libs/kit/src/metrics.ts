@@ -10,8 +10,12 @@ import { listenLogged } from './waits.js';
 function build() {
   const register = client.register;
   client.collectDefaultMetrics({ register });
+  return { register, ...callMetrics(), ...busMetrics(), ...edgeMetrics(), ...databaseMetrics(), ...peerMetrics(), ...scrapedMetrics() };
+}
+
+/** How long the calls a process serves take: gRPC and HTTP. */
+function callMetrics() {
   return {
-    register,
     grpcServerDuration: new client.Histogram({
       name: 'lab_grpc_server_duration_seconds',
       help: 'gRPC unary call duration by service, method and status code',
@@ -24,6 +28,12 @@ function build() {
       labelNames: ['method', 'route', 'status'] as const,
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     }),
+  };
+}
+
+/** The outbox relay and the bus consumers: what was published, refused, parked, handled, and how late. */
+function busMetrics() {
+  return {
     outboxPublished: new client.Counter({
       name: 'lab_outbox_published_total',
       help: 'Events published from the outbox',
@@ -63,6 +73,12 @@ function build() {
       labelNames: ['queue'] as const,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
     }),
+  };
+}
+
+/** The gateway's own counts: rate-limit refusals, replayed answers, failing stores. */
+function edgeMetrics() {
+  return {
     rateLimited: new client.Counter({
       name: 'lab_rate_limit_rejections_total',
       help: 'Requests rejected by the per-token rate limit',
@@ -82,6 +98,12 @@ function build() {
         "keep failing lets a retry run again), receipt_lookup and receipt_keep (a service's receipts: an answer not kept is a 409 for the retry)",
       labelNames: ['operation'] as const,
     }),
+  };
+}
+
+/** Group commit and shared reads: how many writes and reads shared a transaction or a connection. */
+function databaseMetrics() {
+  return {
     sharedTransactions: new client.Counter({
       name: 'lab_db_shared_transactions_total',
       help: 'Transactions that several writes shared (group commit), by outcome: committed, or rerun (a member failed, so each ran again alone)',
@@ -100,6 +122,12 @@ function build() {
       name: 'lab_db_shared_reads_total',
       help: 'Queries sent as shared reads (divided by lab_db_shared_read_groups_total: the mean group size)',
     }),
+  };
+}
+
+/** Calls to peer services: batches sent, and calls that failed on an unavailable or slow peer. */
+function peerMetrics() {
+  return {
     callBatches: new client.Counter({
       name: 'lab_grpc_call_batches_total',
       help: 'Batches of calls sent to a peer: calls of one caller to one read method begun in one turn, sent as one call (lab.common.v1.BatchService)',
@@ -118,6 +146,12 @@ function build() {
     // Read at scrape time from the sources registered below (one count query per
     // service and scrape): a counter of parked messages cannot say whether any are
     // still there after an operator replayed or dropped them; the table can.
+  };
+}
+
+/** Gauges read at scrape time from the sources registered below. */
+function scrapedMetrics() {
+  return {
     deadLetters: new client.Gauge({
       name: 'lab_dead_letters',
       help: 'Messages waiting in the dead-letter table of a service (parked by a consumer or refused by the broker)',
