@@ -13,19 +13,16 @@
 // also pays for code paths used for the first time, the second shows the steady
 // state. Each upload's answer is checked for the right size and sha256. The
 // figures, with a row per target for bench/report.mjs, go to bench/results/memory.json.
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { api, freePort } from './cluster.mjs';
+import { join } from 'node:path';
+import { api } from './cluster.mjs';
 import { saveResult } from './results.mjs';
+import { rssBytes, startStandalone } from './standalone.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..');
 const MiB = 1024 * 1024;
 const FILE_BYTES = 50 * MiB;
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 10);
@@ -33,11 +30,6 @@ const TARGET_IDLE_MB = 400;
 const TARGET_GROWTH_MIB = 30;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function rssBytes(pid) {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)[1]) * 1024;
-}
 
 async function sampleMax(pid, ms, every = 100) {
   let max = 0;
@@ -127,48 +119,17 @@ function upload(base, token, deviceId, path, size) {
 }
 
 const work = await mkdtemp(join(tmpdir(), 'lab-bench-memory-'));
-let child;
+let server;
 let exitCode = 0;
 try {
   const mzml = join(work, 'run.mzML');
   await writeMzml(mzml, FILE_BYTES);
   const sha256 = await sha256File(mzml);
 
-  const port = await freePort();
-  const operatorToken = `op_${randomBytes(24).toString('hex')}`;
-  const env = { ...process.env };
-  // fully embedded: PGlite, the in-process bus, in-memory rate limits
-  for (const k of ['DATABASE_URL', 'AMQP_URL', 'REDIS_URL', 'NODE_OPTIONS']) delete env[k];
-  Object.assign(env, {
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    LAB_DATA_DIR: join(work, 'data'),
-    LAB_OPERATOR_TOKEN: operatorToken,
-    METRICS_PORT: '0',
-    LOG_LEVEL: 'warn',
-  });
-  const started = performance.now();
-  // as `npm start` runs it: its script through sh (which execs node, so the child's pid
-  // is the service's), with the node that runs this first on the PATH as under npm
-  const { scripts } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
-  env.PATH = `${dirname(process.execPath)}:${env.PATH ?? ''}`;
-  child = spawn('sh', ['-c', scripts.start], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout.on('data', (b) => (log += b));
-  child.stderr.on('data', (b) => (log += b));
-  const exited = new Promise((r) => child.once('exit', r));
-  const base = `http://127.0.0.1:${port}`;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`standalone exited with ${child.exitCode}:\n${log}`);
-    if (performance.now() - started > 60_000) throw new Error(`standalone not ready after 60 s:\n${log}`);
-    const ok = await fetch(`${base}/v1/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    await sleep(100);
-  }
-  const startupMs = performance.now() - started;
+  // fully embedded, as `npm start` runs it: PGlite, the in-process bus, in-memory rate limits
+  server = await startStandalone(join(work, 'data'));
+  const { url: base, operatorToken, startupMs } = server;
+  const child = { pid: server.pid };
 
   await sleep(IDLE_SECONDS * 1000);
   for (let i = 0; i < 5; i++) {
@@ -261,17 +222,13 @@ try {
     rows,
   });
 
-  child.kill('SIGTERM');
-  const stopped = await Promise.race([exited.then(() => true), sleep(20_000).then(() => false)]);
+  const stopped = await server.stop();
   if (!stopped) {
     console.error('standalone did not stop within 20 s of SIGTERM');
     exitCode = 1;
   }
 } finally {
-  if (child && child.exitCode === null && child.signalCode === null) {
-    child.kill('SIGKILL');
-    await new Promise((r) => child.once('exit', r));
-  }
+  await server?.stop();
   await rm(work, { recursive: true, force: true });
 }
 process.exit(exitCode);

@@ -9,11 +9,15 @@ import http from 'node:http';
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 /**
- * GETs `url` at `rate` requests per second for `seconds` over `connections`
- * sockets; resolves with latency percentiles (ms) and counts. `timeline`, an
+ * Requests `url` at `rate` requests per second for `seconds` over `connections`
+ * sockets; resolves with latency percentiles (ms) and counts (`served`: answered
+ * 2xx per second). GET unless `method`; a `body` (an object) is sent as JSON, and
+ * `idempotent` gives every request an Idempotency-Key of its own. `timeline`, an
  * array, gets [ms since start the request was due, latency ms] of each answer.
  */
-export function pacedLoad(url, { rate, seconds, connections, headers = {}, timeline }) {
+export function pacedLoad(url, { rate, seconds, connections, headers = {}, timeline, method = 'GET', body, idempotent = false }) {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const keyPrefix = `paced-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   const total = Math.round(rate * seconds);
   const latencies = [];
@@ -26,10 +30,21 @@ export function pacedLoad(url, { rate, seconds, connections, headers = {}, timel
     const finish = () => {
       agent.destroy();
       latencies.sort((a, b) => a - b);
-      resolve({ p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1), sent, errors, non2xx });
+      resolve({
+        p50: percentile(latencies, 50),
+        p99: percentile(latencies, 99),
+        max: latencies.at(-1),
+        served: latencies.length / seconds,
+        sent,
+        errors,
+        non2xx,
+      });
     };
-    const fire = (due) => {
-      const req = http.get(url, { agent, headers }, (res) => {
+    const fire = (due, n) => {
+      const own = { ...headers };
+      if (payload !== undefined) own['content-type'] = 'application/json';
+      if (idempotent) own['idempotency-key'] = `${keyPrefix}-${n}`;
+      const req = http.request(url, { agent, method, headers: own }, (res) => {
         res.resume();
         res.on('end', () => {
           if (res.statusCode >= 200 && res.statusCode < 300) {
@@ -43,11 +58,15 @@ export function pacedLoad(url, { rate, seconds, connections, headers = {}, timel
         errors++;
         if (++done === total) finish();
       });
+      req.end(payload);
     };
     const tick = () => {
       const now = performance.now();
       // every request due by now goes out, each with its own due time
-      while (sent < total && start + (sent * 1000) / rate <= now) fire(start + (sent++ * 1000) / rate);
+      while (sent < total && start + (sent * 1000) / rate <= now) {
+        const n = sent++;
+        fire(start + (n * 1000) / rate, n);
+      }
       if (sent < total) setTimeout(tick, 1);
     };
     tick();

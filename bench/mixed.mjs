@@ -1,0 +1,110 @@
+// Reads under a mixed load, as a LIMS sends them at peak hours: GET by id and keyed
+// POST at once, each paced at an even rate over connections of its own (open loop:
+// a request's latency counts from when it was due, bench/paced.mjs), against the
+// cluster shape and the one-process baseline on the same PostgreSQL in the same run,
+// alternated. The targets hold in every run: the full GET rate served, and GET and
+// POST p99 each at most 1.5 times the baseline's in the same pair of runs.
+// BENCH_MIXED_GET_RATE (1000), BENCH_MIXED_POST_RATE (400), BENCH_MIXED_SECONDS (45),
+// BENCH_MIXED_CONNECTIONS (32 each), BENCH_RUNS (2 here unless set).
+import pg from 'pg';
+import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
+import { fmt, median } from './load.mjs';
+import { pacedLoad } from './paced.mjs';
+import { describeMachine, watchMachine } from './machine-stalls.mjs';
+import { saveResult } from './results.mjs';
+
+const GET_RATE = Number(process.env.BENCH_MIXED_GET_RATE ?? 1000);
+const POST_RATE = Number(process.env.BENCH_MIXED_POST_RATE ?? 400);
+const SECONDS = Number(process.env.BENCH_MIXED_SECONDS ?? 45);
+const CONNECTIONS = Number(process.env.BENCH_MIXED_CONNECTIONS ?? 32);
+const RUNS = Number(process.env.BENCH_RUNS ?? 2);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 10);
+/** A p99 at most this many times the baseline's, in the same pair of runs. */
+const MAX_P99_RATIO = 1.5;
+/** "The full rate": what a paced run may fall short by, counting the last in-flight answers. */
+const SERVED_SHARE = 0.99;
+
+/** Both loads at once against one base URL; resolves with the GET and POST figures. */
+async function mixed(base, token, sampleId, seconds) {
+  const headers = { authorization: `Bearer ${token}` };
+  const [get, post] = await Promise.all([
+    pacedLoad(`${base}/v1/samples/${sampleId}`, { rate: GET_RATE, seconds, connections: CONNECTIONS, headers }),
+    pacedLoad(`${base}/v1/samples`, {
+      rate: POST_RATE,
+      seconds,
+      connections: CONNECTIONS,
+      headers,
+      method: 'POST',
+      body: { name: 'mixed', type: 'blood' },
+      idempotent: true,
+    }),
+  ]);
+  return { get, post };
+}
+
+async function main() {
+  const cluster = await startCluster();
+  const baselinePort = await freePort();
+  const baseline = await spawnNode('bench/baseline-server.mjs', { DATABASE_URL: cluster.db.url, PORT: String(baselinePort) }, 'baseline ready', 'baseline');
+  const baseUrl = `http://127.0.0.1:${baselinePort}`;
+  try {
+    const { token } = await seedOrg(cluster.url, cluster.operatorToken);
+    let sampleId;
+    for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
+    const db = new pg.Client({ connectionString: cluster.db.url });
+    await db.connect();
+    await db.query('analyze');
+    await db.end();
+
+    if (WARMUP_SECONDS > 0) {
+      await mixed(cluster.url, token, sampleId, WARMUP_SECONDS);
+      await mixed(baseUrl, token, sampleId, WARMUP_SECONDS);
+    }
+    const runs = [];
+    const watch = watchMachine();
+    for (let r = 0; r < RUNS; r++) {
+      // alternate the order so drift hits both sides alike
+      const order = r % 2 === 0 ? ['stack', 'baseline'] : ['baseline', 'stack'];
+      const pair = {};
+      for (const side of order) pair[side] = await mixed(side === 'stack' ? cluster.url : baseUrl, token, sampleId, SECONDS);
+      runs.push(pair);
+      const { stack, baseline: base } = pair;
+      console.log(
+        `run ${r + 1}: stack GET ${stack.get.served.toFixed(0)}/s p50 ${stack.get.p50.toFixed(1)} p99 ${stack.get.p99.toFixed(1)} ms, POST p99 ${stack.post.p99.toFixed(1)} ms; ` +
+          `baseline GET p50 ${base.get.p50.toFixed(1)} p99 ${base.get.p99.toFixed(1)} ms, POST p99 ${base.post.p99.toFixed(1)} ms`,
+      );
+    }
+    const machine = watch.stop();
+    const served = runs.map((x) => x.stack.get.served);
+    const getRatio = runs.map((x) => x.stack.get.p99 / x.baseline.get.p99);
+    const postRatio = runs.map((x) => x.stack.post.p99 / x.baseline.post.p99);
+    const failures = runs.map((x) => x.stack.get.errors + x.stack.get.non2xx + x.stack.post.errors + x.stack.post.non2xx);
+    // every run, not the median: the tail is what varies from run to run
+    const pass = runs.every(
+      (_, i) => served[i] >= GET_RATE * SERVED_SHARE && getRatio[i] <= MAX_P99_RATIO && postRatio[i] <= MAX_P99_RATIO && failures[i] === 0,
+    );
+    const ms = (xs) => xs.map((x) => x.toFixed(0)).join(' / ');
+    const rows = [
+      {
+        scenario: `Mixed: ${GET_RATE} GET by id/s + ${POST_RATE} keyed POST/s paced, ${CONNECTIONS} connections each, ${SECONDS} s (${RUNS} runs)`,
+        measured:
+          `GET served ${ms(served)}/s, p50 ${ms(runs.map((x) => x.stack.get.p50))} ms, p99 ${ms(runs.map((x) => x.stack.get.p99))} ms ` +
+          `(baseline ${ms(runs.map((x) => x.baseline.get.p99))}; ratio ${getRatio.map((x) => x.toFixed(2)).join(' / ')}); ` +
+          `POST p99 ${ms(runs.map((x) => x.stack.post.p99))} ms (baseline ${ms(runs.map((x) => x.baseline.post.p99))}; ratio ${postRatio.map((x) => x.toFixed(2)).join(' / ')})`,
+        target: `every run: GET >= ${GET_RATE * SERVED_SHARE}/s served, GET and POST p99 <= ${MAX_P99_RATIO}x the baseline's, no failed request`,
+        pass,
+      },
+    ];
+    console.log(`${rows[0].scenario}\n  ${rows[0].measured}\n  ${describeMachine(machine)}`);
+    console.log(`  median GET p99 ratio ${fmt(getRatio, 2)}, POST p99 ratio ${fmt(postRatio, 2)}; median served ${median(served).toFixed(0)}/s`);
+    saveResult('mixed', { runs, get_rate: GET_RATE, post_rate: POST_RATE, seconds: SECONDS, connections: CONNECTIONS, machine, rows });
+  } finally {
+    baseline.kill('SIGTERM');
+    await cluster.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
