@@ -11,10 +11,6 @@ import { describeWithServers } from '../../../testing/src/servers';
 const amqpUrl = process.env.AMQP_URL;
 const describeBroker = (title: string, body: () => void) => describeWithServers(['rabbitmq'], title, body);
 
-/** How long a test watches for something that must not happen (an unhandled error, an early delivery). */
-const UNHANDLED_WINDOW_MS = 100;
-const HELD_WINDOW_MS = 20;
-
 describeBroker('a connection dropped while a handler runs', () => {
   const log = createLogger('test', 'silent');
   const unhandled: unknown[] = [];
@@ -71,8 +67,13 @@ describeBroker('a connection dropped while a handler runs', () => {
 
     expect(seen.every((id) => id === msg.id)).toBe(true);
     expect(bus.connected).toBe(true);
-    // deliberate wait: the subject is that nothing surfaces unhandled after the settle on the dead channel, an absence no condition marks
-    await new Promise((r) => setTimeout(r, UNHANDLED_WINDOW_MS));
+    // Nothing may surface unhandled after the settle on the dead channel. That
+    // settle came before the redelivery; a marker published now and delivered (a
+    // round trip to the broker, many turns of the event loop) comes after whatever
+    // it set off, so once the marker is in, anything unhandled would be too.
+    const marker: BusMessage = { ...msg, id: newId() };
+    await bus.publish([marker]);
+    await until(() => seen.includes(marker.id), 'the marker published after the redelivery');
     expect(unhandled).toEqual([]);
     await bus.close();
   });
@@ -131,18 +132,22 @@ describe('the in-process bus', () => {
   });
 
   it('holds publishes until opened, so consumers that subscribe later get the backlog', async () => {
-    const bus = heldUntilOpen(new MemoryBus(log));
+    const inner = new MemoryBus(log);
+    const bus = heldUntilOpen(inner);
     const seen: string[] = [];
     const msg = message();
     const published = bus.publish([msg]);
     // a consumer that starts after the publisher (a service started later in the same process)
     await bus.subscribe({ queue: 'late', bindings: ['thing.#'], handler: async (m) => void seen.push(m.id) });
-    // deliberate wait: the subject is that nothing is delivered before open(), an absence no condition marks
-    await new Promise((r) => setTimeout(r, HELD_WINDOW_MS));
-    expect(seen).toEqual([]);
+    // nothing is delivered before open(): a marker published past the hold, after
+    // the held message, arrives alone (unheld, the message would have come first)
+    const marker = message();
+    await inner.publish([marker]);
+    await waitFor('the marker published past the hold', () => seen.includes(marker.id));
+    expect(seen).toEqual([marker.id]);
     bus.open();
     await published;
-    expect(seen).toEqual([msg.id]);
+    expect(seen).toEqual([marker.id, msg.id]);
     await bus.close();
   });
 });

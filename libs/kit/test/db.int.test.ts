@@ -13,8 +13,15 @@ import { describeWithServers } from '../../../testing/src/servers';
  */
 const url = process.env.DATABASE_URL;
 const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
-/** How long a test watches for an uncaught error after a lost transaction settled. */
-const AFTERMATH_WINDOW_MS = 200;
+
+/**
+ * The pg clients that have emitted 'end', their last event: a lost connection's
+ * socket end and the client's 'error' come before it (pg emits 'end' a tick after
+ * handling them), so once its 'end' is seen nothing more can escape from it.
+ */
+const endedClients: pg.Client[] = [];
+// eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and always called with a client as `this`
+const realConnect = pg.Client.prototype.connect;
 
 describePg('a connection lost during a transaction', () => {
   let dbUrl: string;
@@ -24,6 +31,11 @@ describePg('a connection lost during a transaction', () => {
   const onUncaught = (err: unknown) => void uncaught.push(err);
 
   beforeAll(async () => {
+    // the pool makes its clients inside @lab/kit: they are watched from here as they connect
+    pg.Client.prototype.connect = function (this: pg.Client, ...args: unknown[]) {
+      this.once('end', () => endedClients.push(this));
+      return (realConnect as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof realConnect;
     dbUrl = (await freshDatabaseUrl())!;
     db = await openDatabase({ url: dbUrl, poolSize: 2, name: `lost-${newId().slice(0, 8)}` });
     admin = new pg.Client({ connectionString: url });
@@ -33,6 +45,7 @@ describePg('a connection lost during a transaction', () => {
 
   afterAll(async () => {
     process.removeListener('uncaughtException', onUncaught);
+    pg.Client.prototype.connect = realConnect;
     await admin.end();
     await db.close();
     await dropFreshDatabases();
@@ -57,11 +70,12 @@ describePg('a connection lost during a transaction', () => {
       // drizzle wraps the driver's error as the cause
       (err: Error & { cause?: Error }) => err.cause?.message ?? err.message,
     );
+    const ended = endedClients.length;
     await terminateSleeper();
     expect(await outcome).toMatch(/terminat|ECONNRESET/i);
-    // the socket's end and the client's 'error' come after the statement's rejection
-    // deliberate wait: the subject is that neither escapes as uncaught, an absence no condition marks
-    await new Promise((res) => setTimeout(res, AFTERMATH_WINDOW_MS));
+    // the socket's end and the client's 'error' come after the statement's rejection:
+    // neither may escape as uncaught, and the client's 'end' comes after both
+    await waitFor('the lost connection to end', () => endedClients.length > ended);
     expect(uncaught).toEqual([]);
   }
 

@@ -10,23 +10,46 @@ import { waitFor } from '../../../testing/src/waits';
  */
 const secret = 'a-secret-of-some-length';
 const caller = { ...systemContext('req-1', newId()), user_id: newId(), role: 'admin' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Replica {
   name: string;
   server: GrpcServer;
   port: number;
   calls: number;
+  /** calls being served right now */
+  inFlight: number;
+  /** Holds the calls that arrive from now on until the returned release is called. */
+  hold(): () => void;
 }
 
-/** A replica answering CreatePoint with its name, after `delayMs`. */
-async function replica(name: string, opts: { port?: number; delayMs?: number; maxConnectionAgeMs?: number } = {}): Promise<Replica> {
+/** A replica answering CreatePoint with its name (once released, while held). */
+async function replica(name: string, opts: { port?: number; maxConnectionAgeMs?: number } = {}): Promise<Replica> {
   const server = new GrpcServer({ name, logger: createLogger(name, 'silent'), secret, maxConnectionAgeMs: opts.maxConnectionAgeMs });
-  const r: Replica = { name, server, port: 0, calls: 0 };
+  let gate: Promise<void> = Promise.resolve();
+  const r: Replica = {
+    name,
+    server,
+    port: 0,
+    calls: 0,
+    inFlight: 0,
+    hold: () => {
+      let release!: () => void;
+      gate = new Promise((resolve) => (release = resolve));
+      return () => {
+        gate = Promise.resolve();
+        release();
+      };
+    },
+  };
   const handlers = new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, {
     get: () => async () => {
       r.calls++;
-      if (opts.delayMs) await sleep(opts.delayMs); // deliberate wait: the replica's work, so calls are in flight when it stops
+      r.inFlight++;
+      try {
+        await gate;
+      } finally {
+        r.inFlight--;
+      }
       // the replica's name in the id of a point (any message would do)
       return { created: true, item: { $case: 'point', value: { id: name, parameter: '', unit: '', active: true } } } satisfies telemetry.ItemResponse;
     },
@@ -59,6 +82,23 @@ async function calls(client: RpcClient<typeof telemetry.TelemetryServiceService>
 }
 
 const share = (answered: string[], name: string) => answered.filter((a) => a === name).length / answered.length;
+
+/**
+ * Stops a replica gracefully with calls in flight on it: the calls that reach it
+ * are held until some are there, the stop begins, and then they are let go, so
+ * the stop has calls to finish however fast the replica answers otherwise.
+ */
+async function stopWithCallsInFlight(r: Replica): Promise<void> {
+  const release = r.hold();
+  try {
+    await waitFor(`calls in flight on ${r.name}`, () => r.inFlight > 0);
+    const stopping = r.server.shutdown(5_000);
+    release();
+    await stopping;
+  } finally {
+    release();
+  }
+}
 
 describe('gRPC targets', () => {
   it('accepts the forms grpc-js resolves, with a port, and refuses the rest', () => {
@@ -128,14 +168,13 @@ describe('round-robin calls over replicas', () => {
   });
 
   it('loses no call when a replica stops gracefully in the middle of the load', async () => {
-    const [a, b] = [await up('a', { delayMs: 20 }), await up('b', { delayMs: 20 })];
+    const [a, b] = [await up('a'), await up('b')];
     const client = clientOf(`ipv4:127.0.0.1:${a.port},127.0.0.1:${b.port}`);
     try {
       const load = calls(client, 400, 8);
       await waitFor('a quarter of the load answered, b serving part of it', () => a.calls + b.calls >= 100 && b.calls > 0);
-      const stopped = b.server.shutdown(5_000);
+      await stopWithCallsInFlight(b);
       const { answered, failed } = await load;
-      await stopped;
       expect(failed).toEqual([]);
       expect(answered.length).toBe(400);
       const bAfterStop = b.calls;
@@ -147,8 +186,8 @@ describe('round-robin calls over replicas', () => {
   });
 
   it('loses no call when the server closes connections at their maximum age', async () => {
-    const a = await up('a', { delayMs: 5, maxConnectionAgeMs: 200 });
-    const b = await up('b', { delayMs: 5, maxConnectionAgeMs: 200 });
+    const a = await up('a', { maxConnectionAgeMs: 200 });
+    const b = await up('b', { maxConnectionAgeMs: 200 });
     const client = clientOf(`ipv4:127.0.0.1:${a.port},127.0.0.1:${b.port}`);
     try {
       const started = Date.now();
@@ -166,8 +205,8 @@ describe('round-robin calls over replicas', () => {
   });
 
   it('loses no call in a rolling restart: the next replica stops the moment the previous one is back', async () => {
-    let a = await up('a', { delayMs: 5 });
-    let b = await up('b', { delayMs: 5 });
+    let a = await up('a');
+    let b = await up('b');
     const client = clientOf(`ipv4:127.0.0.1:${a.port},127.0.0.1:${b.port}`);
     try {
       const load = calls(client, 1_500, 8);
@@ -177,9 +216,9 @@ describe('round-robin calls over replicas', () => {
         const base = a.calls + b.calls;
         await waitFor(`100 more calls answered before ${name} restarts`, () => a.calls + b.calls >= base + 100);
         const old = name === 'a' ? a : b;
-        await old.server.shutdown(5_000);
+        await stopWithCallsInFlight(old);
         started.splice(started.indexOf(old), 1);
-        const fresh = await up(name, { port: old.port, delayMs: 5 });
+        const fresh = await up(name, { port: old.port });
         if (name === 'a') a = fresh;
         else b = fresh;
       }

@@ -12,8 +12,6 @@ import { JobEventsHub, MAX_BUFFERED_BYTES, MAX_STREAMS_PER_TOKEN, type JobEvents
  */
 const log = createLogger('test', 'silent');
 const ORG = '0190a0c8-0000-7000-8000-000000000001';
-/** Ten heartbeat periods of the 5 ms the close() test sets: long enough for a stray write to show. */
-const HEARTBEAT_PERIODS_MS = 50;
 const admin = { org_id: ORG, user_id: 'u-1', role: 'admin', scopes: ['read'], token_kind: 'pat', token_id: 't-1' } as unknown as StreamPrincipal;
 
 interface Harness {
@@ -80,6 +78,7 @@ const event = (size = 64, org = ORG) => ({
 });
 
 afterEach(async () => {
+  jest.useRealTimers();
   if (!h) return;
   for (const s of h.clients) s.destroy();
   h.server.closeAllConnections();
@@ -129,6 +128,8 @@ describe('JobEventsHub', () => {
   });
 
   it('close() unregisters every stream: events and heartbeats after it never write after end()', async () => {
+    // the hub's timers (heartbeats, stream expiry) on a faked clock; sockets, and the test's own waits, run as they do
+    jest.useFakeTimers({ doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate'] });
     const t = await harness({ heartbeatMs: 5 });
     await client(t); // stalled: its end() cannot complete, so 'close' does not come soon
     const res = t.responses[0]!;
@@ -146,8 +147,11 @@ describe('JobEventsHub', () => {
 
     t.hub.close();
     await t.bus.publish([event()]);
-    // deliberate wait: the subject is that no write comes after end() in several heartbeat periods, an absence no condition marks
-    await delay(HEARTBEAT_PERIODS_MS);
+    // no timer of the hub is left to write: none fires however far the clock goes
+    expect(jest.getTimerCount()).toBe(0);
+    jest.advanceTimersByTime(60_000);
+    // a write after end() is reported on the next tick: let those run
+    await new Promise(setImmediate);
     expect(t.errors.map((e) => (e as NodeJS.ErrnoException).code)).toEqual([]);
     expect(t.hub.size).toBe(0);
     expect(res.writableEnded).toBe(true);

@@ -1,4 +1,6 @@
-import { startStack, type Stack } from '@lab/testing';
+import { Client } from 'pg';
+import { hashToken } from '@lab/identity';
+import { startStack, waitFor, type Stack } from '@lab/testing';
 import { call, eventually } from './http';
 import { authorize, consent, FN, formOf, getAuthorize, postForm, signIn, token, type AuthorizeParams, type FlowUser } from './oauth-flow';
 
@@ -302,8 +304,6 @@ describe('authorization server metadata', () => {
 });
 
 describe('code lifetime', () => {
-  /** The codes' TTL of this stack (1 s) and half a second more. */
-  const CODE_EXPIRED_AFTER_MS = 1_500;
   let short: Stack;
   beforeAll(async () => {
     const before = process.env.IDENTITY_OAUTH_CODE_TTL_SECONDS;
@@ -326,8 +326,21 @@ describe('code lifetime', () => {
     const c = await short.admin.call<{ client_id: string; client_secret: string }>('POST', '/oauth-clients', { name: 'c', redirect_uris: [REDIRECT] }, 201);
     const loc = await authorize(short.url, { client_id: c.client_id, redirect_uri: REDIRECT }, { email: u.email, password }, org);
     const code = loc.searchParams.get('code')!;
-    // deliberate wait: the subject is the code's TTL running out; redeeming it to poll would use it up
-    await new Promise((r) => setTimeout(r, CODE_EXPIRED_AFTER_MS));
+    // redeeming the code to poll would use it up: the wait is for identity's own clock
+    // (the database's now(), which its expiry check reads) to pass the code's expiry
+    const db = new Client({ connectionString: short.databaseUrl });
+    await db.connect();
+    try {
+      await waitFor(
+        'the code to expire by the database clock',
+        async () =>
+          (await db.query<{ expired: boolean }>('select expires_at <= now() as expired from identity.oauth_codes where code_hash = $1', [hashToken(code)]))
+            .rows[0]?.expired === true,
+        { timeoutMs: 5_000 },
+      );
+    } finally {
+      await db.end();
+    }
     const t = await token(short.url, c, { grant_type: 'authorization_code', code, redirect_uri: REDIRECT });
     expect(t.status).toBe(400);
     expect(t.body.error).toBe('invalid_grant');

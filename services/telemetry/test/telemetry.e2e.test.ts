@@ -5,7 +5,7 @@ import { runInNewContext } from 'node:vm';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { holdTransaction, startStack, type Stack } from '@lab/testing';
+import { holdTransaction, startStack, waitFor, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
 let stack: Stack;
@@ -50,13 +50,17 @@ const MiB = 1024 * 1024;
  */
 setFlagsFromString('--expose-gc');
 const collect = runInNewContext('gc') as () => void;
-const settledRss = async () => {
-  for (let i = 0; i < 3; i++) {
+const settledRss = () => {
+  // what the collector freed reaches the RSS in the background: collect and look
+  // again until it has stopped falling (less than 1 MiB since the last look)
+  let last = Infinity;
+  return waitFor('the RSS to settle after a collection', () => {
     collect();
-    // deliberate wait: what the collector freed reaches the RSS in the background, which no event marks
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return process.memoryUsage().rss;
+    const rss = process.memoryUsage().rss;
+    const settled = last - rss < MiB;
+    last = rss;
+    return settled && rss;
+  });
 };
 
 /** How an mzML document starts: what earns a file the 50 MiB allowance. */

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Resolver } from '@lab/kit';
+import { waitFor } from '@lab/testing/waits';
 import { postOnce, type SendInput } from '../src/sender';
 
 const body = Buffer.from('{}');
@@ -32,30 +33,47 @@ describe('postOnce deadline', () => {
   });
 
   it('is one deadline: a slow lookup leaves the request only what remains of it', async () => {
-    // a receiver that answers 300 ms after the request arrives
-    server = createServer((_req, res) => void delay(300).then(() => res.writeHead(204).end()));
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const port = (server.address() as AddressInfo).port;
-    const slow: Resolver = async () => {
-      // deliberate wait: the subject, a lookup that takes 200 ms
-      await delay(200);
-      return [{ address: '127.0.0.1', family: 4 }];
-    };
-    // 400 ms for the attempt: after a 200 ms lookup, the request has at most 200 ms
-    // left, less than the receiver takes (timers never fire early, so this holds on
-    // a slow machine too); a deadline restarted after the lookup would get the answer
-    const outcome = await within(postOnce(input({ url: `http://receiver.example.test:${port}/hook`, timeoutMs: 400, resolver: slow })), 3_000);
-    expect(outcome).toMatchObject({ ok: false, retry: true, error: 'timeout after 400 ms' });
+    // a receiver that never answers: only the attempt's deadline ends it
+    const arrived = new Promise<void>((resolve) => {
+      server = createServer(() => resolve());
+    });
+    server!.listen(0, '127.0.0.1');
+    await once(server!, 'listening');
+    const port = (server!.address() as AddressInfo).port;
+    // the attempt's clock and deadline timers are faked (sockets and the test's own waits are not),
+    // so the lookup takes 200 ms of it exactly, however slow the machine
+    jest.useFakeTimers({ doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate'] });
+    try {
+      let answerLookup: ((addresses: { address: string; family: number }[]) => void) | undefined;
+      const slow: Resolver = () => new Promise((resolve) => (answerLookup = resolve));
+      const attempt = postOnce(input({ url: `http://receiver.example.test:${port}/hook`, timeoutMs: 400, resolver: slow }));
+      await waitFor('the lookup to be asked', () => answerLookup !== undefined);
+      jest.advanceTimersByTime(200);
+      answerLookup!([{ address: '127.0.0.1', family: 4 }]);
+      await arrived;
+      // 400 ms for the attempt: 200 went on the lookup, so 200 more end it; a
+      // deadline restarted after the lookup would leave it pending
+      jest.advanceTimersByTime(200);
+      expect(await within(attempt, 3_000)).toMatchObject({ ok: false, retry: true, error: 'timeout after 400 ms' });
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('a request that cannot even be created fails without a later throw from the deadline timer', async () => {
-    // an invalid header value makes http.request throw synchronously: there is no request to destroy
-    const attempt = postOnce(input({ url: 'http://127.0.0.1:9/hook', headers: { 'X-Bad': 'a\nb' }, timeoutMs: 20 }));
-    await expect(attempt).rejects.toMatchObject({ code: 'ERR_INVALID_CHAR' });
-    // Past the deadline its timer has fired; with no request it used to throw, an
-    // uncaught exception (which crashes a service, and which Jest reports as this test's failure).
-    // deliberate wait: the subject is that the 20 ms deadline timer fires without a throw, an absence no condition marks
-    await delay(100);
+    jest.useFakeTimers({ doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate'] });
+    try {
+      // an invalid header value makes http.request throw synchronously: there is no request to destroy
+      const attempt = postOnce(input({ url: 'http://127.0.0.1:9/hook', headers: { 'X-Bad': 'a\nb' }, timeoutMs: 20 }));
+      await expect(attempt).rejects.toMatchObject({ code: 'ERR_INVALID_CHAR' });
+      // The deadline timer is still set. With no request it used to throw when it
+      // fired, an uncaught exception that crashes a service; run it now, and a throw
+      // comes out of this call.
+      expect(jest.getTimerCount()).toBe(1);
+      expect(() => jest.runOnlyPendingTimers()).not.toThrow();
+      expect(jest.getTimerCount()).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });
