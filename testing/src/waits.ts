@@ -31,3 +31,14 @@ export async function waitFor<T>(what: string, check: () => T | Promise<T>, opts
     await pause(intervalMs);
   }
 }
+
+/**
+ * The one pause a test may make: a load generator's, between the requests of its
+ * load (its rate) or before a retry (its backoff). It is part of
+ * the traffic a fault or load test makes, as a real client's pacing is part of
+ * real traffic, not a wait for something to happen: a test waits for conditions
+ * with `waitFor`, and test-waits.unit.test.ts refuses every other sleep in tests.
+ */
+export function pace(ms: number): Promise<void> {
+  return pause(ms);
+}

@@ -3,7 +3,7 @@ import { join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 
 /**
- * Tests wait for the condition they need (libs/testing `waitFor`), never a fixed
+ * Tests wait for the condition they need (testing/ `waitFor`), never a fixed
  * time, and a test either asserts or fails: it does not `return;` early and pass
  * having checked nothing. A fixed sleep is too short on a loaded machine (a flaky
  * test) and longer than needed everywhere else (a slow one). This check reads
@@ -11,9 +11,11 @@ import ts from 'typescript';
  * given to a wait, a deadline in a Promise.race or a `return;` in a callback
  * inside a test are not mistaken for either.
  *
- * A sleep that is the subject of its test (nothing may happen in a window, a TTL
- * runs out) is marked `// deliberate wait: <reason>` on its line or in the
- * comment just above; a `return;` that is meant, `// deliberate return: <reason>`.
+ * No sleep is let through, whatever its comment says: "nothing happens after X"
+ * waits for a sentinel that must come after X, a TTL or a timer runs on a faked
+ * clock (or the database's, polled), and a load generator's rate and retry
+ * backoff go through the one pacing helper, `pace` of the harness's waits module
+ * (decision 028). A `return;` that is meant is marked `// deliberate return: <reason>`.
  */
 const root = resolve(__dirname, '../..');
 
@@ -114,7 +116,7 @@ function scan(file: string, text: string): Finding[] {
     if (ts.isAwaitExpression(n)) {
       const e = n.expression;
       const sleeps = isTimerPromise(e) || (ts.isCallExpression(e) && ts.isIdentifier(e.expression) && sleepers.has(e.expression.text));
-      if (sleeps && !marked(sf, n, 'deliberate wait:')) report(n, 'fixed sleep');
+      if (sleeps) report(n, 'fixed sleep');
     }
     // a promise resolved by a timer it sets itself: `setTimeout(() => resolve(x), ms)` inside its executor
     if (isSetTimeoutCall(n)) {
@@ -133,7 +135,7 @@ function scan(file: string, text: string): Finding[] {
             ts.isIdentifier(cb.body.expression) &&
             cb.body.expression.text === resolveName));
       // the executor that is only this timer is the awaited sleep above, reported there
-      if (resolves && !isTimerPromise(executor!.parent) && !marked(sf, n, 'deliberate wait:')) report(n, 'fixed sleep');
+      if (resolves && !isTimerPromise(executor!.parent)) report(n, 'fixed sleep');
     }
     if (ts.isCallExpression(n) && isTestCall(n)) {
       const fn = n.arguments.find((a): a is ts.ArrowFunction | ts.FunctionExpression => ts.isArrowFunction(a) || ts.isFunctionExpression(a));
@@ -163,9 +165,10 @@ function testFiles(): string[] {
 }
 
 describe('tests wait for conditions', () => {
-  it('finds fixed sleeps and early returns, and leaves waits, deadlines and marked lines alone (the check itself works)', () => {
+  it('finds fixed sleeps, marked or not, and early returns, and leaves waits, deadlines and the load pacing alone (the check itself works)', () => {
     const text = `
 import { setTimeout as delay } from 'node:timers/promises';
+import { pace, waitFor } from '../../src/waits';
 const nap = (ms: number) => new Promise((r) => setTimeout(r, ms));
 it('sleeps', async () => {
   await new Promise((r) => setTimeout(r, 100));
@@ -186,6 +189,7 @@ test('waits properly', async () => {
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
   await new Promise((resolve, reject) => { setTimeout(() => reject(new Error('late')), 100); go(resolve); });
   sock.on('message', (m) => { if (!m) return; seen.push(m); });
+  await pace(100); // a load client's rate
   // deliberate wait: the subject is that nothing happens in the window
   await delay(HELD_WINDOW_MS);
   await nap(5); // deliberate wait: a slow stub
@@ -198,15 +202,26 @@ describe.each(cases)('%s', (c) => {
 });
 `;
     expect(scan('sample.ts', text).map((f) => [f.line, f.kind])).toEqual([
-      [5, 'fixed sleep'],
       [6, 'fixed sleep'],
       [7, 'fixed sleep'],
       [8, 'fixed sleep'],
       [9, 'fixed sleep'],
       [10, 'fixed sleep'],
-      [11, 'early return'],
-      [14, 'early return'],
+      [11, 'fixed sleep'],
+      [12, 'early return'],
+      [15, 'early return'],
+      // a comment does not make a sleep a wait
+      [26, 'fixed sleep'],
+      [27, 'fixed sleep'],
     ]);
+    // the load pacing is the harness's one helper, not a sleep of a file's own named like it
+    const ownPace = `
+const pace = (ms: number) => new Promise((r) => setTimeout(r, ms));
+it('paces', async () => {
+  await pace(10);
+});
+`;
+    expect(scan('own-pace.ts', ownPace).map((f) => [f.line, f.kind])).toEqual([[4, 'fixed sleep']]);
   });
 
   it('finds none in the services and libraries', () => {

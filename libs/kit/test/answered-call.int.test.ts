@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { telemetry } from '@lab/contracts';
 import { newId, RpcClient, systemContext } from '@lab/kit';
-import { waitFor } from '../../../testing/src/waits';
+import { pace, waitFor } from '../../../testing/src/waits';
 
 /**
  * A unary call answered by a GrpcServer does not outlive the scavenges after it
@@ -30,8 +30,6 @@ process.on('SIGUSR2', () => {
   setInterval(() => globalThis.gc({ type: 'minor' }), 100);
 });`;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 async function promotedPerCall(release: boolean): Promise<number> {
   const child = spawn(process.execPath, ['--expose-gc', '--trace-gc-nvp', '-e', serverScript(release)], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -56,8 +54,8 @@ async function promotedPerCall(release: boolean): Promise<number> {
     while (Date.now() < until) {
       await Promise.all([call(), call(), call(), call(), call()]);
       calls += 5;
-      // deliberate wait: the calls are paced, as the measurement's rate
-      await sleep(10);
+      // the load's rate: the measurement is per call at this pace
+      await pace(10);
     }
     const from = Number(/measured from (\d+)/.exec(err)?.[1]);
     // the scavenges of the measured phase (each line stamped in ms since the child started)

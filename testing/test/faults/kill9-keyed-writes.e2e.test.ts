@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { startCluster, type Cluster } from '../../src/cluster';
-import { waitFor } from '../../src/waits';
-import { describeFault, query, request, sleep, type Answer } from './support';
+import { pace, waitFor } from '../../src/waits';
+import { describeFault, query, request, type Answer } from './support';
 
 /** Answers counted in `statuses` of a kind: 'ok' (2xx) or 'failed' (no answer, 5xx). */
 const answered = (statuses: Record<number, number>, kind: 'ok' | 'failed') =>
@@ -171,7 +171,7 @@ describeFault('kill -9 and retry of every keyed write kind', [], () => {
             break;
           }
           if (r.status !== 0 && r.status < 500 && r.status !== 409 && r.status !== 429) throw new Error(`${kind.name} answered ${r.status}: ${r.text}`);
-          await sleep(200); // deliberate wait: the writer's retry backoff, part of the load it makes
+          await pace(200); // the writer's retry backoff
         }
       }
     };

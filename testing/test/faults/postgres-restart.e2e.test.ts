@@ -1,6 +1,6 @@
 import { startCluster, type Cluster } from '../../src/cluster';
-import { waitFor } from '../../src/waits';
-import { describeFault, eventually, postgres, request, seedOrg, sleep, type Answer } from './support';
+import { pace, waitFor } from '../../src/waits';
+import { describeFault, eventually, postgres, request, seedOrg, type Answer } from './support';
 
 /**
  * PostgreSQL stopped for a few seconds under reads and writes: requests answer 503
@@ -36,7 +36,7 @@ describeFault('PostgreSQL restart', ['pg_ctlcluster'], () => {
           }),
         ]);
         outage.push(read, write);
-        await sleep(100); // deliberate wait: the probe's cadence, part of the traffic it makes
+        await pace(100); // the probe's cadence
       }
     })();
 

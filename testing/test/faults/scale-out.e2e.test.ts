@@ -2,8 +2,8 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startCluster, type Cluster } from '../../src/cluster';
-import { waitFor } from '../../src/waits';
-import { describeFault, eventually, query, request, seedOrg, sleep, type Answer } from './support';
+import { pace, waitFor } from '../../src/waits';
+import { describeFault, eventually, query, request, seedOrg, type Answer } from './support';
 
 /**
  * The cluster shape scaled out, as separate processes on this machine: two
@@ -14,6 +14,10 @@ import { describeFault, eventually, query, request, seedOrg, sleep, type Answer 
  * across gateways, and that kill -9 of one replica of each loses nothing.
  */
 const DOUBLED = ['notebook', 'inventory', 'webhooks', 'jobs', 'notifications'];
+/** How long after a kill the callers may still meet the dead replicas (and answer 5xx). */
+const NOTICE_SPAN_MS = 3_000;
+/** Answers after that span the test judges (none may be a 5xx): enough to see that they stopped. */
+const JUDGED_ANSWERS = 100;
 
 describeFault('two replicas of each scaled service behind two gateways', [], () => {
   jest.setTimeout(240_000);
@@ -212,9 +216,13 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     await Promise.all([...DOUBLED, 'gateway'].map((s) => cluster.kill(`${s}-2`)));
     // with those the dead worker claimed in the moment before it died
     const heldAtKill = new Set([...heldBefore, ...(await running())].map((r) => r.id));
-    // at least 6 s after the kill, and on until enough writes were made to judge (a loaded machine is slower)
-    // deliberate wait: the load must run past the span in which callers notice the killed replicas, a span rather than an event
-    await sleep(6_000);
+    // the load runs on past the span in which callers notice the killed replicas,
+    // until there are enough answers after it to judge (and enough writes)
+    await waitFor(
+      `${JUDGED_ANSWERS} answers after the span in which callers notice the kill`,
+      () => load.result.answers.filter((a) => a.at > killedAt + NOTICE_SPAN_MS).length >= JUDGED_ANSWERS,
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     await waitFor('over 20 samples written', () => load.result.samples.length > 20, { timeoutMs: 60_000, intervalMs: 500 });
     const result = await load.stop();
 
@@ -230,7 +238,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
     expect(result.samples.length).toBeGreaterThan(20);
 
     // 5xx only while the callers learn that a replica is gone
-    const late5xx = result.answers.filter((a) => a.status >= 500 && a.at > killedAt + 3_000);
+    const late5xx = result.answers.filter((a) => a.status >= 500 && a.at > killedAt + NOTICE_SPAN_MS);
     expect(late5xx).toEqual([]);
     expect(result.failures).toEqual([]);
     console.info(
@@ -351,7 +359,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
           result.failures.push(`${method} ${path} -> ${r.status} ${r.text.slice(0, 200)}`);
           return r;
         }
-        await sleep(Math.min(500, 25 * 2 ** attempt)); // deliberate wait: the client's retry backoff, part of the load it makes
+        await pace(Math.min(500, 25 * 2 ** attempt)); // the client's retry backoff
       }
     };
     const raw = (body: unknown) => JSON.stringify(body);
@@ -385,7 +393,7 @@ describeFault('two replicas of each scaled service behind two gateways', [], () 
         });
         result.statuses[r.status] = (result.statuses[r.status] ?? 0) + 1;
         result.answers.push({ at: Date.now(), status: r.status, what: `POST inbound ${r.status >= 500 ? r.text.slice(0, 160) : ''}` });
-        await sleep(100); // deliberate wait: this client's pace, part of the load it makes
+        await pace(100); // this client's rate
       },
     ];
     // two of each kind of client

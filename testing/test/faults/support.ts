@@ -10,7 +10,7 @@ import { connect } from 'amqplib';
 import pg from 'pg';
 import type { Cluster } from '../../src/cluster';
 import { describeWithServers } from '../../src/servers';
-import { waitFor } from '../../src/waits';
+import { pace, waitFor } from '../../src/waits';
 
 /** Why these tests cannot run here, or undefined when they can. */
 function faultPrerequisites(tools: ('rabbitmqctl' | 'pg_ctlcluster')[]): string | undefined {
@@ -58,8 +58,6 @@ export const postgres = {
   stop: () => run('pg_ctlcluster', ['--skip-systemctl-redirect', pgVersion()!, 'main', 'stop', '-m', 'fast']),
   start: () => run('pg_ctlcluster', ['--skip-systemctl-redirect', pgVersion()!, 'main', 'start']),
 };
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface Answer {
   /** 0: no HTTP answer (connection refused/reset, or the client timeout) */
@@ -168,7 +166,7 @@ export function writeLoad(base: string, token: string, writers = 8, retryWindowM
         result.abandoned++;
         return;
       }
-      await sleep(Math.min(1000, 50 * 2 ** attempt)); // deliberate wait: the client's retry backoff, part of the load it makes
+      await pace(Math.min(1000, 50 * 2 ** attempt)); // the client's retry backoff
     }
   };
   let counter = 0;
@@ -207,7 +205,9 @@ export async function eventQueue(amqpUrl: string, exchange: string, bindings: st
     name,
     /**
      * Consumes until every id in `want` arrived as data.id of some message, or the
-     * timeout; duplicates (same message id) are counted, not kept twice.
+     * timeout; duplicates (same message id) are counted, not kept twice. Then a
+     * marker is put on the queue itself and consumed: whatever was queued before
+     * it (a duplicate, an unexpected extra event) has come in too.
      */
     collect: async (want: Iterable<string>, timeoutMs = 60_000) => {
       const missing = new Set(want);
@@ -216,18 +216,26 @@ export async function eventQueue(amqpUrl: string, exchange: string, bindings: st
       const c = await connect(amqpUrl);
       try {
         const ch = await c.createChannel();
+        const marker = `marker-${randomUUID()}`;
+        let markerSeen = false;
         await ch.consume(name, (m) => {
           if (!m) return;
-          deliveries++;
           const msg = JSON.parse(m.content.toString()) as { id: string; type: string; data: { id: string } };
+          if (msg.id === marker) {
+            markerSeen = true;
+            ch.ack(m);
+            return;
+          }
+          deliveries++;
           byEventId.set(msg.id, msg);
           missing.delete(msg.data.id);
           ch.ack(m);
         });
         // what is still missing then is for the caller to name, comparing what came
         await waitFor('every awaited event', () => missing.size === 0, { timeoutMs, intervalMs: 100 }).catch(() => undefined);
-        // deliberate wait: a moment more, so a duplicate or an unexpected extra event shows too (an absence no condition marks)
-        await sleep(500);
+        // straight to this queue (the default exchange), so no service sees it
+        ch.sendToQueue(name, Buffer.from(JSON.stringify({ id: marker, type: 'test.marker', data: { id: marker } })));
+        await waitFor('the marker behind every event queued so far', () => markerSeen, { timeoutMs: 30_000 });
         await ch.close();
       } finally {
         await c.close();
