@@ -10,3 +10,4 @@ export * from './tcp-proxy.js';
 export * from './waits.js';
 export * from './raw-http.js';
 export * from './servers.js';
+export * from './https-documents.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger, openBus, randomToken, runService, type Bus, type RunningService, type ServiceDefinition } from '@lab/kit';
-import { startGateway, type RunningGateway } from '@lab/gateway';
+import { startGateway, type GatewayOptions, type RunningGateway } from '@lab/gateway';
 import { backing, dropFreshDatabases, freshDatabaseUrl, uniqueExchange } from './backing.js';
 import { deleteRunQueues } from './queues.js';
 
@@ -15,6 +15,8 @@ export interface StackOptions {
   inProcessCalls?: boolean;
   /** proxies the gateway trusts to name the client (X-Forwarded-For), e.g. ['loopback'] */
   trustProxy?: boolean | number | string[];
+  /** how the gateway fetches MCP clients' metadata documents (tests serve them from loopback with a test CA) */
+  clientDocuments?: GatewayOptions['clientDocuments'];
 }
 
 /** Shorthand calls of the management API, as an operator would script them. */
@@ -145,6 +147,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       shutdownGraceMs: 2_000,
       inProcessCalls: opts.inProcessCalls,
       trustProxy: opts.trustProxy,
+      clientDocuments: opts.clientDocuments,
       // counters of their own: stacks share the test Redis, and its client address (127.0.0.1)
       rateLimitPrefix: `lab:test:rl:${exchange}`,
     };

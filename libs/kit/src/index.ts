@@ -18,6 +18,7 @@ export * from './dead-letters.js';
 export * from './receipts.js';
 export * from './inbox.js';
 export * from './net-guard.js';
+export * from './guarded-get.js';
 export * from './service.js';
 export * from './main.js';
 export * from './peers.js';

@@ -12,6 +12,8 @@ export interface ListQuery {
   order: 'asc' | 'desc';
   /** allowlisted equality filters, values already checked against their type */
   filters: { field: string; type: FilterType; value: string }[];
+  /** the start of a label (name, title, display id) the records must have, case-insensitively */
+  labelPrefix?: string;
   /** bounds on the resource's rangeColumn (ISO 8601 timestamps) */
   from?: string;
   to?: string;
@@ -60,6 +62,11 @@ export function parseListQuery(query: Record<string, string>, resource: Resource
         out.order = dir;
         break;
       }
+      case 'label_prefix':
+        if (!resource.labels.length) throw bad(key, 'unknown query parameter');
+        if (value.length > 200 || !storableText(value)) throw bad(key, 'must be at most 200 characters, without NUL characters or unpaired surrogates');
+        out.labelPrefix = value;
+        break;
       case 'from':
       case 'to':
         if (!resource.rangeColumn) throw bad(key, 'unknown query parameter');

@@ -37,6 +37,12 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
   update: U;
   /** query keys allowed as equality filters, with the type of their value */
   filters?: Record<string, FilterType>;
+  /**
+   * Text columns a person knows a record by (name, title, display id): a list's
+   * `label_prefix` keeps the records one of them starts with, case-insensitively
+   * (what an MCP client completes a record id from)
+   */
+  labels?: string[];
   /** columns a list may be ordered by (created_at is always allowed) */
   orderBy?: string[];
   /** default order of lists (default created_at desc) */
@@ -105,6 +111,7 @@ export interface ResourceConfig<C extends z.ZodType = z.ZodType, U extends z.Zod
 export interface Resource extends ResourceConfig {
   auditResource: string;
   filters: Record<string, FilterType>;
+  labels: string[];
   orderBy: string[];
   defaultOrder: { by: string; dir: 'asc' | 'desc' };
   limits: ListLimits;
@@ -124,7 +131,8 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
   const orderBy = [...new Set(['created_at', ...(config.orderBy ?? [])])];
   const defaultOrder = config.defaultOrder ?? { by: 'created_at', dir: 'desc' as const };
   const hidden = [...new Set(['org_id', ...(config.hidden ?? [])])];
-  const columns = [...Object.keys(filters), ...orderBy, defaultOrder.by, ...hidden];
+  const labels = config.labels ?? [];
+  const columns = [...Object.keys(filters), ...labels, ...orderBy, defaultOrder.by, ...hidden];
   if (config.rangeColumn) columns.push(config.rangeColumn);
   if (config.parent) columns.push(config.parent.column);
   for (const [field, target] of Object.entries(config.references ?? {})) {
@@ -139,6 +147,7 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
     ...(config as unknown as ResourceConfig),
     auditResource: config.auditResource ?? config.name,
     filters,
+    labels,
     orderBy,
     defaultOrder,
     limits: config.limits ?? { default: 50, max: 500 },

@@ -144,6 +144,16 @@ export async function listRecords(
 function listConditions(r: Resource, caller: CallerContext, q: ListQuery, parentId: string | undefined): SQL[] {
   const where = scope(r, caller, parentId);
   for (const f of q.filters) where.push(sql`${col(f.field)} = ${f.value}${sql.raw(CAST[f.type]!)}`);
+  if (q.labelPrefix !== undefined) {
+    // the prefix is text, not a pattern: its own % _ and \ match themselves
+    const pattern = `${q.labelPrefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    where.push(
+      sql`(${sql.join(
+        r.labels.map((l) => sql`${col(l)} ilike ${pattern}`),
+        sql` or `,
+      )})`,
+    );
+  }
   if (r.rangeColumn && q.from) where.push(sql`${col(r.rangeColumn)} >= ${q.from}::timestamptz`);
   if (r.rangeColumn && q.to) where.push(sql`${col(r.rangeColumn)} < ${q.to}::timestamptz`);
   return where;

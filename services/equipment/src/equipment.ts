@@ -28,6 +28,7 @@ export const equipment = defineResource({
   // no create hooks: a create inserts its row and emits (decision 034)
   sharedCreates: true,
   update: createEquipment.partial(),
+  labels: ['name'],
   filters: {
     name: 'string',
     status: 'string',

@@ -5,7 +5,13 @@ import { maintenance } from './maintenance.js';
 import { remote } from './remote.js';
 import { usage } from './usage.js';
 
-const listing = (r: Resource) => ({ create: r.create, update: r.update as Resource['update'] | undefined, orderBy: r.orderBy, filters: r.filters });
+const listing = (r: Resource) => ({
+  create: r.create,
+  update: r.update as Resource['update'] | undefined,
+  orderBy: r.orderBy,
+  filters: r.filters,
+  labels: r.labels,
+});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's

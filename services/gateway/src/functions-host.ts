@@ -1,4 +1,4 @@
-import type { FunctionsHost, StateSigner } from '@lab/functions';
+import type { ClientDocuments, FunctionsHost, StateSigner } from '@lab/functions';
 import { DEFAULT_LIMITS } from '@lab/rate-limits';
 import { callerOf } from './auth.js';
 import { clientAddress } from './client-address.js';
@@ -9,12 +9,17 @@ import type { Deps } from './request.js';
  * implemented with the gateway's own authentication, rate limits and clients,
  * so a function is authenticated and counted as any other route is.
  */
-export function functionsHost(deps: Pick<Deps, 'log' | 'clients' | 'auth' | 'limiter'>, oauthState: StateSigner): FunctionsHost {
+export function functionsHost(
+  deps: Pick<Deps, 'log' | 'clients' | 'auth' | 'limiter'>,
+  oauthState: StateSigner,
+  clientDocuments: ClientDocuments,
+): FunctionsHost {
   const { log, clients, auth, limiter } = deps;
   return {
     log,
     clients,
     oauthState,
+    clientDocuments,
     clientAddress,
     limiter,
     authenticateUser: async (request, audience) => {

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
-import { oauthStateKey, StateSigner } from '@lab/functions';
+import { ClientDocuments, oauthStateKey, StateSigner, type ClientDocumentOptions } from '@lab/functions';
 import { dependencyReadiness, Housekeeping, listenLogged, migrate, openDatabase, OutageLog, type Bus, type Logger, type Readiness } from '@lab/kit';
 import { RateLimiter } from '@lab/rate-limits';
 import { JobEventsHub } from '@lab/realtime';
@@ -55,6 +55,12 @@ export interface GatewayOptions {
   trustProxy?: TrustProxy;
   /** prefix of the rate-limit counters in Redis (LAB_RATE_LIMIT_PREFIX): one per deployment sharing a Redis */
   rateLimitPrefix?: string;
+  /**
+   * How client ID metadata documents of MCP clients are fetched: private networks
+   * (LAB_MCP_CLIENT_DOCUMENTS_ALLOW_PRIVATE_NETWORKS) and an extra CA
+   * (LAB_MCP_CLIENT_DOCUMENTS_CA_FILE) are for tests and local clients only
+   */
+  clientDocuments?: ClientDocumentOptions;
 }
 
 export interface RunningGateway {
@@ -110,7 +116,8 @@ export async function startGateway(opts: GatewayOptions): Promise<RunningGateway
   const purge = new Housekeeping([['refusals of keyed requests', () => idempotency.purgeExpired()]], log, { everyMs: PURGE_EVERY_MS, firstMs: PURGE_EVERY_MS });
   purge.start();
 
-  const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)));
+  if (opts.clientDocuments?.allowPrivateNetworks) log.warn('client metadata documents may be fetched from private and loopback addresses');
+  const functions = functionsHost({ log, clients, auth, limiter }, new StateSigner(oauthStateKey(opts.secret)), new ClientDocuments(opts.clientDocuments));
   const app = createApp({ log, clients, auth, limiter, idempotency, answered, jobEvents, functions });
   app.set('trust proxy', opts.trustProxy ?? false);
   const server: Server = createServer(app);

@@ -1,11 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { startStack, type Stack } from '@lab/testing';
 import { call } from './http';
 import { authorize, browserAuthorize, FN, token, type FlowUser } from './oauth-flow';
+import { signedInClient, TestProvider } from './sdk-oauth-client';
 
 /**
  * An MCP client as Claude Desktop or an IDE runs it: the official SDK's client
@@ -53,76 +51,6 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-/** An in-memory OAuthClientProvider whose "browser" signs in over HTTP and picks `orgId` at consent. */
-class TestProvider implements OAuthClientProvider {
-  info?: OAuthClientInformationMixed;
-  saved?: OAuthTokens;
-  verifier?: string;
-  authorizationUrl?: URL;
-  code?: string;
-  consentHtml = '';
-  registrations = 0;
-
-  constructor(private readonly orgId: string) {}
-
-  get redirectUrl(): string {
-    return REDIRECT;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'SDK e2e client',
-      redirect_uris: [REDIRECT],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  state(): string {
-    return 'opaque-state';
-  }
-  clientInformation(): OAuthClientInformationMixed | undefined {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed): void {
-    if (!this.info) this.registrations++;
-    this.info = info;
-  }
-  tokens(): OAuthTokens | undefined {
-    return this.saved;
-  }
-  saveTokens(t: OAuthTokens): void {
-    this.saved = t;
-  }
-  saveCodeVerifier(v: string): void {
-    this.verifier = v;
-  }
-  codeVerifier(): string {
-    return this.verifier!;
-  }
-  /** The browser part: sign in and consent, then keep the code the redirect carries. */
-  async redirectToAuthorization(url: URL): Promise<void> {
-    this.authorizationUrl = url;
-    const done = await browserAuthorize(url, user, this.orgId, (page) => {
-      this.consentHtml = page.html;
-    });
-    if (done.status !== 302 || !done.location) throw new Error(`authorization ended with ${done.status}: ${done.html.slice(0, 300)}`);
-    const back = new URL(done.location);
-    expect(`${back.origin}${back.pathname}`).toBe(REDIRECT);
-    expect(back.searchParams.get('state')).toBe('opaque-state');
-    this.code = back.searchParams.get('code') ?? undefined;
-  }
-}
-
-/** Connects as a stock client does: a 401 starts authorization, the code is exchanged, then it connects again. */
-async function signedInClient(provider: TestProvider): Promise<Client> {
-  const first = new Client({ name: 'e2e', version: '1.0.0' });
-  await expect(first.connect(new StreamableHTTPClientTransport(mcpUrl(), { authProvider: provider }))).rejects.toBeInstanceOf(UnauthorizedError);
-  await new StreamableHTTPClientTransport(mcpUrl(), { authProvider: provider }).finishAuth(provider.code!);
-  const client = new Client({ name: 'e2e', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(mcpUrl(), { authProvider: provider }));
-  return client;
-}
-
 async function tool(client: Client, name: string, args: Record<string, unknown> = {}): Promise<any> {
   const r = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: { text: string }[] };
   if (r.isError) throw new Error(`${name}: ${r.content[0]!.text}`);
@@ -146,8 +74,8 @@ describe('the official SDK client signs in by itself', () => {
   let client: Client;
 
   beforeAll(async () => {
-    provider = new TestProvider(orgA);
-    client = await signedInClient(provider);
+    provider = new TestProvider(user, orgA, REDIRECT);
+    client = await signedInClient(mcpUrl(), provider);
   });
   afterAll(async () => {
     await client?.close();

@@ -54,14 +54,15 @@ const toClient = (c: ClientRow): identity.OAuthClient => ({
 export async function registerPublicOAuthClient(
   deps: ServiceDeps,
   caller: CallerContext,
-  input: { name: string; redirect_uris: string[]; scopes: string[] },
+  input: { name: string; redirect_uris: string[]; scopes: string[]; metadata_url?: string },
 ): Promise<identity.OAuthClient> {
+  if (input.metadata_url !== undefined) return documentClient(deps, caller, { ...input, metadata_url: input.metadata_url });
   const id = newId();
   const [row] = await deps.outbox.write(caller, async (tx, emit) => {
     const rows = await deps.db.rows<ClientRow>(
       sql`insert into identity.oauth_clients (id, name, secret_hash, public, redirect_uris, scopes)
         values (${id}, ${input.name}, null, true, ${sqlArray(input.redirect_uris)}::text[], ${sqlArray(input.scopes)}::text[])
-        returning id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at`,
+        returning ${CLIENT_COLUMNS}`,
       tx,
     );
     emit.audit(null, { action: 'create', resource: 'oauth_client', record_id: id, after: { id, public: true, ...input } });
@@ -70,13 +71,53 @@ export async function registerPublicOAuthClient(
   return toClient(row!);
 }
 
+/**
+ * The client named by a metadata document (its URL is its client_id), as the
+ * gateway last read the document: created on first use, its name, redirect URIs
+ * and scopes brought up to date when the document changed, left alone (no write,
+ * no audit entry) when it did not. Two first uses at once: the unique index lets
+ * one insert, the other updates (or finds nothing to change).
+ */
+async function documentClient(
+  deps: ServiceDeps,
+  caller: CallerContext,
+  input: { name: string; redirect_uris: string[]; scopes: string[]; metadata_url: string },
+): Promise<identity.OAuthClient> {
+  const id = newId();
+  const [row] = await deps.outbox.write(caller, async (tx, emit) => {
+    const rows = await deps.db.rows<ClientRow & { inserted: boolean }>(
+      sql`insert into identity.oauth_clients as c (id, name, secret_hash, public, redirect_uris, scopes, metadata_url)
+        values (${id}, ${input.name}, null, true, ${sqlArray(input.redirect_uris)}::text[], ${sqlArray(input.scopes)}::text[], ${input.metadata_url})
+        on conflict (metadata_url) where metadata_url is not null and deleted_at is null do update
+          set name = excluded.name, redirect_uris = excluded.redirect_uris, scopes = excluded.scopes
+          where (c.name, c.redirect_uris, c.scopes) is distinct from (excluded.name, excluded.redirect_uris, excluded.scopes)
+        returning ${CLIENT_COLUMNS}, (xmax = 0) as inserted`,
+      tx,
+    );
+    const changed = rows[0];
+    if (changed) {
+      const { inserted, ...c } = changed;
+      emit.audit(null, {
+        action: inserted ? 'create' : 'update',
+        resource: 'oauth_client',
+        record_id: c.id,
+        after: { id: c.id, public: true, ...input },
+      });
+      return [c];
+    }
+    return [await findClient(deps, input.metadata_url, tx)];
+  });
+  if (!row) throw DomainError.unavailable('the client changed meanwhile; try again');
+  return toClient(row);
+}
+
+const CLIENT_COLUMNS = sql`id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at`;
+
+/** By its UUID, or for a client of a metadata document by the document's URL (what it sends as client_id). */
 export async function findClient(deps: ServiceDeps, clientId: string, exec?: Executor): Promise<ClientRow | null> {
-  if (!isUuid(clientId)) return null;
-  const [row] = await deps.db.rows<ClientRow>(
-    sql`select id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at
-        from identity.oauth_clients where id = ${clientId.toLowerCase()} and deleted_at is null`,
-    exec,
-  );
+  const where = clientId.startsWith('https://') ? sql`metadata_url = ${clientId}` : isUuid(clientId) ? sql`id = ${clientId.toLowerCase()}` : undefined;
+  if (!where) return null;
+  const [row] = await deps.db.rows<ClientRow>(sql`select ${CLIENT_COLUMNS} from identity.oauth_clients where ${where} and deleted_at is null`, exec);
   return row ?? null;
 }
 

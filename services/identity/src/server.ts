@@ -109,7 +109,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps, opts: Id
         return createOAuthClient(deps, caller, { ...r, scopes: r.scopes.length ? r.scopes : [...OAUTH_DEFAULT_CLIENT_SCOPES] });
       },
       registerPublicOAuthClient: async (req, caller) => {
-        const r = parse(s.createOAuthClient, req);
+        const r = parse(s.registerPublicOAuthClient, req);
         return registerPublicOAuthClient(deps, caller, { ...r, scopes: r.scopes.length ? r.scopes : [...OAUTH_DEFAULT_CLIENT_SCOPES] });
       },
       getOAuthClient: async (req) => getOAuthClient(deps, parse(s.oauthClientId, req).client_id),

@@ -105,7 +105,26 @@ const redirectUri = z
   .refine(storableText, NUL)
   .refine(isAllowedRedirectUri, 'must be an https URI, or http on localhost or 127.0.0.1, without fragment, backslash or control character')
   .transform(normalisedRedirectUri);
-const clientAuth = z.object({ client_id: z.string().max(100), client_secret: z.string().max(200), public: z.boolean().default(false) });
+const createOAuthClient = z.object({
+  name,
+  redirect_uris: z.array(redirectUri).min(1).max(20).transform(unique),
+  scopes: z
+    .array(z.string())
+    .max(SCOPES.length * 4)
+    .superRefine((xs, ctx) => {
+      const bad = unknownScopes(xs);
+      if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
+    })
+    .transform(unique),
+});
+/** The https URL of a client's metadata document, which is also its client_id (draft-ietf-oauth-client-id-metadata-document). */
+const metadataUrl = z
+  .string()
+  .max(2000)
+  .refine((v) => URL.canParse(v) && new URL(v).protocol === 'https:' && !v.includes('#'), 'must be an https URL without fragment');
+/** A client's id: its UUID, or the https URL of its metadata document (a client id metadata document client). */
+const clientId = z.string().max(2000);
+const clientAuth = z.object({ client_id: clientId, client_secret: z.string().max(200), public: z.boolean().default(false) });
 /** An RFC 8707 resource indicator: an absolute URL without fragment (the gateway checks it is the MCP function). */
 const resource = z
   .string()
@@ -172,22 +191,12 @@ export const schemas = {
   passwordGrant: z.object({ email: z.string().min(1).max(320).refine(storableText, NUL), password: z.string().min(1).max(1024) }),
   refreshGrant: z.object({ refresh_token: z.string().min(1).max(200) }),
   verifyPassword: z.object({ user_id: uuid, password: z.string().max(1024) }),
-  createOAuthClient: z.object({
-    name,
-    redirect_uris: z.array(redirectUri).min(1).max(20).transform(unique),
-    scopes: z
-      .array(z.string())
-      .max(SCOPES.length * 4)
-      .superRefine((xs, ctx) => {
-        const bad = unknownScopes(xs);
-        if (bad.length) ctx.addIssue({ code: 'custom', message: `unknown scopes: ${bad.join(', ')} (allowed: ${SCOPES.join(', ')})` });
-      })
-      .transform(unique),
-  }),
-  oauthClientId: z.object({ client_id: z.string().max(100) }),
+  createOAuthClient,
+  registerPublicOAuthClient: createOAuthClient.extend({ metadata_url: metadataUrl.optional() }),
+  oauthClientId: z.object({ client_id: clientId }),
   tokenHash: z.object({ token_hash: z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex SHA-256') }),
   createOAuthCode: z.object({
-    client_id: z.string().max(100),
+    client_id: clientId,
     redirect_uri: z.string().max(2000),
     user_id: uuid,
     org_id: uuid,

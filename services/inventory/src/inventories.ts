@@ -48,6 +48,7 @@ export const inventories = defineResource({
   auditResource: 'inventory',
   create: createInventory,
   update: updateInventory,
+  labels: ['name'],
   filters: { status: 'string', scope_room_id: 'uuid', scope_location_id: 'uuid', name: 'string' },
   orderBy: ['updated_at', 'name', 'status', 'closed_at'],
   // scope_room_id and scope_location_id are not checked: no service keeps rooms or

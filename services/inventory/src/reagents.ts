@@ -39,6 +39,7 @@ export const reagents = defineResource({
   // no create hooks: a create inserts its row and emits (decision 034)
   sharedCreates: true,
   update: createReagent.partial(),
+  labels: ['name'],
   filters: {
     name: 'string',
     cas_number: 'string',

@@ -4,7 +4,13 @@ import { reagents } from './reagents.js';
 import { stockItems } from './stock-items.js';
 import { stockMovements } from './stock-movements.js';
 
-const listing = (r: Resource) => ({ create: r.create, update: r.update as Resource['update'] | undefined, orderBy: r.orderBy, filters: r.filters });
+const listing = (r: Resource) => ({
+  create: r.create,
+  update: r.update as Resource['update'] | undefined,
+  orderBy: r.orderBy,
+  filters: r.filters,
+  labels: r.labels,
+});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's

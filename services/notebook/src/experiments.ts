@@ -46,6 +46,7 @@ export const experiments = defineResource({
   // numbers the creates of a shared transaction one after another (decision 034)
   sharedCreates: true,
   update: createExperiment.partial(),
+  labels: ['title', 'display_id'],
   filters: {
     status: 'string',
     project_id: 'uuid',

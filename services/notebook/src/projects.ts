@@ -40,6 +40,7 @@ export const projects = defineResource({
   // no create hooks: a create inserts its row and emits (decision 034)
   sharedCreates: true,
   update: createProject.partial(),
+  labels: ['name'],
   filters: {
     status: 'string',
     department_id: 'uuid',

@@ -3,7 +3,13 @@ import { experiments } from './experiments.js';
 import { projects } from './projects.js';
 import { samples } from './samples.js';
 
-const listing = (r: Resource) => ({ create: r.create, update: r.update as Resource['update'] | undefined, orderBy: r.orderBy, filters: r.filters });
+const listing = (r: Resource) => ({
+  create: r.create,
+  update: r.update as Resource['update'] | undefined,
+  orderBy: r.orderBy,
+  filters: r.filters,
+  labels: r.labels,
+});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's

@@ -21,6 +21,7 @@ export const samples = defineResource({
   auditResource: 'sample',
   create: createSample,
   update: createSample.partial(),
+  labels: ['name'],
   filters: {
     status: 'string',
     type: 'string',

@@ -2,6 +2,7 @@ import type { Request } from 'express';
 import type { identity, records } from '@lab/contracts';
 import type { CallerContext, Logger, RpcClient } from '@lab/kit';
 import type { RateLimiter } from '@lab/rate-limits';
+import type { ClientDocuments } from './client-documents.js';
 import type { StateSigner } from './signed-state.js';
 
 /**
@@ -41,6 +42,8 @@ export interface FunctionsHost {
   oauthState: StateSigner;
   /** the client's address, as the trusted proxies report it */
   clientAddress(req: Request): string;
+  /** client ID metadata documents, fetched and cached (one cache per process) */
+  clientDocuments: ClientDocuments;
   /** the runtime's counter store (Redis or memory, as deployed), which the functions' doors count on like every other door */
   limiter: RateLimiter;
   /**

@@ -1,11 +1,13 @@
 import type { identity } from '@lab/contracts';
 import { json, type Reply } from '@lab/http-api';
-import { isAllowedRedirectUri } from '@lab/identity';
 import { DomainError, systemContext } from '@lab/kit';
 import { bucketKey, RateLimitedError } from '@lab/rate-limits';
 import type { FunctionRequest, FunctionsHost } from './host.js';
-import { identityProviderIssuer, MCP_SCOPES, mcpResourceUrl } from './metadata.js';
-import { authorizeEndpoint, BAD, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
+import { GRANT_TYPES, metadataError, registration } from './client-metadata.js';
+import { identityProviderIssuer, mcpResourceUrl } from './metadata.js';
+import { ClientDocumentError, documentUrlProblem } from './client-documents.js';
+import { authorizeEndpoint, BAD, clientOf, grantTokens, param, tokenError, tokenParams, type AuthorizeFlow, type Params, type ProofOutcome } from './oauth.js';
+import { errorPage } from './views.js';
 
 /**
  * The identity provider's OAuth endpoints for MCP clients (Claude Desktop, IDEs,
@@ -37,6 +39,46 @@ function requiredPkceAndMcpResource(p: Params, ctx: FunctionRequest): ProofOutco
   return { ok: { code_challenge: challenge, code_challenge_method: 'S256', resource: mcp } };
 }
 
+/** Documents fetched per client address (cache misses only): each may add a client row, as a registration does. */
+const DOCUMENT_LIMITS = { per_minute: 10, per_hour: 60 };
+
+/**
+ * The client of an authorization request: a registered one by its UUID, or one
+ * named by its metadata document URL (draft-ietf-oauth-client-id-metadata-document),
+ * whose document is read (cached; see ClientDocuments) and whose row in identity is
+ * brought up to date with it. A bad URL or document is an error page: nothing is
+ * known good to redirect to.
+ */
+async function idpClient(ctx: FunctionRequest, host: FunctionsHost, clientId: string): Promise<identity.OAuthClient | null | Reply> {
+  const problem = documentUrlProblem(clientId);
+  if (problem === undefined) return clientOf(host, clientId, ctx.requestId);
+  if (problem) return errorPage(400, 'invalid_client', `${problem}.`);
+  let doc;
+  try {
+    doc = await host.clientDocuments.resolve(clientId, async () => {
+      await host.limiter.consume(bucketKey('oauth-client-document', host.clientAddress(ctx.req), REGISTER_BUCKETS), DOCUMENT_LIMITS, 'other');
+    });
+  } catch (err) {
+    if (err instanceof RateLimitedError)
+      return errorPage(429, 'temporarily_unavailable', 'Too many client documents were fetched for this address. Wait a minute and start again.');
+    if (err instanceof ClientDocumentError) return errorPage(400, 'invalid_client', `${err.message}.`);
+    throw err;
+  }
+  try {
+    return await host.clients
+      .identity()
+      .call(
+        'registerPublicOAuthClient',
+        { name: doc.name, redirect_uris: doc.redirect_uris, scopes: doc.scopes, metadata_url: doc.url },
+        systemContext(ctx.requestId),
+      );
+  } catch (err) {
+    if (err instanceof DomainError && err.kind === 'invalid')
+      return errorPage(400, 'invalid_client', `The client's metadata document is refused: ${err.message}`);
+    throw err;
+  }
+}
+
 const IDP_FLOW: AuthorizeFlow = {
   path: `${IDP_OAUTH}/authorize`,
   flow: 'idp',
@@ -44,6 +86,7 @@ const IDP_FLOW: AuthorizeFlow = {
   wrongClient: 'This client is a confidential client: it uses the oauth-authorize function with its secret, not the identity provider.',
   issuer: identityProviderIssuer,
   proof: requiredPkceAndMcpResource,
+  client: idpClient,
 };
 
 /** GET/POST /auth/v1/oauth/authorize: sign-in, organisation choice and consent for public clients. */
@@ -71,63 +114,6 @@ export async function idpToken(ctx: FunctionRequest, host: FunctionsHost): Promi
 /** Registrations per client address; an MCP client registers once per server and install. */
 const REGISTER_LIMITS = { per_minute: 10, per_hour: 60 };
 const REGISTER_BUCKETS = 2 ** 16;
-const MAX_METADATA_BYTES = 16 * 1024;
-const MAX_REDIRECT_URIS = 10;
-const MAX_NAME = 200;
-const GRANT_TYPES = ['authorization_code', 'refresh_token'];
-
-const metadataError = (error: 'invalid_client_metadata' | 'invalid_redirect_uri', description: string): Reply => tokenError(400, error, description);
-
-type Registration = { name: string; redirect_uris: string[]; scopes: string[] } | { reply: Reply };
-
-const stringList = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
-
-/**
- * The client metadata of RFC 7591 section 2 that matter here; others (logo_uri,
- * client_uri, contacts, software_id...) are ignored, as section 3.1 allows. Only
- * what this server can honour is accepted: no secret, the code flow, the MCP scopes.
- */
-function registration(body: unknown): Registration {
-  if (!body || typeof body !== 'object' || Array.isArray(body))
-    return { reply: metadataError('invalid_client_metadata', 'send the client metadata as a JSON object') };
-  if (Buffer.byteLength(JSON.stringify(body)) > MAX_METADATA_BYTES)
-    return { reply: metadataError('invalid_client_metadata', `client metadata is limited to ${MAX_METADATA_BYTES} bytes`) };
-  const m = body as Record<string, unknown>;
-  const uris = m.redirect_uris;
-  if (!stringList(uris) || uris.length < 1 || uris.length > MAX_REDIRECT_URIS) {
-    return { reply: metadataError('invalid_redirect_uri', `redirect_uris must list 1 to ${MAX_REDIRECT_URIS} URIs`) };
-  }
-  // https, or http on the loopback host (RFC 8252 7.3); custom schemes are refused: any app may claim one.
-  // No backslash or control character: the URI must read as the host it sends the browser to.
-  const bad = uris.filter((u) => u.length > 2000 || !isAllowedRedirectUri(u));
-  if (bad.length) {
-    return {
-      reply: metadataError(
-        'invalid_redirect_uri',
-        'redirect URIs must be https, or http on localhost or 127.0.0.1, without fragment, backslash or control character',
-      ),
-    };
-  }
-  const auth = m.token_endpoint_auth_method;
-  if (auth !== undefined && auth !== 'none')
-    return { reply: metadataError('invalid_client_metadata', 'only public clients register here: token_endpoint_auth_method must be none') };
-  if (m.grant_types !== undefined && (!stringList(m.grant_types) || m.grant_types.some((g) => !GRANT_TYPES.includes(g)))) {
-    return { reply: metadataError('invalid_client_metadata', `grant_types may hold ${GRANT_TYPES.join(' and ')}`) };
-  }
-  if (m.response_types !== undefined && (!stringList(m.response_types) || m.response_types.some((r) => r !== 'code'))) {
-    return { reply: metadataError('invalid_client_metadata', 'response_types may hold only code') };
-  }
-  if (m.scope !== undefined && typeof m.scope !== 'string') return { reply: metadataError('invalid_client_metadata', 'scope is a space-separated string') };
-  const scopes = [...new Set((m.scope ?? '').split(' ').filter((s) => s.length > 0))];
-  const beyond = scopes.filter((s) => !MCP_SCOPES.includes(s));
-  if (beyond.length) return { reply: metadataError('invalid_client_metadata', `MCP clients may ask for: ${MCP_SCOPES.join(' ')}`) };
-  const name = m.client_name;
-  if (name !== undefined && (typeof name !== 'string' || name.trim().length === 0 || name.length > MAX_NAME)) {
-    return { reply: metadataError('invalid_client_metadata', `client_name is 1 to ${MAX_NAME} characters`) };
-  }
-  return { name: typeof name === 'string' ? name.trim() : 'MCP client', redirect_uris: uris, scopes: scopes.length ? scopes : [...MCP_SCOPES] };
-}
-
 /** The registered client, as RFC 7591 section 3.2.1 answers it. */
 function registered(c: identity.OAuthClient): Reply {
   return json(
@@ -154,7 +140,7 @@ function registered(c: identity.OAuthClient): Reply {
  */
 export async function idpRegister(ctx: FunctionRequest, host: FunctionsHost): Promise<Reply> {
   const r = registration(ctx.body);
-  if ('reply' in r) return r.reply;
+  if ('error' in r) return metadataError(r.error, r.description);
   try {
     await host.limiter.consume(bucketKey('oauth-register', host.clientAddress(ctx.req), REGISTER_BUCKETS), REGISTER_LIMITS, 'other');
   } catch (err) {

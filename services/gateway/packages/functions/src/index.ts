@@ -7,6 +7,7 @@
  * authenticates, limits, routes and writes the answers.
  */
 export type { FunctionClients, FunctionRequest, FunctionsHost } from './host.js';
+export { ClientDocuments, type ClientDocumentOptions } from './client-documents.js';
 export { runFunction, type FunctionHandler } from './mount.js';
 export { errorReplyOn } from './refusals.js';
 export { oauthStateKey, StateSigner } from './signed-state.js';

@@ -6,10 +6,12 @@ import { jsonString, recordsJson, type identity } from '@lab/contracts';
 import { errorReply, hasScope, type Reply } from '@lab/http-api';
 import { DomainError, type CallerContext } from '@lab/kit';
 import type { FunctionRequest, FunctionsHost } from './host.js';
+import { serveRecordResources } from './mcp-resources.js';
 import { mcpResourceUrl, resourceMetadataUrl } from './metadata.js';
 
 /**
- * The MCP function: exactly four read-only tools over Streamable HTTP, stateless
+ * The MCP function: four read-only tools, and the records as resources with
+ * completion of their ids (mcp-resources.ts), over Streamable HTTP, stateless
  * (a fresh server and transport per request, JSON responses, no session id).
  * It acts as the signed-in user only (session or OAuth access token), and each
  * tool reads through the same RecordService calls as the REST lists, with the
@@ -80,7 +82,8 @@ async function guarded(run: () => Promise<CallToolResult>): Promise<CallToolResu
 }
 
 function buildServer(host: FunctionsHost, p: identity.Principal, caller: CallerContext): McpServer {
-  const server = new McpServer({ name: 'lab-notebook', version: '1.0.0' }, { capabilities: { tools: {} } });
+  const server = new McpServer({ name: 'lab-notebook', version: '1.0.0' }, { capabilities: { tools: {}, resources: {}, completions: {} } });
+  serveRecordResources(server, host, p, caller);
   const readOnly = { readOnlyHint: true, openWorldHint: false };
 
   server.registerTool(

@@ -35,7 +35,7 @@ export async function authorizationServerMetadata(ctx: FunctionRequest): Promise
 
 /**
  * RFC 8414 metadata of the identity provider, the authorization server MCP
- * clients use: dynamic registration of public clients, PKCE S256 only, no client
+ * clients use: client ID metadata documents and dynamic registration of public clients, PKCE S256 only, no client
  * secret, tokens for the MCP function. Served at the RFC 8414 well-known path of
  * its issuer, where the SDK's discovery looks first.
  */
@@ -46,6 +46,8 @@ export async function identityProviderMetadata(ctx: FunctionRequest): Promise<Re
     authorization_endpoint: `${issuer}/oauth/authorize`,
     token_endpoint: `${issuer}/oauth/token`,
     registration_endpoint: `${issuer}/oauth/register`,
+    // a client may name itself by the https URL of its metadata document instead of registering (MCP 2025-11-25)
+    client_id_metadata_document_supported: true,
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     grant_types_supported: ['authorization_code', 'refresh_token'],

@@ -46,7 +46,7 @@ function redirectTo(uri: string, values: Record<string, string | undefined>): Re
 const errorRedirect = (iss: string, r: AuthorizeRequest, error: string, description: string): Reply =>
   redirectTo(r.redirect_uri, { error, error_description: description, state: r.state, iss });
 
-async function clientOf(host: FunctionsHost, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
+export async function clientOf(host: FunctionsHost, clientId: string, requestId: string): Promise<identity.OAuthClient | null> {
   try {
     return await host.clients.identity().call('getOAuthClient', { client_id: clientId }, systemContext(requestId));
   } catch (err) {
@@ -76,6 +76,12 @@ export interface AuthorizeFlow {
   /** the issuer of this authorization server (its metadata's), sent as `iss` with every authorization response */
   issuer(ctx: FunctionRequest): string;
   proof(p: Params, ctx: FunctionRequest): ProofOutcome;
+  /**
+   * The client a client_id names at the start of the flow, when this endpoint
+   * knows more kinds of client ids than registered ones (the identity provider:
+   * metadata document URLs); null for none; a Reply (an error page) to stop.
+   */
+  client?(ctx: FunctionRequest, host: FunctionsHost, clientId: string): Promise<identity.OAuthClient | null | Reply>;
 }
 
 /** The spec's rule: a PKCE challenge (S256 or plain) is checked when sent, never required; no resource binding. */
@@ -111,7 +117,9 @@ async function parseAuthorizeRequest(ctx: FunctionRequest, host: FunctionsHost, 
   const clientId = param(p, 'client_id');
   const redirectUri = param(p, 'redirect_uri');
   if (clientId === undefined || clientId === BAD) return { reply: errorPage(400, 'invalid_request', 'client_id is missing or given more than once.') };
-  const client = await clientOf(host, clientId, ctx.requestId);
+  const found = flow.client ? await flow.client(ctx, host, clientId) : await clientOf(host, clientId, ctx.requestId);
+  if (found && 'status' in found) return { reply: found };
+  const client = found;
   if (!client) return { reply: errorPage(400, 'invalid_client', 'The client is not registered.') };
   if (client.public !== flow.publicClients) return { reply: errorPage(400, 'unauthorized_client', flow.wrongClient) };
   if (redirectUri === undefined || redirectUri === BAD || !redirectUriRegistered(client.redirect_uris, redirectUri, client.public)) {
@@ -119,7 +127,8 @@ async function parseAuthorizeRequest(ctx: FunctionRequest, host: FunctionsHost, 
   }
   const state = param(p, 'state');
   const base: AuthorizeRequest = {
-    client_id: client.client_id,
+    // a document client goes on by its URL, which identity knows it by too (and the consent page shows)
+    client_id: clientId.startsWith('https://') ? clientId : client.client_id,
     redirect_uri: redirectUri,
     scopes: [],
     ...(typeof state === 'string' ? { state } : {}),
@@ -161,7 +170,8 @@ async function consent(
   const { orgs } = await host.clients.identity().call('listUserOrgs', { user_id: userId }, systemContext(ctx.requestId));
   if (!orgs.length) return errorRedirect(flow.issuer(ctx), r, 'access_denied', 'the user is not a member of any organisation');
   const scopes = r.scopes.length ? r.scopes : client.scopes;
-  return consentPage(client.name, scopes, orgs, formFor(host, ctx.req, flow, r, userId), client.public ? { redirectUri: r.redirect_uri } : undefined);
+  const publicNotice = { redirectUri: r.redirect_uri, ...(r.client_id.startsWith('https://') ? { documentUrl: r.client_id } : {}) };
+  return consentPage(client.name, scopes, orgs, formFor(host, ctx.req, flow, r, userId), client.public ? publicNotice : undefined);
 }
 
 /** A user already signed in through /auth/v1/token may present its access token instead of the login form. */

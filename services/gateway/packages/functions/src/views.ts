@@ -83,11 +83,21 @@ function returnTarget(redirectUri: string): string {
  * The consent page. A self-registered (public) client chose its own name, so the
  * page says so and names where it will send the user back: a name proves nothing.
  */
-export function consentPage(clientName: string, scopes: string[], orgs: OrgChoice[], f: FormSecrets, selfRegistered?: { redirectUri: string }): Reply {
+export function consentPage(
+  clientName: string,
+  scopes: string[],
+  orgs: OrgChoice[],
+  f: FormSecrets,
+  selfRegistered?: { redirectUri: string; documentUrl?: string },
+): Reply {
   const options = orgs.map((o) => `<option value="${esc(o.org_id)}">${esc(o.name)} (${esc(o.role)})</option>`).join('');
   const scopeList = scopes.map((s) => `<li><code>${esc(s)}</code></li>`).join('');
+  // a document client is vouched for by the host serving its document; its name, like a registered one's, by nobody
+  const who = selfRegistered?.documentUrl
+    ? `This application is described by its own document at <strong>${esc(new URL(selfRegistered.documentUrl).host)}</strong> (${esc(selfRegistered.documentUrl)}); its name is not verified.`
+    : 'This application registered itself; its name is not verified.';
   const notice = selfRegistered
-    ? `<p>This application registered itself; its name is not verified. It will receive access at ${returnTarget(selfRegistered.redirectUri)}. Allow only if you are connecting it yourself.</p>`
+    ? `<p>${who} It will receive access at ${returnTarget(selfRegistered.redirectUri)}. Allow only if you are connecting it yourself.</p>`
     : '';
   return page(
     200,

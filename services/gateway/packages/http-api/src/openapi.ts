@@ -44,6 +44,8 @@ interface RecordDef {
   update?: z.ZodType;
   orderBy: string[];
   filters: Record<string, string>;
+  /** columns label_prefix matches */
+  labels?: string[];
 }
 
 /** The schema with null taken out again (a NOT NULL column). */
@@ -492,6 +494,15 @@ function recordListQuery(resource: string, nested: boolean): Json[] {
       required: false,
       description: `only the records whose ${name} equals this`,
       schema: FILTER_SCHEMA[type] ?? { type: 'string' },
+    });
+  }
+  if (def.labels?.length) {
+    query.push({
+      name: 'label_prefix',
+      in: 'query',
+      required: false,
+      description: `only the records whose ${def.labels.join(' or ')} starts with this, ignoring case (an addition to the spec)`,
+      schema: { type: 'string', maxLength: 200 },
     });
   }
   return query;

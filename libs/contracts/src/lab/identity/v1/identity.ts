@@ -137,6 +137,11 @@ export interface CreateOAuthClientRequest {
   name: string;
   redirect_uris: string[];
   scopes: string[];
+  /**
+   * RegisterPublicOAuthClient only: the https URL of the client's metadata document
+   * (its client_id); the client is created or brought up to date with the document
+   */
+  metadata_url?: string | undefined;
 }
 
 export interface OAuthClientCredentials {
@@ -1556,7 +1561,7 @@ export const ListOAuthClientsResponse: MessageFns<ListOAuthClientsResponse> = {
 };
 
 function createBaseCreateOAuthClientRequest(): CreateOAuthClientRequest {
-  return { name: "", redirect_uris: [], scopes: [] };
+  return { name: "", redirect_uris: [], scopes: [], metadata_url: undefined };
 }
 
 export const CreateOAuthClientRequest: MessageFns<CreateOAuthClientRequest> = {
@@ -1569,6 +1574,9 @@ export const CreateOAuthClientRequest: MessageFns<CreateOAuthClientRequest> = {
     }
     for (const v of message.scopes) {
       writer.uint32(26).string(v!);
+    }
+    if (message.metadata_url !== undefined) {
+      writer.uint32(34).string(message.metadata_url);
     }
     return writer;
   },
@@ -1608,6 +1616,14 @@ export const CreateOAuthClientRequest: MessageFns<CreateOAuthClientRequest> = {
             }
 
             message.scopes.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.metadata_url = reader.string();
             continue;
           }
         }
@@ -4787,7 +4803,9 @@ export const IdentityServiceService = {
   },
   /**
    * Dynamic client registration (RFC 7591) at the identity provider: a public
-   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   * client (no secret; PKCE S256 on every authorization), for MCP clients. With a
+   * metadata_url, the client named by its metadata document (its client_id is the
+   * URL): created, or updated to the document's name and redirect URIs.
    */
   registerPublicOAuthClient: {
     path: "/lab.identity.v1.IdentityService/RegisterPublicOAuthClient" as const,
@@ -4965,7 +4983,9 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
   refreshOAuthToken: handleUnaryCall<RefreshOAuthTokenRequest, OAuthTokens>;
   /**
    * Dynamic client registration (RFC 7591) at the identity provider: a public
-   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   * client (no secret; PKCE S256 on every authorization), for MCP clients. With a
+   * metadata_url, the client named by its metadata document (its client_id is the
+   * URL): created, or updated to the document's name and redirect URIs.
    */
   registerPublicOAuthClient: handleUnaryCall<CreateOAuthClientRequest, OAuthClient>;
   /**
@@ -5371,7 +5391,9 @@ export interface IdentityServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Dynamic client registration (RFC 7591) at the identity provider: a public
-   * client (no secret; PKCE S256 on every authorization), for MCP clients.
+   * client (no secret; PKCE S256 on every authorization), for MCP clients. With a
+   * metadata_url, the client named by its metadata document (its client_id is the
+   * URL): created, or updated to the document's name and redirect URIs.
    */
   registerPublicOAuthClient(
     request: CreateOAuthClientRequest,
