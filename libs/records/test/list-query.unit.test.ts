@@ -47,6 +47,19 @@ describe('parseListQuery', () => {
     expect(failure(() => parseListQuery({ offset: '-5' }, things)).details).toMatchObject({ field: 'offset' });
   });
 
+  it('takes label_prefix only for a resource with labels, as text of at most 200 characters', () => {
+    const named = defineResource({
+      name: 'named',
+      table: 'kit.named',
+      create: z.strictObject({ name: z.string() }),
+      update: z.strictObject({ name: z.string().optional() }),
+      labels: ['name'],
+    });
+    expect(parseListQuery({ label_prefix: 'Buf%' }, named).labelPrefix).toBe('Buf%');
+    expect(failure(() => parseListQuery({ label_prefix: 'x'.repeat(201) }, named)).details).toMatchObject({ field: 'label_prefix' });
+    expect(failure(() => parseListQuery({ label_prefix: 'Buf' }, things)).details).toMatchObject({ field: 'label_prefix' });
+  });
+
   it('orders by allowlisted columns only, asc or desc', () => {
     expect(parseListQuery({ order_by: 'name', order: 'ASC' }, things)).toMatchObject({ orderBy: 'name', order: 'asc' });
     expect(failure(() => parseListQuery({ order_by: 'secret' }, things)).details).toMatchObject({ field: 'order_by' });

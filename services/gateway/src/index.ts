@@ -16,6 +16,7 @@ import { answerClientErrorsWithEnvelope } from './client-errors.js';
 import type { TrustProxy } from './client-address.js';
 
 export { trustProxySetting } from './client-address.js';
+export { clientDocumentsEnv, clientDocumentsOptions } from './client-documents-config.js';
 
 export interface GatewayOptions {
   /** HTTP port; 0 asks the OS for a free one */

@@ -1,11 +1,9 @@
 import './tracing.js';
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import {
   commonEnv,
   createLogger,
   DEFAULT_METRICS_PORT,
-  envFlag,
   envInt,
   exitOnFailure,
   grpcTarget,
@@ -17,6 +15,7 @@ import {
   type Logger,
 } from '@lab/kit';
 import { realtimeStreamsPerOrgSetting } from '@lab/realtime';
+import { clientDocumentsEnv, clientDocumentsOptions } from './client-documents-config.js';
 import { startGateway, trustProxySetting } from './index.js';
 
 /** Services the gateway may call, each at `<NAME>_ADDR` (a gRPC target: host:port, dns:///host:port, ipv4:a:p,b:p). */
@@ -35,9 +34,7 @@ const gatewayEnv = commonEnv.extend({
     .string()
     .regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only')
     .default('lab:gateway:rl'),
-  // tests and local MCP clients only: client metadata documents from private addresses, or signed by this CA (a PEM file)
-  LAB_MCP_CLIENT_DOCUMENTS_ALLOW_PRIVATE_NETWORKS: envFlag,
-  LAB_MCP_CLIENT_DOCUMENTS_CA_FILE: z.string().optional(),
+  ...clientDocumentsEnv,
   ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADDR`, grpcTarget])),
 });
 
@@ -75,10 +72,7 @@ async function main(log: Logger): Promise<void> {
     realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
     trustProxy: cfg.LAB_TRUST_PROXY,
     rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,
-    clientDocuments: {
-      allowPrivateNetworks: cfg.LAB_MCP_CLIENT_DOCUMENTS_ALLOW_PRIVATE_NETWORKS,
-      ...(cfg.LAB_MCP_CLIENT_DOCUMENTS_CA_FILE ? { ca: readFileSync(cfg.LAB_MCP_CLIENT_DOCUMENTS_CA_FILE, 'utf8') } : {}),
-    },
+    clientDocuments: clientDocumentsOptions(cfg),
   });
   const ops = await serveOps(cfg.METRICS_PORT ?? DEFAULT_METRICS_PORT, gw.readiness, log, cfg.METRICS_HOST);
   log.info({ port: gw.port, services: Object.keys(services) }, 'gateway ready');

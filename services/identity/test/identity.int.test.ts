@@ -423,6 +423,32 @@ describe('identity over gRPC', () => {
     );
     expect((await resolve(ct.access_token)).audience).toBeUndefined();
   });
+
+  it('keeps one public client per metadata document URL, brought up to date with the document, and finds it by the URL', async () => {
+    const url = `https://app.example/${randomUUID()}/client.json`;
+    const doc = (name: string, redirects: string[]) =>
+      client.call('registerPublicOAuthClient', { name, redirect_uris: redirects, scopes: [], metadata_url: url }, ctx());
+    const first = await doc('App', ['http://127.0.0.1:7777/cb']);
+    const again = await doc('App', ['http://127.0.0.1:7777/cb']);
+    expect(again).toEqual(first);
+    const changed = await doc('App 2', ['https://app.example/cb']);
+    expect(changed).toMatchObject({ client_id: first.client_id, name: 'App 2', redirect_uris: ['https://app.example/cb'], public: true });
+    expect(await client.call('getOAuthClient', { client_id: url }, ctx())).toMatchObject({ client_id: first.client_id, name: 'App 2' });
+    // the URL must be https; a confidential client never has one
+    expect(
+      await rejection(
+        client.call(
+          'registerPublicOAuthClient',
+          { name: 'x', redirect_uris: ['https://a.example/cb'], scopes: [], metadata_url: 'http://app.example/c.json' },
+          ctx(),
+        ),
+      ),
+    ).toBe('invalid/validation_failed');
+    // deleted, the URL is free again: a new client, as a registration after a deletion
+    await client.call('deleteOAuthClient', { client_id: first.client_id }, ctx());
+    expect(await rejection(client.call('getOAuthClient', { client_id: url }, ctx()))).toBe('not_found/invalid_client');
+    expect((await doc('App', ['https://app.example/cb'])).client_id).not.toBe(first.client_id);
+  });
 });
 
 describe('the management RPCs', () => {

@@ -11,7 +11,7 @@ import {
   type Logger,
   type RunningService,
 } from '@lab/kit';
-import { startGateway, trustProxySetting } from '@lab/gateway';
+import { clientDocumentsEnv, clientDocumentsOptions, startGateway, trustProxySetting } from '@lab/gateway';
 import { realtimeStreamsPerOrgSetting } from '@lab/realtime';
 import { serviceDefinitions } from './services.js';
 import { operatorToken } from './operator-token.js';
@@ -28,6 +28,7 @@ export const standaloneEnv = commonEnv.extend({
     .string()
     .regex(/^[A-Za-z0-9:._-]{1,100}$/, 'letters, digits and : . _ - only')
     .default('lab:gateway:rl'),
+  ...clientDocumentsEnv,
 });
 export type StandaloneConfig = z.infer<typeof standaloneEnv>;
 
@@ -91,6 +92,7 @@ export async function startStandalone(cfg: StandaloneConfig, log: Logger): Promi
       realtimeMaxStreamsPerOrg: cfg.LAB_REALTIME_MAX_STREAMS_PER_ORG,
       trustProxy: cfg.LAB_TRUST_PROXY,
       rateLimitPrefix: cfg.LAB_RATE_LIMIT_PREFIX,
+      clientDocuments: clientDocumentsOptions(cfg),
     });
     // every consumer has subscribed: events (a backlog from before a restart first) may flow
     bus.open();

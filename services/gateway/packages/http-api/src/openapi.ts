@@ -942,6 +942,10 @@ const OAUTH_METADATA: Json = {
     authorization_endpoint: { type: 'string', format: 'uri' },
     token_endpoint: { type: 'string', format: 'uri' },
     registration_endpoint: { type: 'string', format: 'uri' },
+    client_id_metadata_document_supported: {
+      type: 'boolean',
+      description: 'true at the identity provider: a client_id may be the https URL of its client ID metadata document',
+    },
     authorization_servers: { type: 'array', items: { type: 'string', format: 'uri' } },
     scopes_supported: { type: 'array', items: { type: 'string' } },
     authorization_response_iss_parameter_supported: {
