@@ -11,7 +11,7 @@ import { request } from './faults/support';
 import { chartValues } from '../src/chart-values';
 
 /**
- * The chart run the way a cluster runs it (libs/testing/src/chart-run): every
+ * The chart run the way a cluster runs it (testing/src/chart-run): every
  * rendered pod a process with its rendered environment, ports, probes, user and
  * read-only root, on an address of its own, its Service names resolving to the
  * ready pods; then one scenario that crosses every edge of the release (REST

@@ -2,7 +2,7 @@ import { activeTraceCarrier, inSpan, samplerFromEnv, SpanKind, traceFields, trac
 
 // Only what runs without starting tracing: startTracing registers process-wide
 // providers and hooks, so it is exercised in processes of its own
-// (libs/testing/test/tracing.e2e.test.ts).
+// (testing/test/tracing.e2e.test.ts).
 
 describe('tracing settings', () => {
   it('is on only with an OTLP endpoint, and off with OTEL_SDK_DISABLED or no exporter', () => {

@@ -55,7 +55,7 @@ beforeAll(async () => {
   process.env.JOBS_ARTIFACT_DIR = artifactDir;
   // these tests look at the artifacts as files (their leftovers, open handles); the
   // stores themselves are tested in libs/kit, the database one across replicas in
-  // libs/testing/test/files-across-replicas.e2e.test.ts
+  // testing/test/files-across-replicas.e2e.test.ts
   process.env.JOBS_ARTIFACT_STORE = 'filesystem';
   stack = await startStack({ services: ['identity', 'audit', 'notebook', 'inventory', 'equipment', 'notifications', 'jobs'] });
   delete process.env.JOBS_ROLE;

@@ -23,7 +23,7 @@ beforeAll(async () => {
   process.env.TELEMETRY_STORAGE_DIR = storageDir;
   // these tests watch the upload's temporary file in the directory; the stores
   // themselves are tested in libs/kit, the database one across replicas in
-  // libs/testing/test/files-across-replicas.e2e.test.ts
+  // testing/test/files-across-replicas.e2e.test.ts
   process.env.TELEMETRY_FILE_STORE = 'filesystem';
   stack = await startStack({ services: ['identity', 'audit', 'telemetry'] });
   const org = await stack.admin.createOrg({ modules: ['analytics_qc'] });
