@@ -67,22 +67,22 @@ describe('charts/lab on day one', () => {
   });
 
   describe('egress beyond the release', () => {
-    it('webhooks reach any public address on the receivers ports, the private ranges excepted; no other component does', () => {
+    it('webhooks reach any public address on the receivers ports, the gateway on https (MCP client documents), the private ranges excepted; no other component does', () => {
+      const publicPorts: Record<string, number[]> = { webhooks: [443, 80], gateway: [443] };
       for (const objs of [objects, prod]) {
-        const rules = ipRules(policy(objs, 'webhooks'));
-        expect(rules).toHaveLength(1);
-        const rule = rules[0]!;
-        expect(rule.ports).toEqual([
-          { protocol: 'TCP', port: 443 },
-          { protocol: 'TCP', port: 80 },
-        ]);
-        const v4 = rule.to.find((t: Json) => t.ipBlock.cidr === '0.0.0.0/0').ipBlock;
-        const v6 = rule.to.find((t: Json) => t.ipBlock.cidr === '::/0').ipBlock;
-        expect(v4.except).toEqual(expect.arrayContaining(PRIVATE_V4));
-        expect(v6.except).toEqual(expect.arrayContaining(PRIVATE_V6));
-        expect((v4.except as string[]).filter((c) => c.includes(':'))).toEqual([]);
-        expect((v6.except as string[]).filter((c) => !c.includes(':'))).toEqual([]);
-        for (const p of byKind(objs, 'NetworkPolicy').filter((x) => componentOf(x) !== 'webhooks'))
+        for (const [component, ports] of Object.entries(publicPorts)) {
+          const rules = ipRules(policy(objs, component));
+          expect(rules).toHaveLength(1);
+          const rule = rules[0]!;
+          expect(rule.ports).toEqual(ports.map((port) => ({ protocol: 'TCP', port })));
+          const v4 = rule.to.find((t: Json) => t.ipBlock.cidr === '0.0.0.0/0').ipBlock;
+          const v6 = rule.to.find((t: Json) => t.ipBlock.cidr === '::/0').ipBlock;
+          expect(v4.except).toEqual(expect.arrayContaining(PRIVATE_V4));
+          expect(v6.except).toEqual(expect.arrayContaining(PRIVATE_V6));
+          expect((v4.except as string[]).filter((c) => c.includes(':'))).toEqual([]);
+          expect((v6.except as string[]).filter((c) => !c.includes(':'))).toEqual([]);
+        }
+        for (const p of byKind(objs, 'NetworkPolicy').filter((x) => !(componentOf(x) in publicPorts)))
           expect([p.metadata.name, ipRules(p).filter((r) => r.to.some((t: Json) => t.ipBlock.cidr === '0.0.0.0/0'))]).toEqual([p.metadata.name, []]);
       }
     });
