@@ -219,15 +219,21 @@ export async function seedOrg(base, operatorToken, modules = []) {
 
 /** Readings per ingest request in the ingest scenarios. */
 export const INGEST_BATCH = 500;
-/** The value of reading i of a batch: a few out of the limits (2-8), as a real feed has. */
-export const ingestValueAt = (i) => (i % 50 === 0 ? 9.5 : 4 + (i % 7) / 3);
+/** Every how many readings of an ingest batch one is out of its limits: 1 in 50 (2%), as a real feed has. */
+export const INGEST_BREACH_EVERY = 50;
+/**
+ * The value of reading i of a batch: every `breachEvery`th out of the limits (2-8),
+ * the rest inside them; a `breachEvery` of 0, none out.
+ */
+export const ingestValueAt = (i, breachEvery = INGEST_BREACH_EVERY) => (breachEvery && i % breachEvery === 0 ? 9.5 : 4 + (i % 7) / 3);
 
 /**
  * An organisation with the analytics_qc module and ten environmental points, and the
- * body of one ingest batch over them. The batch is sent once and must be stored whole:
+ * body of one ingest batch over them, every `breachEvery`th reading out of its
+ * limits (0: none). The batch is sent once and must be stored whole:
  * a rate of rejected readings would measure nothing.
  */
-export async function ingestFixture(base, operatorToken) {
+export async function ingestFixture(base, operatorToken, breachEvery = INGEST_BREACH_EVERY) {
   const { org, user, token } = await seedOrg(base, operatorToken, ['analytics_qc']);
   const points = [];
   for (let i = 0; i < 10; i++) {
@@ -243,7 +249,7 @@ export async function ingestFixture(base, operatorToken) {
       ).data,
     );
   }
-  const readings = Array.from({ length: INGEST_BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: ingestValueAt(i) }));
+  const readings = Array.from({ length: INGEST_BATCH }, (_, i) => ({ external_code: `room-${i % 10}`, value: ingestValueAt(i, breachEvery) }));
   const probe = await api(base, 'POST', '/v1/environmental-readings', token, { readings });
   if (probe.data.created !== INGEST_BATCH || probe.data.rejected.length) throw new Error(`probe batch: ${JSON.stringify(probe.data).slice(0, 300)}`);
   return { org, user, token, points, body: JSON.stringify({ readings }) };

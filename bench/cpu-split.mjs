@@ -2,7 +2,7 @@
 // cluster (and PostgreSQL, Redis, RabbitMQ) over one autocannon run, after a warm-up
 // run. A development aid, not a scenario. BENCH_PATH=get|list|post|ingest (post sends a
 // fresh Idempotency-Key per request unless BENCH_NOKEY is set; ingest posts batches of 500
-// environmental readings, 1 in 50 a breach, as bench/ingest.mjs does, from 8 connections
+// environmental readings, 1 in 50 a breach (1 in BENCH_BREACH_EVERY if set, 0 none), as bench/ingest.mjs does, from 8 connections
 // unless BENCH_CONNECTIONS says otherwise), BENCH_SECONDS, BENCH_CONNECTIONS (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
 // updated (and of those HOT, which touch no index) and deleted per request, and the
@@ -13,7 +13,7 @@ import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import { api, ingestFixture, seedOrg, startCluster } from './cluster.mjs';
+import { api, INGEST_BREACH_EVERY, ingestFixture, seedOrg, startCluster } from './cluster.mjs';
 
 const PATH = process.env.BENCH_PATH ?? 'get';
 const ticks = () => {
@@ -79,7 +79,7 @@ try {
   let token;
   let opts;
   if (INGEST) {
-    const fixture = await ingestFixture(cluster.url, cluster.operatorToken);
+    const fixture = await ingestFixture(cluster.url, cluster.operatorToken, Number(process.env.BENCH_BREACH_EVERY ?? INGEST_BREACH_EVERY));
     token = fixture.token;
     opts = { url: `${cluster.url}/v1/environmental-readings`, method: 'POST', body: fixture.body };
   } else {

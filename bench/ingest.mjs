@@ -3,16 +3,18 @@
 // run: the same rows COPY'd straight into PostgreSQL by as many clients, one COPY of
 // 500 rows per batch, with every column the service writes (what the database can
 // take at best, minus HTTP, auth, validation, gRPC, the outbox and the audit record).
+// BENCH_BREACH_EVERY (default 50, 2%) makes every Nth reading of a batch a breach
+// (an environmental.breach event each); 3 is the breach-heavy batch (a third), 0 none.
 // Stack and baseline runs alternate (and swap order each run) so drift on a shared
 // machine hits both alike, after BENCH_WARMUP (10) seconds of unmeasured load on each. Prints median (min-max) over BENCH_RUNS runs and writes
-// bench/results/ingest.json.
+// bench/results/ingest.json (ingest-breach-1-in-N.json, ingest-breach-none.json for other shares).
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { v7 } from 'uuid';
-import { INGEST_BATCH, ingestFixture, ingestValueAt, startCluster } from './cluster.mjs';
+import { INGEST_BATCH, INGEST_BREACH_EVERY, ingestFixture, ingestValueAt, startCluster } from './cluster.mjs';
 import { WARMUP } from './load.mjs';
 import { saveResult } from './results.mjs';
 
@@ -20,15 +22,26 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const BATCH = INGEST_BATCH;
-const TARGET_RATE = 50_000;
-const TARGET_RATIO = 0.4;
+const EVERY = Number(process.env.BENCH_BREACH_EVERY ?? INGEST_BREACH_EVERY);
+/**
+ * The targets by breach share: the 2% feed's median rate and ratio; the breach-heavy
+ * and breach-free batches' rate in every run (decision 061).
+ */
+const TARGETS = {
+  [INGEST_BREACH_EVERY]: { rate: 50_000, ratio: 0.4, everyRun: false },
+  3: { rate: 60_000, ratio: undefined, everyRun: true },
+  0: { rate: 90_000, ratio: undefined, everyRun: true },
+};
+const TARGET = TARGETS[EVERY] ?? { rate: undefined, ratio: undefined, everyRun: false };
+const NAME = EVERY === INGEST_BREACH_EVERY ? 'ingest' : EVERY ? `ingest-breach-1-in-${EVERY}` : 'ingest-breach-none';
+const SHARE = EVERY ? `1 in ${EVERY} breaching` : 'none breaching';
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (xs, d = 0) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)})`;
-const valueAt = ingestValueAt;
+const valueAt = (i) => ingestValueAt(i, EVERY);
 
 const cluster = await startCluster(['identity', 'audit', 'telemetry']);
 try {
-  const { org, user, token, points, body } = await ingestFixture(cluster.url, cluster.operatorToken);
+  const { org, user, token, points, body } = await ingestFixture(cluster.url, cluster.operatorToken, EVERY);
 
   // The baseline writes the columns the service writes, in COPY text format:
   // id (UUIDv7, as the service's), org_id, point_id, value, unit, limit_min, limit_max, measured_at, sample_id,
@@ -98,32 +111,44 @@ try {
   const stackRates = stack.map((x) => x.rate);
   const baseRates = base.map((x) => x.rate);
   const ratio = stackRates.map((x, i) => x / baseRates[i]);
-  const pass = { rate: median(stackRates) >= TARGET_RATE, ratio: median(ratio) >= TARGET_RATIO };
+  // the rate judged: the median, or the slowest run where every run must meet it
+  const judged = TARGET.everyRun ? Math.min(...stackRates) : median(stackRates);
+  const pass = {
+    rate: TARGET.rate === undefined ? null : judged >= TARGET.rate,
+    ratio: TARGET.ratio === undefined ? null : median(ratio) >= TARGET.ratio,
+  };
+  const targetText = [
+    TARGET.rate === undefined ? undefined : `>= ${TARGET.rate} readings/s${TARGET.everyRun ? ' every run' : ''}`,
+    TARGET.ratio === undefined ? undefined : `ratio >= ${TARGET.ratio}`,
+  ]
+    .filter(Boolean)
+    .join(' and ');
   console.log(
-    `environmental ingest (${BATCH}/batch, ${CONNECTIONS} clients): stack ${fmt(stackRates)} readings/s  COPY ${fmt(baseRates)} readings/s  ` +
-      `ratio ${fmt(ratio, 2)}  pass: rate>=${TARGET_RATE} ${pass.rate}, ratio>=${TARGET_RATIO} ${pass.ratio}`,
+    `environmental ingest (${BATCH}/batch, ${SHARE}, ${CONNECTIONS} clients): stack ${fmt(stackRates)} readings/s  COPY ${fmt(baseRates)} readings/s  ` +
+      `ratio ${fmt(ratio, 2)}  pass: ${targetText || 'no target'} ${[pass.rate, pass.ratio].filter((p) => p !== null).every(Boolean)}`,
   );
-  const setup = { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, batch: BATCH };
+  const setup = { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, batch: BATCH, breach_every: EVERY };
   const result = {
-    scenario: 'environmental ingest',
+    scenario: `environmental ingest, ${SHARE}`,
     stack_readings_per_s: stackRates,
     copy_readings_per_s: baseRates,
     ratio,
     median: { stack: median(stackRates), copy: median(baseRates), ratio: median(ratio) },
     stack_p50_ms: stack.map((x) => x.p50),
     stack_p99_ms: stack.map((x) => x.p99),
-    targets: { stack_readings_per_s: TARGET_RATE, ratio_of_copy: TARGET_RATIO },
+    targets: { stack_readings_per_s: TARGET.rate ?? null, every_run: TARGET.everyRun, ratio_of_copy: TARGET.ratio ?? null },
     pass,
   };
+  const judgedPasses = [pass.rate, pass.ratio].filter((p) => p !== null);
   const rows = [
     {
-      scenario: `Environmental ingest (${BATCH}/batch, ${CONNECTIONS} clients)`,
+      scenario: `Environmental ingest (${BATCH}/batch, ${SHARE}, ${CONNECTIONS} clients)`,
       measured: `${fmt(stackRates)} readings/s vs COPY ${fmt(baseRates)}: ratio ${fmt(ratio, 2)}`,
-      target: `>= ${TARGET_RATE} readings/s and ratio >= ${TARGET_RATIO}`,
-      pass: pass.rate && pass.ratio,
+      target: targetText || 'none',
+      pass: judgedPasses.length ? judgedPasses.every(Boolean) : null,
     },
   ];
-  saveResult('ingest', { setup, results: [result], rows });
+  saveResult(NAME, { setup, results: [result], rows });
   await pool.end();
 } finally {
   await cluster.stop();

@@ -66,10 +66,16 @@ export interface SerializedMessage {
   id: string;
   type: string;
   request_id?: string;
-  /** the whole BusMessage as JSON */
+  /** the whole BusMessage as JSON; with `count`, a JSON array of `count` whole messages (an outbox row of several) */
   body: string;
   /** the trace context the message continues (the RabbitMQ instrumentation sends it on in the headers) */
   trace?: TraceCarrier;
+  /**
+   * Set when body holds several messages of `type`: sent as it is as one bundle
+   * when the bus bundles the type, else one by one; either way a refusal of any
+   * of them is the refusal of `id`.
+   */
+  count?: number;
 }
 
 export interface Bus {
@@ -523,7 +529,8 @@ export class AmqpBus implements Bus {
    * which is then the broker's state, not the messages'. The bodies are sent as
    * given (the outbox's JSON text): not parsed and written again.
    */
-  async publishSerialized(messages: SerializedMessage[]): Promise<PublishOutcome> {
+  async publishSerialized(given: SerializedMessage[]): Promise<PublishOutcome> {
+    const { messages, of } = this.unpacked(given);
     const ch = this.takeChannel();
     if (!ch) throw DomainError.unavailable('message bus not connected', 'bus_unavailable');
     // one promise for the batch, settled by the last confirm (a promise per
@@ -537,9 +544,10 @@ export class AmqpBus implements Bus {
     try {
       for (const members of sends) {
         const m = messages[members[0]!]!;
-        const bundle = members.length > 1;
+        // several messages given as one (count), or several of the publish
+        const bundle = members.length > 1 || m.count !== undefined;
         // a bundle of up to a megabyte is never one string (utf8Concat)
-        const body = bundle ? utf8Concat([...members.map((i, k) => (k ? ',' : '[') + messages[i]!.body), ']']) : Buffer.from(m.body);
+        const body = members.length > 1 ? utf8Concat([...members.map((i, k) => (k ? ',' : '[') + messages[i]!.body), ']']) : Buffer.from(m.body);
         const options = bundle ? { persistent: true, messageId: m.id, contentType: BUNDLE_CONTENT_TYPE, timestamp } : { ...messageProperties(m), timestamp };
         const confirmed = (err: unknown) => {
           if (err) for (const i of members) errors[i] = err as Error;
@@ -555,13 +563,37 @@ export class AmqpBus implements Bus {
       throw DomainError.unavailable(`message bus channel lost: ${(err as Error | undefined)?.message}`, 'bus_unavailable');
     }
     if (sends.length) await confirmed;
-    const refused: Refusal[] = [];
+    const refused = new Map<string, Refusal>();
     for (const [i, err] of errors.entries()) {
       if (!err) continue;
       if (!/nack/i.test(err.message)) throw DomainError.unavailable(`message bus lost before confirming: ${err.message}`, 'bus_unavailable');
-      refused.push({ id: messages[i]!.id, error: 'refused by the broker (negative confirm)' });
+      const id = of ? given[of[i]!]!.id : messages[i]!.id;
+      refused.set(id, { id, error: 'refused by the broker (negative confirm)' });
     }
-    return { refused };
+    return { refused: [...refused.values()] };
+  }
+
+  /**
+   * The messages of a publish one by one where they came several as one (count)
+   * of a type this bus does not bundle; `of`, then, the given message each is of.
+   */
+  private unpacked(given: SerializedMessage[]): { messages: SerializedMessage[]; of?: number[] } {
+    const bundled = this.opts.bundledTypes ?? [];
+    if (!given.some((m) => m.count !== undefined && !bundled.includes(m.type))) return { messages: given };
+    const messages: SerializedMessage[] = [];
+    const of: number[] = [];
+    given.forEach((m, i) => {
+      if (m.count === undefined || bundled.includes(m.type)) {
+        messages.push(m);
+        of.push(i);
+        return;
+      }
+      for (const x of JSON.parse(m.body) as BusMessage[]) {
+        messages.push({ id: x.id, type: x.type, request_id: x.request_id, body: JSON.stringify(x), trace: m.trace });
+        of.push(i);
+      }
+    });
+    return { messages, of };
   }
 
   /**
@@ -576,7 +608,8 @@ export class AmqpBus implements Bus {
     const sends: number[][] = [];
     const open = new Map<string, { members: number[]; chars: number }>();
     for (const [i, m] of messages.entries()) {
-      if (m.trace || !bundled.includes(m.type)) {
+      // a message that is a bundle already (count) goes as it is
+      if (m.trace || m.count !== undefined || !bundled.includes(m.type)) {
         sends.push([i]);
         continue;
       }

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import type { Bus, BusMessage, PublishOutcome, Refusal } from './bus.js';
 import { pipelined, PLANNED_PER_CALL, rows, sqlArray, utcMicros, type Database, type Tx } from './db.js';
 import { newId } from './ids.js';
@@ -36,9 +36,30 @@ export interface AuditRecordData extends AuditEntry {
   request_id: string | null;
 }
 
+/**
+ * The most messages, and characters of their JSON, one outbox row of
+ * Emitter.eventsJson holds: a relay pass (DEFAULT_BATCH messages) takes at least
+ * one row, so a row is never more than a default pass publishes, and never more
+ * than a bundle the bus sends whole (kit's bus closes its own at 1 MiB).
+ */
+const ROW_MESSAGES = 500;
+const ROW_CHARS = 512 * 1024;
+
+/** Messages of one type stored as one outbox row (Emitter.eventsJson). */
+export interface MessageSet {
+  /** the outbox row's id */
+  id: string;
+  type: string;
+  /** the messages as a JSON array, as they are published */
+  json: string;
+  count: number;
+}
+
 /** Collects the messages of one transaction; they are inserted before it commits. */
 export class Emitter {
   readonly messages: BusMessage[] = [];
+  /** messages of eventsJson, a row each */
+  readonly sets: MessageSet[] = [];
   constructor(
     private readonly service: string,
     private readonly caller: CallerContext | null,
@@ -54,6 +75,40 @@ export class Emitter {
       request_id: this.caller?.request_id ?? currentRequestId(),
       data,
     });
+  }
+
+  /**
+   * Events of `type`, one per element of `data` (each the JSON text of an event's
+   * data), for a write that makes many at once (an ingest batch's breaches). Each
+   * message is what event() makes (its own id, type, org_id, this call's time as
+   * occurred_at, the request id, data), written as JSON text here with no object
+   * per event; they are stored up to ROW_MESSAGES (and ROW_CHARS) to an outbox row
+   * rather than a row each, and published message by message: a broker that
+   * bundles the type gets the row's JSON array as one bundle, as it is.
+   */
+  eventsJson(type: string, org_id: string | null, data: readonly string[]): void {
+    if (!data.length) return;
+    // a UUIDv7 prefix (24 hex digits: the time, rand_a and 30 random bits); each
+    // message's id is it and the message's number in 8 hex digits
+    const idBase = newId().slice(0, 28);
+    const requestId = this.caller?.request_id ?? currentRequestId();
+    // JSON.stringify of event()'s message, around its id and its data
+    const tail =
+      `","type":${JSON.stringify(type)},"org_id":${JSON.stringify(org_id)},"occurred_at":"${new Date().toISOString()}"` +
+      `${requestId === undefined ? '' : `,"request_id":${JSON.stringify(requestId)}`},"data":`;
+    let json = '';
+    let count = 0;
+    for (let k = 0; k < data.length; k++) {
+      const m = `{"id":"${idBase}${k.toString(16).padStart(8, '0')}${tail}${data[k]!}}`;
+      if (count && (count === ROW_MESSAGES || json.length + m.length > ROW_CHARS)) {
+        this.sets.push({ id: newId(), type, json: `[${json}]`, count });
+        json = '';
+        count = 0;
+      }
+      json += (count ? ',' : '') + m;
+      count++;
+    }
+    this.sets.push({ id: newId(), type, json: `[${json}]`, count });
   }
 
   /** The audit record of a write, on the same path as its events. */
@@ -119,12 +174,18 @@ export function changedFields(before: Record<string, unknown> | null, after: Rec
  */
 export const jsonAnswer = (json: string): { json: string } => ({ json });
 
+/** A claimed outbox row: one message, or several (Emitter.eventsJson). */
 interface ClaimedRow {
   id: string;
   seq: string;
   type: string;
   request_id: string | null;
+  /** the message's JSON, or (`messages` set) the JSON array of the row's messages */
   message: string;
+  /** how many messages a row of several holds; null for one */
+  messages: number | null;
+  /** whether more rows were due than this pass took (it was full) */
+  more: boolean;
   attempts: number;
   age_s: number;
   /** the trace context of the write (selected only when tracing is on) */
@@ -132,12 +193,26 @@ interface ClaimedRow {
   tracestate?: string | null;
 }
 
+/** Messages of a claimed row, and of claimed rows. */
+const countOf = (r: ClaimedRow): number => r.messages ?? 1;
+const messagesIn = (rows: readonly ClaimedRow[]): number => rows.reduce((n, r) => n + countOf(r), 0);
+
+/** The messages of a claimed row, read (for a bus that takes objects). */
+const messagesOfRow = (r: ClaimedRow): BusMessage[] => (r.messages === null ? [JSON.parse(r.message) as BusMessage] : (JSON.parse(r.message) as BusMessage[]));
+
 /** The trace columns of a claimed row, read only when this process traces. */
 const TRACE_COLUMNS = sql.raw(', traceparent, tracestate');
 const traceColumns = () => (tracingOn() ? TRACE_COLUMNS : sql``);
 
 /** How long a claimed row has waited since its transaction wrote it. */
 const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
+
+/** A row the relay may take: due, or a row of several messages (due at 'infinity' only to relays that predate them). */
+const DUE = sql.raw(`(t.next_attempt_at <= now() or t.next_attempt_at = 'infinity')`);
+
+/** The columns of a claimed row `t`: a row of several's JSON array is read back as the text stored (insertSets). */
+const CLAIMED = sql.raw(`t.id, t.seq::text as seq, t.type, t.message->>'request_id' as request_id,
+  case when t.messages is null then t.message::text else t.message #>> '{}' end as message, t.messages, t.attempts`);
 
 /**
  * Refusals of one message by a broker (negative confirms) after which the relay
@@ -197,9 +272,12 @@ export interface DeadLetter {
 
 /** What one relay pass did: rows claimed, rows gone from the outbox, and whether the bus was away. */
 interface PassResult {
+  /** messages claimed */
   claimed: number;
   removed: number;
   down?: unknown;
+  /** more rows were due than the pass took */
+  full?: boolean;
 }
 
 export interface WriteOptions {
@@ -299,6 +377,7 @@ export class Outbox {
         // nothing waits for these answers: they travel with the COMMIT (a failure
         // rolls the transaction back and is what the write rejects with)
         if (emit.messages.length) pipelined(tx, () => this.insert(tx, emit.messages));
+        if (emit.sets.length) pipelined(tx, () => this.insertSets(tx, emit.sets));
         if (claim && answer) {
           const given = answer(result);
           answered = given !== undefined;
@@ -314,7 +393,7 @@ export class Outbox {
     // `answered` is set inside the transaction's callback, which the compiler does not follow
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition
     if (claim) receipts!.settleClaim(answered ? 'answered' : 'claimed');
-    if (emit.messages.length) this.kick();
+    if (emit.messages.length || emit.sets.length) this.kick();
     return out;
   }
 
@@ -326,6 +405,24 @@ export class Outbox {
     if (trace) return this.insertTraced(tx, messages, trace);
     const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb)`);
     await tx.execute(sql`insert into ${this.table} (id, type, message) values ${sql.join(values, sql`, `)}`);
+  }
+
+  /**
+   * Inserts rows of several messages (Emitter.eventsJson). The array is kept as a
+   * JSON string (to_jsonb of the text): PostgreSQL neither parses it nor renders
+   * it again, and the relay reads back the text it was given. Such rows are due
+   * at 'infinity', a time relays that predate them never reach (they would
+   * publish the array as one message); this relay takes them (DUE).
+   */
+  async insertSets(tx: Tx, sets: readonly MessageSet[]): Promise<void> {
+    const trace = activeTraceCarrier();
+    const values = sets.map(
+      (m) =>
+        sql`(${m.id}::uuid, ${m.type}, to_jsonb(${m.json}::text), ${m.count}::int, 'infinity'::timestamptz, ${trace?.traceparent ?? null}::text, ${trace?.tracestate ?? null}::text)`,
+    );
+    await tx.execute(
+      sql`insert into ${this.table} (id, type, message, messages, next_attempt_at, traceparent, tracestate) values ${sql.join(values, sql`, `)}`,
+    );
   }
 
   private async insertTraced(tx: Tx, messages: BusMessage[], trace: TraceCarrier): Promise<void> {
@@ -384,7 +481,7 @@ export class Outbox {
       claimed: results.reduce((a, r) => a + r.claimed, 0),
       removed: results.reduce((a, r) => a + r.removed, 0),
       down: results.find((r) => r.down)?.down,
-      full: results.some((r) => r.claimed === this.batchSize),
+      full: results.some((r) => r.full === true),
     };
   }
 
@@ -413,25 +510,59 @@ export class Outbox {
     return this.opts.db.tx(async (tx) => {
       const claimed = await rows<ClaimedRow>(
         tx,
-        // ordered by the column t.seq (a bare `seq` would be the text alias): the
-        // primary key's index scan, which skips deleted rows' entries once seen
-        sql`${PLANNED_PER_CALL}select id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}${traceColumns()}
-            from ${this.table} t where next_attempt_at <= now() ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
-            order by t.seq limit ${this.batchSize} for update skip locked`,
+        // as many rows as fit, locked in seq order skipping those other passes and
+        // replicas hold (so each takes the next ones); of those, the ones that fit
+        // again (rows taken past a locked one may be larger; the rest stay locked
+        // and untouched until this pass ends, and go with a later one)
+        sql`${PLANNED_PER_CALL}${this.dueRows(after)}, locked as (
+              select t.id, t.seq, t.type, t.message, t.messages, t.attempts, t.created_at, t.traceparent, t.tracestate
+              from ${this.table} t where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
+              order by t.seq limit (select count(*) from fit) for update skip locked
+            ), taken as (
+              select l.*, sum(coalesce(l.messages, 1)) over (order by l.seq) as upto, row_number() over (order by l.seq) as n from locked l
+            )
+            select ${CLAIMED}, ${AGE_S}${traceColumns()},
+                   (select more from fit_count) or (select count(*) from taken where upto > ${this.batchSize} and n > 1) > 0 as more
+            from taken t
+            where t.upto <= ${this.batchSize} or t.n = 1
+            order by t.seq`,
       );
-      claimedUpTo?.(claimed.length === this.batchSize ? claimed[claimed.length - 1]!.seq : undefined);
+      const full = claimed[0]?.more === true;
+      claimedUpTo?.(full ? claimed[claimed.length - 1]!.seq : undefined);
       if (!claimed.length) return { claimed: 0, removed: 0 };
       let outcome: PublishOutcome | void;
       try {
         outcome = await this.publishInTime(this.publish(claimed), timeoutMs);
       } catch (down) {
         // the transaction ends without a write: the rows are unlocked as they were
-        return { claimed: claimed.length, removed: 0, down };
+        return { claimed: messagesIn(claimed), removed: 0, down };
       }
       // the rows' fate goes with the COMMIT, sent right behind these statements
       const removed = this.settle(tx, claimed, outcome);
-      return { claimed: claimed.length, removed };
+      return { claimed: messagesIn(claimed), removed, full };
     });
+  }
+
+  /**
+   * WITH clauses naming the rows a pass would take (`fit`: their seq) and whether
+   * more were due (`fit_count`): the first due ones (past `after`) in seq order,
+   * up to batchSize messages (a row of several counting as its messages), and at
+   * least one. Read without locks (the pass locks what it takes). Ordered by the
+   * column t.seq: the primary key's index scan, which skips deleted rows'
+   * entries once seen.
+   */
+  private dueRows(after?: string): SQL {
+    const size = this.batchSize;
+    return sql`with due as (
+        select t.seq, coalesce(t.messages, 1) as messages from ${this.table} t
+        where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
+        order by t.seq limit ${size}
+      ), fit as (
+        select d.seq from (select d.seq, sum(d.messages) over (order by d.seq) as upto, row_number() over (order by d.seq) as k from due d) d
+        where d.upto <= ${size} or d.k = 1
+      ), fit_count as (
+        select (select count(*) from due) > (select count(*) from fit) or (select count(*) from due) = ${size} as more
+      )`;
   }
 
   /**
@@ -446,14 +577,17 @@ export class Outbox {
     // One statement, so its own transaction: no BEGIN and COMMIT round trips.
     // The claimed rows are updated by their ctid (a TID scan): joined by id,
     // PostgreSQL scanned the whole table, dead rows of earlier batches included.
+    // the rows that fit, as they are the only relay on this outbox (one pass at a time)
     const claimed = await db.rows<ClaimedRow>(
-      sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() + interval '30 seconds'
-          where ctid = any(array(select ctid from ${this.table} where next_attempt_at <= now()
-                                 order by seq limit ${this.batchSize} for update skip locked))
-          returning id, seq::text as seq, type, message->>'request_id' as request_id, message::text as message, attempts, ${AGE_S}${traceColumns()}`,
+      sql`${PLANNED_PER_CALL}${this.dueRows()}, leased as (
+            update ${this.table} set next_attempt_at = now() + interval '30 seconds'
+            where ctid = any(array(select ctid from ${this.table} t where t.seq in (select seq from fit) and ${DUE} for update skip locked))
+            returning id, seq, type, message, messages, attempts, created_at, traceparent, tracestate)
+          select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit_count) as more
+          from leased t order by t.seq`,
     );
     if (!claimed.length) return { claimed: 0, removed: 0 };
-    claimed.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+    const full = claimed[0]!.more;
     let outcome: PublishOutcome | void;
     try {
       // A broker in another process (embedded database with RabbitMQ) is given the
@@ -464,48 +598,86 @@ export class Outbox {
       const publishing = this.publish(claimed);
       outcome = await (this.opts.bus.deliversInProcess ? publishing : this.publishInTime(publishing, timeoutMs));
     } catch (down) {
+      // the lease given back (a row of several due again at 'infinity', see insertSets)
       const ids = sqlArray(claimed.map((r) => r.id));
-      await db.orm.execute(sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = now() where id = any(${ids}::uuid[])`);
-      return { claimed: claimed.length, removed: 0, down };
+      await db.orm.execute(
+        sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = case when messages is null then now() else 'infinity' end where id = any(${ids}::uuid[])`,
+      );
+      return { claimed: messagesIn(claimed), removed: 0, down };
     }
     const removed = await db.tx(async (tx) => this.settle(tx, claimed, outcome));
-    return { claimed: claimed.length, removed };
+    return { claimed: messagesIn(claimed), removed, full };
   }
 
   /**
    * Hands the statements that settle a published batch to the transaction
    * (pipelined: they travel with its COMMIT): confirmed rows deleted, set-aside
-   * ones moved to the dead-letter table, refused ones given a backoff. Returns
-   * how many rows leave the outbox.
+   * ones moved to the dead-letter table, refused ones given a backoff. A row of
+   * several messages goes once all of them went. Refused as a whole (one bundle
+   * a broker refused), each of its messages becomes a row of its own with the
+   * row's backoff; when some of its messages were refused (in process), those
+   * become rows of their own, then set aside or retried as any other, and the
+   * ones that went are not sent again. Returns how many messages leave the outbox.
    */
   private settle(tx: Tx, claimed: ClaimedRow[], outcome: PublishOutcome | void): number {
     const refusals = new Map<string, Refusal[]>();
     for (const r of outcome?.refused ?? []) refusals.set(r.id, [...(refusals.get(r.id) ?? []), r]);
     const done: ClaimedRow[] = [];
-    const dead: { row: ClaimedRow; queue: string | null; error: string }[] = [];
+    const dead: { id: string; attempts: number; queue: string | null; error: string }[] = [];
     const retry: string[] = [];
     const wait: string[] = [];
+    /** rows of several refused whole, by whether they wait (transient) or back off */
+    const whole = { wait: [] as ClaimedRow[], retry: [] as ClaimedRow[] };
+    /** rows of several some of whose messages were refused, and those messages' ids */
+    const some: { row: ClaimedRow; ids: string[] }[] = [];
+    const judge = (id: string, attempts: number, refused: Refusal[]) => {
+      if (refused.every((r) => r.deadFor)) {
+        dead.push({ id, attempts, queue: refused.map((r) => r.deadFor).join(', '), error: refused[0]!.error });
+      } else if (!this.opts.bus.deliversInProcess && attempts + 1 >= MAX_BROKER_REFUSALS) {
+        dead.push({ id, attempts, queue: null, error: refused[0]!.error });
+      } else if (refused.every((r) => r.transient)) {
+        wait.push(id);
+      } else {
+        retry.push(id);
+      }
+    };
     for (const row of claimed) {
       const refused = refusals.get(row.id);
-      if (!refused) {
-        done.push(row);
-      } else if (refused.every((r) => r.deadFor)) {
-        dead.push({ row, queue: refused.map((r) => r.deadFor).join(', '), error: refused[0]!.error });
-      } else if (!this.opts.bus.deliversInProcess && row.attempts + 1 >= MAX_BROKER_REFUSALS) {
-        dead.push({ row, queue: null, error: refused[0]!.error });
-      } else if (refused.every((r) => r.transient)) {
-        wait.push(row.id);
+      if (row.messages === null) {
+        if (refused) judge(row.id, row.attempts, refused);
+        else done.push(row);
+      } else if (refused) {
+        (refused.every((r) => r.transient) ? whole.wait : whole.retry).push(row);
       } else {
-        retry.push(row.id);
+        // read only when something was refused: a bus in process refuses messages one by one
+        const ids = refusals.size ? (JSON.parse(row.message) as BusMessage[]).map((m) => m.id).filter((id) => refusals.has(id)) : [];
+        if (!ids.length) done.push(row);
+        else {
+          some.push({ row, ids });
+          for (const id of ids) judge(id, 0, refusals.get(id)!);
+        }
       }
     }
     if (done.length) {
       const ids = sqlArray(done.map((r) => r.id));
       pipelined(tx, () => tx.execute(sql`${PLANNED_PER_CALL}delete from ${this.table} where id = any(${ids}::uuid[])`));
-      this.published(done);
     }
+    // first thing after the deletes: the statements below find the messages as rows
+    if (some.length)
+      this.split(
+        tx,
+        some.map((s) => s.row),
+        some.flatMap((s) => s.ids),
+        0,
+        0,
+      );
+    if (whole.retry.length) this.split(tx, whole.retry, undefined, 1, 250 * 2);
+    if (whole.wait.length) this.split(tx, whole.wait, undefined, 0, 1_000);
+    const left = retry.length + wait.length + [...whole.retry, ...whole.wait].reduce((n, r) => n + countOf(r), 0);
+    const removed = messagesIn(claimed) - left;
+    if (removed > dead.length) this.published([...done, ...some.map((x) => x.row)], removed - dead.length);
     if (dead.length) {
-      const ids = sqlArray(dead.map((d) => d.row.id));
+      const ids = sqlArray(dead.map((d) => d.id));
       const queues = sqlArray(dead.map((d) => d.queue));
       const errors = sqlArray(dead.map((d) => d.error.slice(0, 2_000)));
       pipelined(tx, () =>
@@ -520,7 +692,7 @@ export class Outbox {
       metrics().outboxDeadLetters.inc({ service: this.opts.service }, dead.length);
       for (const d of dead) {
         this.opts.log.error(
-          { id: d.row.id, queue: d.queue, error: d.error, attempts: d.row.attempts + 1 },
+          { id: d.id, queue: d.queue, error: d.error, attempts: d.attempts + 1 },
           'message set aside in the dead-letter table (list and replay: /admin/v1/dead-letters)',
         );
       }
@@ -540,11 +712,29 @@ export class Outbox {
           where id = any(${sqlArray(wait)}::uuid[])`),
       );
     }
-    if (retry.length || wait.length) {
-      metrics().outboxPublishFailures.inc({ service: this.opts.service }, retry.length + wait.length);
-      this.opts.log.warn({ refused: retry.length + wait.length, ids: [...retry, ...wait].slice(0, 10) }, 'outbox messages refused, will retry them');
+    if (left) {
+      metrics().outboxPublishFailures.inc({ service: this.opts.service }, left);
+      this.opts.log.warn(
+        { refused: left, ids: [...retry, ...wait, ...whole.retry.map((r) => r.id), ...whole.wait.map((r) => r.id)].slice(0, 10) },
+        'outbox messages refused, will retry them',
+      );
     }
-    return done.length + dead.length;
+    return removed;
+  }
+
+  /**
+   * Makes messages of rows of several rows of their own (all of them, or those of
+   * `ids`), due after `delayMs` with `attempts`, and deletes the rows; pipelined.
+   */
+  private split(tx: Tx, rows: readonly ClaimedRow[], ids: readonly string[] | undefined, attempts: number, delayMs: number): void {
+    const which = ids ? sql`where m.v->>'id' = any(${sqlArray(ids)}::text[])` : sql``;
+    pipelined(tx, () =>
+      tx.execute(sql`with b as (delete from ${this.table} where id = any(${sqlArray(rows.map((r) => r.id))}::uuid[])
+                                returning type, message, created_at, traceparent, tracestate)
+        insert into ${this.table} (id, type, message, attempts, next_attempt_at, created_at, traceparent, tracestate)
+        select (m.v->>'id')::uuid, b.type, m.v, ${attempts}::int, now() + ${delayMs}::int * interval '1 millisecond', b.created_at, b.traceparent, b.tracestate
+        from b cross join lateral jsonb_array_elements((b.message #>> '{}')::jsonb) as m(v) ${which}`),
+    );
   }
 
   private publishInTime(publishing: Promise<PublishOutcome | void>, ms: number): Promise<PublishOutcome | void> {
@@ -556,9 +746,11 @@ export class Outbox {
     const { bus } = this.opts;
     // a broker in another process takes the rows' JSON text as it is
     if (bus.publishSerialized && !bus.deliversInProcess) {
-      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message })));
+      return bus.publishSerialized(
+        claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message, count: r.messages ?? undefined })),
+      );
     }
-    return bus.publish(claimed.map((r) => JSON.parse(r.message) as BusMessage));
+    return bus.publish(claimed.flatMap(messagesOfRow));
   }
 
   /**
@@ -574,7 +766,16 @@ export class Outbox {
     const stored = (r: ClaimedRow): TraceCarrier | undefined =>
       r.traceparent ? { traceparent: r.traceparent, tracestate: r.tracestate ?? undefined } : undefined;
     if (bus.publishSerialized && !bus.deliversInProcess) {
-      return bus.publishSerialized(claimed.map((r) => ({ id: r.id, type: r.type, request_id: r.request_id ?? undefined, body: r.message, trace: stored(r) })));
+      return bus.publishSerialized(
+        claimed.map((r) => ({
+          id: r.id,
+          type: r.type,
+          request_id: r.request_id ?? undefined,
+          body: r.message,
+          count: r.messages ?? undefined,
+          trace: stored(r),
+        })),
+      );
     }
     const spans = claimed.map((r) => {
       const parent = stored(r);
@@ -590,13 +791,16 @@ export class Outbox {
         : undefined;
     });
     try {
+      // a row of several: each of its messages in the row's trace
+      const rows = claimed.map(messagesOfRow);
       const outcome = await bus.publish(
-        claimed.map((r) => JSON.parse(r.message) as BusMessage),
-        spans.map((s) => s?.carrier),
+        rows.flat(),
+        rows.flatMap((ms, i) => ms.map(() => spans[i]?.carrier)),
       );
       const refused = new Map((outcome?.refused ?? []).map((r) => [r.id, r.error]));
-      claimed.forEach((r, i) => {
-        if (refused.has(r.id) && spans[i]) failSpan(spans[i].span, refused.get(r.id));
+      rows.forEach((ms, i) => {
+        const failed = ms.find((m) => refused.has(m.id));
+        if (failed && spans[i]) failSpan(spans[i].span, refused.get(failed.id));
       });
       return outcome;
     } catch (err) {
@@ -630,15 +834,16 @@ export class Outbox {
     );
   }
 
-  /** Rows waiting in the outbox. */
+  /** Messages waiting in the outbox. */
   async backlog(): Promise<number> {
-    return (await this.opts.db.rows<{ n: number }>(sql`select count(*)::int as n from ${this.table}`))[0]!.n;
+    return (await this.opts.db.rows<{ n: number }>(sql`select coalesce(sum(coalesce(messages, 1)), 0)::int as n from ${this.table}`))[0]!.n;
   }
 
-  private published(claimed: ClaimedRow[]): void {
+  /** `count` messages published, of `rows` (how long each waited). */
+  private published(rows: readonly ClaimedRow[], count: number): void {
     const { service } = this.opts;
-    metrics().outboxPublished.inc({ service }, claimed.length);
-    for (const r of claimed) metrics().outboxLag.observe({ service }, r.age_s);
+    metrics().outboxPublished.inc({ service }, count);
+    for (const r of rows) metrics().outboxLag.observe({ service }, r.age_s);
   }
 
   /** Messages in the dead-letter table (lab_dead_letters). */
