@@ -6,7 +6,18 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { resultsDir } from './results.mjs';
 
-const ORDER = ['read-write', 'scale-out', 'ingest', 'webhooks', 'audit-paging', 'overhead', 'memory', 'outbox-drain'];
+const ORDER = [
+  'read-write',
+  'scale-out',
+  'ingest',
+  'ingest-breach-1-in-3',
+  'ingest-breach-none',
+  'webhooks',
+  'audit-paging',
+  'overhead',
+  'memory',
+  'outbox-drain',
+];
 const files = existsSync(resultsDir) ? readdirSync(resultsDir).filter((f) => f.endsWith('.json')) : [];
 const named = files
   .map((f) => ({ name: f.replace(/\.json$/, ''), data: JSON.parse(readFileSync(join(resultsDir, f), 'utf8')) }))
