@@ -57,7 +57,14 @@ export interface UpdateSubscriptionRequest {
   id: string;
   url?: string | undefined;
   events?: StringList | undefined;
-  active?: boolean | undefined;
+  active?:
+    | boolean
+    | undefined;
+  /**
+   * "x-service-signature" or "standard-webhooks"; a change to a scheme the
+   * current secret does not fit draws a new secret, answered in secret once
+   */
+  signature_scheme?: string | undefined;
 }
 
 export interface RotatedSecret {
@@ -93,7 +100,11 @@ export interface CreateSubscriptionRequest {
   org_id: string;
   url: string;
   events: string[];
-  secret?: string | undefined;
+  secret?:
+    | string
+    | undefined;
+  /** "x-service-signature" (default) or "standard-webhooks" */
+  signature_scheme?: string | undefined;
 }
 
 export interface Subscription {
@@ -108,6 +119,8 @@ export interface Subscription {
   /** set while a replaced secret still signs (24 hours after a rotation) */
   previous_secret_expires_at?: string | undefined;
   updated_at: string;
+  /** how deliveries are signed: "x-service-signature" or "standard-webhooks" */
+  signature_scheme: string;
 }
 
 export interface ListDeliveriesRequest {
@@ -502,7 +515,7 @@ export const StringList: MessageFns<StringList> = {
 };
 
 function createBaseUpdateSubscriptionRequest(): UpdateSubscriptionRequest {
-  return { org_id: "", id: "", url: undefined, events: undefined, active: undefined };
+  return { org_id: "", id: "", url: undefined, events: undefined, active: undefined, signature_scheme: undefined };
 }
 
 export const UpdateSubscriptionRequest: MessageFns<UpdateSubscriptionRequest> = {
@@ -521,6 +534,9 @@ export const UpdateSubscriptionRequest: MessageFns<UpdateSubscriptionRequest> = 
     }
     if (message.active !== undefined) {
       writer.uint32(40).bool(message.active);
+    }
+    if (message.signature_scheme !== undefined) {
+      writer.uint32(50).string(message.signature_scheme);
     }
     return writer;
   },
@@ -576,6 +592,14 @@ export const UpdateSubscriptionRequest: MessageFns<UpdateSubscriptionRequest> = 
             }
 
             message.active = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.signature_scheme = reader.string();
             continue;
           }
         }
@@ -882,7 +906,7 @@ export const UpdateInboundEndpointRequest: MessageFns<UpdateInboundEndpointReque
 };
 
 function createBaseCreateSubscriptionRequest(): CreateSubscriptionRequest {
-  return { org_id: "", url: "", events: [], secret: undefined };
+  return { org_id: "", url: "", events: [], secret: undefined, signature_scheme: undefined };
 }
 
 export const CreateSubscriptionRequest: MessageFns<CreateSubscriptionRequest> = {
@@ -898,6 +922,9 @@ export const CreateSubscriptionRequest: MessageFns<CreateSubscriptionRequest> = 
     }
     if (message.secret !== undefined) {
       writer.uint32(34).string(message.secret);
+    }
+    if (message.signature_scheme !== undefined) {
+      writer.uint32(42).string(message.signature_scheme);
     }
     return writer;
   },
@@ -947,6 +974,14 @@ export const CreateSubscriptionRequest: MessageFns<CreateSubscriptionRequest> = 
             message.secret = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.signature_scheme = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -972,6 +1007,7 @@ function createBaseSubscription(): Subscription {
     created_at: "",
     previous_secret_expires_at: undefined,
     updated_at: "",
+    signature_scheme: "",
   };
 }
 
@@ -1006,6 +1042,9 @@ export const Subscription: MessageFns<Subscription> = {
     }
     if (message.updated_at !== "") {
       writer.uint32(82).string(message.updated_at);
+    }
+    if (message.signature_scheme !== "") {
+      writer.uint32(90).string(message.signature_scheme);
     }
     return writer;
   },
@@ -1101,6 +1140,14 @@ export const Subscription: MessageFns<Subscription> = {
             }
 
             message.updated_at = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.signature_scheme = reader.string();
             continue;
           }
         }
