@@ -81,6 +81,8 @@ export const oauthClientObject = (c: OAuthClient) => ({
   created_at: c.created_at,
   // true for a client an MCP client registered itself (no secret; identity provider only)
   public: c.public,
+  // the URL of its client ID metadata document, for a client named by one (its client_id at sign-in)
+  ...(c.metadata_url ? { metadata_url: c.metadata_url } : {}),
 });
 
 /** A new confidential client's credentials, the secret shown this once. */

@@ -83,6 +83,12 @@ describe('the official SDK client with a URL client id', () => {
     expect(provider.consentHtml).toContain(`described by its own document at <strong>${new URL(docs.url('/')).host}</strong>`);
     expect(provider.saved).toMatchObject({ access_token: expect.stringMatching(/^oat_/), refresh_token: expect.stringMatching(/^ort_/) });
     expect(docs.hits('/mcp/client.json')).toBe(1);
+    // the operator sees it among the OAuth clients, public, with its document's URL
+    const listed = await stack.admin.call<{ client_id: string; metadata_url?: string }[]>('GET', '/oauth-clients?limit=100', undefined, 200);
+    const mine = listed.find((c) => c.metadata_url === docs.url('/mcp/client.json'));
+    expect(mine).toMatchObject({ name: 'Document client', public: true, redirect_uris: [REDIRECT] });
+    const one = await stack.admin.call('GET', `/oauth-clients/${mine!.client_id}`, undefined, 200);
+    expect(one).toEqual(mine);
   });
 
   it('reads a record as a resource, as the HTTP API renders it', async () => {

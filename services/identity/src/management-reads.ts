@@ -1,6 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { DomainError, sqlArray, type ServiceDeps } from '@lab/kit';
 import type { identity } from '@lab/contracts';
+import { toClient, type ClientRow } from './oauth-clients.js';
 import { iso } from './sql.js';
 
 /**
@@ -216,12 +217,12 @@ export async function listTokens(
 }
 
 export async function listOAuthClients(deps: ServiceDeps, p: PageIn): Promise<identity.ListOAuthClientsResponse> {
-  const r = await page<identity.OAuthClient>(
+  const r = await page<Omit<ClientRow, 'secret_hash'>>(
     deps,
-    sql`id as client_id, name, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at, public`,
+    sql`id, name, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at, public, metadata_url`,
     sql`from identity.oauth_clients where deleted_at is null`,
     sql`created_at, id`,
     p,
   );
-  return { clients: r.rows, page: r.page };
+  return { clients: r.rows.map(toClient), page: r.page };
 }

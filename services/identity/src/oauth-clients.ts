@@ -22,6 +22,8 @@ export interface ClientRow {
   redirect_uris: string[];
   scopes: string[];
   created_at: string;
+  /** the client ID metadata document's URL of a client named by one, else null */
+  metadata_url: string | null;
 }
 
 const invalidClient = () => DomainError.unauthenticated('client authentication failed', 'invalid_client');
@@ -41,13 +43,14 @@ export async function createOAuthClient(
   return { client_id: id, client_secret: secret };
 }
 
-const toClient = (c: ClientRow): identity.OAuthClient => ({
+export const toClient = (c: Omit<ClientRow, 'secret_hash'>): identity.OAuthClient => ({
   client_id: c.id,
   name: c.name,
   redirect_uris: c.redirect_uris,
   scopes: c.scopes,
   created_at: c.created_at,
   public: c.public,
+  ...(c.metadata_url ? { metadata_url: c.metadata_url } : {}),
 });
 
 /** RFC 7591 registration of a public client: nothing secret is issued, so nothing is returned only once. */
@@ -111,7 +114,7 @@ async function documentClient(
   return toClient(row);
 }
 
-const CLIENT_COLUMNS = sql`id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at`;
+const CLIENT_COLUMNS = sql`id, name, secret_hash, public, redirect_uris, scopes, ${iso(sql`created_at`)} as created_at, metadata_url`;
 
 /** By its UUID, or for a client of a metadata document by the document's URL (what it sends as client_id). */
 export async function findClient(deps: ServiceDeps, clientId: string, exec?: Executor): Promise<ClientRow | null> {

@@ -433,7 +433,7 @@ describe('identity over gRPC', () => {
     expect(again).toEqual(first);
     const changed = await doc('App 2', ['https://app.example/cb']);
     expect(changed).toMatchObject({ client_id: first.client_id, name: 'App 2', redirect_uris: ['https://app.example/cb'], public: true });
-    expect(await client.call('getOAuthClient', { client_id: url }, ctx())).toMatchObject({ client_id: first.client_id, name: 'App 2' });
+    expect(await client.call('getOAuthClient', { client_id: url }, ctx())).toMatchObject({ client_id: first.client_id, name: 'App 2', metadata_url: url });
     // the URL must be https; a confidential client never has one
     expect(
       await rejection(

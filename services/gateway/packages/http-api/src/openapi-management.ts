@@ -89,6 +89,11 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
     scopes: { type: 'array', items: { type: 'string' } },
     created_at: TIME,
     public: { type: 'boolean', description: 'registered by an MCP client itself (no secret)' },
+    metadata_url: {
+      type: 'string',
+      format: 'uri',
+      description: 'a public client named by its client ID metadata document: the URL it signs in with as client_id (absent otherwise)',
+    },
   }),
 };
 

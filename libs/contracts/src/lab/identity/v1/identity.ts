@@ -162,6 +162,11 @@ export interface OAuthClient {
   created_at: string;
   /** true for a client registered dynamically: no secret, PKCE S256 required */
   public: boolean;
+  /**
+   * a public client named by its client ID metadata document: the document's URL,
+   * which the client sends as its client_id
+   */
+  metadata_url?: string | undefined;
 }
 
 export interface ResolveSessionUserRequest {
@@ -1743,7 +1748,15 @@ export const GetOAuthClientRequest: MessageFns<GetOAuthClientRequest> = {
 };
 
 function createBaseOAuthClient(): OAuthClient {
-  return { client_id: "", name: "", redirect_uris: [], scopes: [], created_at: "", public: false };
+  return {
+    client_id: "",
+    name: "",
+    redirect_uris: [],
+    scopes: [],
+    created_at: "",
+    public: false,
+    metadata_url: undefined,
+  };
 }
 
 export const OAuthClient: MessageFns<OAuthClient> = {
@@ -1765,6 +1778,9 @@ export const OAuthClient: MessageFns<OAuthClient> = {
     }
     if (message.public !== false) {
       writer.uint32(48).bool(message.public);
+    }
+    if (message.metadata_url !== undefined) {
+      writer.uint32(58).string(message.metadata_url);
     }
     return writer;
   },
@@ -1828,6 +1844,14 @@ export const OAuthClient: MessageFns<OAuthClient> = {
             }
 
             message.public = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.metadata_url = reader.string();
             continue;
           }
         }
