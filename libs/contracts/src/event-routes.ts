@@ -21,6 +21,8 @@ export const PUBLIC_EVENT_PREFIXES = ['experiment', 'sample', 'stock_movement', 
 
 export const EVENT_ROUTES = {
   auditRecords: { queue: 'audit.records', bindings: ['audit.record'] },
+  // what the record services' committed writes did to the departments they name (identity counts them)
+  departmentReferences: { queue: 'identity.department-references', bindings: ['department_ref.changed'] },
   jobRequests: { queue: 'jobs.requests', bindings: ['job.requested'] },
   jobsFromInboundWebhooks: { queue: 'jobs.inbound-webhooks', bindings: ['inbound_webhook.received'] },
   notificationReactions: { queue: 'notifications.reactions', bindings: ['environmental.breach', 'job.updated'] },

@@ -4,6 +4,7 @@
 export * as records from './lab/common/v1/records.js';
 export * as batch from './lab/common/v1/batch.js';
 export * as identity from './lab/identity/v1/identity.js';
+export * as departmentReferences from './lab/identity/v1/department_references.js';
 export * as notebook from './lab/notebook/v1/notebook.js';
 export * as audit from './lab/audit/v1/audit.js';
 export * as notifications from './lab/notifications/v1/notifications.js';

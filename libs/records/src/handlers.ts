@@ -19,6 +19,7 @@ import { parseListQuery } from './list-query.js';
 import type { RecordJson, Resource } from './resource.js';
 import { deleteRow, getRecordOr404, insertRecord, listRecords, listRecordsByKeyset, updateColumns, type KeysetAfter, type StoredRecord } from './store.js';
 import { checkLocalReferences, checkRemoteReferences, type RemoteChecks } from './references.js';
+import { departmentNamed, emitDepartmentChange, withDepartmentHold, withoutDepartment, type DepartmentHolds } from './department-holds.js';
 
 type Deps = Pick<ServiceDeps, 'db' | 'outbox'>;
 
@@ -78,10 +79,17 @@ async function checkParent(tx: Tx, r: Resource, caller: CallerContext, parentId:
 export function recordServiceHandlers(
   deps: Deps,
   resources: Resource[],
-  /** the checks of references into other services that the resources declare (ReferenceTarget.peer) */
-  opts: { remote?: RemoteChecks } = {},
+  /**
+   * the checks of references into other services that the resources declare
+   * (ReferenceTarget.peer); with departmentHolds, a department a write names is
+   * held at identity instead of checked (decision 056)
+   */
+  opts: { remote?: RemoteChecks; departmentHolds?: DepartmentHolds } = {},
 ): Handlers<typeof records.RecordServiceService> {
   const remote = opts.remote ?? {};
+  const holds = opts.departmentHolds;
+  /** the references checked by asking their owners: a held department is not asked again */
+  const checked = (r: Resource) => (holds ? withoutDepartment(r.references) : r.references);
   const byName = new Map(resources.map((r) => [r.name, r]));
   const resource = (name: string): Resource => {
     const r = byName.get(name);
@@ -169,22 +177,25 @@ export function recordServiceHandlers(
       assertMay(caller, 'write');
       const input = parseWith(r.create, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
-      await checkRemoteReferences(r.references, remote, caller, input);
-      const after = await audited(
-        caller,
-        r,
-        'create',
-        async (tx, emit) => {
-          await checkParent(tx, r, caller, parentId, true);
-          await checkLocalReferences(tx, r.references, caller, input);
-          const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
-          if (r.parent && parentId) values[r.parent.column] = parentId;
-          assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
-          const created = await insertRecord(tx, r, caller, values);
-          await r.afterCreate?.(tx, emit, caller, null, created.row);
-          return { before: null, after: created };
-        },
-        { shared: r.sharedCreates },
+      await checkRemoteReferences(checked(r), remote, caller, input);
+      const after = await withDepartmentHold(holds, caller, r, departmentNamed(r, input), (holdId, changes) =>
+        audited(
+          caller,
+          r,
+          'create',
+          async (tx, emit) => {
+            await checkParent(tx, r, caller, parentId, true);
+            await checkLocalReferences(tx, r.references, caller, input);
+            const values = r.beforeCreate ? await r.beforeCreate(tx, caller, input) : { ...(input as Record<string, unknown>) };
+            if (r.parent && parentId) values[r.parent.column] = parentId;
+            assertMayWrite(r, caller, { ...values, created_by: caller.user_id });
+            const created = await insertRecord(tx, r, caller, values);
+            await r.afterCreate?.(tx, emit, caller, null, created.row);
+            emitDepartmentChange(emit, caller, r, null, created.row, holdId, changes);
+            return { before: null, after: created };
+          },
+          { shared: r.sharedCreates },
+        ),
       );
       return { record: after!.record };
     },
@@ -194,35 +205,41 @@ export function recordServiceHandlers(
       assertMay(caller, 'write');
       const input = parseWith(r.update, structBody(req.body));
       const parentId = parentOf(r, req.parent_id);
-      await checkRemoteReferences(r.references, remote, caller, input);
-      const after = await audited(caller, r, 'update', async (tx, emit) => {
-        await checkParent(tx, r, caller, parentId);
-        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'no key update' });
-        assertMayWrite(r, caller, before.row);
-        r.assertUnlocked?.(before.row);
-        await checkLocalReferences(tx, r.references, caller, input);
-        const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
-        // the row is locked by the read above: it is there to update
-        const updated = (await updateColumns(tx, r, caller, req.id, values))!;
-        await r.afterUpdate?.(tx, emit, caller, before.row, updated.row);
-        return { before, after: updated };
-      });
+      await checkRemoteReferences(checked(r), remote, caller, input);
+      const after = await withDepartmentHold(holds, caller, r, departmentNamed(r, input), (holdId, changes) =>
+        audited(caller, r, 'update', async (tx, emit) => {
+          await checkParent(tx, r, caller, parentId);
+          const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'no key update' });
+          assertMayWrite(r, caller, before.row);
+          r.assertUnlocked?.(before.row);
+          await checkLocalReferences(tx, r.references, caller, input);
+          const values = r.beforeUpdate ? await r.beforeUpdate(tx, caller, input, before.row) : { ...(input as Record<string, unknown>) };
+          // the row is locked by the read above: it is there to update
+          const updated = (await updateColumns(tx, r, caller, req.id, values))!;
+          await r.afterUpdate?.(tx, emit, caller, before.row, updated.row);
+          emitDepartmentChange(emit, caller, r, before.row, updated.row, holdId, changes);
+          return { before, after: updated };
+        }),
+      );
       return { record: after!.record };
     },
 
     deleteRecord: async (req, caller) => {
       const r = resource(req.resource);
       const parentId = parentOf(r, req.parent_id);
-      await audited(caller, r, 'delete', async (tx, emit) => {
-        await checkParent(tx, r, caller, parentId);
-        const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
-        const allowed = r.canDelete ? r.canDelete(caller, before.row) : may(caller, 'delete');
-        if (!allowed) throw denial(caller, 'delete', `a ${r.auditResource}`);
-        r.assertUnlocked?.(before.row);
-        await deleteRow(tx, r, caller, req.id);
-        await r.afterDelete?.(tx, emit, caller, before.row, null);
-        return { before, after: null };
-      });
+      await withDepartmentHold(holds, caller, r, undefined, (_, changes) =>
+        audited(caller, r, 'delete', async (tx, emit) => {
+          await checkParent(tx, r, caller, parentId);
+          const before = await getRecordOr404(tx, r, caller, req.id, { parentId, lock: 'update' });
+          const allowed = r.canDelete ? r.canDelete(caller, before.row) : may(caller, 'delete');
+          if (!allowed) throw denial(caller, 'delete', `a ${r.auditResource}`);
+          r.assertUnlocked?.(before.row);
+          await deleteRow(tx, r, caller, req.id);
+          await r.afterDelete?.(tx, emit, caller, before.row, null);
+          emitDepartmentChange(emit, caller, r, before.row, null, null, changes);
+          return { before, after: null };
+        }),
+      );
       return {};
     },
   };

@@ -6,3 +6,4 @@ export * from './fields.js';
 export * from './department-access.js';
 export * from './references.js';
 export * from './peer-references.js';
+export * from './department-holds.js';

@@ -1,5 +1,6 @@
-import { identity, records, recordsWire } from '@lab/contracts';
+import { departmentReferences, identity, records, recordsWire } from '@lab/contracts';
 import { type CallerContext, DomainError, PeerClient, type ServiceDeps } from '@lab/kit';
+import type { DepartmentHolds } from './department-holds.js';
 import type { RemoteCheck } from './references.js';
 
 /**
@@ -13,11 +14,44 @@ import type { RemoteCheck } from './references.js';
  */
 export class PeerReferences {
   private readonly identity: PeerClient<typeof identity.IdentityServiceService>;
+  private readonly departmentRefs: PeerClient<typeof departmentReferences.DepartmentReferenceServiceService>;
   private readonly services: PeerClient<typeof records.RecordServiceService>[] = [];
 
   constructor(private readonly deps: Pick<ServiceDeps, 'secret' | 'peers'>) {
     this.identity = new PeerClient(identity.IdentityServiceClient, 'identity', deps.secret, deps.peers);
+    this.departmentRefs = new PeerClient(departmentReferences.DepartmentReferenceServiceClient, 'identity', deps.secret, deps.peers);
   }
+
+  /** Departments held for the writes that name them, at identity (decision 056). */
+  readonly departmentHolds: DepartmentHolds = {
+    hold: async (caller, resource, department_id, hold_id) => {
+      try {
+        await this.departmentRefs.get().call('holdDepartment', { org_id: orgOf(caller), department_id, resource, hold_id }, caller);
+        return true;
+      } catch (err) {
+        if (err instanceof DomainError && err.kind === 'not_found') return false;
+        throw err;
+      }
+    },
+    release: async (caller, hold_id) => {
+      await this.departmentRefs.get().call('releaseDepartmentHold', { hold_id }, caller);
+    },
+    counted: async (caller, change) => {
+      const d = change.data as { resource: string; from: string | null; to: string | null; hold_id: string | null };
+      await this.departmentRefs.get().call(
+        'countReferenceChange',
+        {
+          event_id: change.id,
+          org_id: orgOf(caller),
+          resource: d.resource,
+          from: d.from ?? undefined,
+          to: d.to ?? undefined,
+          hold_id: d.hold_id ?? undefined,
+        },
+        caller,
+      );
+    },
+  };
 
   /** Users who are members of the caller's organisation (one call for every id). */
   readonly member: RemoteCheck = async (caller, ids) => {
@@ -51,6 +85,7 @@ export class PeerReferences {
 
   close(): void {
     this.identity.close();
+    this.departmentRefs.close();
     for (const c of this.services) c.close();
   }
 }

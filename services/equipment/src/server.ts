@@ -20,7 +20,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
     'notebook.projects': peers.record('notebook', 'projects'),
     'notebook.experiments': peers.record('notebook', 'experiments'),
   };
-  const base = recordServiceHandlers(deps, resources, { remote });
+  const base = recordServiceHandlers(deps, resources, { remote, departmentHolds: peers.departmentHolds });
   server.add(recordsWire.service, withConstraintErrors(remoteLinkHandlers(base, deps.db), CONSTRAINT_RULES));
   return async () => peers.close();
 }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { OAUTH_CODE_TTL_SECONDS } from './model.js';
 import { configurePasswordChecks, DEFAULT_RUNNING_CHECKS, preparePasswordChecks, QUEUED_CHECKS_PER_RUNNING } from './passwords.js';
 import { purgeExpiredCodes, purgeExpiredTokens, purgeUsedForms } from './retention.js';
+import { consumeReferenceChanges, purgeStaleHolds, registerDepartmentReferences } from './department-references.js';
 import { registerHandlers } from './server.js';
 
 export const definition: ServiceDefinition = {
@@ -23,11 +24,14 @@ export const definition: ServiceDefinition = {
     );
     configurePasswordChecks({ running: env.IDENTITY_PASSWORD_CHECKS_RUNNING, queued: env.IDENTITY_PASSWORD_CHECKS_QUEUED });
     registerHandlers(server, deps, { oauthCodeTtlSeconds: env.IDENTITY_OAUTH_CODE_TTL_SECONDS });
+    registerDepartmentReferences(server, deps);
+    await consumeReferenceChanges(deps);
   },
   retention: (deps) => [
     ['expired tokens', () => purgeExpiredTokens(deps.db)],
     ['expired OAuth codes', () => purgeExpiredCodes(deps.db)],
     ['expired consent forms', () => purgeUsedForms(deps.db)],
+    ['stale department holds', () => purgeStaleHolds(deps.db)],
   ],
 };
 

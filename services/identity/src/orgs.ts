@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { DomainError, newId, type CallerContext, type Executor, type ServiceDeps, sqlArray } from '@lab/kit';
 import type { identity } from '@lab/contracts';
+import { recordsNaming } from './department-references.js';
 import { DEFAULT_RATE_LIMIT, type Module } from './model.js';
 import { iso } from './sql.js';
 
@@ -101,11 +102,12 @@ export async function createDepartment(deps: ServiceDeps, caller: CallerContext,
 }
 
 /**
- * Deletes a department no member belongs to (409 department_in_use otherwise,
- * with how many do). Records of other services that name it are checked by the
- * caller before (the management API asks their owners), since identity reads no
- * other service's data. The row is locked first, so a member put into it
- * meanwhile waits and then fails on the foreign key rather than pointing nowhere.
+ * Deletes a department that no member belongs to and no record names (409
+ * department_in_use otherwise, with how many do). The records are other
+ * services': identity knows them by their holds and counts
+ * (department-references.ts, decision 056). The row is locked first, so a member
+ * put into it or a write holding it meanwhile waits and then finds it gone, rather
+ * than pointing nowhere.
  */
 export async function deleteDepartment(deps: ServiceDeps, caller: CallerContext, input: { org_id: string; department_id: string }): Promise<void> {
   await deps.outbox.write(caller, async (tx, emit) => {
@@ -120,6 +122,13 @@ export async function deleteDepartment(deps: ServiceDeps, caller: CallerContext,
     )) as [{ n: number }];
     if (n > 0) {
       throw DomainError.conflict(`the department has ${n} member${n === 1 ? '' : 's'}; move or remove them first`, 'department_in_use', { members: n });
+    }
+    const records = await recordsNaming(tx, input.org_id, input.department_id);
+    if (Object.keys(records).length) {
+      const named = Object.entries(records)
+        .map(([k, c]) => `${c} ${k}`)
+        .join(', ');
+      throw DomainError.conflict(`the department is named by records (${named}); change them first`, 'department_in_use', { records });
     }
     await tx.execute(sql`delete from identity.departments where org_id = ${input.org_id} and id = ${input.department_id}`);
     emit.audit(input.org_id, { action: 'delete', resource: 'department', record_id: dept.id, before: { id: dept.id, org_id: input.org_id, name: dept.name } });

@@ -14,7 +14,7 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   // members and departments are identity's; experiment entries the notebook's
   const peers = new PeerReferences(deps);
   const remote = { member: peers.member, department: peers.department, 'notebook.experiments': peers.record('notebook', 'experiments') };
-  const generic = recordServiceHandlers(deps, resources, { remote });
+  const generic = recordServiceHandlers(deps, resources, { remote, departmentHolds: peers.departmentHolds });
   server.add(recordsWire.service, {
     ...generic,
     updateRecord: async (req, caller) => (req.resource === stockMovements.name ? refuseMovementUpdate() : generic.updateRecord(req, caller)),

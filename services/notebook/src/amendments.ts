@@ -6,10 +6,15 @@ import {
   assertMayWrite,
   checkLocalReferences,
   checkRemoteReferences,
+  departmentNamed,
+  emitDepartmentChange,
   getRecordOr404,
   insertRecord,
   listRecords,
   parseListQuery,
+  withDepartmentHold,
+  withoutDepartment,
+  type DepartmentHolds,
   type RemoteChecks,
 } from '@lab/records';
 import { experimentEvents } from './events.js';
@@ -45,46 +50,54 @@ export async function amendExperiment(
   id: string,
   body: Record<string, unknown> | undefined,
   remote: RemoteChecks,
+  departmentHolds?: DepartmentHolds,
 ): Promise<notebook.ExperimentResponse> {
   assertMay(caller, 'write');
   const { reason, ...changes } = parseWith(amendBody, structBody(body));
-  // the changes name what an experiment's fields may name, checked as the records engine does
-  await checkRemoteReferences(experiments.references, remote, caller, changes);
-  return deps.outbox.write(
-    caller,
-    async (tx, emit) => {
-      const signed = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
-      assertMayWrite(experiments, caller, signed.row);
-      if (!signed.row.signed_at) {
-        throw DomainError.conflict('the experiment is not signed; change it with PATCH', 'experiment_not_signed');
-      }
-      const [next] = await rows<{ id: string }>(tx, sql`select id from notebook.experiments where org_id = ${caller.org_id}::uuid and amends_id = ${id}::uuid`);
-      if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
-      await checkLocalReferences(tx, experiments.references, caller, changes);
-      const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
-      const given = Object.fromEntries(Object.entries(changes as Record<string, unknown>).filter(([, v]) => v !== undefined));
-      const created = await insertRecord(tx, experiments, caller, {
-        ...carried,
-        ...given,
-        display_id: signed.row.display_id,
-        version: Number(signed.row.version) + 1,
-        amends_id: id,
-        amendment_reason: reason,
-        author_id: caller.user_id ?? signed.row.author_id ?? null,
-      });
-      // a new record in the experiments list: integrations that mirror it hear of it
-      experimentEvents.created(emit, caller, created.row);
-      emit.audit(caller.org_id, {
-        action: 'amend',
-        resource: experiments.auditResource,
-        record_id: String(created.row.id),
-        before: signed.row,
-        after: created.row,
-        reason,
-      });
-      return { experiment: experimentOf(created) };
-    },
-    (answer) => answer,
+  // the changes name what an experiment's fields may name, checked (a department held) as the records engine does
+  await checkRemoteReferences(departmentHolds ? withoutDepartment(experiments.references) : experiments.references, remote, caller, changes);
+  // the department carried from the signed version is covered by that version, which stays
+  return withDepartmentHold(departmentHolds, caller, experiments, departmentNamed(experiments, changes), (holdId, departmentChanges) =>
+    deps.outbox.write(
+      caller,
+      async (tx, emit) => {
+        const signed = await getRecordOr404(tx, experiments, caller, id, { lock: 'no key update' });
+        assertMayWrite(experiments, caller, signed.row);
+        if (!signed.row.signed_at) {
+          throw DomainError.conflict('the experiment is not signed; change it with PATCH', 'experiment_not_signed');
+        }
+        const [next] = await rows<{ id: string }>(
+          tx,
+          sql`select id from notebook.experiments where org_id = ${caller.org_id}::uuid and amends_id = ${id}::uuid`,
+        );
+        if (next) throw DomainError.conflict('this version is amended already; amend its latest version', 'already_amended', { amendment_id: next.id });
+        await checkLocalReferences(tx, experiments.references, caller, changes);
+        const carried = Object.fromEntries(CARRIED.map((k) => [k, signed.row[k] ?? null]));
+        const given = Object.fromEntries(Object.entries(changes as Record<string, unknown>).filter(([, v]) => v !== undefined));
+        const created = await insertRecord(tx, experiments, caller, {
+          ...carried,
+          ...given,
+          display_id: signed.row.display_id,
+          version: Number(signed.row.version) + 1,
+          amends_id: id,
+          amendment_reason: reason,
+          author_id: caller.user_id ?? signed.row.author_id ?? null,
+        });
+        // a new record in the experiments list: integrations that mirror it hear of it
+        experimentEvents.created(emit, caller, created.row);
+        emitDepartmentChange(emit, caller, experiments, null, created.row, holdId, departmentChanges);
+        emit.audit(caller.org_id, {
+          action: 'amend',
+          resource: experiments.auditResource,
+          record_id: String(created.row.id),
+          before: signed.row,
+          after: created.row,
+          reason,
+        });
+        return { experiment: experimentOf(created) };
+      },
+      (answer) => answer,
+    ),
   );
 }
 

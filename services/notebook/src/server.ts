@@ -14,10 +14,10 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   // members and departments that references name are identity's
   const peers = new PeerReferences(deps);
   const remote = { member: peers.member, department: peers.department };
-  server.add(recordsWire.service, recordServiceHandlers(deps, resources, { remote }));
+  server.add(recordsWire.service, recordServiceHandlers(deps, resources, { remote, departmentHolds: peers.departmentHolds }));
   server.add(notebook.NotebookServiceService, {
     signExperiment: (req, caller) => signExperiment(deps, caller, req),
-    amendExperiment: (req, caller) => amendExperiment(deps, caller, req.id, req.body, remote),
+    amendExperiment: (req, caller) => amendExperiment(deps, caller, req.id, req.body, remote, peers.departmentHolds),
     listExperimentVersions: async (req, caller) => listVersions(deps.db.orm, caller, req.id),
     listExperimentSignatures: async (req, caller) => listSignatures(deps.db.orm, caller, req.id),
   });

@@ -13,18 +13,7 @@ import {
   tokenObject,
   userObject,
 } from '@lab/contracts';
-import {
-  adminBodies,
-  adminUsersQuery,
-  DEPARTMENT_RESOURCES,
-  RECORD_RESOURCES,
-  uuidField,
-  type AdminAction,
-  json,
-  noContent,
-  withLocation,
-  type Reply,
-} from '@lab/http-api';
+import { adminBodies, adminUsersQuery, uuidField, type AdminAction, json, noContent, withLocation, type Reply } from '@lab/http-api';
 import { DomainError, isUuid } from '@lab/kit';
 import { callerIn, type Ctx, type Deps } from '../request.js';
 import { adminPage, listEnvelope } from './admin-page.js';
@@ -44,26 +33,6 @@ function param(ctx: Ctx, key: string): string {
   const v = ctx.params[key] ?? '';
   parseWith(z.object({ [key]: uuidField }), { [key]: v }, `${key} must be a UUID`);
   return v.toLowerCase();
-}
-
-/**
- * The records of other services that name a department (the resources whose
- * fields include department_id), counted by asking each owner with the operator's
- * caller: identity reads no other service's data. A service not deployed here
- * holds no records to count.
- */
-async function recordsInDepartment(ctx: Ctx, deps: Deps, departmentId: string): Promise<Record<string, number>> {
-  const inUse: Record<string, number> = {};
-  const resources = RECORD_RESOURCES.filter((r) => DEPARTMENT_RESOURCES.has(r.resource) && deps.clients.has(r.service));
-  await Promise.all(
-    resources.map(async (r) => {
-      const page = await deps.clients
-        .records(r.service)
-        .call('listRecords', { resource: r.resource, query: { department_id: departmentId, limit: '1' }, parent_id: '' }, callerIn(ctx));
-      if (page.total > 0) inUse[r.resource] = page.total;
-    }),
-  );
-  return inUse;
 }
 
 /** The management API, mapped onto identity's RPCs. */
@@ -153,13 +122,7 @@ export async function adminHandler(ctx: Ctx, deps: Deps, action: AdminAction): P
       const org_id = param(ctx, 'org_id');
       const department_id = itemParam(ctx, 'id', 'department');
       await requireKnownOrg(org_id, ctx, deps);
-      const records = await recordsInDepartment(ctx, deps, department_id);
-      if (Object.keys(records).length) {
-        const named = Object.entries(records)
-          .map(([k, n]) => `${n} ${k}`)
-          .join(', ');
-        throw DomainError.conflict(`the department is named by records (${named}); change them first`, 'department_in_use', { records });
-      }
+      // identity refuses a department that members or records name (decision 056)
       await idc.call('deleteDepartment', { org_id, department_id }, caller);
       return noContent();
     }

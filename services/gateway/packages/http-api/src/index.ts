@@ -8,7 +8,6 @@
 export * from './operations.js';
 export * from './routes.js';
 export * from './scopes.js';
-export { DEPARTMENT_RESOURCES } from './record-fields.js';
 export { adminPageFields, adminPageQuery, type AdminPage } from './requests/admin-page.js';
 export { adminBodies, adminUsersQuery, uuidField } from './requests/admin.js';
 export { auditQuery } from './requests/audit.js';

@@ -87,6 +87,3 @@ export const RECORD_ANSWERS: Record<string, RecordAnswer> = {
   },
   inventories: { title: 'Inventory run', readOnly: COMMON, neverNull: ['name', 'status'] },
 };
-
-/** Resources whose records name a department (a department in use cannot be deleted). */
-export const DEPARTMENT_RESOURCES = new Set(['experiments', 'projects', 'samples', 'equipment', 'reagents', 'stock-items']);
