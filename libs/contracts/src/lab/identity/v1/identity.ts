@@ -4879,7 +4879,10 @@ export const IdentityServiceService = {
       Buffer.from(ListDepartmentsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDepartmentsResponse => ListDepartmentsResponse.decode(value),
   },
-  /** 409 department_in_use while members belong to it. */
+  /**
+   * 409 department_in_use while members belong to it or records of other
+   * services name it (their holds and counts: department_references.proto).
+   */
   deleteDepartment: {
     path: "/lab.identity.v1.IdentityService/DeleteDepartment" as const,
     requestStream: false as const,
@@ -5024,7 +5027,10 @@ export interface IdentityServiceServer extends UntypedServiceImplementation {
    */
   listOrgs: handleUnaryCall<PageRequest, ListOrgsResponse>;
   listDepartments: handleUnaryCall<ListDepartmentsRequest, ListDepartmentsResponse>;
-  /** 409 department_in_use while members belong to it. */
+  /**
+   * 409 department_in_use while members belong to it or records of other
+   * services name it (their holds and counts: department_references.proto).
+   */
   deleteDepartment: handleUnaryCall<DeleteDepartmentRequest, Empty>;
   /** Users, optionally only the one of an email (case-insensitive), with their memberships. */
   listUsers: handleUnaryCall<ListUsersRequest, ListUsersResponse>;
@@ -5488,7 +5494,10 @@ export interface IdentityServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDepartmentsResponse) => void,
   ): ClientUnaryCall;
-  /** 409 department_in_use while members belong to it. */
+  /**
+   * 409 department_in_use while members belong to it or records of other
+   * services name it (their holds and counts: department_references.proto).
+   */
   deleteDepartment(
     request: DeleteDepartmentRequest,
     callback: (error: ServiceError | null, response: Empty) => void,
