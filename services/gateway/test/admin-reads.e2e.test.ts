@@ -300,6 +300,7 @@ describe('webhook subscriptions', () => {
       created_at: expect.any(String),
       updated_at: expect.any(String),
       previous_secret_expires_at: null,
+      signature_scheme: 'x-service-signature',
     };
     expect(list.body.data).toContainEqual(view);
     expect(list.text).not.toContain('a-secret-of-sixteen-plus');
@@ -317,7 +318,7 @@ describe('webhook subscriptions', () => {
     expect((await op('PATCH', `/orgs/${org}/webhook-subscriptions/${created.id}`, { active: true })).body.data.active).toBe(true);
 
     for (const [body, path, message] of [
-      [{}, '', 'nothing to change: give url, events or active'],
+      [{}, '', 'nothing to change: give url, events, active or signature_scheme'],
       [{ url: 'ftp://x.example/' }, 'url', 'must be an http(s) URL without credentials'],
       [{ active: 'yes' }, 'active', 'must be a boolean (true or false)'],
       [{ secret: 'x' }, 'secret', 'unknown or read-only field'],

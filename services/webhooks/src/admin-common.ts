@@ -20,7 +20,7 @@ const ROTATION_OVERLAP_HOURS = 24;
  * overlap drops the oldest: at most two secrets work at once, as at most two v1
  * signatures are sent.
  */
-const rotationSets = (secret: string): SQL =>
+const rotationSets = (secret: SQL): SQL =>
   sql`previous_secret = secret, previous_secret_expires_at = now() + ${ROTATION_OVERLAP_HOURS} * interval '1 hour',
       secret = ${secret}, updated_at = now()`;
 
@@ -64,23 +64,26 @@ export async function pageOf<T>(exec: Executor, table: SQL, columns: SQL, p: Pag
  * Gives one record of `table` (a subscription or an inbound endpoint) the new
  * `secret`, the replaced one kept beside it for the overlap (rotationSets); the
  * audit entry holds the overlap's end, never a secret. notFound when the
- * organisation has no such record.
+ * organisation has no such record. `secret` is an expression of the row (a
+ * subscription's new secret depends on its signature scheme, read in the same
+ * statement so a concurrent change of scheme cannot pair a secret with the
+ * other scheme); the answer is what was stored.
  */
 export async function rotateSecret(
   deps: ServiceDeps,
   caller: CallerContext,
   target: { table: SQL; resource: string; org_id: string; id: string; notFound: () => DomainError },
-  secret: string,
+  secret: SQL,
 ): Promise<webhooks.RotatedSecret> {
   const { table, resource, org_id, id } = target;
   return deps.outbox.write(caller, async (tx, emit) => {
-    const [r] = await rows<{ expires: string }>(
+    const [r] = await rows<{ secret: string; expires: string }>(
       tx,
       sql`update ${table} set ${rotationSets(secret)} where org_id = ${org_id}::uuid and id = ${id}::uuid
-          returning ${iso('previous_secret_expires_at')} as expires`,
+          returning secret, ${iso('previous_secret_expires_at')} as expires`,
     );
     if (!r) throw target.notFound();
     emit.audit(org_id, { action: 'rotate_secret', resource, record_id: id, after: { previous_secret_expires_at: r.expires } });
-    return { secret, previous_secret_expires_at: r.expires };
+    return { secret: r.secret, previous_secret_expires_at: r.expires };
   });
 }

@@ -3,7 +3,7 @@ import { CoalescedRunner, failSpan, inSpan, OutageLog, rows, SpanKind, tracingOn
 import { retryDelay, type WebhooksConfig } from './config.js';
 import { disableIfFailing } from './auto-disable.js';
 import { postOnce, type SendOutcome } from './sender.js';
-import { signatureHeader } from './signature.js';
+import { signatureHeaders, type SignatureScheme } from './signature-schemes.js';
 
 /** The end of one attempt that is not the last failure: delivered, or due again after delay_ms. */
 interface Ended {
@@ -79,6 +79,7 @@ interface Claimed {
   secret: string;
   /** the secret a rotation replaced, while it still signs (24 hours) */
   previous_secret: string | null;
+  signature_scheme: SignatureScheme;
   /** the trace of the event the delivery came from (null when it was not traced) */
   traceparent: string | null;
   tracestate: string | null;
@@ -183,7 +184,7 @@ export class DeliveryWorker {
           from locked, webhooks.subscriptions s
           where d.id = locked.id and s.org_id = d.org_id and s.id = d.subscription_id
           returning d.id::text, d.org_id::text, d.subscription_id::text, d.event, d.data::text as data, d.host, d.attempts,
-                    s.url, s.secret, d.traceparent, d.tracestate,
+                    s.url, s.secret, s.signature_scheme, d.traceparent, d.tracestate,
                     case when s.previous_secret_expires_at > now() then s.previous_secret end as previous_secret`,
     );
     // a host may still exceed its share (rows of one host claimed in one batch
@@ -248,7 +249,9 @@ export class DeliveryWorker {
 
   /**
    * Sends and records one attempt: the envelope is serialised once and those
-   * exact bytes are signed and sent; the delivery id is the same on every attempt.
+   * exact bytes are signed (now, by the subscription's scheme) and sent; the
+   * delivery id is the same on every attempt and redelivery (X-Service-Delivery,
+   * and webhook-id under Standard Webhooks).
    */
   private async send(d: Claimed): Promise<SendOutcome> {
     const deliveredAt = new Date().toISOString();
@@ -265,7 +268,7 @@ export class DeliveryWorker {
         'User-Agent': USER_AGENT,
         'X-Service-Event': d.event,
         'X-Service-Delivery': d.id,
-        'X-Service-Signature': signatureHeader(d.previous_secret ? [d.secret, d.previous_secret] : [d.secret], body),
+        ...signatureHeaders({ scheme: d.signature_scheme, id: d.id, secrets: d.previous_secret ? [d.secret, d.previous_secret] : [d.secret], body }),
       },
     });
     await this.record(d, outcome);

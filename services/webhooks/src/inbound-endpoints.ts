@@ -95,5 +95,5 @@ export async function deleteInboundEndpoint(deps: ServiceDeps, caller: CallerCon
 export async function rotateInboundSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
   assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'inbound webhook endpoint');
-  return rotateSecret(deps, caller, { table: TABLE, resource: 'inbound_endpoint', org_id, id, notFound }, generateSecret());
+  return rotateSecret(deps, caller, { table: TABLE, resource: 'inbound_endpoint', org_id, id, notFound }, sql`${generateSecret()}`);
 }

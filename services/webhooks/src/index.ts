@@ -7,6 +7,7 @@ import { registerHandlers } from './server.js';
 export type { WebhooksConfig } from './config.js';
 export { parseSignatureHeader, signatureHeader, verifySignature } from './signature.js';
 export { isInboundAddress } from './inbound.js';
+export { DEFAULT_SIGNATURE_SCHEME, SIGNATURE_SCHEMES, type SignatureScheme } from './signature-schemes.js';
 export { eventsMarkdown, FILTER_MESSAGE, SUBSCRIBABLE_EVENTS, SUBSCRIBABLE_FILTERS, SUBSCRIBABLE_WILDCARDS } from './event-filters.js';
 
 /**

@@ -9,7 +9,6 @@ import {
   lockKey,
   newId,
   parseWith,
-  randomToken,
   rows,
   storableText,
   type CallerContext,
@@ -17,6 +16,7 @@ import {
 } from '@lab/kit';
 import { iso } from './admin-common.js';
 import { FILTER_MESSAGE, isValidFilter } from './event-filters.js';
+import { DEFAULT_SIGNATURE_SCHEME, generateSecretFor, SIGNATURE_SCHEMES, secretProblem } from './signature-schemes.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
 /** What the management RPCs (reached through the operator token) name when they refuse another caller. */
@@ -47,22 +47,31 @@ export const subscriptionUrl = z
 /** A subscription's events: names and filters of the one list (event-filters.ts). */
 export const subscriptionEvents = z.array(z.string().max(200).refine(isValidFilter, FILTER_MESSAGE)).min(1).max(50);
 
-export const createSubscriptionBody = z.object({
-  org_id: orgId,
-  url: subscriptionUrl,
-  events: subscriptionEvents,
-  secret: secret.optional(),
-});
+/** How a subscription's deliveries are signed (signature-schemes.ts). */
+export const signatureScheme = z.enum(SIGNATURE_SCHEMES, { error: `must be one of: ${SIGNATURE_SCHEMES.join(', ')}` });
 
-/** Generated signing secrets: prefixed so they are recognisable in a leak scan. */
-export const generateSecret = () => `whsec_${randomToken(32)}`;
+export const createSubscriptionBody = z
+  .object({
+    org_id: orgId,
+    url: subscriptionUrl,
+    events: subscriptionEvents,
+    secret: secret.optional(),
+    signature_scheme: signatureScheme.default(DEFAULT_SIGNATURE_SCHEME),
+  })
+  .superRefine((b, ctx) => {
+    const problem = b.secret === undefined ? undefined : secretProblem(b.signature_scheme, b.secret);
+    if (problem) ctx.addIssue({ code: 'custom', path: ['secret'], message: problem });
+  });
+
+/** Generated signing secrets of inbound endpoints (and of the default scheme): prefixed so they are recognisable in a leak scan. */
+export const generateSecret = () => generateSecretFor(DEFAULT_SIGNATURE_SCHEME);
 
 export async function createSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.CreateSubscriptionRequest): Promise<webhooks.Subscription> {
   assertOperator(caller, MANAGING_WEBHOOKS);
   const b = parseWith(createSubscriptionBody, req);
   const events = [...new Set(b.events)];
   const id = newId();
-  const secretOf = b.secret ?? generateSecret();
+  const secretOf = b.secret ?? generateSecretFor(b.signature_scheme);
   const row = await deps.outbox.write(caller, async (tx, emit) => {
     // creates for one organisation take turns: two at the limit cannot both count below it
     await lockKey(tx, `webhooks.subscriptions.${b.org_id.toLowerCase()}`);
@@ -74,12 +83,17 @@ export async function createSubscription(deps: ServiceDeps, caller: CallerContex
     }
     const [r] = await rows<SubscriptionRow>(
       tx,
-      sql`insert into webhooks.subscriptions (id, org_id, url, events, secret)
-          values (${id}::uuid, ${b.org_id}::uuid, ${b.url}, string_to_array(${events.join(',')}, ','), ${secretOf})
+      sql`insert into webhooks.subscriptions (id, org_id, url, events, secret, signature_scheme)
+          values (${id}::uuid, ${b.org_id}::uuid, ${b.url}, string_to_array(${events.join(',')}, ','), ${secretOf}, ${b.signature_scheme})
           returning ${SUBSCRIPTION_COLUMNS}`,
     );
     // the secret never goes into the audit log
-    emit.audit(b.org_id, { action: 'create', resource: 'webhook_subscription', record_id: id, after: { id, url: b.url, events, active: true } });
+    emit.audit(b.org_id, {
+      action: 'create',
+      resource: 'webhook_subscription',
+      record_id: id,
+      after: { id, url: b.url, events, active: true, signature_scheme: b.signature_scheme },
+    });
     return r!;
   });
   // the creation answer is the one place the secret is shown

@@ -3,7 +3,8 @@ import { sql } from 'drizzle-orm';
 import type { webhooks } from '@lab/contracts';
 import { assertOperator, DomainError, isUuid, parseWith, rows, type CallerContext, type ServiceDeps } from '@lab/kit';
 import { pageOf, parseItem, parsePage, rotateSecret } from './admin-common.js';
-import { MANAGING_WEBHOOKS, generateSecret, subscriptionUrl, subscriptionEvents } from './management.js';
+import { MANAGING_WEBHOOKS, signatureScheme, subscriptionUrl, subscriptionEvents } from './management.js';
+import { generateSecretFor, secretProblem } from './signature-schemes.js';
 import { SUBSCRIPTION_COLUMNS, toSubscription, type SubscriptionRow } from './subscription-view.js';
 
 /**
@@ -14,7 +15,14 @@ const notFound = () => DomainError.notFound('webhook subscription not found');
 const TABLE = sql`webhooks.subscriptions`;
 
 /** An audit view of a subscription: never a secret. */
-const snapshot = (r: SubscriptionRow) => ({ id: r.id, url: r.url, events: r.events, active: r.active, disabled_reason: r.disabled_reason });
+const snapshot = (r: SubscriptionRow) => ({
+  id: r.id,
+  url: r.url,
+  events: r.events,
+  active: r.active,
+  disabled_reason: r.disabled_reason,
+  signature_scheme: r.signature_scheme,
+});
 
 export async function listSubscriptions(deps: ServiceDeps, caller: CallerContext, req: webhooks.PageRequest): Promise<webhooks.ListSubscriptionsResponse> {
   assertOperator(caller, MANAGING_WEBHOOKS);
@@ -35,18 +43,26 @@ const updateBody = z
     url: subscriptionUrl.optional(),
     events: z.object({ values: subscriptionEvents }).optional(),
     active: z.boolean().optional(),
+    signature_scheme: signatureScheme.optional(),
   })
-  .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined, 'nothing to change: give url, events or active');
+  .refine(
+    (b) => b.url !== undefined || b.events !== undefined || b.active !== undefined || b.signature_scheme !== undefined,
+    'nothing to change: give url, events, active or signature_scheme',
+  );
 
 /**
- * Changes url, events or active. Turning a subscription on clears what the
- * auto-disable rule wrote; a new url moves its pending deliveries to the new
- * receiver's host (the per-host limit counts by it).
+ * Changes url, events, active or signature_scheme. Turning a subscription on
+ * clears what the auto-disable rule wrote; a new url moves its pending
+ * deliveries to the new receiver's host (the per-host limit counts by it).
+ * A new signature scheme ends a rotation's overlap (the receiver changes its
+ * verification and verifies with the current secret); when the current secret
+ * cannot sign with the new scheme (a Standard Webhooks key is base64 bytes) a
+ * new one is drawn and the answer shows it, once, as a creation does.
  */
 export async function updateSubscription(deps: ServiceDeps, caller: CallerContext, req: webhooks.UpdateSubscriptionRequest): Promise<webhooks.Subscription> {
   assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
-  const b = parseWith(updateBody, { url: req.url, events: req.events, active: req.active });
+  const b = parseWith(updateBody, { url: req.url, events: req.events, active: req.active, signature_scheme: req.signature_scheme });
   const events = b.events ? [...new Set(b.events.values)] : undefined;
   return deps.outbox.write(caller, async (tx, emit) => {
     const [before] = await rows<SubscriptionRow>(
@@ -59,6 +75,17 @@ export async function updateSubscription(deps: ServiceDeps, caller: CallerContex
     if (events) sets.push(sql`events = string_to_array(${events.join(',')}, ',')`);
     if (b.active === true) sets.push(sql`active = true, disabled_reason = null, disabled_at = null`);
     if (b.active === false) sets.push(sql`active = false, disabled_reason = null, disabled_at = now()`);
+    let drawn: string | undefined;
+    if (b.signature_scheme !== undefined && b.signature_scheme !== before.signature_scheme) {
+      sets.push(sql`signature_scheme = ${b.signature_scheme}, previous_secret = null, previous_secret_expires_at = null`);
+      const [{ secret }] = (await rows<{ secret: string }>(tx, sql`select secret from ${TABLE} where org_id = ${org_id}::uuid and id = ${id}::uuid`)) as [
+        { secret: string },
+      ];
+      if (secretProblem(b.signature_scheme, secret)) {
+        drawn = generateSecretFor(b.signature_scheme);
+        sets.push(sql`secret = ${drawn}`);
+      }
+    }
     const [after] = await rows<SubscriptionRow>(
       tx,
       sql`update ${TABLE} set ${sql.join(sets, sql`, `)} where org_id = ${org_id}::uuid and id = ${id}::uuid returning ${SUBSCRIPTION_COLUMNS}`,
@@ -67,8 +94,15 @@ export async function updateSubscription(deps: ServiceDeps, caller: CallerContex
       await tx.execute(sql`update webhooks.deliveries set host = ${new URL(b.url).host}
                            where org_id = ${org_id}::uuid and subscription_id = ${id}::uuid and status = 'pending'`);
     }
-    emit.audit(org_id, { action: 'update', resource: 'webhook_subscription', record_id: id, before: snapshot(before), after: snapshot(after!) });
-    return toSubscription(after!);
+    // the audit entry says a secret was drawn, never which
+    emit.audit(org_id, {
+      action: 'update',
+      resource: 'webhook_subscription',
+      record_id: id,
+      before: snapshot(before),
+      after: { ...snapshot(after!), ...(drawn ? { secret_replaced: true } : {}) },
+    });
+    return { ...toSubscription(after!), secret: drawn ?? '' };
   });
 }
 
@@ -87,11 +121,16 @@ export async function deleteSubscription(deps: ServiceDeps, caller: CallerContex
   return {};
 }
 
-/** A new generated secret signs from now on; the replaced one signs beside it for 24 hours. */
+/**
+ * A new generated secret, of the form the subscription's signature scheme
+ * needs, signs from now on; the replaced one signs beside it for 24 hours.
+ */
 export async function rotateSubscriptionSecret(deps: ServiceDeps, caller: CallerContext, req: webhooks.ItemRequest): Promise<webhooks.RotatedSecret> {
   assertOperator(caller, MANAGING_WEBHOOKS);
   const { org_id, id } = parseItem(req, 'webhook subscription');
-  return rotateSecret(deps, caller, { table: TABLE, resource: 'webhook_subscription', org_id, id, notFound }, generateSecret());
+  const secret = sql`case when signature_scheme = 'standard-webhooks' then ${generateSecretFor('standard-webhooks')}
+                          else ${generateSecretFor('x-service-signature')} end`;
+  return rotateSecret(deps, caller, { table: TABLE, resource: 'webhook_subscription', org_id, id, notFound }, secret);
 }
 
 /**

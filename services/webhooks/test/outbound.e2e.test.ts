@@ -44,6 +44,7 @@ test('sample, experiment and equipment events arrive signed with their data fiel
     events: ['sample.*', 'experiment.created', 'equipment.*'],
     secret: expect.any(String),
     active: true,
+    signature_scheme: 'x-service-signature',
   });
 
   const sample = (await call(stack.url, 'POST', '/v1/samples', { token, body: { name: 'S-1', type: 'blood' } })).body.data;

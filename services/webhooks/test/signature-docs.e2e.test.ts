@@ -119,3 +119,39 @@ test.each(Object.keys(runners) as (keyof typeof runners)[])('the %s snippet veri
   expect(await verify([secret], `t=${now}`, raw)).toBe('false'); // no v1=
   expect(await verify([secret], '', raw)).toBe('false');
 });
+
+test('the standardwebhooks snippet verifies a real standard-webhooks delivery, during a rotation too, and refuses forgeries', async () => {
+  const receiver = await new Receiver().start();
+  receivers.push(receiver);
+  const admin = (method: string, path: string, body?: unknown) =>
+    call(stack.url, method, `/admin/v1/orgs/${org}/webhook-subscriptions${path}`, { token: stack.operatorToken, body });
+  const sub = await admin('POST', '', { url: receiver.url, events: ['sample.created'], signature_scheme: 'standard-webhooks' });
+  expect(sub.status).toBe(201);
+  const oldSecret = sub.body.data.secret as string;
+  const secret = (await admin('POST', `/${sub.body.data.id}/rotate-secret`)).body.data.secret as string;
+  const sample = await call(stack.url, 'POST', '/v1/samples', { token, body: { name: 'signed-standard' } });
+  const delivery: Received = await eventually(() => receiver.requests.find((r) => r.body.data?.id === sample.body.data.id));
+  const headers = JSON.stringify(delivery.headers);
+  // prints the parsed event's id, or the error's name
+  const verify = async (secrets: string[], h: string, body: Buffer) => {
+    const out = await run(
+      process.execPath,
+      [
+        '-e',
+        `${snippet('javascript')}\ntry { process.stdout.write(verifyStandardWebhook(JSON.parse(process.env.SECRETS), JSON.parse(process.env.HEADER), require('node:fs').readFileSync(0)).id); } catch (e) { process.stdout.write(e.name); }`,
+      ],
+      secrets,
+      h,
+      body,
+    );
+    expect(out.stderr).toBe('');
+    return out.stdout;
+  };
+  expect(await verify([secret], headers, delivery.raw)).toBe(delivery.body.id);
+  expect(await verify([oldSecret], headers, delivery.raw)).toBe(delivery.body.id);
+  expect(await verify([`whsec_${Buffer.alloc(32, 7).toString('base64')}`, secret], headers, delivery.raw)).toBe(delivery.body.id);
+  expect(await verify([`whsec_${Buffer.alloc(32, 7).toString('base64')}`], headers, delivery.raw)).toBe('WebhookVerificationError');
+  expect(await verify([secret], headers, Buffer.concat([delivery.raw, Buffer.from(' ')]))).toBe('WebhookVerificationError');
+  const otherId = JSON.stringify({ ...delivery.headers, 'webhook-id': 'f'.repeat(8) });
+  expect(await verify([secret], otherId, delivery.raw)).toBe('WebhookVerificationError');
+});

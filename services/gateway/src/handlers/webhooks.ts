@@ -24,6 +24,7 @@ const subscriptionView = (s: webhooks.Subscription) => ({
   created_at: s.created_at,
   updated_at: s.updated_at || s.created_at,
   previous_secret_expires_at: s.previous_secret_expires_at ?? null,
+  signature_scheme: s.signature_scheme,
 });
 
 /** The receiver's address as this request reached the gateway. */
@@ -53,7 +54,8 @@ export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: Webhook
     case 'createSubscription': {
       const b = parseBody(webhooksAdminBodies.createSubscription, ctx.body, 'invalid request body');
       const s = await client.call('createSubscription', { org_id, ...b }, caller);
-      return withLocation(json(201, { data: { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active } }), ctx.req.path, s.id);
+      const data = { id: s.id, url: s.url, events: s.events, secret: s.secret, active: s.active, signature_scheme: s.signature_scheme };
+      return withLocation(json(201, { data }), ctx.req.path, s.id);
     }
     case 'listSubscriptions': {
       const p = adminPage(ctx);
@@ -64,8 +66,13 @@ export async function webhooksAdminHandler(ctx: Ctx, deps: Deps, action: Webhook
       return json(200, { data: subscriptionView(await client.call('getSubscription', item, caller)) });
     case 'updateSubscription': {
       const b = parseBody(webhooksAdminBodies.updateSubscription, ctx.body, 'invalid request body');
-      const s = await client.call('updateSubscription', { ...item, url: b.url, events: b.events ? { values: b.events } : undefined, active: b.active }, caller);
-      return json(200, { data: subscriptionView(s) });
+      const s = await client.call(
+        'updateSubscription',
+        { ...item, url: b.url, events: b.events ? { values: b.events } : undefined, active: b.active, signature_scheme: b.signature_scheme },
+        caller,
+      );
+      // a new scheme the old secret cannot sign with drew a new one: shown here, once
+      return json(200, { data: s.secret ? { ...subscriptionView(s), secret: s.secret } : subscriptionView(s) });
     }
     case 'deleteSubscription':
       await client.call('deleteSubscription', item, caller);

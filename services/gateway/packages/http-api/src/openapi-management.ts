@@ -1,4 +1,5 @@
 import { MODULES, ROLES } from '@lab/identity';
+import { SIGNATURE_SCHEMES } from '@lab/webhooks';
 import { nullableOf as nullable, schemaRef as ref, TIME, UUID, type Json } from './openapi-parts.js';
 
 /**
@@ -98,15 +99,17 @@ export const MANAGEMENT_SCHEMAS: Record<string, Json> = {
 };
 
 const eventList = { type: 'array', items: { type: 'string' }, examples: [['sample.created', 'experiment.*']] };
+const signatureScheme = { type: 'string', enum: [...SIGNATURE_SCHEMES], description: 'how deliveries are signed' };
 Object.assign(MANAGEMENT_SCHEMAS, {
-  NewSubscription: closed(['id', 'url', 'events', 'secret', 'active'], {
+  NewSubscription: closed(['id', 'url', 'events', 'secret', 'active', 'signature_scheme'], {
     id: readOnlyId,
     url: { type: 'string', format: 'uri' },
     events: eventList,
     secret: { type: 'string', description: 'shown only here' },
     active: { type: 'boolean' },
+    signature_scheme: signatureScheme,
   }),
-  Subscription: closed(['id', 'url', 'events', 'active', 'disabled_reason', 'created_at', 'updated_at', 'previous_secret_expires_at'], {
+  Subscription: closed(['id', 'url', 'events', 'active', 'disabled_reason', 'created_at', 'updated_at', 'previous_secret_expires_at', 'signature_scheme'], {
     id: readOnlyId,
     url: { type: 'string', format: 'uri' },
     events: eventList,
@@ -115,6 +118,11 @@ Object.assign(MANAGEMENT_SCHEMAS, {
     created_at: TIME,
     updated_at: TIME,
     previous_secret_expires_at: { ...nullable(TIME), description: 'until then the replaced secret signs too' },
+    signature_scheme: signatureScheme,
+    secret: {
+      type: 'string',
+      description: 'only in the answer to a change of signature_scheme the current secret cannot sign with: the new secret, shown only there',
+    },
   }),
   SecretRotation: closed(['secret', 'previous_secret_expires_at'], {
     secret: { type: 'string', description: 'shown only here' },

@@ -319,7 +319,14 @@ describe('OpenAPI webhooks', () => {
   const delivery = (doc as unknown as { webhooks: Record<string, Record<string, Operation>> }).webhooks.event!.post!;
 
   it('documents the delivery a subscriber receives, with its signature headers', () => {
-    expect(paramNames(delivery, 'header')).toEqual(['X-Service-Event', 'X-Service-Delivery', 'X-Service-Signature']);
+    expect(paramNames(delivery, 'header')).toEqual([
+      'X-Service-Event',
+      'X-Service-Delivery',
+      'X-Service-Signature',
+      'webhook-id',
+      'webhook-timestamp',
+      'webhook-signature',
+    ]);
     expect(delivery.requestBody.content['application/json'].schema.required).toEqual(['id', 'event', 'org_id', 'delivered_at', 'data']);
   });
 
@@ -330,7 +337,10 @@ describe('OpenAPI webhooks', () => {
     const formula = 'v1 = hex(HMAC-SHA256(secret, "<t>.<raw body>"))';
     expect(guide).toContain(formula);
     expect(delivery.description).toContain(formula.replace(/^v1 = /, '`v1 = ').replace(/\)$/, ')`'));
-    for (const rule of ['300 seconds', 'two `v1` values', 'constant time']) {
+    const standard = 'v1 = base64(HMAC-SHA256(key, "<webhook-id>.<webhook-timestamp>.<raw body>"))';
+    expect(guide).toContain(standard);
+    expect(delivery.description).toContain(`\`${standard}\``);
+    for (const rule of ['300 seconds', 'two `v1` values', 'constant time', 'standard-webhooks', 'whsec_']) {
       expect(delivery.description).toContain(rule);
       expect(guide).toContain(rule);
     }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FILTER_MESSAGE, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
+import { DEFAULT_SIGNATURE_SCHEME, FILTER_MESSAGE, SIGNATURE_SCHEMES, SUBSCRIBABLE_FILTERS } from '@lab/webhooks';
 
 /**
  * What a subscription's events may hold: the webhooks service's one list, so the
@@ -11,17 +11,31 @@ const subscriptionEvents = z
   .max(50)
   .meta({ description: `exact event names or filters: ${SUBSCRIBABLE_FILTERS.join(', ')}` });
 
+/** How deliveries are signed: the webhooks service's list. */
+const signatureScheme = z.enum(SIGNATURE_SCHEMES, { error: `must be one of: ${SIGNATURE_SCHEMES.join(', ')}` }).meta({
+  description:
+    `how deliveries are signed (default ${DEFAULT_SIGNATURE_SCHEME}): x-service-signature (X-Service-Signature) or standard-webhooks ` +
+    '(webhook-id, webhook-timestamp, webhook-signature; the secret is whsec_ and the standard base64 of 24 to 64 bytes)',
+});
+
 const allowedEventTypes = z.array(z.string().max(200)).max(100);
 const jobType = z.string().max(100);
 
 /** Bodies of the webhook management routes; the webhooks service checks their content. */
 export const webhooksAdminBodies = {
-  createSubscription: z.object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional() }).strict(),
+  createSubscription: z
+    .object({ url: z.string().max(2000), events: subscriptionEvents, secret: z.string().max(200).optional(), signature_scheme: signatureScheme.optional() })
+    .strict(),
   updateSubscription: z
-    .object({ url: z.string().max(2000).optional(), events: subscriptionEvents.optional(), active: z.boolean().optional() })
+    .object({
+      url: z.string().max(2000).optional(),
+      events: subscriptionEvents.optional(),
+      active: z.boolean().optional(),
+      signature_scheme: signatureScheme.optional(),
+    })
     .strict()
-    .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined, {
-      error: 'nothing to change: give url, events or active',
+    .refine((b) => b.url !== undefined || b.events !== undefined || b.active !== undefined || b.signature_scheme !== undefined, {
+      error: 'nothing to change: give url, events, active or signature_scheme',
       // an unknown key is the problem to name, not also an empty change
       when: (p) => p.issues.length === 0,
     }),
