@@ -16,6 +16,8 @@ export const JOB_TYPES = [
   'experiment_entry_pdf',
   'risk_assessment_pdf',
   'box_layout_pdf',
+  'eln_export',
+  'eln_import',
 ] as const;
 
 export type JobType = (typeof JOB_TYPES)[number];

@@ -14,7 +14,7 @@ import {
   type ServiceDeps,
 } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
-import { ADMIN_JOB_TYPES, INPUTS, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
+import { ADMIN_JOB_TYPES, INPUTS, inputForAudit, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, listVisible, type JobRow } from './store.js';
 
 const createBody = z.strictObject({
@@ -102,7 +102,12 @@ export async function enqueueJob(
           if (!r) return undefined;
           if (opts.deadWith === undefined) emit.event('job.requested', org_id, { job_id: r.id, job_type: r.job_type });
           emitUpdated(emit, r);
-          emit.audit(org_id, { action: 'create', resource: 'jobs', record_id: r.id, after: { job_type: r.job_type, input: job.input } });
+          emit.audit(org_id, {
+            action: 'create',
+            resource: 'jobs',
+            record_id: r.id,
+            after: { job_type: r.job_type, input: inputForAudit(job.job_type, job.input) },
+          });
           opts.also?.(emit, r);
           return r;
         },

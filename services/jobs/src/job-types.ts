@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { JOB_TYPES, type JobType } from '@lab/contracts';
 import { isGuid, isoTimestamp } from '@lab/kit';
+import { CRATE_BASE64_CHARS, ELN_EXPORT_MAX_IDS } from './eln/limits.js';
 
 /** The allowlist of the spec (kept in @lab/contracts, owned here); anything else is 403. */
 export { JOB_TYPES, type JobType };
@@ -43,6 +44,35 @@ export const INPUTS = {
   biosafety_export: z.strictObject({}),
   gdpr_export: z.strictObject({ user_id: uuid }),
   org_data_export: z.strictObject({}),
+  // experiments by id, or every experiment of a project: one or the other
+  eln_export: z
+    .strictObject({
+      experiment_ids: z.array(uuid).min(1).max(ELN_EXPORT_MAX_IDS).optional(),
+      project_id: uuid.optional(),
+    })
+    .refine((i) => (i.experiment_ids === undefined) !== (i.project_id === undefined), {
+      error: 'give experiment_ids or project_id, not both',
+      path: ['experiment_ids'],
+    }),
+  // the .eln archive itself, base64, inside the JSON body (docs/eln.md: limits)
+  eln_import: z.strictObject({
+    crate_base64: z
+      .string()
+      .min(4)
+      .max(CRATE_BASE64_CHARS, `the crate is larger than the import takes (${CRATE_BASE64_CHARS} base64 characters)`)
+      .regex(/^[A-Za-z0-9+/]+={0,2}$/, 'must be base64'),
+    filename: z.string().min(1).max(255).optional(),
+  }),
 } satisfies Record<JobType, z.ZodType>;
+
+/**
+ * What the audit log and the logs keep of a job's input: an import's archive is
+ * named by its size and hash, not copied (up to 1 MB of base64 per job).
+ */
+export function inputForAudit(jobType: JobType, input: Record<string, unknown>): Record<string, unknown> {
+  if (jobType !== 'eln_import' || typeof input.crate_base64 !== 'string') return input;
+  const { crate_base64, ...rest } = input;
+  return { ...rest, crate_base64_chars: crate_base64.length };
+}
 
 export type InputOf<T extends JobType> = z.infer<(typeof INPUTS)[T]>;

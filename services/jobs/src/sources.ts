@@ -1,4 +1,16 @@
-import { audit, auditRecordObject, identity, notebook, jsonString, recordObject, records, recordsJson, recordsWire, signatureObject } from '@lab/contracts';
+import {
+  audit,
+  auditRecordObject,
+  experimentJson,
+  identity,
+  notebook,
+  jsonString,
+  recordObject,
+  records,
+  recordsJson,
+  recordsWire,
+  signatureObject,
+} from '@lab/contracts';
 import { DomainError, PeerClient, validationFailed, type CallerContext } from '@lab/kit';
 import type { JobRow } from './store.js';
 
@@ -78,14 +90,18 @@ export class Sources {
     return p.get();
   }
 
-  /** The caller context of a job's reads: its creator, in its organisation, read-only. */
-  static callerOf(job: JobRow): CallerContext {
+  /**
+   * The caller context of a job's reads: its creator, in its organisation,
+   * read-only unless the job type writes (an import: `write`, still judged by the
+   * creator's role in the services that own the records).
+   */
+  static callerOf(job: JobRow, scopes: string[] = ['read']): CallerContext {
     return {
       org_id: job.org_id,
       user_id: job.created_by,
       role: job.creator_role,
       department_id: job.creator_department_id,
-      scopes: ['read'],
+      scopes,
       token_kind: 'system',
       token_id: job.created_by_token_id,
       request_id: job.id,
@@ -180,6 +196,28 @@ export class Sources {
   async signatures(caller: CallerContext, experimentId: string): Promise<Rec[]> {
     const r = await this.notebook.get().call('listExperimentSignatures', { id: experimentId }, caller);
     return r.signatures.map(signatureObject);
+  }
+
+  /** Every version of an experiment's entry (amendments included), oldest first, as clients see them. */
+  async versions(caller: CallerContext, experimentId: string): Promise<Rec[]> {
+    const r = await this.notebook.get().call('listExperimentVersions', { id: experimentId }, caller);
+    return r.experiments.map((e) => JSON.parse(experimentJson(e)) as Rec);
+  }
+
+  /**
+   * Creates a record as the caller, through its owner: the owning service checks
+   * the body and the caller's permission, and audits the write with its event.
+   */
+  async create(caller: CallerContext, resource: string, body: Rec): Promise<Rec> {
+    const r = await this.records(resource).call('createRecord', { resource, body, parent_id: '' }, caller);
+    return recordObject(r.record!);
+  }
+
+  /** The organisation's members among these users (name and email for a crate's Person entities). */
+  async members(caller: CallerContext, user_ids: string[]): Promise<Rec[]> {
+    if (!user_ids.length) return [];
+    const r = await this.identity.get().call('listMembers', { org_id: caller.org_id!, user_ids }, caller);
+    return r.members as unknown as Rec[];
   }
 
   async member(caller: CallerContext, user_id: string): Promise<Rec | undefined> {

@@ -4,8 +4,10 @@ import { hostname } from 'node:os';
 import { sql } from 'drizzle-orm';
 import { CoalescedRunner, DomainError, inSpan, OutageLog, SpanKind, tracingOn, type ErrorKind, type FileStore, type ServiceDeps } from '@lab/kit';
 import type { Artifact } from './artifacts.js';
+import { elnExport } from './eln/eln-export.js';
+import { elnImport } from './eln/eln-import.js';
 import { EXPORT_PRODUCERS } from './exports.js';
-import { INPUTS, isJobType } from './job-types.js';
+import { INPUTS, isJobType, type JobType } from './job-types.js';
 import { PDF_PRODUCERS, type JobRun } from './reports.js';
 import { Sources, type ReadBudget } from './sources.js';
 import { claimNext, emitUpdated, heartbeat, reapStale, updateHeld, type JobRow } from './store.js';
@@ -37,10 +39,13 @@ class Interrupted extends Error {
   }
 }
 
-const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS };
+const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS, eln_export: elnExport, eln_import: elnImport };
 
 /** Failures a retry cannot change. */
 const PERMANENT = new Set<ErrorKind>(['invalid', 'too_large']);
+
+/** Job types that write records: their runs act with `write`, and a failed run is not repeated over what it may have written. */
+const WRITING = new Set<JobType>(['eln_import']);
 
 /**
  * The job worker. Jobs live in PostgreSQL; a worker claims due rows with FOR
@@ -160,7 +165,8 @@ export class JobWorker {
     const check = () => {
       if (signal.aborted) throw new Interrupted(signal.reason === 'lost' ? 'lost' : 'stop');
     };
-    const caller = Sources.callerOf(job);
+    const writes = isJobType(job.job_type) && WRITING.has(job.job_type);
+    const caller = Sources.callerOf(job, writes ? ['read', 'write'] : ['read']);
     const budget: ReadBudget = { limit: this.opts.reportMaxBytes, used: 0 };
     const run: JobRun = {
       jobId: job.id,
@@ -195,7 +201,8 @@ export class JobWorker {
       const delayMs = Math.min(300_000, this.opts.retryBaseMs * 2 ** Math.max(0, job.attempts - 1));
       // An input the job cannot take, or more data than it may hold, fails the
       // same way on every attempt: a retry would only read it all again.
-      const permanent = err instanceof DomainError && PERMANENT.has(err.kind);
+      // A run that writes may have written part of its records: a retry would write them twice.
+      const permanent = (err instanceof DomainError && PERMANENT.has(err.kind)) || writes;
       const last = permanent ? sql`true` : sql`attempts >= max_attempts`;
       await this.change(
         job,
