@@ -18,6 +18,7 @@ export type { Timestamp } from './google/protobuf/timestamp.js';
 export { BUNDLED_EVENT_TYPES, DURABLE_QUEUES, EVENT_ROUTES, PUBLIC_EVENT_PREFIXES, type QueueRoute } from './event-routes.js';
 export * as inventory from './lab/inventory/v1/records.js';
 export * as equipment from './lab/equipment/v1/records.js';
+export * as equipmentCalendar from './lab/equipment/v1/calendar.js';
 export * as notebookRecords from './lab/notebook/v1/records.js';
 export {
   experimentJson,

@@ -1,6 +1,7 @@
 import { recordsWire } from '@lab/contracts';
 import { withConstraintErrors, type GrpcServer, type ServiceDeps } from '@lab/kit';
 import { PeerReferences, recordServiceHandlers } from '@lab/records';
+import { registerCalendarHandlers } from './calendar-service.js';
 import { CONSTRAINT_RULES } from './constraint-errors.js';
 import { calibrations, qualifications } from './documents.js';
 import { equipment } from './equipment.js';
@@ -22,5 +23,6 @@ export function registerHandlers(server: GrpcServer, deps: ServiceDeps): () => P
   };
   const base = recordServiceHandlers(deps, resources, { remote, departmentHolds: peers.departmentHolds });
   server.add(recordsWire.service, withConstraintErrors(remoteLinkHandlers(base, deps.db), CONSTRAINT_RULES));
+  registerCalendarHandlers(server, deps);
   return async () => peers.close();
 }

@@ -1,4 +1,18 @@
-import { audit, identity, jobs, notebook, notifications, orders, outbox, records, recordsWire, telemetry, telemetryWire, webhooks } from '@lab/contracts';
+import {
+  audit,
+  equipmentCalendar,
+  identity,
+  jobs,
+  notebook,
+  notifications,
+  orders,
+  outbox,
+  records,
+  recordsWire,
+  telemetry,
+  telemetryWire,
+  webhooks,
+} from '@lab/contracts';
 import { DomainError, RpcClient, type OutageLog, type RpcClientOptions } from '@lab/kit';
 
 export type IdentityClient = RpcClient<typeof identity.IdentityServiceService>;
@@ -10,6 +24,7 @@ export type WebhooksClient = RpcClient<typeof webhooks.WebhooksServiceService>;
 export type NotificationsClient = RpcClient<typeof notifications.NotificationsServiceService>;
 export type JobsClient = RpcClient<typeof jobs.JobsServiceService>;
 export type TelemetryClient = RpcClient<typeof telemetry.TelemetryServiceService>;
+export type EquipmentCalendarClient = RpcClient<typeof equipmentCalendar.EquipmentCalendarServiceService>;
 export type DeadLetterClient = RpcClient<typeof outbox.DeadLetterServiceService>;
 
 /**
@@ -91,6 +106,11 @@ export class Clients {
 
   orders(): OrdersClient {
     return this.get('orders', 'orders', (a, o) => new RpcClient(orders.OrdersServiceClient, a, o));
+  }
+
+  /** Calendar feeds of equipment and what they show (decision 060). */
+  equipmentCalendar(): EquipmentCalendarClient {
+    return this.get('equipment', 'calendar', (a, o) => new RpcClient(equipmentCalendar.EquipmentCalendarServiceClient, a, o));
   }
 
   /** The dead letters of a service's outbox (every service serves them). */

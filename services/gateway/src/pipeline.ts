@@ -4,6 +4,7 @@ import { runFunction } from '@lab/functions';
 import { callerOf, operatorCaller } from './auth.js';
 import { clientAddress } from './client-address.js';
 import { adminHandler } from './handlers/admin.js';
+import { calendarHandler } from './handlers/calendar.js';
 import { listAudit, verifyAuditChain } from './handlers/audit.js';
 import { experimentHandler } from './handlers/experiments.js';
 import { labOrderHandler } from './handlers/lab-orders.js';
@@ -199,6 +200,8 @@ function dispatch(ctx: Ctx, deps: Deps, h: RouteHandler): Promise<Reply> {
       return labOrderHandler(ctx, deps, h.op);
     case 'dead_letters':
       return h.op === 'list' ? listDeadLetters(ctx, deps) : replayDeadLetter(ctx, deps);
+    case 'calendar':
+      return calendarHandler(ctx, deps, h.op);
     case 'pending':
       throw DomainError.unavailable();
   }

@@ -10,6 +10,7 @@ import { amendBody, MEANINGS } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery } from './requests/webhooks.js';
 import { adminPageQuery } from './requests/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
+import { CALENDAR_OPS, CALENDAR_SCHEMAS } from './openapi-calendar.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS, ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
@@ -1171,25 +1172,31 @@ const rotation = (what: string): Op => ({
 /** The webhooks service's management operations, from the schemas the gateway validates with. */
 const WEBHOOKS_ADMIN_OPS: Record<WebhooksAdminAction, Op> = {
   createSubscription: created(
-    `the subscription {id, url, events, secret, active}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
+    `the subscription {id, url, events, secret, active, signature_scheme}; the secret is shown only here. ${WEBHOOK_SIGNATURE_RULES}`,
     webhooksAdminBodies.createSubscription,
   ),
   listSubscriptions: list(
-    'subscriptions {id, url, events, active, disabled_reason, created_at, updated_at, previous_secret_expires_at}, oldest first; never the secret',
+    'subscriptions {id, url, events, active, disabled_reason, created_at, updated_at, previous_secret_expires_at, signature_scheme}, oldest first; never the secret',
     adminPageQuery,
   ),
   getSubscription: read('the subscription, without its secret'),
   updateSubscription: {
-    ...created('the subscription; active: true also clears an automatic disabling', webhooksAdminBodies.updateSubscription),
+    ...created(
+      'the subscription; active: true also clears an automatic disabling; a new signature_scheme ends a rotation overlap, and when the current secret ' +
+        'cannot sign with it (standard-webhooks needs whsec_ + base64) the answer holds a new secret, shown only there',
+      webhooksAdminBodies.updateSubscription,
+    ),
     successStatus: '200',
   },
   deleteSubscription: deleted('subscription and its delivery log deleted'),
-  rotateSubscriptionSecret: rotation('it signs from now on, and the replaced one keeps signing for 24 hours (two v1 values in X-Service-Signature)'),
+  rotateSubscriptionSecret: rotation(
+    'it signs from now on, and the replaced one keeps signing for 24 hours (two v1 values in X-Service-Signature, or two v1, entries in webhook-signature)',
+  ),
   listDeliveries: { ...list("the subscription's deliveries, newest first", webhooksDeliveriesQuery), successSchema: { type: 'object' } },
   redeliver: {
     successStatus: '202',
     successDescription:
-      'the delivery is sent again with the same id (envelope id, X-Service-Delivery) and event; 409 delivery_pending while it is still scheduled',
+      'the delivery is sent again with the same id (envelope id, X-Service-Delivery, webhook-id) and event, freshly signed; 409 delivery_pending while it is still scheduled',
     successSchema: okSchema('Item'),
   },
   createInboundEndpoint: {
@@ -1325,7 +1332,13 @@ function describe(route: Route): Op {
           successDescription: 'the artifact file, streamed (Content-Disposition names it)',
           successContentType: 'application/pdf',
           successSchema: BINARY,
-          extraContent: { 'application/zip': { schema: BINARY }, 'application/octet-stream': { schema: BINARY } },
+          // an .eln export is a ZIP of its own media type; an .eln import's artifact is its JSON report
+          extraContent: {
+            'application/zip': { schema: BINARY },
+            'application/vnd.eln+zip': { schema: BINARY },
+            'application/json': { schema: { type: 'object' } },
+            'application/octet-stream': { schema: BINARY },
+          },
         };
       }
       return {
@@ -1407,6 +1420,8 @@ function describe(route: Route): Op {
       return MCP;
     case 'inbound_webhook':
       return INBOUND_WEBHOOK;
+    case 'calendar':
+      return CALENDAR_OPS[h.op];
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -1593,6 +1608,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
         ...JOB_SCHEMAS,
         ...MANAGEMENT_SCHEMAS,
         ...TELEMETRY_SCHEMAS,
+        ...CALENDAR_SCHEMAS,
       },
       parameters: PARAMETERS,
       headers: HEADERS,

@@ -10,6 +10,9 @@ export type RecordOp = 'list' | 'get' | 'create' | 'update' | 'replace' | 'delet
 /** The experiment routes beyond generic CRUD: amendments, versions and signatures of signed records. */
 export type ExperimentOp = 'amend' | 'versions' | 'signatures';
 
+/** Calendar feeds of equipment: the caller's feed tokens, and the feed a token reads (decision 060). */
+export type CalendarOp = 'create_feed' | 'list_feeds' | 'revoke_feed' | 'feed';
+
 /** Lab orders and lab results (module sample_intake), served by the orders service. */
 export type LabOrderOp = 'create' | 'list' | 'get' | 'record_result' | 'release_result' | 'list_results';
 

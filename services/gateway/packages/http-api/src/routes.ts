@@ -1,4 +1,4 @@
-import type { AdminAction, ExperimentOp, LabOrderOp, RecordOp, TelemetryAdminOp, TelemetryOp, WebhooksAdminAction } from './operations.js';
+import type { AdminAction, CalendarOp, ExperimentOp, LabOrderOp, RecordOp, TelemetryAdminOp, TelemetryOp, WebhooksAdminAction } from './operations.js';
 import type { RouteScope } from './scopes.js';
 
 /**
@@ -55,6 +55,8 @@ export type RouteHandler =
   | { kind: 'lab_orders'; op: LabOrderOp }
   /** the outboxes' dead letters, from every service of the deployment */
   | { kind: 'dead_letters'; op: 'list' | 'replay' }
+  /** calendar feeds of equipment (equipment service): feed tokens, and the iCalendar feed a token reads */
+  | { kind: 'calendar'; op: CalendarOp }
   /** in the contract, served by a service whose RPCs do not exist yet: 503 */
   | { kind: 'pending' };
 
@@ -158,6 +160,39 @@ function equipmentSubRoutes(): Route[] {
     equipmentRoute(RECORD_ROUTES[op].method, 'remote', op, 'remote', 'one', false),
   );
   return [...subs, ...remote];
+}
+
+/**
+ * Calendar feeds of equipment (decision 060). Managing one's feed tokens needs
+ * the read scope only: a feed reads no more than its creator may. The feed
+ * itself takes no Authorization header (calendar clients send none): the token
+ * in its path is the credential, checked by the handler, and a bad one is 404.
+ */
+function calendarRoutes(): Route[] {
+  const r = (method: HttpMethod, path: string, op: CalendarOp): Route => ({
+    method,
+    path,
+    auth: 'bearer',
+    scope: 'read',
+    module: 'lab_equipment',
+    idempotent: false,
+    service: 'equipment',
+    handler: { kind: 'calendar', op },
+  });
+  return [
+    r('POST', '/v1/calendar-feeds', 'create_feed'),
+    r('GET', '/v1/calendar-feeds', 'list_feeds'),
+    r('DELETE', '/v1/calendar-feeds/:id', 'revoke_feed'),
+    {
+      method: 'GET',
+      path: '/v1/calendar/:feed',
+      auth: 'none',
+      scope: 'none',
+      idempotent: false,
+      service: 'equipment',
+      handler: { kind: 'calendar', op: 'feed' },
+    },
+  ];
 }
 
 const admin = (method: HttpMethod, path: string, action: AdminAction): Route => ({
@@ -379,6 +414,7 @@ export const ROUTES: Route[] = [
   bearer('GET', '/v1/experiments/:id/versions', 'notebook', { kind: 'experiment', op: 'versions' }),
   bearer('GET', '/v1/experiments/:id/signatures', 'notebook', { kind: 'experiment', op: 'signatures' }),
   ...equipmentSubRoutes(),
+  ...calendarRoutes(),
   ...labOrderRoutes(),
   ...telemetryRoutes(),
   {

@@ -112,11 +112,12 @@ describe('OpenAPI document', () => {
       const publicApi = route.auth === 'bearer' || route.auth === 'session';
       expect(paramNames(op, 'header').includes('X-Org-Id')).toBe(publicApi);
       expect(paramNames(op, 'query').includes('org_id')).toBe(publicApi);
-      // every authenticated route is throttled (the operator door too); of the others, sign-in, sign-in pages and registration
+      // every authenticated route is throttled (the operator door too); of the others, sign-in, sign-in pages, registration and calendar feeds
       const throttled =
         route.auth !== 'none' ||
         ['oauth_authorize', 'token_grant'].includes(route.handler.kind) ||
-        (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token');
+        (route.handler.kind === 'idp_oauth' && route.handler.op !== 'token') ||
+        (route.handler.kind === 'calendar' && route.handler.op === 'feed');
       expect(op.responses['429'] !== undefined).toBe(throttled);
       if (publicApi) {
         expect(Object.keys(op.responses['429'].headers)).toEqual(expect.arrayContaining(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining']));
