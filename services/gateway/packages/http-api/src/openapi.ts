@@ -10,6 +10,7 @@ import { amendBody, MEANINGS } from '@lab/notebook';
 import { webhooksAdminBodies, webhooksDeliveriesQuery } from './requests/webhooks.js';
 import { adminPageQuery } from './requests/admin-page.js';
 import { WEBHOOK_SIGNATURE_RULES, WEBHOOKS } from './openapi-webhooks.js';
+import { CALENDAR_OPS, CALENDAR_SCHEMAS } from './openapi-calendar.js';
 import { MANAGEMENT_ANSWERS, MANAGEMENT_SCHEMAS, WEBHOOK_ANSWERS } from './openapi-management.js';
 import { TELEMETRY_ANSWERS, TELEMETRY_SCHEMAS } from './openapi-telemetry.js';
 import { describeLabOrderOp, LAB_ORDER_SCHEMAS, ORDER_ANSWERS, ORDER_SCHEMAS, typedResultList } from './openapi-orders.js';
@@ -1331,7 +1332,13 @@ function describe(route: Route): Op {
           successDescription: 'the artifact file, streamed (Content-Disposition names it)',
           successContentType: 'application/pdf',
           successSchema: BINARY,
-          extraContent: { 'application/zip': { schema: BINARY }, 'application/octet-stream': { schema: BINARY } },
+          // an .eln export is a ZIP of its own media type; an .eln import's artifact is its JSON report
+          extraContent: {
+            'application/zip': { schema: BINARY },
+            'application/vnd.eln+zip': { schema: BINARY },
+            'application/json': { schema: { type: 'object' } },
+            'application/octet-stream': { schema: BINARY },
+          },
         };
       }
       return {
@@ -1413,6 +1420,8 @@ function describe(route: Route): Op {
       return MCP;
     case 'inbound_webhook':
       return INBOUND_WEBHOOK;
+    case 'calendar':
+      return CALENDAR_OPS[h.op];
     case 'pending':
       return {
         successStatus: fallbackStatus,
@@ -1599,6 +1608,7 @@ export function openApiDocument(routes: Route[], opts: OpenApiOptions = {}): Jso
         ...JOB_SCHEMAS,
         ...MANAGEMENT_SCHEMAS,
         ...TELEMETRY_SCHEMAS,
+        ...CALENDAR_SCHEMAS,
       },
       parameters: PARAMETERS,
       headers: HEADERS,
