@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { startStack, waitFor, type Stack } from '@lab/testing';
 import { call } from './http';
@@ -88,6 +90,25 @@ describe('deleting a department while records name it', () => {
     const late = await api('POST', '/v1/samples', { name: 'late', department_id: dept });
     expect([late.status, late.body.error.code]).toEqual([400, 'validation_failed']);
     expect(await naming(dept)).toBe(0);
+  });
+
+  it("counts the records written before the rule once, from the record services' migrations", async () => {
+    const dept = await newDepartment('Legacy');
+    // two samples as an earlier version stored them: straight into the table, no hold, no event
+    for (const name of ['old 1', 'old 2']) {
+      await db.query('insert into notebook.samples (id, org_id, name, department_id) values (gen_random_uuid(), $1, $2, $3)', [org, name, dept]);
+    }
+    expect((await op('DELETE', `/orgs/${org}/departments/${dept}`)).status).toBe(204);
+    const again = await newDepartment('Legacy again');
+    await db.query('update notebook.samples set department_id = $1 where department_id = $2', [again, dept]);
+    // the notebook's migration, as it runs once on the first start of this version
+    await db.query(readFileSync(join(__dirname, '../../notebook/migrations/003_count_department_references.sql'), 'utf8'));
+    await waitFor('the old samples counted at identity', async () => {
+      const r = await db.query<{ n: number }>("select n from identity.department_refs where department_id = $1 and resource = 'samples'", [again]);
+      return r.rows[0]?.n === 2;
+    });
+    const refused = await op('DELETE', `/orgs/${org}/departments/${again}`);
+    expect([refused.status, refused.body.error.details]).toEqual([409, { records: { samples: 2 } }]);
   });
 
   it('lets go of the hold of a write that was refused', async () => {

@@ -39,12 +39,12 @@ import { parse } from './validation.js';
  */
 
 const uuid = z.string().refine(isUuid, 'must be a UUID');
-const holdRequest = z.object({ org_id: uuid, department_id: uuid, resource: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/), hold_id: uuid });
+const holdRequest = z.object({ org_id: uuid, department_id: uuid, resource: z.string().regex(/^[a-z][a-z0-9_/-]{0,63}$/), hold_id: uuid });
 const releaseRequest = z.object({ hold_id: uuid });
 const changeRequest = z.object({
   event_id: uuid,
   org_id: uuid,
-  resource: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/),
+  resource: z.string().regex(/^[a-z][a-z0-9_/-]{0,63}$/),
   from: uuid.optional(),
   to: uuid.optional(),
   hold_id: uuid.optional(),
@@ -52,10 +52,12 @@ const changeRequest = z.object({
 
 /** What a record service's committed write did to the department its record names. */
 const changeData = z.object({
-  resource: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/),
+  resource: z.string().regex(/^[a-z][a-z0-9_/-]{0,63}$/),
   from: uuid.nullable(),
   to: uuid.nullable(),
   hold_id: uuid.nullable(),
+  /** records at once: the one-off count of the records written before this rule (the record services' migrations) */
+  n: z.number().int().min(1).max(1_000_000_000).optional(),
 });
 
 /** Hours after which a hold no write counted is taken for one whose writer died (decision 056). */
@@ -89,7 +91,7 @@ async function releaseDepartmentHold(deps: Pick<ServiceDeps, 'db'>, holdId: stri
 }
 
 /** Adds `by` to the count of one department and resource; nothing for a department that is gone. */
-async function count(tx: Tx, orgId: string, departmentId: string, resource: string, by: 1 | -1): Promise<void> {
+async function count(tx: Tx, orgId: string, departmentId: string, resource: string, by: number): Promise<void> {
   const [dept] = await rows<{ id: string }>(
     tx,
     sql`select id from identity.departments where org_id = ${orgId}::uuid and id = ${departmentId}::uuid for key share`,
@@ -105,11 +107,11 @@ async function countReferenceChange(tx: Tx, msg: BusMessage): Promise<void> {
   const parsed = changeData.safeParse(msg.data);
   // an event of another shape is no count of ours: it is left alone rather than parked forever
   if (!parsed.success || !msg.org_id) return;
-  const { resource, from, to, hold_id } = parsed.data;
+  const { resource, from, to, hold_id, n = 1 } = parsed.data;
   if (hold_id) await tx.execute(sql`delete from identity.department_holds where id = ${hold_id}::uuid`);
   if (from === to) return;
-  if (from) await count(tx, msg.org_id, from, resource, -1);
-  if (to) await count(tx, msg.org_id, to, resource, 1);
+  if (from) await count(tx, msg.org_id, from, resource, -n);
+  if (to) await count(tx, msg.org_id, to, resource, n);
 }
 
 /**

@@ -1,0 +1,15 @@
+-- Records written before identity counted the departments they name (decision
+-- 056): one department_ref.changed per organisation, department and resource,
+-- with the number of such records (n), for identity to count once. Written by
+-- the migration, so exactly once; the relay takes it like any other event.
+insert into notebook.outbox (id, type, message)
+select e.id, 'department_ref.changed',
+       jsonb_build_object('id', e.id, 'type', 'department_ref.changed', 'org_id', e.org_id, 'occurred_at', now(),
+         'data', jsonb_build_object('resource', e.resource, 'from', null, 'to', e.department_id, 'hold_id', null, 'n', e.n))
+  from (
+    select gen_random_uuid() as id, c.* from (
+    select org_id, department_id, 'experiments' as resource, count(*)::int as n from notebook.experiments where department_id is not null group by org_id, department_id
+    union all select org_id, department_id, 'projects' as resource, count(*)::int as n from notebook.projects where department_id is not null group by org_id, department_id
+    union all select org_id, department_id, 'samples' as resource, count(*)::int as n from notebook.samples where department_id is not null group by org_id, department_id
+    ) c
+  ) e;
