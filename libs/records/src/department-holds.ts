@@ -62,9 +62,9 @@ export interface DepartmentChanges {
  * Runs a write that names `departmentId` (if any) under a hold of it. A write
  * refused lets go of its hold; one that failed otherwise (its commit may have
  * happened) keeps it: a hold too many only refuses a deletion, until identity
- * purges it. After a commit, identity counts the change at once (best effort:
- * the event counts it anyway), so a department the record stopped naming is
- * free for deletion as soon as the write has answered.
+ * purges it. After a commit that stopped naming a department, identity counts
+ * the change at once (best effort: the event counts it anyway), so that
+ * department is free for deletion as soon as the write has answered.
  */
 export async function withDepartmentHold<T>(
   holds: DepartmentHolds | undefined,
@@ -75,8 +75,11 @@ export async function withDepartmentHold<T>(
 ): Promise<T> {
   const d = departmentField(r);
   const changes: DepartmentChanges = {};
+  // only a change that stops naming a department is worth the call: an added
+  // reference is covered by its hold (or the author's membership) until its event
   const counted = async () => {
-    if (holds && changes.emitted) await holds.counted(caller, changes.emitted).catch(() => undefined);
+    const stopped = (changes.emitted?.data as { from?: string | null } | undefined)?.from;
+    if (holds && changes.emitted && stopped) await holds.counted(caller, changes.emitted).catch(() => undefined);
   };
   if (!holds || !d || !departmentId) {
     const out = await write(null, changes);
