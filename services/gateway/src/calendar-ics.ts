@@ -10,6 +10,9 @@ type Entry = equipmentCalendar.CalendarEntry;
  */
 const UID_DOMAIN = 'equipment.lab-notebook';
 
+/** How often a calendar client is asked to fetch the feed again. */
+const REFRESH_SECONDS = 15 * 60;
+
 /** SEQUENCE counts seconds from here: small enough for the 32-bit INTEGER of RFC 5545 until 2088. */
 const SEQUENCE_EPOCH_MS = Date.UTC(2020, 0, 1);
 
@@ -30,7 +33,8 @@ export const uidOf = (e: Pick<Entry, 'kind' | 'record_id'>): string => `${e.kind
  * same record gives the same event at every fetch.
  */
 export function calendarText(name: string, entries: Entry[]): string {
-  const calendar = ical({ name, prodId: { company: 'lab-notebook', product: 'equipment-calendar', language: 'EN' } });
+  // REFRESH-INTERVAL and X-PUBLISHED-TTL: how often a client should fetch again (well inside the feed's rate limit)
+  const calendar = ical({ name, ttl: REFRESH_SECONDS, prodId: { company: 'lab-notebook', product: 'equipment-calendar', language: 'EN' } });
   for (const e of entries) {
     const updated = new Date(e.updated_at);
     const common = {

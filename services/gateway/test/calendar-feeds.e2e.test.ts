@@ -1,6 +1,7 @@
 import ical, { type CalendarResponse, type VEvent } from 'node-ical';
 import { startStack, type Stack } from '@lab/testing';
 import { waitFor } from '@lab/testing/waits';
+import { FEED_LIMITS } from '../src/handlers/calendar';
 import { call } from './http';
 
 /**
@@ -136,6 +137,7 @@ describe('calendar feeds of equipment', () => {
     for (const line of text.split('\r\n')) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(75);
     expect(text).toContain('\\;');
     expect(text).toMatch(/^BEGIN:VCALENDAR\r\nVERSION:2\.0\r\n/);
+    expect(text).toContain('REFRESH-INTERVAL;VALUE=DURATION:PT15M\r\n');
   });
 
   it('keeps the UID of a changed record, with a higher SEQUENCE and a new LAST-MODIFIED, and no duplicate', async () => {
@@ -192,6 +194,19 @@ describe('calendar feeds of equipment', () => {
       const r = await fetchFeed(url);
       expect([url, r.status, r.body.error.code]).toEqual([url, 404, 'not_found']);
     }
+  });
+
+  it('counts the fetches of a feed like an anonymous door: a feed polled in a loop gets 429 with Retry-After', async () => {
+    const feed = await newFeed();
+    // the limit is per minute: twice it, and one more, reach it even across the turn of a minute
+    let refused: Awaited<ReturnType<typeof fetchFeed>> | undefined;
+    for (let i = 0; i < 2 * FEED_LIMITS.per_minute + 1 && !refused; i++) {
+      const r = await fetchFeed(feed.url);
+      if (r.status === 429) refused = r;
+      else expect(r.status).toBe(200);
+    }
+    expect(refused?.headers.get('retry-after')).toBe('60');
+    expect(refused?.body.error.code).toBe('rate_limited');
   });
 
   it('lists the caller’s feeds without their tokens, and a revoked feed answers 404', async () => {
