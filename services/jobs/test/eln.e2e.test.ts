@@ -337,7 +337,17 @@ describe('eln_import', () => {
           sdPublisher: { '@type': 'Organization', name: 'eLabFTW', url: 'https://www.elabftw.net' },
           version: '1.0',
         },
-        { '@id': './', '@type': ['Dataset'], hasPart: [{ '@id': './2024-02-29 - Growth curve/' }] },
+        // every folder and file listed at the root too, as the specification's example does
+        {
+          '@id': './',
+          '@type': ['Dataset'],
+          hasPart: [
+            './2024-02-29 - Growth curve/',
+            './2024-02-29 - Growth curve/od.csv',
+            './2024-02-29 - Growth curve/raw/',
+            './2024-02-29 - Growth curve/raw/reader.bin',
+          ],
+        },
         {
           '@id': './2024-02-29 - Growth curve/',
           '@type': 'Dataset',
@@ -375,6 +385,8 @@ describe('eln_import', () => {
     ]);
     const job = await runJob(c.token, 'eln_import', { crate_base64: bytes.toString('base64') });
     expect([job.status, job.error_message]).toEqual(['succeeded', null]);
+    const report = JSON.parse((await download(c.token, job.id)).bytes.toString());
+    expect(report.created.experiments.map((x: any) => x.source)).toEqual(['./2024-02-29 - Growth curve/']);
     const [entry] = (await list(c.token, 'experiments')).filter((e) => e.title === 'Growth curve');
     expect(entry).toMatchObject({ description: '<h1>Goal</h1><p>OD600 of E. coli</p>', tags: ['microbiology', 'growth', 'OD600'] });
     const kept = entry!.content.eln_import;
@@ -471,6 +483,11 @@ describe('hostile archives: refused with a reason, nothing written', () => {
     ],
     ['metadata that is not JSON', () => zipOf([{ name: meta.name, content: Buffer.from('{"@graph": [') }]), 'eln_malformed_metadata'],
     ['JSON-LD without a root dataset', () => zipOf([{ name: meta.name, content: Buffer.from('{"@graph": [{"@id": "x"}]}') }]), 'eln_malformed_metadata'],
+    [
+      'JSON-LD nested 100,000 levels deep',
+      () => zipOf([{ name: meta.name, content: Buffer.from(`{"@graph": [{"@id": "x", "deep": ${'['.repeat(100_000)}${']'.repeat(100_000)}}]}`) }]),
+      'eln_malformed_metadata',
+    ],
     ['two folders at the root', () => zipOf([meta, { name: 'other/file.txt', content: Buffer.from('x') }]), 'eln_no_root_folder'],
     ['no metadata', () => zipOf([{ name: 'crate/e/file.txt', content: Buffer.from('x') }]), 'eln_no_metadata'],
     ['not a ZIP', async () => Buffer.from('this is not an archive at all'), 'eln_not_a_zip'],

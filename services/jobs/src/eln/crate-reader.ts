@@ -1,5 +1,5 @@
 import yauzl from 'yauzl';
-import { DomainError } from '@lab/kit';
+import { DomainError, jsonProblem } from '@lab/kit';
 import { METADATA_FILE, typesOf, type Entity } from './crate.js';
 import { ELN_LIMITS } from './limits.js';
 
@@ -136,6 +136,9 @@ function nextEntry(zip: yauzl.ZipFile): Promise<yauzl.Entry | undefined> {
   });
 }
 
+/** RO-Crate metadata is flat (entities referring to each other by @id): a few levels, never hundreds. */
+const MAX_METADATA_DEPTH = 64;
+
 const malformed = (why: string) => refused('eln_malformed_metadata', `${METADATA_FILE} is not valid RO-Crate JSON-LD: ${why}`);
 
 /** The @graph's entities by @id; the descriptor and the root dataset it is about must be there. */
@@ -147,6 +150,8 @@ function graphOf(bytes: Buffer): Map<string, Entity> {
     throw malformed(err instanceof Error ? err.message : 'not JSON');
   }
   if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw malformed('the document is not a JSON object');
+  // what is read from it is walked recursively later: a deep document stops here
+  if (jsonProblem(doc, MAX_METADATA_DEPTH)?.kind === 'too_deep') throw malformed(`it nests deeper than ${MAX_METADATA_DEPTH} levels`);
   const list = (doc as Record<string, unknown>)['@graph'];
   if (!Array.isArray(list)) throw malformed('it has no @graph list');
   if (list.length > ELN_LIMITS.entities) throw tooLarge(`the @graph has ${list.length} entities; an import takes at most ${ELN_LIMITS.entities}`);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { DomainError, isGuid } from '@lab/kit';
+import { DomainError, isGuid, jsonProblem } from '@lab/kit';
 import type { Artifact } from '../artifacts.js';
 import type { InputOf } from '../job-types.js';
 import type { JobRun } from '../reports.js';
@@ -26,17 +26,21 @@ interface Plan {
 const str = (v: unknown, max: number): string | undefined => (typeof v === 'string' && v.trim() ? v.slice(0, max) : undefined);
 const obj = (v: unknown): Rec | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Rec) : undefined);
 
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
 /**
- * A value PostgreSQL's jsonb stores: NUL characters dropped (jsonb refuses
- * them), and what nests deeper than 32 levels kept as JSON text, so an odd crate
- * cannot fail a write half way through the import.
+ * A value PostgreSQL's jsonb stores: NUL characters dropped and unpaired
+ * surrogates replaced (jsonb refuses both), numbers JSON made infinite as null,
+ * and what nests deeper than 32 levels kept as JSON text, so an odd crate cannot
+ * fail a write half way through the import. Its input is at most 512 levels
+ * deep (checked where it was parsed).
  */
 function storable(v: unknown, depth = 0): unknown {
-  if (typeof v === 'string') return v.replace(/\0/g, '');
+  if (typeof v === 'string') return v.replace(/\0/g, '').replace(LONE_SURROGATE, '\ufffd');
   if (v === null || typeof v !== 'object') return typeof v === 'number' && !Number.isFinite(v) ? null : v;
-  if (depth > 32) return JSON.stringify(v).replace(/\0/g, '');
+  if (depth > 32) return storable(JSON.stringify(v), depth);
   if (Array.isArray(v)) return v.map((x) => storable(x, depth + 1));
-  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.replace(/\0/g, ''), storable(x, depth + 1)]));
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [storable(k, depth), storable(x, depth + 1)]));
 }
 
 /** Keywords as tags: a comma-separated text (eLabFTW) or a list. */
@@ -51,7 +55,8 @@ function jsonFile(crate: ReadCrate, path: string): unknown {
   const b = crate.files.get(path);
   if (!b) return undefined;
   try {
-    return JSON.parse(b.toString('utf8'));
+    const v: unknown = JSON.parse(b.toString('utf8'));
+    return jsonProblem(v)?.kind === 'too_deep' ? undefined : v;
   } catch {
     return undefined;
   }
@@ -98,6 +103,19 @@ function filesOf(crate: ReadCrate, dataset: Entity, skip: Set<string>, seen = ne
     });
   }
   return out;
+}
+
+/**
+ * A create body within what one record may hold: past MAX_BODY_CHARS of JSON the
+ * files' inline bytes are left out (their names, sizes and hashes stay); a body
+ * still larger refuses the crate, before anything is written.
+ */
+const MAX_BODY_CHARS = 4 * 1024 * 1024;
+function bounded(body: Rec, source: string): Rec {
+  if (JSON.stringify(body).length <= MAX_BODY_CHARS) return body;
+  const slim = JSON.parse(JSON.stringify(body), (k, v: unknown) => (k === 'data_base64' ? undefined : v)) as Rec;
+  if (JSON.stringify(slim).length <= MAX_BODY_CHARS) return slim;
+  throw new DomainError('too_large', 'eln_too_large', `${source} makes a record of more than ${MAX_BODY_CHARS} characters of JSON`);
 }
 
 /** A Person (by reference or inline) as its name and email, for the provenance of a record. */
@@ -173,7 +191,7 @@ function planExperiment(crate: ReadCrate, e: Entity): Planned & { mentions: stri
           status: str(e.creativeWorkStatus, 64),
           tags: tagsOf(e.keywords),
         };
-  return { source: e['@id'], body: storable(body) as Rec, mentions: refIds(e.mentions) };
+  return { source: e['@id'], body: bounded(storable(body) as Rec, e['@id']), mentions: refIds(e.mentions) };
 }
 
 function planSample(crate: ReadCrate, e: Entity): Planned & { sourceRecordId?: string } {
@@ -190,7 +208,7 @@ function planSample(crate: ReadCrate, e: Entity): Planned & { sourceRecordId?: s
           metadata: { ...(obj(own.metadata) ?? {}), eln_import: meta },
         }
       : { name: str(e.name, 500) ?? pathOfId(e['@id']).slice(0, 500), type: str(e.description, 200), metadata: { eln_import: meta } };
-  return { source: e['@id'], body: storable(body) as Rec, sourceRecordId: own && isGuid(own.id) ? own.id.toLowerCase() : undefined };
+  return { source: e['@id'], body: bounded(storable(body) as Rec, e['@id']), sourceRecordId: own && isGuid(own.id) ? own.id.toLowerCase() : undefined };
 }
 
 /**
@@ -204,9 +222,13 @@ function plan(crate: ReadCrate): Plan {
   const root = crate.graph.get('./')!;
   const out: Plan = { samples: [], experiments: [], unused: 0 };
   const taken = new Set<string>(['./', 'ro-crate-metadata.json']);
+  // some ELNs list every folder and file in the root's hasPart (the specification's example does):
+  // a folder inside another dataset is part of that record, not a record of its own
+  const nested = new Set<string>();
+  for (const e of crate.graph.values()) if (e['@id'] !== './' && typesOf(e).includes('Dataset')) for (const id of refIds(e.hasPart)) nested.add(id);
   for (const id of refIds(root.hasPart)) {
     const e = crate.graph.get(id);
-    if (!e || !typesOf(e).includes('Dataset') || taken.has(id)) continue;
+    if (!e || !typesOf(e).includes('Dataset') || taken.has(id) || nested.has(id)) continue;
     taken.add(id);
     if (e.additionalType === KIND.sample) out.samples.push(planSample(crate, e));
     else if (e.additionalType === KIND.project && !out.project) {
