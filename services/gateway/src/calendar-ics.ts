@@ -21,9 +21,9 @@ const SEQUENCE_EPOCH_MS = Date.UTC(2020, 0, 1);
  * every change, so a calendar client replaces the event it has under the UID
  * instead of keeping both.
  */
-export const sequenceOf = (updatedAt: string): number => Math.max(0, Math.floor((Date.parse(updatedAt) - SEQUENCE_EPOCH_MS) / 1000));
+const sequenceOf = (updatedAt: string): number => Math.max(0, Math.floor((Date.parse(updatedAt) - SEQUENCE_EPOCH_MS) / 1000));
 
-export const uidOf = (e: Pick<Entry, 'kind' | 'record_id'>): string => `${e.kind}-${e.record_id}@${UID_DOMAIN}`;
+const uidOf = (e: Pick<Entry, 'kind' | 'record_id'>): string => `${e.kind}-${e.record_id}@${UID_DOMAIN}`;
 
 /**
  * The entries as an iCalendar object (RFC 5545), written by ical-generator,
