@@ -83,28 +83,36 @@ function uuidsIn(v: unknown, out: Set<string>): Set<string> {
 /** A folder name from a display id or title: letters, digits, dot, dash and underscore only. */
 const folderName = (s: string) => s.replace(/[^A-Za-z0-9._-]+/g, '_').slice(0, 80) || 'entry';
 
-/** The chains (an entry's versions, amendments included) of the experiments asked for, each once. */
-async function chains(run: JobRun, input: InputOf<'eln_export'>): Promise<Rec[][]> {
+/**
+ * The chains (an entry's versions, amendments included) of the experiments asked
+ * for, each once, one at a time: a project's experiments are read a page at a
+ * time, so memory holds a page and a chain, not the project.
+ */
+async function* chains(run: JobRun, input: InputOf<'eln_export'>): AsyncGenerator<Rec[]> {
   const seen = new Set<string>();
-  const out: Rec[][] = [];
-  const add = async (id: string, field: string) => {
+  const chainOf = async (id: string, field: string) => {
     run.checkpoint();
     const e = await run.sources.named(run.caller, 'experiments', id, field);
-    if (seen.has(String(e.display_id))) return;
+    if (seen.has(String(e.display_id))) return undefined;
     seen.add(String(e.display_id));
-    out.push(await run.sources.versions(run.caller, id));
-    if (out.length > run.maxExportRecords) {
+    if (seen.size > run.maxExportRecords) {
       throw new DomainError('too_large', 'export_too_large', `the export has more than ${run.maxExportRecords} experiments (JOBS_EXPORT_MAX_RECORDS)`);
     }
+    return run.sources.versions(run.caller, id);
   };
   if (input.experiment_ids) {
-    for (const [i, id] of input.experiment_ids.entries()) await add(id, `experiment_ids.${i}`);
-    return out;
+    for (const [i, id] of input.experiment_ids.entries()) {
+      const chain = await chainOf(id, `experiment_ids.${i}`);
+      if (chain) yield chain;
+    }
+    return;
   }
   for await (const page of run.sources.pages(run.caller, 'experiments', { project_id: input.project_id! })) {
-    for (const e of page) if (!seen.has(String(e.display_id))) await add(String(e.id), 'project_id');
+    for (const e of page) {
+      const chain = seen.has(String(e.display_id)) ? undefined : await chainOf(String(e.id), 'project_id');
+      if (chain) yield chain;
+    }
   }
-  return out;
 }
 
 /**
@@ -117,7 +125,9 @@ async function chains(run: JobRun, input: InputOf<'eln_export'>): Promise<Rec[][
 export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Promise<Artifact> {
   await run.step(5, 'loading the experiments');
   const project = input.project_id ? await run.sources.named(run.caller, 'projects', input.project_id, 'project_id') : undefined;
-  const entries = await chains(run, input);
+  // progress over the ids given; a project's count is known once read
+  const expected = input.experiment_ids?.length;
+  let count = 0;
   return withScratch(run.dir, run.jobId, async (scratch) => {
     const root = `eln-export-${run.jobId.slice(0, 8)}`;
     const w = new CrateWriter(scratch, root);
@@ -147,7 +157,7 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
 
     await run.step(30, 'writing the experiments');
     const named = new Set<string>();
-    for (const [i, versions] of entries.entries()) {
+    for await (const versions of chains(run, input)) {
       run.checkpoint();
       // a chain always holds the version it was found by
       const latest = versions[versions.length - 1]!;
@@ -194,7 +204,9 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
         ],
       });
       rootParts.push(ref(folder));
-      await run.step(30 + Math.round((40 * (i + 1)) / entries.length), `wrote ${i + 1} of ${entries.length} experiments`);
+      count++;
+      if (expected) await run.step(30 + Math.round((40 * count) / expected), `wrote ${count} of ${expected} experiments`);
+      else if (count % 50 === 0) await run.step(50, `wrote ${count} experiments`);
     }
 
     await run.step(75, 'writing the samples');
@@ -248,7 +260,7 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
         {
           '@id': './',
           '@type': 'Dataset',
-          name: project ? `Experiments of ${String(project.name)}` : `${entries.length} experiments`,
+          name: project ? `Experiments of ${String(project.name)}` : `${count} experiments`,
           description: `Export of job ${run.jobId}`,
           identifier: run.jobId,
           datePublished: now,
@@ -265,7 +277,7 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
       run.files,
       `${run.base}.eln`,
       [{ name: `${root}/${METADATA_FILE}`, content: JSON.stringify(crate, null, 2) }, ...w.entries],
-      entries.length + sampleRefs.size,
+      count + sampleRefs.size,
     );
     return { path: artifact.path, meta: { ...artifact.meta, content_type: ELN_MEDIA_TYPE } };
   });
