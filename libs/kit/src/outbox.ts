@@ -508,26 +508,20 @@ export class Outbox {
    */
   private async drainLocked(timeoutMs: number, after?: string, claimedUpTo?: (seq: string | undefined) => void): Promise<PassResult> {
     return this.opts.db.tx(async (tx) => {
-      const claimed = await rows<ClaimedRow>(
+      const locked = await rows<ClaimedRow>(
         tx,
         // as many rows as fit, locked in seq order skipping those other passes and
-        // replicas hold (so each takes the next ones); of those, the ones that fit
-        // again (rows taken past a locked one may be larger; the rest stay locked
-        // and untouched until this pass ends, and go with a later one)
-        sql`${PLANNED_PER_CALL}${this.dueRows(after)}, locked as (
-              select t.id, t.seq, t.type, t.message, t.messages, t.attempts, t.created_at, t.traceparent, t.tracestate
-              from ${this.table} t where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
-              order by t.seq limit (select count(*) from fit) for update skip locked
-            ), taken as (
-              select l.*, sum(coalesce(l.messages, 1)) over (order by l.seq) as upto, row_number() over (order by l.seq) as n from locked l
-            )
-            select ${CLAIMED}, ${AGE_S}${traceColumns()},
-                   (select more from fit_count) or (select count(*) from taken where upto > ${this.batchSize} and n > 1) > 0 as more
-            from taken t
-            where t.upto <= ${this.batchSize} or t.n = 1
-            order by t.seq`,
+        // replicas hold (so each takes the next ones)
+        sql`${PLANNED_PER_CALL}${this.dueRows(after)}
+            select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more
+            from ${this.table} t where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
+            order by t.seq limit (select n from fit) for update skip locked`,
       );
-      const full = claimed[0]?.more === true;
+      // rows taken past one another pass holds may be larger than those counted:
+      // the ones past the batch stay locked and untouched until this pass ends
+      const kept = this.fitting(locked);
+      const claimed = kept.length < locked.length ? kept : locked;
+      const full = claimed[0]?.more === true || claimed.length < locked.length;
       claimedUpTo?.(full ? claimed[claimed.length - 1]!.seq : undefined);
       if (!claimed.length) return { claimed: 0, removed: 0 };
       let outcome: PublishOutcome | void;
@@ -544,25 +538,32 @@ export class Outbox {
   }
 
   /**
-   * WITH clauses naming the rows a pass would take (`fit`: their seq) and whether
-   * more were due (`fit_count`): the first due ones (past `after`) in seq order,
-   * up to batchSize messages (a row of several counting as its messages), and at
-   * least one. Read without locks (the pass locks what it takes). Ordered by the
-   * column t.seq: the primary key's index scan, which skips deleted rows'
-   * entries once seen.
+   * A WITH clause sizing a pass (`fit`): `n`, how many of the first due rows (past
+   * `after`) in seq order hold up to batchSize messages (a row of several counting
+   * as its messages; at least one row), and `more`, whether more were due. Read
+   * without locks (the pass locks what it takes). Ordered by the column t.seq: the
+   * primary key's index scan, which skips deleted rows' entries once seen.
    */
   private dueRows(after?: string): SQL {
     const size = this.batchSize;
-    return sql`with due as (
-        select t.seq, coalesce(t.messages, 1) as messages from ${this.table} t
-        where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
-        order by t.seq limit ${size}
-      ), fit as (
-        select d.seq from (select d.seq, sum(d.messages) over (order by d.seq) as upto, row_number() over (order by d.seq) as k from due d) d
-        where d.upto <= ${size} or d.k = 1
-      ), fit_count as (
-        select (select count(*) from due) > (select count(*) from fit) or (select count(*) from due) = ${size} as more
+    return sql`with fit as (
+        select count(*) filter (where d.upto <= ${size} or d.k = 1) as n,
+               count(*) filter (where d.upto > ${size} and d.k > 1) > 0 or count(*) = ${size} as more
+        from (select d.seq, sum(d.messages) over (order by d.seq) as upto, row_number() over (order by d.seq) as k
+              from (select t.seq, coalesce(t.messages, 1) as messages from ${this.table} t
+                    where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
+                    order by t.seq limit ${size}) d) d
       )`;
+  }
+
+  /** The first of `rows` (in seq order) holding up to batchSize messages, and at least one. */
+  private fitting(rows: ClaimedRow[]): ClaimedRow[] {
+    let n = 0;
+    for (let k = 0; k < rows.length; k++) {
+      n += countOf(rows[k]!);
+      if (k > 0 && n > this.batchSize) return rows.slice(0, k);
+    }
+    return rows;
   }
 
   /**
@@ -581,9 +582,9 @@ export class Outbox {
     const claimed = await db.rows<ClaimedRow>(
       sql`${PLANNED_PER_CALL}${this.dueRows()}, leased as (
             update ${this.table} set next_attempt_at = now() + interval '30 seconds'
-            where ctid = any(array(select ctid from ${this.table} t where t.seq in (select seq from fit) and ${DUE} for update skip locked))
+            where ctid = any(array(select ctid from ${this.table} t where ${DUE} order by t.seq limit (select n from fit) for update skip locked))
             returning id, seq, type, message, messages, attempts, created_at, traceparent, tracestate)
-          select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit_count) as more
+          select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more
           from leased t order by t.seq`,
     );
     if (!claimed.length) return { claimed: 0, removed: 0 };
