@@ -1026,6 +1026,33 @@ const JOB_CREATE: Json = {
   discriminator: { propertyName: 'job_type', mapping: Object.fromEntries(JOB_TYPES.map((t) => [t, `#/components/schemas/${jobCreateName(t)}`])) },
 };
 const BINARY: Json = { type: 'string', contentMediaType: 'application/octet-stream' };
+
+const CREATED_RECORD = {
+  type: 'object',
+  required: ['source', 'id'],
+  properties: { source: { type: 'string', description: "the dataset's @id in the archive" }, id: { type: 'string', format: 'uuid' }, display_id: { type: 'string' } },
+};
+/** The artifact of an eln_import job: what it created (docs/eln.md). */
+const ELN_IMPORT_REPORT = {
+  type: 'object',
+  description: 'the report of an eln_import job',
+  required: ['job_id', 'archive_root', 'created', 'entities_kept_as_metadata'],
+  properties: {
+    job_id: { type: 'string', format: 'uuid' },
+    archive_root: { type: 'string' },
+    filename: { type: 'string' },
+    created: {
+      type: 'object',
+      required: ['project', 'samples', 'experiments'],
+      properties: {
+        project: { oneOf: [CREATED_RECORD, { type: 'null' }] },
+        samples: { type: 'array', items: CREATED_RECORD },
+        experiments: { type: 'array', items: CREATED_RECORD },
+      },
+    },
+    entities_kept_as_metadata: { type: 'integer' },
+  },
+};
 /** The Job of the spec as the jobs service renders it (exactly these fields; inbound ones for a job of a webhook event). */
 const JOB_SCHEMAS: Record<string, Json> = {
   Job: {
@@ -1336,7 +1363,7 @@ function describe(route: Route): Op {
           extraContent: {
             'application/zip': { schema: BINARY },
             'application/vnd.eln+zip': { schema: BINARY },
-            'application/json': { schema: { type: 'object' } },
+            'application/json': { schema: ELN_IMPORT_REPORT },
             'application/octet-stream': { schema: BINARY },
           },
         };
