@@ -14,7 +14,7 @@ import {
   type ServiceDeps,
 } from '@lab/kit';
 import { assertMay } from '@lab/permissions';
-import { ADMIN_JOB_TYPES, INPUTS, inputForAudit, isJobType, isoTime, JOB_TYPES, type JobType } from './job-types.js';
+import { ADMIN_JOB_TYPES, INPUTS, inputForAudit, isJobType, isoTime, JOB_TYPES, WRITING_JOB_TYPES, type JobType } from './job-types.js';
 import { emitUpdated, getVisible, insertJob, listVisible, type JobRow } from './store.js';
 
 const createBody = z.strictObject({
@@ -51,6 +51,8 @@ export function checkJobRequest(caller: CallerContext, job_type: string, input: 
     throw DomainError.forbidden(`job_type ${shown} is not allowed; allowed: ${JOB_TYPES.join(', ')}`, 'job_type_not_allowed');
   }
   if (ADMIN_JOB_TYPES.has(job_type)) assertMay(caller, 'administer', `job_type ${job_type}`);
+  // an import creates records as its creator: one who may not write is told now, not by a dead job
+  if (WRITING_JOB_TYPES.has(job_type)) assertMay(caller, 'write', `records (a ${job_type} job creates them)`);
   const parsed = INPUTS[job_type].safeParse(input ?? {}, { reportInput: true });
   if (!parsed.success) {
     throw validationFailed(fieldIssues(parsed.error).map((i) => ({ ...i, path: i.path ? `input.${i.path}` : 'input' })));

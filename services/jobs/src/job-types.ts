@@ -9,6 +9,9 @@ export { JOB_TYPES, type JobType };
 /** Job types that export data of many people: administrators only. */
 export const ADMIN_JOB_TYPES = new Set<JobType>(['audit_export', 'biosafety_export', 'gdpr_export', 'org_data_export']);
 
+/** Job types that create records as their creator: they need `write`, and a failed run is not repeated over what it wrote. */
+export const WRITING_JOB_TYPES = new Set<JobType>(['eln_import']);
+
 export const isJobType = (v: string): v is JobType => (JOB_TYPES as readonly string[]).includes(v);
 
 // format only documents the check in the OpenAPI document

@@ -7,7 +7,7 @@ import type { Artifact } from './artifacts.js';
 import { elnExport } from './eln/eln-export.js';
 import { elnImport } from './eln/eln-import.js';
 import { EXPORT_PRODUCERS } from './exports.js';
-import { INPUTS, isJobType, type JobType } from './job-types.js';
+import { INPUTS, isJobType, WRITING_JOB_TYPES } from './job-types.js';
 import { PDF_PRODUCERS, type JobRun } from './reports.js';
 import { Sources, type ReadBudget } from './sources.js';
 import { claimNext, emitUpdated, heartbeat, reapStale, updateHeld, type JobRow } from './store.js';
@@ -43,9 +43,6 @@ const PRODUCERS = { ...PDF_PRODUCERS, ...EXPORT_PRODUCERS, eln_export: elnExport
 
 /** Failures a retry cannot change. */
 const PERMANENT = new Set<ErrorKind>(['invalid', 'too_large']);
-
-/** Job types that write records: their runs act with `write`, and a failed run is not repeated over what it may have written. */
-const WRITING = new Set<JobType>(['eln_import']);
 
 /**
  * The job worker. Jobs live in PostgreSQL; a worker claims due rows with FOR
@@ -165,7 +162,7 @@ export class JobWorker {
     const check = () => {
       if (signal.aborted) throw new Interrupted(signal.reason === 'lost' ? 'lost' : 'stop');
     };
-    const writes = isJobType(job.job_type) && WRITING.has(job.job_type);
+    const writes = isJobType(job.job_type) && WRITING_JOB_TYPES.has(job.job_type);
     const caller = Sources.callerOf(job, writes ? ['read', 'write'] : ['read']);
     const budget: ReadBudget = { limit: this.opts.reportMaxBytes, used: 0 };
     const run: JobRun = {

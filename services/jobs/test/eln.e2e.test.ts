@@ -528,6 +528,15 @@ describe('hostile archives: refused with a reason, nothing written', () => {
     expect((await list(c.token, 'samples')).length).toBe(0);
   });
 
+  it('refuses an import to a role that cannot write (403), before any job exists', async () => {
+    const u = await stack.admin.createUser();
+    await stack.admin.putMember(c.id, u.id, 'viewer');
+    const viewer = (await stack.admin.createPat(u.id, { scopes: ['read', 'write'], org_id: c.id })).token;
+    const r = await api('POST', '/v1/jobs', viewer, { job_type: 'eln_import', input: { crate_base64: 'UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==' } });
+    expect([r.status, r.body.error.code]).toEqual([403, 'forbidden']);
+    expect(r.body.error.message).toContain('eln_import');
+  });
+
   it('refuses a crate over the upload limit when the job is asked for (400), and the worker goes on', async () => {
     const r = await api('POST', '/v1/jobs', c.token, { job_type: 'eln_import', input: { crate_base64: 'A'.repeat(CRATE_BASE64_CHARS + 4) } });
     expect([r.status, r.body.error.code]).toEqual([400, 'validation_failed']);

@@ -23,7 +23,8 @@ interface Plan {
   unused: number;
 }
 
-const str = (v: unknown, max: number): string | undefined => (typeof v === 'string' && v.trim() ? v.slice(0, max) : undefined);
+/** Text cut to what the record's field takes, trimmed first (the notebook trims names, so a cut must not leave only spaces). */
+const str = (v: unknown, max: number): string | undefined => (typeof v === 'string' && v.trim() ? v.trim().slice(0, max) : undefined);
 const obj = (v: unknown): Rec | undefined => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Rec) : undefined);
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
@@ -207,7 +208,7 @@ function planSample(crate: ReadCrate, e: Entity): Planned & { sourceRecordId?: s
           storage_location: str(own.storage_location, 500),
           metadata: { ...(obj(own.metadata) ?? {}), eln_import: meta },
         }
-      : { name: str(e.name, 500) ?? pathOfId(e['@id']).slice(0, 500), type: str(e.description, 200), metadata: { eln_import: meta } };
+      : { name: str(e.name, 500) ?? str(pathOfId(e['@id']), 500) ?? 'Imported sample', type: str(e.description, 200), metadata: { eln_import: meta } };
   return { source: e['@id'], body: bounded(storable(body) as Rec, e['@id']), sourceRecordId: own && isGuid(own.id) ? own.id.toLowerCase() : undefined };
 }
 
