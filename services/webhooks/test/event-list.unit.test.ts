@@ -14,7 +14,7 @@ import {
 
 const root = join(__dirname, '..', '..', '..');
 
-/** Every event name a service emits with a literal `emit.event('<name>'` or as the first argument on the next line. */
+/** Every event name a service emits with a literal `emit.event('<name>'` or `emit.eventsJson('<name>'` (a batch's events), or as the first argument on the next line. */
 function emittedEvents(): Set<string> {
   const names = new Set<string>();
   for (const service of readdirSync(join(root, 'services'))) {
@@ -26,7 +26,7 @@ function emittedEvents(): Set<string> {
     }
     for (const f of files.filter((x) => x.endsWith('.ts'))) {
       const text = readFileSync(join(root, 'services', service, 'src', f), 'utf8');
-      for (const m of text.matchAll(/emit\.event\(\s*'([a-z_]+(?:\.[a-z_]+)+)'/g)) names.add(m[1]!);
+      for (const m of text.matchAll(/emit\.events?(?:Json)?\(\s*'([a-z_]+(?:\.[a-z_]+)+)'/g)) names.add(m[1]!);
     }
   }
   return names;
