@@ -26,7 +26,7 @@ function emittedEvents(): Set<string> {
     }
     for (const f of files.filter((x) => x.endsWith('.ts'))) {
       const text = readFileSync(join(root, 'services', service, 'src', f), 'utf8');
-      for (const m of text.matchAll(/emit\.events?(?:Json)?\(\s*'([a-z_]+(?:\.[a-z_]+)+)'/g)) names.add(m[1]!);
+      for (const m of text.matchAll(/emit\.event(?:sJson)?\(\s*'([a-z_]+(?:\.[a-z_]+)+)'/g)) names.add(m[1]!);
     }
   }
   return names;
