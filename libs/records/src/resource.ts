@@ -154,3 +154,19 @@ export function defineResource<C extends z.ZodType, U extends z.ZodType>(config:
     hidden,
   };
 }
+
+/**
+ * What the gateway's OpenAPI document reads of a resource: its body schemas and
+ * the columns a list may be ordered, filtered and matched by label. Each record
+ * service exports these (its record-schemas.ts), so the document describes the
+ * very schemas the service validates with.
+ */
+export function recordListing(r: Resource) {
+  return {
+    create: r.create,
+    update: r.update as Resource['update'] | undefined,
+    orderBy: r.orderBy,
+    filters: r.filters,
+    labels: r.labels,
+  };
+}

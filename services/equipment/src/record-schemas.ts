@@ -1,17 +1,9 @@
-import type { Resource } from '@lab/records';
+import { recordListing as listing } from '@lab/records';
 import { calibrations, qualifications } from './documents.js';
 import { equipment } from './equipment.js';
 import { maintenance } from './maintenance.js';
 import { remote } from './remote.js';
 import { usage } from './usage.js';
-
-const listing = (r: Resource) => ({
-  create: r.create,
-  update: r.update as Resource['update'] | undefined,
-  orderBy: r.orderBy,
-  filters: r.filters,
-  labels: r.labels,
-});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's

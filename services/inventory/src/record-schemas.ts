@@ -1,16 +1,8 @@
-import type { Resource } from '@lab/records';
+import { recordListing as listing } from '@lab/records';
 import { inventories } from './inventories.js';
 import { reagents } from './reagents.js';
 import { stockItems } from './stock-items.js';
 import { stockMovements } from './stock-movements.js';
-
-const listing = (r: Resource) => ({
-  create: r.create,
-  update: r.update as Resource['update'] | undefined,
-  orderBy: r.orderBy,
-  filters: r.filters,
-  labels: r.labels,
-});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's

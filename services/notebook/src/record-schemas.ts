@@ -1,15 +1,7 @@
-import type { Resource } from '@lab/records';
+import { recordListing as listing } from '@lab/records';
 import { experiments } from './experiments.js';
 import { projects } from './projects.js';
 import { samples } from './samples.js';
-
-const listing = (r: Resource) => ({
-  create: r.create,
-  update: r.update as Resource['update'] | undefined,
-  orderBy: r.orderBy,
-  filters: r.filters,
-  labels: r.labels,
-});
 
 /**
  * The zod schemas this service validates record bodies with, for the gateway's
