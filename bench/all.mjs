@@ -10,6 +10,8 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const SCENARIOS = {
   'read-write': 'run.mjs',
+  // GET by id and keyed POST paced together, as a LIMS at peak hours sends them
+  mixed: 'mixed.mjs',
   'scale-out': 'scale-out.mjs',
   ingest: 'ingest.mjs',
   // a third of each batch's readings out of their limits: an environmental.breach event each
@@ -18,6 +20,8 @@ const SCENARIOS = {
   'audit-paging': 'audit-paging.mjs',
   overhead: 'overhead.mjs',
   memory: 'memory.mjs',
+  // npm start (PGlite) under GET and keyed POST, and its RSS after the load
+  embedded: 'embedded.mjs',
   'outbox-drain': 'outbox-drain.mjs',
 };
 const chosen = process.env.BENCH_SCENARIOS?.split(',') ?? Object.keys(SCENARIOS);

@@ -254,3 +254,40 @@ export async function ingestFixture(base, operatorToken, breachEvery = INGEST_BR
   if (probe.data.created !== INGEST_BATCH || probe.data.rejected.length) throw new Error(`probe batch: ${JSON.stringify(probe.data).slice(0, 300)}`);
   return { org, user, token, points, body: JSON.stringify({ readings }) };
 }
+
+/**
+ * The request scenarios' setting (read-write, mixed): the cluster shape, and the
+ * one-process baseline on the same database; an org, its key and 200 samples
+ * (the id of the last to read). Statistics are gathered now, not whenever
+ * autovacuum comes by: without them the planner took the baseline's list by
+ * another index and a sort, and some runs had them, others not.
+ */
+export async function startWithBaseline() {
+  const cluster = await startCluster();
+  let baseline;
+  try {
+    const baselinePort = await freePort();
+    baseline = await spawnNode('bench/baseline-server.mjs', { DATABASE_URL: cluster.db.url, PORT: String(baselinePort) }, 'baseline ready', 'baseline');
+    const { token } = await seedOrg(cluster.url, cluster.operatorToken);
+    let sampleId;
+    for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
+    const db = new pg.Client({ connectionString: cluster.db.url });
+    await db.connect();
+    await db.query('analyze');
+    await db.end();
+    return {
+      cluster,
+      baseUrl: `http://127.0.0.1:${baselinePort}`,
+      token,
+      sampleId,
+      stop: async () => {
+        baseline.kill('SIGTERM');
+        await cluster.stop();
+      },
+    };
+  } catch (err) {
+    baseline?.kill('SIGTERM');
+    await cluster.stop();
+    throw err;
+  }
+}

@@ -6,8 +6,7 @@
 // POST p99 each at most 1.5 times the baseline's in the same pair of runs.
 // BENCH_MIXED_GET_RATE (1000), BENCH_MIXED_POST_RATE (400), BENCH_MIXED_SECONDS (45),
 // BENCH_MIXED_CONNECTIONS (32 each), BENCH_RUNS (2 here unless set).
-import pg from 'pg';
-import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
+import { startWithBaseline } from './cluster.mjs';
 import { fmt, median } from './load.mjs';
 import { pacedLoad } from './paced.mjs';
 import { describeMachine, watchMachine } from './machine-stalls.mjs';
@@ -43,19 +42,8 @@ async function mixed(base, token, sampleId, seconds) {
 }
 
 async function main() {
-  const cluster = await startCluster();
-  const baselinePort = await freePort();
-  const baseline = await spawnNode('bench/baseline-server.mjs', { DATABASE_URL: cluster.db.url, PORT: String(baselinePort) }, 'baseline ready', 'baseline');
-  const baseUrl = `http://127.0.0.1:${baselinePort}`;
+  const { cluster, baseUrl, token, sampleId, stop } = await startWithBaseline();
   try {
-    const { token } = await seedOrg(cluster.url, cluster.operatorToken);
-    let sampleId;
-    for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
-    const db = new pg.Client({ connectionString: cluster.db.url });
-    await db.connect();
-    await db.query('analyze');
-    await db.end();
-
     if (WARMUP_SECONDS > 0) {
       await mixed(cluster.url, token, sampleId, WARMUP_SECONDS);
       await mixed(baseUrl, token, sampleId, WARMUP_SECONDS);
@@ -99,8 +87,7 @@ async function main() {
     console.log(`  median GET p99 ratio ${fmt(getRatio, 2)}, POST p99 ratio ${fmt(postRatio, 2)}; median served ${median(served).toFixed(0)}/s`);
     saveResult('mixed', { runs, get_rate: GET_RATE, post_rate: POST_RATE, seconds: SECONDS, connections: CONNECTIONS, machine, rows });
   } finally {
-    baseline.kill('SIGTERM');
-    await cluster.stop();
+    await stop();
   }
 }
 

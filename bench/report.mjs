@@ -8,6 +8,7 @@ import { resultsDir } from './results.mjs';
 
 const ORDER = [
   'read-write',
+  'mixed',
   'scale-out',
   'ingest',
   'ingest-breach-1-in-3',
@@ -16,6 +17,7 @@ const ORDER = [
   'audit-paging',
   'overhead',
   'memory',
+  'embedded',
   'outbox-drain',
 ];
 const files = existsSync(resultsDir) ? readdirSync(resultsDir).filter((f) => f.endsWith('.json')) : [];

@@ -2,30 +2,15 @@
 // PostgreSQL, RabbitMQ, Redis) against a baseline measured in the same run, since
 // absolute figures on a shared 2-core machine drift. Prints a table of medians
 // (min-max) over RUNS runs and writes bench/results/read-write.json.
-import pg from 'pg';
-import { api, freePort, seedOrg, spawnNode, startCluster } from './cluster.mjs';
+import { startWithBaseline } from './cluster.mjs';
 import { CONNECTIONS, DURATION, fmt, load, median, RUNS, WARMUP } from './load.mjs';
 import { pacedLoad } from './paced.mjs';
 import { describeMachine, watchMachine } from './machine-stalls.mjs';
 import { saveResult } from './results.mjs';
 
 async function main() {
-  const cluster = await startCluster();
-  const baselinePort = await freePort();
-  const baseline = await spawnNode('bench/baseline-server.mjs', { DATABASE_URL: cluster.db.url, PORT: String(baselinePort) }, 'baseline ready', 'baseline');
-  const baseUrl = `http://127.0.0.1:${baselinePort}`;
+  const { cluster, baseUrl, token, sampleId, stop } = await startWithBaseline();
   try {
-    const { token } = await seedOrg(cluster.url, cluster.operatorToken);
-    let sampleId;
-    for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
-    // Statistics now, not whenever autovacuum comes by: without them the planner
-    // took the baseline's list by another index and a sort (2-3 ms of PostgreSQL
-    // CPU per list instead of a fraction of one), and some runs had them, others not.
-    const db = new pg.Client({ connectionString: cluster.db.url });
-    await db.connect();
-    await db.query('analyze');
-    await db.end();
-
     const scenarios = [
       { name: 'GET /v1/samples/{id}', path: `/v1/samples/${sampleId}`, opts: {}, minRatio: 0.6, maxP99: 25 },
       { name: 'GET /v1/samples (50)', path: '/v1/samples?limit=50', opts: {}, minRatio: 0.6 },
@@ -113,8 +98,7 @@ async function main() {
     }
     saveResult('read-write', { runs: RUNS, seconds: DURATION, connections: CONNECTIONS, results, rows });
   } finally {
-    baseline.kill('SIGTERM');
-    await cluster.stop();
+    await stop();
   }
 }
 
