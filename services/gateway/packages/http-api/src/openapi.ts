@@ -20,7 +20,7 @@ import { RECORD_BODIES as INVENTORY_RECORDS } from '@lab/inventory/record-schema
 import { RECORD_BODIES as EQUIPMENT_RECORDS } from '@lab/equipment/record-schemas';
 import { RECORD_ANSWERS } from './record-fields.js';
 import type { AdminAction, RecordOp, TelemetryAdminOp, TelemetryOp, WebhooksAdminAction } from './operations.js';
-import { honoursTestMode, type HttpMethod, type Route } from './routes.js';
+import { honoursTestMode, type HttpMethod, type Route, type RouteHandler } from './routes.js';
 import { jsonSchemaOf, nullableOf, UUID, type Json } from './openapi-parts.js';
 
 /**
@@ -1030,7 +1030,11 @@ const BINARY: Json = { type: 'string', contentMediaType: 'application/octet-stre
 const CREATED_RECORD = {
   type: 'object',
   required: ['source', 'id'],
-  properties: { source: { type: 'string', description: "the dataset's @id in the archive" }, id: { type: 'string', format: 'uuid' }, display_id: { type: 'string' } },
+  properties: {
+    source: { type: 'string', description: "the dataset's @id in the archive" },
+    id: { type: 'string', format: 'uuid' },
+    display_id: { type: 'string' },
+  },
 };
 /** The artifact of an eln_import job: what it created (docs/eln.md). */
 const ELN_IMPORT_REPORT = {
@@ -1243,6 +1247,159 @@ const WEBHOOKS_ADMIN_OPS: Record<WebhooksAdminAction, Op> = {
   rotateInboundSecret: rotation('requests signed with it or with the replaced one are accepted for 24 hours'),
 };
 
+/** A management route's answer, query and body, by its action. */
+function describeAdminOp(h: Extract<RouteHandler, { kind: 'admin' }>): Op {
+  const s = ADMIN_SUCCESS[h.action];
+  const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];
+  const query = adminQueries[h.action];
+  return {
+    successStatus: s.status,
+    successDescription: s.description,
+    successSchema: s.status === '204' ? undefined : okSchema(MANAGEMENT_ANSWERS[h.action] ?? (query ? 'List' : 'Item')),
+    query: query ? queryParams(query) : undefined,
+    body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
+    bodyRequired: schema !== undefined,
+  };
+}
+
+/** The password and refresh grants of POST /auth/v1/token. */
+const TOKEN_GRANT: Op = {
+  successStatus: '200',
+  successDescription: 'tokens',
+  successSchema: okSchema('TokenResponse'),
+  body: jsonSchemaOf(grantBody),
+  bodyRequired: true,
+  extraStatuses: [
+    { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
+    {
+      status: '429',
+      description:
+        'too many password attempts from this address, at this account or at all (the right password too); ' +
+        'while the account has had too many from everywhere, each address has 3 tries at it in the hour',
+      schema: okSchema('Error'),
+      headers: { 'Retry-After': ref('headers', 'Retry-After') },
+    },
+  ],
+};
+
+/** POST /v1/experiments/{id}/sign: the signature manifest, and who may not sign. */
+const SIGN_EXPERIMENT: Op = {
+  successStatus: '200',
+  successDescription:
+    'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
+    '409 already_signed (that meaning is signed), authorship_required',
+  successSchema: okSchema('SignedExperimentItem'),
+  body: jsonSchemaOf(signBody),
+  bodyRequired: true,
+  extraStatuses: [
+    {
+      status: '403',
+      description:
+        'refused, and nothing changed: the password is wrong (invalid_password); the role may not sign (a viewer: forbidden); ' +
+        'authorship by someone who is not the author of this version (its author_id or creator; for a version no person wrote, ' +
+        'anyone who may change it) or who may not change it (forbidden); review or approval by an author of the entry ' +
+        '(signer_is_author) or by someone who signed this version already (signer_already_signed)',
+      schema: okSchema('Error'),
+    },
+  ],
+};
+
+/** An experiment's versions: amend, list the versions, read a version's signatures. */
+const EXPERIMENT_OPS: Record<Extract<RouteHandler, { kind: 'experiment' }>['op'], Op> = {
+  amend: {
+    successStatus: '201',
+    successDescription:
+      'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
+    successSchema: okSchema('ExperimentItem'),
+    body: jsonSchemaOf(amendBody),
+    bodyRequired: true,
+  },
+  versions: {
+    successStatus: '200',
+    successDescription: "every version of the experiment's entry, oldest first",
+    successSchema: okSchema('ExperimentList'),
+  },
+  signatures: {
+    successStatus: '200',
+    successDescription: 'the signature manifest of this version, in signing order',
+    successSchema: okSchema('SignatureList'),
+  },
+};
+
+/** A lab order route's answer, body and query (services' bodies; the records' answer shapes). */
+function describeLabOrdersOp(h: Extract<RouteHandler, { kind: 'lab_orders' }>): Op {
+  const d = describeLabOrderOp(h.op);
+  return {
+    successStatus: d.successStatus,
+    successDescription: d.successDescription,
+    successSchema: okSchema(ORDER_ANSWERS[h.op] ?? d.successSchemaRef),
+    body: d.bodyRef ? okSchema(d.bodyRef) : undefined,
+    bodyRequired: d.bodyRef !== undefined,
+    query: d.query,
+  };
+}
+
+/** A job route: queue, list, read, and the artifact's media types. */
+function describeJobsOp(h: Extract<RouteHandler, { kind: 'jobs' }>): Op {
+  if (h.op === 'artifact') {
+    return {
+      successStatus: '200',
+      successDescription: 'the artifact file, streamed (Content-Disposition names it)',
+      successContentType: 'application/pdf',
+      successSchema: BINARY,
+      // an .eln export is a ZIP of its own media type; an .eln import's artifact is its JSON report
+      extraContent: {
+        'application/zip': { schema: BINARY },
+        'application/vnd.eln+zip': { schema: BINARY },
+        'application/json': { schema: ELN_IMPORT_REPORT },
+        'application/octet-stream': { schema: BINARY },
+      },
+    };
+  }
+  return {
+    // accepted, not done: the job runs in the background
+    successStatus: h.op === 'create' ? '202' : '200',
+    successDescription: { create: 'the queued job', list: 'jobs, newest first', get: 'the job' }[h.op],
+    successSchema: okSchema(h.op === 'list' ? 'JobList' : 'JobItem'),
+    body: h.op === 'create' ? JOB_CREATE : undefined,
+    bodyRequired: h.op === 'create',
+    query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
+    links:
+      h.op === 'create'
+        ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } }
+        : undefined,
+  };
+}
+
+/** A telemetry route (public or management), with its typed answer where it has one. */
+function describeTelemetryOp(h: Extract<RouteHandler, { kind: 'telemetry' | 'telemetry_admin' }>): Op {
+  const op = TELEMETRY_OPS[h.op];
+  const answer = TELEMETRY_ANSWERS[h.op];
+  if (!answer) return op;
+  // the same record where an operation answers it on another status too (a heartbeat's 200, a deactivated point)
+  const extraStatuses = op.extraStatuses?.map((x) =>
+    x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x,
+  );
+  return { ...op, successSchema: okSchema(answer), extraStatuses };
+}
+
+/** The notification routes: create for members, the user's list, mark read. */
+const NOTIFICATION_OPS: Record<Extract<RouteHandler, { kind: 'notifications' }>['op'], Op> = {
+  create: {
+    ...created('one notification per target member; 400 no_valid_targets when no target is a member', notificationSchemas.create),
+    successSchema: okSchema('NotificationsCreated'),
+  },
+  list: {
+    ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list),
+    successSchema: okSchema('NotificationList'),
+  },
+  update: {
+    ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update),
+    successStatus: '200',
+    successSchema: okSchema('NotificationItem'),
+  },
+};
+
 /** What each handler kind takes and answers; a kind not listed here gets a generic description. */
 function describe(route: Route): Op {
   const h = route.handler;
@@ -1265,133 +1422,23 @@ function describe(route: Route): Op {
           "the organisation's audit hash chain checked: {data: {ok: true, entries, head_hash}} or {data: {ok: false, entries, broken: {seq, id, problem, expected_seq?}}}",
         successSchema: okSchema('AuditChainReportItem'),
       };
-    case 'admin': {
-      const s = ADMIN_SUCCESS[h.action];
-      const schema = (adminBodies as Partial<Record<AdminAction, z.ZodType>>)[h.action];
-      const query = adminQueries[h.action];
-      return {
-        successStatus: s.status,
-        successDescription: s.description,
-        successSchema: s.status === '204' ? undefined : okSchema(MANAGEMENT_ANSWERS[h.action] ?? (query ? 'List' : 'Item')),
-        query: query ? queryParams(query) : undefined,
-        body: schema ? okSchema(`Admin${pascal(h.action)}Body`) : undefined,
-        bodyRequired: schema !== undefined,
-      };
-    }
+    case 'admin':
+      return describeAdminOp(h);
     case 'idp_oauth':
       return IDP_OAUTH_OPS[h.op];
     case 'token_grant':
-      return {
-        successStatus: '200',
-        successDescription: 'tokens',
-        successSchema: okSchema('TokenResponse'),
-        body: jsonSchemaOf(grantBody),
-        bodyRequired: true,
-        extraStatuses: [
-          { status: '401', description: 'wrong email or password, or a refresh token that is not (or no longer) valid', schema: okSchema('Error') },
-          {
-            status: '429',
-            description:
-              'too many password attempts from this address, at this account or at all (the right password too); ' +
-              'while the account has had too many from everywhere, each address has 3 tries at it in the hour',
-            schema: okSchema('Error'),
-            headers: { 'Retry-After': ref('headers', 'Retry-After') },
-          },
-        ],
-      };
+      return TOKEN_GRANT;
     case 'sign_experiment':
-      return {
-        successStatus: '200',
-        successDescription:
-          'the experiment with its signature manifest (signatures: {id, meaning, signer_id, signer_name, signed_at, content_hash, hash_algorithm, content_matches}); ' +
-          '409 already_signed (that meaning is signed), authorship_required',
-        successSchema: okSchema('SignedExperimentItem'),
-        body: jsonSchemaOf(signBody),
-        bodyRequired: true,
-        extraStatuses: [
-          {
-            status: '403',
-            description:
-              'refused, and nothing changed: the password is wrong (invalid_password); the role may not sign (a viewer: forbidden); ' +
-              'authorship by someone who is not the author of this version (its author_id or creator; for a version no person wrote, ' +
-              'anyone who may change it) or who may not change it (forbidden); review or approval by an author of the entry ' +
-              '(signer_is_author) or by someone who signed this version already (signer_already_signed)',
-            schema: okSchema('Error'),
-          },
-        ],
-      };
+      return SIGN_EXPERIMENT;
     case 'experiment':
-      return {
-        amend: {
-          successStatus: '201',
-          successDescription:
-            'the new version {version, amends_id, amendment_reason, ...}; 409 experiment_not_signed (change it with PATCH) or already_amended (amend the latest version)',
-          successSchema: okSchema('ExperimentItem'),
-          body: jsonSchemaOf(amendBody),
-          bodyRequired: true,
-        },
-        versions: {
-          successStatus: '200',
-          successDescription: "every version of the experiment's entry, oldest first",
-          successSchema: okSchema('ExperimentList'),
-        },
-        signatures: {
-          successStatus: '200',
-          successDescription: 'the signature manifest of this version, in signing order',
-          successSchema: okSchema('SignatureList'),
-        },
-      }[h.op];
-    case 'lab_orders': {
-      const d = describeLabOrderOp(h.op);
-      return {
-        successStatus: d.successStatus,
-        successDescription: d.successDescription,
-        successSchema: okSchema(ORDER_ANSWERS[h.op] ?? d.successSchemaRef),
-        body: d.bodyRef ? okSchema(d.bodyRef) : undefined,
-        bodyRequired: d.bodyRef !== undefined,
-        query: d.query,
-      };
-    }
+      return EXPERIMENT_OPS[h.op];
+    case 'lab_orders':
+      return describeLabOrdersOp(h);
     case 'jobs':
-      if (h.op === 'artifact') {
-        return {
-          successStatus: '200',
-          successDescription: 'the artifact file, streamed (Content-Disposition names it)',
-          successContentType: 'application/pdf',
-          successSchema: BINARY,
-          // an .eln export is a ZIP of its own media type; an .eln import's artifact is its JSON report
-          extraContent: {
-            'application/zip': { schema: BINARY },
-            'application/vnd.eln+zip': { schema: BINARY },
-            'application/json': { schema: ELN_IMPORT_REPORT },
-            'application/octet-stream': { schema: BINARY },
-          },
-        };
-      }
-      return {
-        // accepted, not done: the job runs in the background
-        successStatus: h.op === 'create' ? '202' : '200',
-        successDescription: { create: 'the queued job', list: 'jobs, newest first', get: 'the job' }[h.op],
-        successSchema: okSchema(h.op === 'list' ? 'JobList' : 'JobItem'),
-        body: h.op === 'create' ? JOB_CREATE : undefined,
-        bodyRequired: h.op === 'create',
-        query: h.op === 'list' ? JOB_LIST_QUERY : undefined,
-        links:
-          h.op === 'create'
-            ? { getJob: { operationId: 'get_v1_jobs_id', parameters: { id: '$response.body#/data/id' }, description: 'the job just queued: poll it' } }
-            : undefined,
-      };
+      return describeJobsOp(h);
     case 'telemetry':
-    case 'telemetry_admin': {
-      const op = TELEMETRY_OPS[h.op];
-      const answer = TELEMETRY_ANSWERS[h.op];
-      if (!answer) return op;
-      // the same record where an operation answers it on another status too (a heartbeat's 200, a deactivated point)
-      const extraStatuses = op.extraStatuses?.map((x) =>
-        x.status === '200' && x.schema && JSON.stringify(x.schema).includes('/Item"') ? { ...x, schema: okSchema(answer) } : x,
-      );
-      return { ...op, successSchema: okSchema(answer), extraStatuses };
-    }
+    case 'telemetry_admin':
+      return describeTelemetryOp(h);
     case 'raw_upload':
       return {
         successStatus: '201',
@@ -1403,21 +1450,7 @@ function describe(route: Route): Op {
         extraStatuses: [{ status: '413', description: 'the file is over its limit (payload_too_large)', schema: okSchema('Error') }],
       };
     case 'notifications':
-      return {
-        create: {
-          ...created('one notification per target member; 400 no_valid_targets when no target is a member', notificationSchemas.create),
-          successSchema: okSchema('NotificationsCreated'),
-        },
-        list: {
-          ...list("the token user's notifications, newest first; Warning when more exist", notificationSchemas.list),
-          successSchema: okSchema('NotificationList'),
-        },
-        update: {
-          ...created('the notification, read_at set or cleared (its owner only)', notificationSchemas.update),
-          successStatus: '200',
-          successSchema: okSchema('NotificationItem'),
-        },
-      }[h.op];
+      return NOTIFICATION_OPS[h.op];
     case 'webhooks_admin': {
       const op = WEBHOOKS_ADMIN_OPS[h.action];
       const answer = WEBHOOK_ANSWERS[h.action];
