@@ -135,75 +135,14 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
     const rootParts: { '@id': string }[] = [];
     const sampleRefs = new Map<string, { '@id': string }>();
 
-    if (project) {
-      const folder = `project-${folderName(String(project.name))}/`;
-      const file = await w.json(folder, 'project.json', project);
-      w.graph.push({
-        '@id': folder,
-        '@type': 'Dataset',
-        additionalType: KIND.project,
-        genre: 'project',
-        name: project.name,
-        description: project.description ?? undefined,
-        identifier: project.id,
-        keywords: (project.tags as string[] | undefined)?.join(', '),
-        dateCreated: project.created_at,
-        dateModified: project.updated_at,
-        author: w.person(project.lead_researcher_id ?? project.created_by),
-        hasPart: [ref(file['@id'])],
-      });
-      rootParts.push(ref(folder));
-    }
+    if (project) rootParts.push(await writeProject(w, project));
 
     await run.step(30, 'writing the experiments');
     const named = new Set<string>();
     for await (const versions of chains(run, input)) {
       run.checkpoint();
       // a chain always holds the version it was found by
-      const latest = versions[versions.length - 1]!;
-      const first = versions[0]!;
-      const folder = `experiments/${folderName(String(latest.display_id))}/`;
-      const signatures: Record<string, Rec[]> = {};
-      for (const v of versions) {
-        signatures[String(v.id)] = await run.sources.signatures(run.caller, String(v.id));
-        uuidsIn(v.content, named);
-      }
-      const files = [
-        await w.json(folder, 'experiment.json', latest),
-        await w.json(folder, 'versions.json', versions),
-        await w.json(folder, 'signatures.json', signatures),
-      ];
-      const signers = Object.values(signatures)
-        .flat()
-        .map((s) => w.person(s.signer_id))
-        .filter((p) => p !== undefined);
-      w.graph.push({
-        '@id': folder,
-        '@type': 'Dataset',
-        additionalType: KIND.experiment,
-        genre: 'experiment',
-        name: latest.title ?? latest.display_id,
-        identifier: latest.display_id,
-        description: latest.description ?? undefined,
-        text: latest.description ?? undefined,
-        keywords: (latest.tags as string[]).join(', '),
-        creativeWorkStatus: latest.status,
-        version: String(latest.version),
-        dateCreated: first.created_at,
-        dateModified: latest.updated_at,
-        author: w.person(latest.author_id ?? latest.created_by),
-        contributor: signers.length ? signers : undefined,
-        isPartOf: project ? rootParts[0] : undefined,
-        hasPart: files.map((f) => ref(f['@id'])),
-        // the samples, once written below: filled in after the lookups
-        mentions: [
-          ...uuidsIn(
-            versions.map((v) => v.content),
-            new Set(),
-          ),
-        ],
-      });
-      rootParts.push(ref(folder));
+      rootParts.push(await writeExperiment(run, w, versions, named, project ? rootParts[0] : undefined));
       count++;
       if (expected) await run.step(30 + Math.round((40 * count) / expected), `wrote ${count} of ${expected} experiments`);
       else if (count % 50 === 0) await run.step(50, `wrote ${count} experiments`);
@@ -218,24 +157,9 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
         throw err;
       });
       if (!sample) continue;
-      const folder = `samples/${id}/`;
-      const file = await w.json(folder, 'sample.json', sample);
-      w.graph.push({
-        '@id': folder,
-        '@type': 'Dataset',
-        additionalType: KIND.sample,
-        genre: 'sample',
-        name: sample.name,
-        identifier: sample.id,
-        description: sample.type ?? undefined,
-        creativeWorkStatus: sample.status,
-        dateCreated: sample.created_at,
-        dateModified: sample.updated_at,
-        author: w.person(sample.owner_id ?? sample.created_by),
-        hasPart: [ref(file['@id'])],
-      });
-      sampleRefs.set(id, ref(folder));
-      rootParts.push(ref(folder));
+      const folder = await writeSample(w, id, sample);
+      sampleRefs.set(id, folder);
+      rootParts.push(folder);
     }
     for (const e of w.graph) {
       if (e.additionalType !== KIND.experiment) continue;
@@ -245,34 +169,8 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
     await w.namePersons(run);
 
     await run.step(85, 'writing the archive');
-    const crate = {
-      '@context': RO_CRATE_CONTEXT,
-      '@graph': [
-        {
-          '@id': METADATA_FILE,
-          '@type': 'CreativeWork',
-          about: ref('./'),
-          conformsTo: ref(RO_CRATE_CONFORMS_TO),
-          dateCreated: now,
-          sdPublisher: ref(PUBLISHER_ID),
-          version: ELN_FORMAT_VERSION,
-        },
-        {
-          '@id': './',
-          '@type': 'Dataset',
-          name: project ? `Experiments of ${String(project.name)}` : `${count} experiments`,
-          description: `Export of job ${run.jobId}`,
-          identifier: run.jobId,
-          datePublished: now,
-          dateCreated: now,
-          sdPublisher: ref(PUBLISHER_ID),
-          version: ELN_FORMAT_VERSION,
-          hasPart: rootParts,
-        },
-        { '@id': PUBLISHER_ID, '@type': 'Organization', name: 'lab notebook service' },
-        ...w.graph,
-      ],
-    };
+    const name = project ? `Experiments of ${String(project.name)}` : `${count} experiments`;
+    const crate = crateOf(w, { name, jobId: run.jobId, now, hasPart: rootParts });
     const artifact = await writeZip(
       run.files,
       `${run.base}.eln`,
@@ -281,4 +179,132 @@ export async function elnExport(run: JobRun, input: InputOf<'eln_export'>): Prom
     );
     return { path: artifact.path, meta: { ...artifact.meta, content_type: ELN_MEDIA_TYPE } };
   });
+}
+
+/** The project's Dataset folder: its record as project.json. */
+async function writeProject(w: CrateWriter, project: Rec): Promise<{ '@id': string }> {
+  const folder = `project-${folderName(String(project.name))}/`;
+  const file = await w.json(folder, 'project.json', project);
+  w.graph.push({
+    '@id': folder,
+    '@type': 'Dataset',
+    additionalType: KIND.project,
+    genre: 'project',
+    name: project.name,
+    description: project.description ?? undefined,
+    identifier: project.id,
+    keywords: (project.tags as string[] | undefined)?.join(', '),
+    dateCreated: project.created_at,
+    dateModified: project.updated_at,
+    author: w.person(project.lead_researcher_id ?? project.created_by),
+    hasPart: [ref(file['@id'])],
+  });
+  return ref(folder);
+}
+
+/**
+ * One entry's Dataset folder: its latest version, every version (amendments) and
+ * each version's signature manifest. The UUIDs its versions' content holds are
+ * added to `named` (the samples to look up); its `mentions` keep them until the
+ * samples are written.
+ */
+async function writeExperiment(run: JobRun, w: CrateWriter, versions: Rec[], named: Set<string>, project: { '@id': string } | undefined) {
+  const latest = versions[versions.length - 1]!;
+  const first = versions[0]!;
+  const folder = `experiments/${folderName(String(latest.display_id))}/`;
+  const signatures: Record<string, Rec[]> = {};
+  for (const v of versions) {
+    signatures[String(v.id)] = await run.sources.signatures(run.caller, String(v.id));
+    uuidsIn(v.content, named);
+  }
+  const files = [
+    await w.json(folder, 'experiment.json', latest),
+    await w.json(folder, 'versions.json', versions),
+    await w.json(folder, 'signatures.json', signatures),
+  ];
+  const signers = Object.values(signatures)
+    .flat()
+    .map((s) => w.person(s.signer_id))
+    .filter((p) => p !== undefined);
+  w.graph.push({
+    '@id': folder,
+    '@type': 'Dataset',
+    additionalType: KIND.experiment,
+    genre: 'experiment',
+    name: latest.title ?? latest.display_id,
+    identifier: latest.display_id,
+    description: latest.description ?? undefined,
+    text: latest.description ?? undefined,
+    keywords: (latest.tags as string[]).join(', '),
+    creativeWorkStatus: latest.status,
+    version: String(latest.version),
+    dateCreated: first.created_at,
+    dateModified: latest.updated_at,
+    author: w.person(latest.author_id ?? latest.created_by),
+    contributor: signers.length ? signers : undefined,
+    isPartOf: project,
+    hasPart: files.map((f) => ref(f['@id'])),
+    // the samples, once written: filled in after the lookups
+    mentions: [
+      ...uuidsIn(
+        versions.map((v) => v.content),
+        new Set(),
+      ),
+    ],
+  });
+  return ref(folder);
+}
+
+/** A sample's Dataset folder: its record as sample.json. */
+async function writeSample(w: CrateWriter, id: string, sample: Rec): Promise<{ '@id': string }> {
+  const folder = `samples/${id}/`;
+  const file = await w.json(folder, 'sample.json', sample);
+  w.graph.push({
+    '@id': folder,
+    '@type': 'Dataset',
+    additionalType: KIND.sample,
+    genre: 'sample',
+    name: sample.name,
+    identifier: sample.id,
+    description: sample.type ?? undefined,
+    creativeWorkStatus: sample.status,
+    dateCreated: sample.created_at,
+    dateModified: sample.updated_at,
+    author: w.person(sample.owner_id ?? sample.created_by),
+    hasPart: [ref(file['@id'])],
+  });
+  return ref(folder);
+}
+
+/** ro-crate-metadata.json: the descriptor, the root Dataset, the publisher and every entity written. */
+function crateOf(w: CrateWriter, root: { name: string; jobId: string; now: string; hasPart: { '@id': string }[] }) {
+  const { name, jobId, now, hasPart } = root;
+  return {
+    '@context': RO_CRATE_CONTEXT,
+    '@graph': [
+      {
+        '@id': METADATA_FILE,
+        '@type': 'CreativeWork',
+        about: ref('./'),
+        conformsTo: ref(RO_CRATE_CONFORMS_TO),
+        dateCreated: now,
+        sdPublisher: ref(PUBLISHER_ID),
+        version: ELN_FORMAT_VERSION,
+      },
+      {
+        '@id': './',
+        '@type': 'Dataset',
+        name,
+        description: `Export of job ${jobId}`,
+        identifier: jobId,
+        datePublished: now,
+        dateCreated: now,
+        sdPublisher: ref(PUBLISHER_ID),
+        version: ELN_FORMAT_VERSION,
+        hasPart,
+      },
+      { '@id': PUBLISHER_ID, '@type': 'Organization', name: 'lab notebook service' },
+      ...w.graph,
+    ],
+  };
 }
