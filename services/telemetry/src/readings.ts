@@ -475,7 +475,7 @@ function breachJson(id: string, a: Accepted, written: Map<FoundPoint, PointJson>
  * The answer: each point once, each reading its point by index and its own
  * values, built from what was inserted rather than read back with RETURNING
  * (which cost PostgreSQL as much as the insert); is_breach by the generated
- * column's rule, on the same doubles.
+ * column's rule, on the same doubles; and each breach's event data as JSON text.
  */
 function batchAnswer(
   accepted: readonly Accepted[],
@@ -512,9 +512,10 @@ function batchAnswer(
 
 /**
  * Stores a batch's valid items in the caller's transaction: resolves their
- * points, stores the accepted ones with their breach events in one statement
- * (nothing waits for it: it travels with the outbox rows and the COMMIT) and
- * emits one audit record. Undefined when no item is accepted.
+ * points, stores the accepted ones with one statement (nothing waits for it: it
+ * travels with the outbox rows and the COMMIT), emits their breach events as one
+ * outbox row (Emitter.eventsJson) and one audit record. Undefined when no item
+ * is accepted.
  */
 async function storeBatch(
   tx: Tx,
