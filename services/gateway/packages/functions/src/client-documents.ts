@@ -43,7 +43,7 @@ export class ClientDocumentError extends Error {
 }
 
 /** The draft recommends 5 KB; what a client needs fits well inside. */
-export const MAX_DOCUMENT_BYTES = 5 * 1024;
+const MAX_DOCUMENT_BYTES = 5 * 1024;
 const MIN_FRESH_MS = 60_000;
 const DEFAULT_FRESH_MS = 5 * 60_000;
 const MAX_FRESH_MS = 24 * 60 * 60_000;
@@ -174,7 +174,7 @@ export class ClientDocuments {
  * URL); it holds no secret (a public client; the draft forbids shared secrets); the
  * rest follows the rules of a registration.
  */
-export function documentClient(url: string, body: unknown): ClientDocument {
+function documentClient(url: string, body: unknown): ClientDocument {
   const m = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
   if (!m) throw new ClientDocumentError("the client's metadata document is not a JSON object");
   if (m.client_id !== url) throw new ClientDocumentError("the client's metadata document does not name its own URL as client_id");

@@ -8,7 +8,7 @@ import { tokenError } from './oauth.js';
  * registering it or in its client ID metadata document: the same rules for
  * both, since both end as the same kind of client.
  */
-export const MAX_METADATA_BYTES = 16 * 1024;
+const MAX_METADATA_BYTES = 16 * 1024;
 const MAX_REDIRECT_URIS = 10;
 const MAX_NAME = 200;
 export const GRANT_TYPES = ['authorization_code', 'refresh_token'];
