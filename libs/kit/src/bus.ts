@@ -4,6 +4,7 @@ import type { Logger } from './logger.js';
 import { metrics } from './metrics.js';
 import { OutageLog } from './outage-log.js';
 import { utf8Concat } from './utf8.js';
+import { corkMultiplexerPasses } from './adapters/amqplib.js';
 import { DomainError, isTransientFailure } from './errors.js';
 import { inSpan, SpanKind, tracingOn, withTraceContext, type TraceCarrier } from './tracing.js';
 
@@ -343,35 +344,6 @@ export function messagesIn(content: Buffer, contentType: string | undefined): Bu
  */
 const BUNDLE_MAX_CHARS = 1024 * 1024;
 
-interface AmqpMuxInternals {
-  out?: { cork?: () => void; uncork?: () => void };
-  _readIncoming?: () => void;
-}
-
-/**
- * amqplib's multiplexer moves the frames that channels have queued onto the
- * socket one `write` each: a relay batch of N messages cost N syscalls (and N
- * wake-ups of the broker), the largest cost of a write in the profile. Corking
- * the socket for the length of one multiplexer pass sends the whole pass in one
- * writev. Frame order and flow control are untouched (the pass still stops when
- * the socket asks it to). Internals of amqplib 2.x: if they are not there, the
- * connection is left as it is.
- */
-function coalesceFrameWrites(model: ChannelModel): void {
-  const mux = (model as unknown as { connection?: { muxer?: AmqpMuxInternals } }).connection?.muxer;
-  const out = mux?.out;
-  const pass = mux?._readIncoming;
-  if (!mux || !pass || typeof out?.cork !== 'function' || typeof out.uncork !== 'function') return;
-  mux._readIncoming = function corkedPass(this: AmqpMuxInternals) {
-    out.cork!();
-    try {
-      pass.call(this);
-    } finally {
-      out.uncork!();
-    }
-  };
-}
-
 /**
  * Runs an ack, nack or send on a consumer's channel; false when the channel is
  * gone. amqplib makes every operation of a closed channel throw at once (the
@@ -446,7 +418,8 @@ export class AmqpBus implements Bus {
 
   private async setup(model: ChannelModel): Promise<void> {
     this.current = model;
-    coalesceFrameWrites(model);
+    // one writev per multiplexer pass (adapters/amqplib.ts, decision 055)
+    corkMultiplexerPasses(model);
     const channels: ConfirmChannel[] = [];
     for (let slot = 0; slot < Math.max(1, this.opts.publishChannels ?? 3); slot++) channels.push(await this.publishChannel(model, slot));
     const declaring = new DeclareChannel(model);

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
-import { drizzle as drizzlePg, NodePgSession, NodePgTransaction } from 'drizzle-orm/node-postgres';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
 import { sql, type ExtractTablesWithRelations, type SQL } from 'drizzle-orm';
@@ -11,6 +11,8 @@ import { metrics, registerPool } from './metrics.js';
 import { markNotCommitted, SharedTransactions } from './shared-tx.js';
 import { POINT_READ_TEXT, SharedReads } from './shared-reads.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
+import { dialectOf, transactionOn } from './adapters/drizzle.js';
+import { nameEveryQuery } from './adapters/pg.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT>;
@@ -134,7 +136,7 @@ function sendNow(tx: Tx, q: SQL): Promise<{ command?: string }> {
  */
 async function pipelinedTx<T>(pool: pg.Pool, dialect: PgDialect, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const { client, release } = await checkOut(pool);
-  const tx = new NodePgTransaction(dialect, new NodePgSession(client, dialect, undefined), undefined) as unknown as Tx;
+  const tx = transactionOn(dialect, client) as Tx;
   const socket = socketOf(client);
   tails.set(tx, { tail: [], socket });
   let broken = false;
@@ -253,7 +255,7 @@ function openPg(url: string, max: number, name: string, preparedStatements: bool
   // statements outside transactions (drizzle's only use of its client is query)
   const reads = new SharedReads(pool);
   const orm = drizzlePg({ query: (config: unknown, values?: unknown) => reads.query(config, values) } as unknown as pg.Pool) as unknown as Orm;
-  const dialect = (orm as unknown as { dialect: PgDialect }).dialect;
+  const dialect = dialectOf(orm);
   const tx = <T>(fn: (tx: Tx) => Promise<T>) => pipelinedTx(pool, dialect, fn);
   const shared = new SharedTransactions<Tx>(tx, (size, outcome) => {
     metrics().sharedTransactions.inc({ outcome });
@@ -349,8 +351,6 @@ export class StatementNames {
   }
 }
 
-type QueryFn = (config: unknown, values?: unknown, callback?: unknown) => unknown;
-
 /**
  * What a query config is given as its statement name: with prepared statements,
  * the parameterised statements seen repeatedly get one (StatementNames; those
@@ -370,19 +370,7 @@ export function statementNaming(preparedStatements: boolean): (config: { text?: 
 
 /** Gives every query config of the pool's connections (what drizzle sends, inside transactions too) its statement name. */
 function nameStatements(pool: pg.Pool, preparedStatements: boolean): void {
-  const nameOf = statementNaming(preparedStatements);
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as QueryFn;
-    (client as unknown as { query: QueryFn }).query = (config, values, callback) => {
-      // a plain config object (not a Query a caller built: that one is sent as it is)
-      if (config && typeof config === 'object' && typeof (config as { submit?: unknown }).submit !== 'function') {
-        const c = config as { text?: unknown; name?: unknown };
-        const name = nameOf(c, values);
-        if (name !== c.name) return query({ ...c, name }, values, callback);
-      }
-      return query(config, values, callback);
-    };
-  });
+  nameEveryQuery(pool, statementNaming(preparedStatements));
 }
 
 /**

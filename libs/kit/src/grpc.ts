@@ -15,7 +15,6 @@ import {
   type Client,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
-import type { Http2Session } from 'node:http2';
 import { PassThrough } from 'node:stream';
 import { HealthImplementation } from 'grpc-health-check';
 import { batch } from '@lab/contracts';
@@ -28,7 +27,7 @@ import { metrics } from './metrics.js';
 import { OutageLog } from './outage-log.js';
 import type { Receipts } from './receipts.js';
 import { drainedOrGone } from './waits.js';
-import { useLeanAsyncResourceBind } from './async-bind.js';
+import { http2ServersOf } from './adapters/grpc-js.js';
 import { releaseClosedHttp2Streams } from './http2-release.js';
 import { releaseAnsweredCall } from './answered-call.js';
 import { CallBatches, MAX_BATCHED_CALLS, type MethodCodec } from './call-batches.js';
@@ -482,11 +481,10 @@ export class GrpcServer {
    * offers no server option for it, so each new session is given it. At HTTP/2's
    * 64 KiB, a few concurrent requests of tens of KiB (a batch of 500 items, an upload
    * piece) filled the connection window and waited for WINDOW_UPDATE round trips.
-   * Internals of grpc-js 1.x (`http2Servers`): if they are not there, the default stays.
+   * grpc-js keeps those servers private: read through its adapter (decision 055).
    */
   private openReceiveWindows(): void {
-    const servers = (this.server as unknown as { http2Servers?: Map<{ on(e: 'session', fn: (s: Http2Session) => void): void }, unknown> }).http2Servers;
-    for (const srv of servers?.keys() ?? []) {
+    for (const srv of http2ServersOf(this.server)) {
       if (this.windowed.has(srv)) continue;
       this.windowed.add(srv);
       srv.on('session', (session) => {
@@ -597,9 +595,6 @@ export class RpcClient<D extends Definition> {
     readonly address: string,
     private readonly opts: RpcClientOptions,
   ) {
-    // node:http2 binds an AsyncResource per request: without this, more of each call's
-    // objects outlive scavenges (async-bind.ts)
-    useLeanAsyncResourceBind();
     // a finished call's objects are let go of with its stream (http2-release.ts)
     releaseClosedHttp2Streams();
     this.client = new ctor(address, ChannelCredentials.createInsecure(), CLIENT_CHANNEL_OPTIONS);

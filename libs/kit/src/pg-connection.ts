@@ -23,11 +23,8 @@ export async function checkOut(pool: pg.Pool): Promise<{ client: pg.PoolClient; 
   };
 }
 
-/** The client's socket, where it can hold writes (not on PGlite or a native client). */
-export function socketOf(client: pg.PoolClient): Socket | undefined {
-  const stream = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
-  return typeof stream?.cork === 'function' ? stream : undefined;
-}
+/** The client's socket: read through the pg adapter (decision 055). */
+export { socketOf } from './adapters/pg.js';
 
 const corked = new WeakSet<Socket>();
 
