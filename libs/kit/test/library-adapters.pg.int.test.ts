@@ -24,7 +24,8 @@ describeWithServers(['postgres'], 'pg adapter', () => {
   });
 
   it('names the statements sent on every connection', async () => {
-    expect((await pool.query('select $1::int + 1 as n', [1])).rows).toEqual([{ n: 2 }]);
+    // a config object, as drizzle sends it
+    expect((await pool.query({ text: 'select $1::int + 1 as n' }, [1])).rows).toEqual([{ n: 2 }]);
     const client = await pool.connect();
     try {
       const { rows } = await client.query<{ name: string }>('select name from pg_prepared_statements');
