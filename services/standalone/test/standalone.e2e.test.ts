@@ -71,4 +71,6 @@ test('starts embedded, serves the whole flow, and keeps its data across a restar
   } finally {
     if (!restarted) await lab.stop();
   }
-});
+  // two starts of every service on PGlite (the first one prepares the data directory): seconds
+  // alone, a minute and more on a machine busy with other suites
+}, 180_000);
