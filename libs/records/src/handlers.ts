@@ -88,9 +88,10 @@ export function recordServiceHandlers(
 ): Handlers<typeof records.RecordServiceService> {
   const remote = opts.remote ?? {};
   const holds = opts.departmentHolds;
-  /** the references checked by asking their owners: a held department is not asked again */
-  const checked = (r: Resource) => (holds ? withoutDepartment(r.references) : r.references);
   const byName = new Map(resources.map((r) => [r.name, r]));
+  /** the references checked by asking their owners: a held department is not asked again (worked out once, not per write) */
+  const askedOwners = new Map(resources.map((r) => [r, holds ? withoutDepartment(r.references) : r.references]));
+  const checked = (r: Resource) => askedOwners.get(r);
   const resource = (name: string): Resource => {
     const r = byName.get(name);
     if (!r) throw DomainError.notFound(`unknown resource ${name}`);
