@@ -11,7 +11,7 @@ import { metrics, registerPool } from './metrics.js';
 import { markNotCommitted, SharedTransactions } from './shared-tx.js';
 import { POINT_READ_TEXT, SharedReads } from './shared-reads.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
-import { dialectOf, transactionOn } from './adapters/drizzle.js';
+import { dialectOf, pgliteClientForDrizzle, transactionOn } from './adapters/drizzle.js';
 import { nameEveryQuery } from './adapters/pg.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
@@ -397,7 +397,7 @@ async function openEmbedded(dataDir: string): Promise<Database> {
   }
   entry.refs++;
   const lite = await entry.db;
-  const orm = drizzlePglite(lite) as unknown as Orm;
+  const orm = drizzlePglite({ client: pgliteClientForDrizzle(lite) }) as unknown as Orm;
   const holder = entry;
   return {
     kind: 'pglite',
