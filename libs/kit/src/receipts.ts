@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { Batcher } from './batcher.js';
 import { deleteInBatches } from './retention.js';
 import { requestScope } from './context.js';
@@ -64,6 +64,11 @@ const conflict = (message: string) => DomainError.conflict(message, IDEMPOTENCY_
 /** The violation a second claim of a key raises (pg or PGlite, possibly wrapped by drizzle). */
 const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receipts_pkey']) === 'call_receipts_pkey';
 
+/** What a failed claim rejects with: a key claimed before is the conflict, anything else itself. */
+export function claimError(err: unknown): unknown {
+  return isTaken(err) ? conflict('a request with this Idempotency-Key was already applied') : err;
+}
+
 export class Receipts {
   private readonly table;
   private readonly tableName: string;
@@ -106,16 +111,22 @@ export class Receipts {
    * leaves the answer behind). A key claimed before fails the write.
    */
   async claim(tx: Tx, k: ReceiptKey, answer?: unknown): Promise<void> {
+    try {
+      await tx.execute(this.claimInsert(k, answer));
+    } catch (err) {
+      throw claimError(err);
+    }
+  }
+
+  /**
+   * The INSERT that claims the key: run alone by claim(), or as a WITH clause of
+   * the statement inserting the write's outbox rows (Outbox.write), one statement
+   * fewer per keyed write; its failure then goes through claimError().
+   */
+  claimInsert(k: ReceiptKey, answer?: unknown): SQL {
     const encode = requestScope.getStore()?.encode_answer;
     const kept = answer !== undefined && encode ? encode(answer).toString('base64') : null;
-    try {
-      await tx.execute(
-        sql`insert into ${this.table} (org_id, token_id, key, request_hash, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${k.hash}, ${kept})`,
-      );
-    } catch (err) {
-      if (isTaken(err)) throw conflict('a request with this Idempotency-Key was already applied');
-      throw err;
-    }
+    return sql`insert into ${this.table} (org_id, token_id, key, request_hash, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${k.hash}, ${kept})`;
   }
 
   /**

@@ -29,7 +29,8 @@ const FANOUT_PREFETCH = 128;
  * One delivery row per active subscription of each event's organisation that
  * names the event, written by one statement together with the events' inbox
  * ids: once a message is acknowledged its deliveries are stored, and a
- * redelivered message (its id already in the inbox) adds none. The
+ * redelivered message (its id already in the inbox) adds none; events with
+ * no delivery to store leave no inbox row (nothing to add twice). The
  * subscriptions are read first, outside that statement, as a read-committed
  * transaction would have read them anyway; one deleted in between fails the
  * statement (foreign key) and the events are tried again. Returns the number
@@ -63,6 +64,9 @@ async function fanOut(db: Executor, msgs: BusMessage[], traces?: readonly (Trace
       deliveries.push({ id: newId(), org_id: m.org_id, subscription_id: s.id, event_id: m.id, event: m.type, data: m.data ?? {}, host: s.host, ...trace });
     }
   }
+  // No delivery to store: nothing for a redelivery to add twice, so no inbox row
+  // either (most events: their organisation subscribes to none of them).
+  if (!deliveries.length) return 0;
   // One statement, so atomic without a transaction around it. The rows travel
   // as one JSON parameter: events times subscriptions can pass the 65,535 bind
   // parameters of a VALUES list.
