@@ -225,6 +225,15 @@ export const MAX_BROKER_REFUSALS = 8;
 export const DEFAULT_STOP_FLUSH_MS = 5_000;
 
 const DEFAULT_BATCH = 500;
+/**
+ * On the embedded database, relay passes asked for back to back start at most
+ * this often (CoalescedRunner): every statement there runs on the thread that
+ * serves the requests, and a pass costs about six of them (claim, the in-process
+ * consumers' writes, the delete) whether it moves five rows or a hundred. Under a
+ * burst of writes, events then leave in batches a little later (decision 063); a
+ * write after a quiet moment is relayed at once.
+ */
+const EMBEDDED_PASS_SPACING_MS = 50;
 /** Batches in flight at once on the locked path (see OutboxOptions.concurrency; bench/outbox-drain.mjs). */
 const DEFAULT_CONCURRENCY = 3;
 
@@ -335,6 +344,8 @@ export class Outbox {
       },
       // a pass runs every poll: the database away would be a line a second
       (err) => this.passFailures.failure('outbox relay', err, { service: opts.service }),
+      undefined,
+      { spacingMs: opts.db.kind === 'pglite' ? EMBEDDED_PASS_SPACING_MS : 0 },
     );
     this.passFailures = new OutageLog(opts.log);
     // a backlog goes out as soon as the broker is back, not at the next poll

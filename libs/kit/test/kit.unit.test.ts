@@ -180,6 +180,47 @@ describe('CoalescedRunner', () => {
   });
 });
 
+describe('CoalescedRunner spacing', () => {
+  afterEach(() => jest.useRealTimers());
+
+  test('a pass kicked right after another waits out the spacing; a full one does not; stop ends the wait without a pass', async () => {
+    jest.useFakeTimers();
+    const { CoalescedRunner } = await import('@lab/kit');
+    let passes = 0;
+    let fullLeft = 0;
+    const runner = new CoalescedRunner(
+      async () => {
+        passes++;
+        return fullLeft-- > 0;
+      },
+      () => undefined,
+      undefined,
+      { spacingMs: 1_000 },
+    );
+    runner.kick(); // after a quiet moment: at once
+    await jest.advanceTimersByTimeAsync(0);
+    expect(passes).toBe(1);
+    runner.kick();
+    await jest.advanceTimersByTimeAsync(999);
+    expect(passes).toBe(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(passes).toBe(2);
+    // full batches go again at once, until one is not full
+    await jest.advanceTimersByTimeAsync(1_000);
+    fullLeft = 3;
+    runner.kick();
+    await jest.advanceTimersByTimeAsync(0);
+    expect(passes).toBe(6);
+    const settled = passes;
+    runner.kick();
+    await jest.advanceTimersByTimeAsync(10);
+    expect(passes).toBe(settled);
+    await runner.stop();
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(passes).toBe(settled);
+  });
+});
+
 describe('StatementNames', () => {
   const text = 'select * from t where id = $1';
 
