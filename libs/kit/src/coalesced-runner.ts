@@ -58,8 +58,7 @@ export class CoalescedRunner {
         // a full batch goes again at once; any other pass waits out the spacing
         if (!more && this.spacingMs > 0) {
           await this.spaced(this.lastBegan);
-          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() may have run during the wait
-          if (this.stopped) break;
+          if (this.stopped) break; // stop() may have run during the wait
         }
         this.again = false;
         this.lastBegan = performance.now();

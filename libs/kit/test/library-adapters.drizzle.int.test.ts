@@ -54,7 +54,7 @@ describe('drizzle-orm PGlite client', () => {
   });
   afterAll(() => Promise.all([plain.close(), lite.close()]));
 
-  it('passes no parsers with drizzle\'s queries, in and out of transactions', async () => {
+  it("passes no parsers with drizzle's queries, in and out of transactions", async () => {
     const passed: unknown[] = [];
     const query = lite.query.bind(lite);
     lite.query = ((text: string, params?: unknown[], options?: { parsers?: unknown }) => {
