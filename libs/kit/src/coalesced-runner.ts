@@ -9,9 +9,10 @@ import { requestScope } from './context.js';
  *
  * `spacingMs` spaces the passes: one starts no sooner than that after the one
  * before began (a full batch still goes again at once, and a kick after a quiet
- * moment runs at once), so a burst of kicks is served by a few larger passes. Where every statement
- * costs the same one thread the requests need (the embedded database), a pass
- * per few writes spends more on its own statements than on the rows it moves.
+ * moment runs at once), so a burst of kicks is served by a few larger passes.
+ * Where every statement costs the same one thread the requests need (the
+ * embedded database), a pass per few writes spends more on its own statements
+ * than on the rows it moves.
  */
 export class CoalescedRunner {
   private current?: Promise<void>;

@@ -8,7 +8,7 @@ import { OutageLog } from './outage-log.js';
 import type { CallerContext } from './context.js';
 import { currentRequestId } from './context.js';
 import { CoalescedRunner } from './coalesced-runner.js';
-import { claimError, type Receipts } from './receipts.js';
+import type { Receipts } from './receipts.js';
 import { withTimeout } from './waits.js';
 import { activeTraceCarrier, failSpan, SpanKind, startDetachedSpan, tracingOn, type TraceCarrier } from './tracing.js';
 
@@ -298,11 +298,6 @@ export interface WriteOptions {
   shared?: boolean;
 }
 
-/** A keyed write's receipt claimed by a statement that failed: a key claimed before is the conflict. */
-function rethrowClaimError(err: unknown): never {
-  throw claimError(err);
-}
-
 /**
  * Transactional outbox and its relay. `write()` runs a change and inserts its
  * messages in the same transaction; after commit the relay is kicked and
@@ -392,14 +387,16 @@ export class Outbox {
         const result = await fn(tx, emit);
         // nothing waits for these answers: they travel with the COMMIT (a failure
         // rolls the transaction back and is what the write rejects with)
-        // A claim with the answer goes last: in the statement of the outbox rows
-        // when there are any (one statement fewer), else alone.
-        const given = claim && answer ? answer(result) : undefined;
-        if (claim && answer) answered = given !== undefined;
-        const claimWithRows = claim && answer && emit.messages.length ? receipts!.claimInsert(claim, given) : undefined;
-        if (emit.messages.length) pipelined(tx, () => this.insert(tx, emit.messages, claimWithRows).catch(rethrowClaimError));
+        if (claim && answer) {
+          const given = answer(result);
+          answered = given !== undefined;
+          // the claim with the answer goes last: made by the outbox rows' INSERT when
+          // there are any (one statement fewer), else alone
+          const messages = emit.messages;
+          const within = messages.length ? (claimInsert: SQL) => this.insertStatement(messages, claimInsert) : undefined;
+          pipelined(tx, () => receipts!.claim(tx, claim, given, within));
+        } else if (emit.messages.length) pipelined(tx, () => this.insert(tx, emit.messages));
         if (emit.sets.length) pipelined(tx, () => this.insertSets(tx, emit.sets));
-        if (claim && answer && !claimWithRows) pipelined(tx, () => receipts!.claim(tx, claim, given));
         return result;
       });
     } catch (err) {
@@ -414,19 +411,26 @@ export class Outbox {
     return out;
   }
 
+  /** Inserts messages in the caller's transaction (for code that manages its own). */
+  async insert(tx: Tx, messages: BusMessage[]): Promise<void> {
+    if (messages.length) await tx.execute(this.insertStatement(messages));
+  }
+
   /**
-   * Inserts messages in the caller's transaction (for code that manages its own).
-   * `alsoInsert`: another INSERT made by the same statement (a WITH clause), as
-   * write() does with a keyed call's receipt.
+   * The INSERT of messages' outbox rows, with the trace of the request that
+   * writes them (continued by their consumers). `alsoInsert`: another INSERT the
+   * same statement makes, as a WITH clause (a keyed call's receipt, write()).
    */
-  async insert(tx: Tx, messages: BusMessage[], alsoInsert?: SQL): Promise<void> {
-    if (!messages.length) return;
-    const prefix = alsoInsert ? sql`with also as (${alsoInsert}) ` : sql``;
-    // the trace of the request that writes them, continued by their consumers
+  private insertStatement(messages: BusMessage[], alsoInsert?: SQL): SQL {
+    const also = alsoInsert ? sql`with also as (${alsoInsert}) ` : sql``;
     const trace = activeTraceCarrier();
-    if (trace) return this.insertTraced(tx, messages, trace, prefix);
+    if (trace) {
+      const [parent, state] = [trace.traceparent ?? null, trace.tracestate ?? null];
+      const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb, ${parent}, ${state})`);
+      return sql`${also}insert into ${this.table} (id, type, message, traceparent, tracestate) values ${sql.join(values, sql`, `)}`;
+    }
     const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb)`);
-    await tx.execute(sql`${prefix}insert into ${this.table} (id, type, message) values ${sql.join(values, sql`, `)}`);
+    return sql`${also}insert into ${this.table} (id, type, message) values ${sql.join(values, sql`, `)}`;
   }
 
   /**
@@ -445,12 +449,6 @@ export class Outbox {
     await tx.execute(
       sql`insert into ${this.table} (id, type, message, messages, next_attempt_at, traceparent, tracestate) values ${sql.join(values, sql`, `)}`,
     );
-  }
-
-  private async insertTraced(tx: Tx, messages: BusMessage[], trace: TraceCarrier, prefix: SQL): Promise<void> {
-    const [parent, state] = [trace.traceparent ?? null, trace.tracestate ?? null];
-    const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb, ${parent}, ${state})`);
-    await tx.execute(sql`${prefix}insert into ${this.table} (id, type, message, traceparent, tracestate) values ${sql.join(values, sql`, `)}`);
   }
 
   start(): void {

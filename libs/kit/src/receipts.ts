@@ -64,11 +64,6 @@ const conflict = (message: string) => DomainError.conflict(message, IDEMPOTENCY_
 /** The violation a second claim of a key raises (pg or PGlite, possibly wrapped by drizzle). */
 const isTaken = (err: unknown): boolean => violatedConstraint(err, ['call_receipts_pkey']) === 'call_receipts_pkey';
 
-/** What a failed claim rejects with: a key claimed before is the conflict, anything else itself. */
-export function claimError(err: unknown): unknown {
-  return isTaken(err) ? conflict('a request with this Idempotency-Key was already applied') : err;
-}
-
 export class Receipts {
   private readonly table;
   private readonly tableName: string;
@@ -109,24 +104,23 @@ export class Receipts {
    * Claims the key in the write's transaction, with the call's answer when the
    * write decides it (then a process that dies right after the commit still
    * leaves the answer behind). A key claimed before fails the write.
+   * `within`: the statement the claim's INSERT is made by, as a WITH clause of
+   * another (Outbox.write: the outbox rows' INSERT, one statement fewer per keyed
+   * write); alone by default.
    */
-  async claim(tx: Tx, k: ReceiptKey, answer?: unknown): Promise<void> {
-    try {
-      await tx.execute(this.claimInsert(k, answer));
-    } catch (err) {
-      throw claimError(err);
-    }
-  }
-
-  /**
-   * The INSERT that claims the key: run alone by claim(), or as a WITH clause of
-   * the statement inserting the write's outbox rows (Outbox.write), one statement
-   * fewer per keyed write; its failure then goes through claimError().
-   */
-  claimInsert(k: ReceiptKey, answer?: unknown): SQL {
+  async claim(tx: Tx, k: ReceiptKey, answer?: unknown, within: (claimInsert: SQL) => SQL = (c) => c): Promise<void> {
     const encode = requestScope.getStore()?.encode_answer;
     const kept = answer !== undefined && encode ? encode(answer).toString('base64') : null;
-    return sql`insert into ${this.table} (org_id, token_id, key, request_hash, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${k.hash}, ${kept})`;
+    try {
+      await tx.execute(
+        within(
+          sql`insert into ${this.table} (org_id, token_id, key, request_hash, answer) values (${k.org_id}::uuid, ${k.token_id}, ${k.key}, ${k.hash}, ${kept})`,
+        ),
+      );
+    } catch (err) {
+      if (isTaken(err)) throw conflict('a request with this Idempotency-Key was already applied');
+      throw err;
+    }
   }
 
   /**

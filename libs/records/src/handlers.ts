@@ -89,7 +89,8 @@ export function recordServiceHandlers(
   const remote = opts.remote ?? {};
   const holds = opts.departmentHolds;
   const byName = new Map(resources.map((r) => [r.name, r]));
-  /** the references checked by asking their owners: a held department is not asked again (worked out once, not per write) */
+  // the references checked by asking their owners (a held department is not asked
+  // again), worked out once per resource rather than on every write
   const askedOwners = new Map(resources.map((r) => [r, holds ? withoutDepartment(r.references) : r.references]));
   const checked = (r: Resource) => askedOwners.get(r);
   const resource = (name: string): Resource => {
