@@ -1,27 +1,47 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { newId, openDatabase, pipelined, rows, type Database, type Tx } from '@lab/kit';
 import { dropFreshDatabases, freshDatabaseUrl } from '../../../testing/src/backing';
 import { describeWithServers } from '../../../testing/src/servers';
 
 /**
- * Group commit (shared-tx.ts) on a real PostgreSQL: writes begun together share
- * one transaction, a failing one fails alone with its own error while the others
- * commit, and each runs in its own async context.
+ * Group commit (shared-tx.ts) on a real PostgreSQL and on the embedded one
+ * (PGlite): writes begun together share one transaction, a failing one fails
+ * alone with its own error while the others commit, and each runs in its own
+ * async context.
  */
-const describePg = (title: string, body: () => void) => describeWithServers(['postgres'], title, body);
+describeWithServers(['postgres'], 'shared transactions (group commit) on PostgreSQL', () => {
+  sharedTransactionRules(
+    async () => openDatabase({ url: (await freshDatabaseUrl())!, poolSize: 4, name: `shared-${newId().slice(0, 8)}` }),
+    dropFreshDatabases,
+  );
+});
 
-describePg('shared transactions (group commit)', () => {
+describe('shared transactions (group commit) on PGlite', () => {
+  let dir: string;
+  sharedTransactionRules(
+    async () => {
+      dir = await mkdtemp(join(tmpdir(), 'lab-shared-tx-'));
+      return openDatabase({ dataDir: dir });
+    },
+    () => rm(dir, { recursive: true, force: true }),
+  );
+});
+
+function sharedTransactionRules(open: () => Promise<Database>, cleanUp: () => Promise<void>): void {
   let db: Database;
 
   beforeAll(async () => {
-    db = await openDatabase({ url: (await freshDatabaseUrl())!, poolSize: 4, name: `shared-${newId().slice(0, 8)}` });
+    db = await open();
     await db.orm.execute(sql`create table items (id int primary key, note text not null)`);
   });
 
   afterAll(async () => {
     await db.close();
-    await dropFreshDatabases();
+    await cleanUp();
   });
 
   const insert =
@@ -121,4 +141,4 @@ describePg('shared transactions (group commit)', () => {
     // which writes that ran alone, one after another, would have counted 1, 2, 3
     expect(counts).toEqual([3, 3, 3]);
   });
-});
+}
