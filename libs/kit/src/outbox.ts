@@ -424,13 +424,10 @@ export class Outbox {
   private insertStatement(messages: BusMessage[], alsoInsert?: SQL): SQL {
     const also = alsoInsert ? sql`with also as (${alsoInsert}) ` : sql``;
     const trace = activeTraceCarrier();
-    if (trace) {
-      const [parent, state] = [trace.traceparent ?? null, trace.tracestate ?? null];
-      const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb, ${parent}, ${state})`);
-      return sql`${also}insert into ${this.table} (id, type, message, traceparent, tracestate) values ${sql.join(values, sql`, `)}`;
-    }
-    const values = messages.map((m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb)`);
-    return sql`${also}insert into ${this.table} (id, type, message) values ${sql.join(values, sql`, `)}`;
+    const values = messages.map(
+      (m) => sql`(${m.id}::uuid, ${m.type}, ${JSON.stringify(m)}::jsonb, ${trace?.traceparent ?? null}::text, ${trace?.tracestate ?? null}::text)`,
+    );
+    return sql`${also}insert into ${this.table} (id, type, message, traceparent, tracestate) values ${sql.join(values, sql`, `)}`;
   }
 
   /**
