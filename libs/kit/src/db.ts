@@ -1,8 +1,7 @@
-import { readdir, readFile, mkdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import type { PgDatabase, PgDialect, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
@@ -13,6 +12,7 @@ import { POINT_READ_TEXT, SharedReads } from './shared-reads.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
 import { dialectOf, pgliteClientForDrizzle, transactionOn } from './adapters/drizzle.js';
 import { nameEveryQuery } from './adapters/pg.js';
+import { EmbeddedEngine } from './embedded-engine.js';
 
 /** The typed data layer (drizzle over node-postgres or PGlite: same schema, same SQL). */
 export type Orm = PgDatabase<PgQueryResultHKT>;
@@ -381,23 +381,15 @@ function nameStatements(pool: pg.Pool, preparedStatements: boolean): void {
 /**
  * Embedded PostgreSQL. Every service of the standalone process shares one PGlite
  * instance per data directory (each in its own schema), as they would share one
- * server in a small cluster.
+ * server in a small cluster; it runs on a thread of its own (EmbeddedEngine).
  */
-const embedded = new Map<string, { db: Promise<PGlite>; refs: number }>();
+const embedded = new Map<string, { db: Promise<EmbeddedEngine>; refs: number }>();
 
 async function openEmbedded(dataDir: string): Promise<Database> {
   const dir = resolve(dataDir, 'pg');
   let entry = embedded.get(dir);
   if (!entry) {
-    entry = {
-      refs: 0,
-      db: (async () => {
-        await mkdir(dir, { recursive: true });
-        const lite = await PGlite.create(dir);
-        await lite.exec(`SET TimeZone = 'UTC'`);
-        return lite;
-      })(),
-    };
+    entry = { refs: 0, db: EmbeddedEngine.start(dir) };
     embedded.set(dir, entry);
   }
   entry.refs++;

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { NodePgSession, NodePgTransaction } from 'drizzle-orm/node-postgres';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import { types as pgliteTypes, type PGlite, type QueryOptions, type Transaction } from '@electric-sql/pglite';
+import type { PGlite, QueryOptions, Results, Transaction } from '@electric-sql/pglite';
+import { giveDrizzleParsers, withoutKnownParsers } from './pglite-parsers.js';
 
 /**
  * Adapter to drizzle-orm internals, pinned to 0.45.4 (decision 055; guarded by
@@ -31,32 +32,10 @@ export function transactionOn(dialect: PgDialect, client: pg.PoolClient): unknow
   return tx;
 }
 
-/**
- * The types whose text drizzle-orm 0.45.4's PGlite session asks to be given as it
- * comes (`parsers` of every query it sends: each maps the text to itself), so that
- * it maps dates and arrays of them itself, as on node-postgres.
- */
-const DRIZZLE_RAW_TYPES: ReadonlySet<number> = new Set([
-  pgliteTypes.TIMESTAMP,
-  pgliteTypes.TIMESTAMPTZ,
-  pgliteTypes.INTERVAL,
-  pgliteTypes.DATE,
-  1231, // numeric[]
-  1115, // timestamp[]
-  1185, // timestamptz[]
-  1187, // interval[]
-  1182, // date[]
-]);
-
-const asText = (value: string): string => value;
-
-/** The options of a query without its `parsers`, when they are only the ones the instance already has. */
-function withoutKnownParsers(options: QueryOptions | undefined): QueryOptions | undefined {
-  const parsers = options?.parsers;
-  if (!parsers) return options;
-  for (const type of Object.keys(parsers)) if (!DRIZZLE_RAW_TYPES.has(Number(type))) return options;
-  const { parsers: _known, ...rest } = options;
-  return rest;
+/** What drizzle's PGlite session calls on its client: a PGlite instance, or the embedded engine's handle. */
+export interface PgliteQueries {
+  query<T>(text: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>>;
+  transaction<T>(fn: (tx: Pick<Transaction, 'query'>) => Promise<T>): Promise<T>;
 }
 
 /**
@@ -64,22 +43,23 @@ function withoutKnownParsers(options: QueryOptions | undefined): QueryOptions | 
  * query's own `parsers` into a copy of all its parsers (over 300: one per array
  * type) on every query; drizzle passes its nine with every query, so each paid
  * that copy: about 200 us of a 300-500 us statement, measured with PGlite 0.5.16
- * (decision 063). The instance is given those nine itself (its public `parsers`),
- * and this client leaves them out of each query, so the answers are the same and
- * the copy is not made. Options naming any other parser go through unchanged.
+ * (decision 063). The instance is given those nine itself (its public `parsers`,
+ * giveDrizzleParsers: on the engine's thread when `client` is the embedded
+ * engine's handle), and this client leaves them out of each query, so the answers
+ * are the same and the copy is not made (nor, to the engine's thread, functions
+ * sent that cannot cross). Options naming any other parser go through unchanged.
  * drizzle calls only `query` and `transaction` on its client (and `query` on the
  * transaction's); test/library-adapters.drizzle.int.test.ts checks that what it
  * passes is still these nine.
  */
-export function pgliteClientForDrizzle(lite: PGlite): PGlite {
-  for (const type of DRIZZLE_RAW_TYPES) lite.parsers[type] = asText;
-  const inTx = (tx: Transaction): Transaction =>
-    Object.create(tx, {
-      query: { value: <T>(text: string, params?: unknown[], options?: QueryOptions) => tx.query<T>(text, params, withoutKnownParsers(options)) },
-    }) as Transaction;
-  const client = {
-    query: <T>(text: string, params?: unknown[], options?: QueryOptions) => lite.query<T>(text, params, withoutKnownParsers(options)),
-    transaction: <T>(fn: (tx: Transaction) => Promise<T>) => lite.transaction((tx) => fn(inTx(tx))),
+export function pgliteClientForDrizzle(client: PgliteQueries | PGlite): PGlite {
+  if ('parsers' in client) giveDrizzleParsers(client);
+  const inTx = (tx: Pick<Transaction, 'query'>): Pick<Transaction, 'query'> => ({
+    query: <T>(text: string, params?: unknown[], options?: QueryOptions) => tx.query<T>(text, params, withoutKnownParsers(options)),
+  });
+  const forDrizzle: PgliteQueries = {
+    query: <T>(text: string, params?: unknown[], options?: QueryOptions) => client.query<T>(text, params, withoutKnownParsers(options)),
+    transaction: <T>(fn: (tx: Pick<Transaction, 'query'>) => Promise<T>) => client.transaction((tx) => fn(inTx(tx))),
   };
-  return client as unknown as PGlite;
+  return forDrizzle as unknown as PGlite;
 }

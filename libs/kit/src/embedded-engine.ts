@@ -1,0 +1,175 @@
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { QueryOptions, Results, Transaction } from '@electric-sql/pglite';
+import type { PgliteQueries } from './adapters/drizzle.js';
+
+/** A statement for the engine's thread (embedded-engine-thread.ts). */
+export type EngineRequest =
+  | { id: number; op: 'query'; text: string; params?: unknown[]; options?: QueryOptions }
+  | { id: number; op: 'exec'; text: string }
+  | { id: number; op: 'close' };
+
+/** Its answer; id 0 is the thread's start (ready, or why not). */
+export type EngineReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: Record<string, unknown> };
+
+/** The queries of one transaction of the engine (what PGlite's transaction callback is given). */
+export type EngineTransaction = Pick<Transaction, 'query' | 'exec'>;
+
+/**
+ * The compiled thread module: beside this one in dist/, and there too when this
+ * module runs from src/ (under the tests' TypeScript transform), since a worker
+ * thread starts from JavaScript.
+ */
+const THREAD_MODULE = join(__dirname, '..', 'dist', 'embedded-engine-thread.js');
+
+/** An error of the engine's thread, with its fields (code, constraint, detail...) as PGlite gave them. */
+function engineError(fields: Record<string, unknown>): Error {
+  const { message, name, ...rest } = fields;
+  const err = Object.assign(new Error(String(message)), rest);
+  if (typeof name === 'string') err.name = name;
+  return err;
+}
+
+/**
+ * The embedded PostgreSQL (PGlite) on a thread of its own. PGlite runs each
+ * statement synchronously on the thread that calls it (WebAssembly, and its files
+ * through synchronous I/O): in the main thread it took about 60% of a keyed
+ * create's time there, which HTTP, gRPC and the services then waited for. On its
+ * own thread it runs on the second core while the main thread serves the next
+ * requests (decision 065).
+ *
+ * The thread runs statements in the order they are sent, on PGlite's one session.
+ * A transaction is BEGIN, its statements and COMMIT sent by this side, under a
+ * lock: statements from outside it wait for its end, so nothing else runs inside
+ * it; a transaction's own statements go at once, without waiting for the answer
+ * of the one before (the thread queues them).
+ */
+export class EmbeddedEngine implements PgliteQueries {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private nextId = 1;
+  /** Why the thread can take no more statements (it failed or was closed). */
+  private broken: Error | undefined;
+  /** The end of the last transaction that holds or waits for the lock. */
+  private lockTail: Promise<void> = Promise.resolve();
+  private lockHeld = 0;
+  private readonly ready: Promise<void>;
+
+  private constructor(dir: string) {
+    this.worker = new Worker(THREAD_MODULE, { workerData: { dir } });
+    // a thread with nothing to answer keeps no process alive (as PGlite in the main thread did not)
+    this.worker.unref();
+    this.ready = new Promise((resolve, reject) => this.pending.set(0, { resolve: () => resolve(), reject }));
+    this.worker.on('message', (m: EngineReply) => this.settle(m));
+    this.worker.on('error', (err: Error) => this.fail(err));
+    this.worker.on('exit', (code) => this.fail(new Error(`the embedded database's thread exited (code ${code})`)));
+  }
+
+  /** Starts the thread and opens (or creates) the database in `dir`. */
+  static async start(dir: string): Promise<EmbeddedEngine> {
+    const engine = new EmbeddedEngine(dir);
+    engine.worker.ref();
+    try {
+      await engine.ready;
+    } finally {
+      engine.worker.unref();
+    }
+    return engine;
+  }
+
+  query<T>(text: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
+    return this.outside(() => this.send<Results<T>>({ id: 0, op: 'query', text, params, options }));
+  }
+
+  exec(text: string): Promise<Results[]> {
+    return this.outside(() => this.send<Results[]>({ id: 0, op: 'exec', text }));
+  }
+
+  /** fn's statements in one transaction: committed when fn resolves, rolled back when it throws. */
+  async transaction<T>(fn: (tx: EngineTransaction) => Promise<T>): Promise<T> {
+    const release = await this.lock();
+    let open = true;
+    const inside = <R>(req: EngineRequest): Promise<R> => {
+      if (!open) return Promise.reject(new Error('Transaction is closed'));
+      return this.send<R>(req);
+    };
+    const tx: EngineTransaction = {
+      query: <R>(text: string, params?: unknown[], options?: QueryOptions) => inside<Results<R>>({ id: 0, op: 'query', text, params, options }),
+      exec: (text: string) => inside<Results[]>({ id: 0, op: 'exec', text }),
+    };
+    try {
+      const begun = this.send({ id: 0, op: 'query', text: 'BEGIN' });
+      // a failed BEGIN fails fn's first statement too; its own error is the one to report
+      const out = await fn(tx).finally(() => begun);
+      open = false;
+      await this.send({ id: 0, op: 'query', text: 'COMMIT' });
+      return out;
+    } catch (err) {
+      open = false;
+      // after a failed COMMIT PostgreSQL has already ended the transaction: ROLLBACK only warns
+      await this.send({ id: 0, op: 'query', text: 'ROLLBACK' }).catch(() => undefined);
+      throw err;
+    } finally {
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.broken) return;
+    const release = await this.lock();
+    try {
+      await this.send({ id: 0, op: 'close' });
+      this.broken = new Error('the embedded database is closed');
+      await this.worker.terminate();
+    } finally {
+      release();
+    }
+  }
+
+  /** A statement outside any transaction: sent now when no transaction holds or waits for the lock, else after them. */
+  private async outside<R>(send: () => Promise<R>): Promise<R> {
+    if (this.lockHeld === 0) return send();
+    const release = await this.lock();
+    // sent before the lock passes on: the thread runs it before the next BEGIN
+    const answer = send();
+    release();
+    return answer;
+  }
+
+  private async lock(): Promise<() => void> {
+    this.lockHeld++;
+    let release!: () => void;
+    const previous = this.lockTail;
+    this.lockTail = new Promise<void>((r) => (release = r));
+    await previous;
+    return () => {
+      this.lockHeld--;
+      release();
+    };
+  }
+
+  private send<R>(req: EngineRequest): Promise<R> {
+    if (this.broken) return Promise.reject(this.broken);
+    const id = this.nextId++;
+    if (this.pending.size === 0) this.worker.ref();
+    return new Promise<R>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.worker.postMessage({ ...req, id });
+    });
+  }
+
+  private settle(m: EngineReply): void {
+    const waiter = this.pending.get(m.id);
+    if (!waiter) return;
+    this.pending.delete(m.id);
+    if (this.pending.size === 0) this.worker.unref();
+    if (m.ok) waiter.resolve(m.value);
+    else waiter.reject(engineError(m.error));
+  }
+
+  private fail(err: Error): void {
+    this.broken ??= err;
+    for (const waiter of this.pending.values()) waiter.reject(err);
+    this.pending.clear();
+  }
+}
