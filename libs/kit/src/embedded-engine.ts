@@ -71,6 +71,10 @@ export class EmbeddedEngine implements PgliteQueries {
     engine.worker.ref();
     try {
       await engine.ready;
+    } catch (err) {
+      // a thread that could not open the database does not stay behind holding its files
+      await engine.worker.terminate();
+      throw err;
     } finally {
       engine.worker.unref();
     }

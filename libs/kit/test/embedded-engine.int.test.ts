@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedEngine } from '../src/embedded-engine';
@@ -74,6 +74,11 @@ describe('embedded engine (PGlite on its own thread)', () => {
       kept = t;
     });
     await expect(kept.query('select 1')).rejects.toThrow(/closed/);
+  });
+
+  it('rejects the start when the database cannot be opened, with why', async () => {
+    await writeFile(join(dir, 'a-file'), 'not a directory');
+    await expect(EmbeddedEngine.start(join(dir, 'a-file', 'pg'))).rejects.toMatchObject({ code: 'ENOTDIR' });
   });
 
   it('refuses statements once closed; the data stays in the directory for the next start', async () => {
