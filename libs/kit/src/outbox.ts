@@ -597,7 +597,7 @@ export class Outbox {
    * leaves the rows due, and they go at its next start.
    */
   private async drainLeased(timeoutMs: number): Promise<PassResult> {
-    if (this.opts.db.kind !== 'pglite') return this.drainClaimed(timeoutMs, () => this.lease());
+    if (this.opts.db.kind !== 'pglite') return this.drainClaimed(timeoutMs, () => this.lease(), (claimed) => this.giveBack(claimed));
     const turn = this.turn.then(() => this.drainClaimed(timeoutMs, () => this.opts.db.rows<ClaimedRow>(this.dueSelect())));
     this.turn = turn.then(
       () => undefined,
@@ -631,7 +631,16 @@ export class Outbox {
       from ${this.table} t where ${DUE} order by t.seq limit (select n from fit)`;
   }
 
-  private async drainClaimed(timeoutMs: number, claim: () => Promise<ClaimedRow[]>): Promise<PassResult> {
+  /** The lease of rows the bus did not take given back (a row of several due again at 'infinity', see insertSets). */
+  private async giveBack(claimed: ClaimedRow[]): Promise<void> {
+    const ids = sqlArray(claimed.map((r) => r.id));
+    await this.opts.db.orm.execute(
+      sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = case when messages is null then now() else 'infinity' end where id = any(${ids}::uuid[])`,
+    );
+  }
+
+  /** One pass over the rows `claim` takes; with the bus away, `release` undoes the claim (none when nothing was written). */
+  private async drainClaimed(timeoutMs: number, claim: () => Promise<ClaimedRow[]>, release?: (claimed: ClaimedRow[]) => Promise<void>): Promise<PassResult> {
     const { db } = this.opts;
     const claimed = await claim();
     if (!claimed.length) return { claimed: 0, removed: 0 };
@@ -646,12 +655,7 @@ export class Outbox {
       const publishing = this.publish(claimed);
       outcome = await (this.opts.bus.deliversInProcess ? publishing : this.publishInTime(publishing, timeoutMs));
     } catch (down) {
-      if (db.kind === 'pglite') return { claimed: messagesIn(claimed), removed: 0, down };
-      // the lease given back (a row of several due again at 'infinity', see insertSets)
-      const ids = sqlArray(claimed.map((r) => r.id));
-      await db.orm.execute(
-        sql`${PLANNED_PER_CALL}update ${this.table} set next_attempt_at = case when messages is null then now() else 'infinity' end where id = any(${ids}::uuid[])`,
-      );
+      await release?.(claimed);
       return { claimed: messagesIn(claimed), removed: 0, down };
     }
     const removed = await db.tx(async (tx) => this.settle(tx, claimed, outcome));
