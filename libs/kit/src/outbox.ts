@@ -597,7 +597,12 @@ export class Outbox {
    * leaves the rows due, and they go at its next start.
    */
   private async drainLeased(timeoutMs: number): Promise<PassResult> {
-    if (this.opts.db.kind !== 'pglite') return this.drainClaimed(timeoutMs, () => this.lease(), (claimed) => this.giveBack(claimed));
+    if (this.opts.db.kind !== 'pglite')
+      return this.drainClaimed(
+        timeoutMs,
+        () => this.lease(),
+        (claimed) => this.giveBack(claimed),
+      );
     const turn = this.turn.then(() => this.drainClaimed(timeoutMs, () => this.opts.db.rows<ClaimedRow>(this.dueSelect())));
     this.turn = turn.then(
       () => undefined,
