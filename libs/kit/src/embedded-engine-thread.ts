@@ -2,13 +2,15 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import { giveDrizzleParsers } from './adapters/pglite-parsers.js';
+import { PreparedQueries } from './adapters/pglite-prepared.js';
 import type { EngineReply, EngineRequest } from './embedded-engine.js';
 
 /**
  * The embedded PostgreSQL's own thread (started by embedded-engine.ts): it owns
  * the PGlite instance and runs each statement the main thread sends, in the order
  * sent. PGlite queues them itself (one session, FIFO); which statements belong to
- * a transaction is the main thread's affair (its lock keeps others out).
+ * a transaction is the main thread's affair (its lock keeps others out). The
+ * statements sent repeatedly run prepared (PreparedQueries).
  */
 const port = parentPort!;
 const { dir } = workerData as { dir: string };
@@ -26,13 +28,14 @@ async function main(): Promise<void> {
   const lite = await PGlite.create(dir);
   await lite.exec(`SET TimeZone = 'UTC'`);
   giveDrizzleParsers(lite);
+  const queries = new PreparedQueries(lite);
   const answer = (id: number, run: Promise<unknown>) =>
     run.then(
       (value) => port.postMessage({ id, ok: true, value } satisfies EngineReply),
       (err: unknown) => port.postMessage({ id, ok: false, error: plainError(err) } satisfies EngineReply),
     );
   port.on('message', (m: EngineRequest) => {
-    if (m.op === 'query') void answer(m.id, lite.query(m.text, m.params, m.options));
+    if (m.op === 'query') void answer(m.id, queries.query(m.text, m.params, m.options));
     else if (m.op === 'exec') void answer(m.id, lite.exec(m.text));
     else void answer(m.id, lite.close());
   });

@@ -10,6 +10,7 @@ export * from './grpc-target.js';
 export * from './metrics.js';
 export * from './outage-log.js';
 export * from './db.js';
+export { StatementNames, statementNaming } from './statement-names.js';
 export * from './bus.js';
 export * from './coalesced-runner.js';
 export * from './batcher.js';

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { metrics } from './metrics.js';
 import { checkOut, coalesceWrites, socketOf } from './pg-connection.js';
+import { POINT_READ_TEXT } from './statement-names.js';
 
 /** A client taken from the pool, with its release. */
 type CheckedOut = Awaited<ReturnType<typeof checkOut>>;
@@ -101,9 +102,6 @@ interface Group {
   released: boolean;
   connection: Promise<CheckedOut>;
 }
-
-/** The mark of a point read (db.ts POINT_READ): what a query begins with to share. */
-export const POINT_READ_TEXT = '/* point read */';
 
 /** A statement marked as a point read: drizzle's config ({ text }) or a bare text. */
 function isPointRead(config: unknown): boolean {
