@@ -87,6 +87,21 @@ const REPLAYED_KEY = 'x-lab-replayed';
 /** A client-streaming handler as a server of this process runs it. */
 type LocalClientStream = (messages: AsyncIterable<unknown>, caller: CallerContext) => Promise<unknown>;
 
+/** A unary method as a server of this process runs it: the request's and the answer's bytes as on the wire. */
+type LocalUnary = (request: Buffer, caller: CallerContext) => Promise<LocalAnswer>;
+type LocalAnswer = { ok: true; res: Buffer; replayed?: boolean } | { ok: false; mapped: ServiceError };
+
+/**
+ * Unary methods served by the gRPC servers of this process, by `<address> <method
+ * path>` (the standalone mode, as inProcessStreams). A client with `inProcess`
+ * calls the server's own call path (`GrpcServer.run`: the caller's scope, receipts,
+ * timing, the status table) with the request's protobuf bytes and decodes the
+ * answer's: what the handler and the caller see is what they see over gRPC, minus
+ * the caller's signature, HTTP/2 and the loopback socket (about a fifth of the
+ * embedded process's main thread under keyed writes; decision 066).
+ */
+const inProcessUnaries = new Map<string, LocalUnary>();
+
 /**
  * Client-streaming methods served by the gRPC servers of this process, by
  * `<address> <method path>`. When the gateway and a service share a process (the
@@ -454,6 +469,20 @@ export class GrpcServer {
    * (no signature: it never leaves the process).
    */
   serveInProcess(address: string): void {
+    for (const [path, method] of this.unaries) {
+      const key = `${address} ${path}`;
+      inProcessUnaries.set(key, async (request, caller) => {
+        const o = await this.run(path, caller, process.hrtime.bigint(), (c) => method.handler(method.decode(request), c));
+        if (!o.ok) return o;
+        try {
+          return { ok: true, res: method.encode(o.res), replayed: o.replayed };
+        } catch (err) {
+          // an answer its codec cannot write fails the call, as in a batch
+          return { ok: false, mapped: toServiceError(err, (e, id) => this.logFailure(e, id, path)) as ServiceError };
+        }
+      });
+      this.inProcessKeys.push(key);
+    }
     for (const [path, handler] of this.clientStreams) {
       const key = `${address} ${path}`;
       inProcessStreams.set(key, async (messages, caller) => {
@@ -507,7 +536,10 @@ export class GrpcServer {
   /** Lets in-flight calls finish (up to graceMs), then forces the rest. */
   async shutdown(graceMs = 10_000): Promise<void> {
     this.setServing(false);
-    for (const key of this.inProcessKeys.splice(0)) inProcessStreams.delete(key);
+    for (const key of this.inProcessKeys.splice(0)) {
+      inProcessStreams.delete(key);
+      inProcessUnaries.delete(key);
+    }
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();
@@ -554,7 +586,7 @@ export interface RpcClientOptions {
   /** default deadline of one call */
   deadlineMs?: number;
   /**
-   * Client-streaming calls to a server of this same process go to its handler
+   * Unary and client-streaming calls to a server of this same process go to it
    * directly (see `GrpcServer.serveInProcess`); others still go over gRPC.
    */
   inProcess?: boolean;
@@ -637,6 +669,9 @@ export class RpcClient<D extends Definition> {
   call<K extends keyof D & string>(method: K, request: ReqOf<D[K]>, caller: CallerContext, deadlineMs = this.deadlineMs): Promise<ResOf<D[K]>> {
     const codec = this.methods.get(method);
     if (!codec) return Promise.reject(new DomainError('internal', 'internal_error', `no rpc ${method}`));
+    // while tracing, a call stays a gRPC call: its spans and the trace's context travel with it
+    const local = this.opts.inProcess && !tracingOn() ? inProcessUnaries.get(`${this.address} ${codec.path}`) : undefined;
+    if (local) return this.counted(this.callLocal(local, codec, request, caller, deadlineMs)) as Promise<ResOf<D[K]>>;
     if (this.batchedMethods.has(method) && !caller.idempotency_key && !tracingOn()) {
       return this.batches.add(codec, request, caller, deadlineMs) as Promise<ResOf<D[K]>>;
     }
@@ -715,6 +750,31 @@ export class RpcClient<D extends Definition> {
         });
       }
     });
+  }
+
+  /**
+   * A unary call to a server of this process: its failure is the DomainError the
+   * status would give over gRPC, a replay marks the caller's scope as the response
+   * metadata would, and the deadline fails the call as gRPC's does (the handler,
+   * as on a server, runs on).
+   */
+  private callLocal(local: LocalUnary, codec: MethodCodec, request: unknown, caller: CallerContext, deadlineMs: number): Promise<unknown> {
+    const scope = caller.idempotency_key ? requestScope.getStore() : undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () => reject(fromServiceError({ code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded', metadata: new Metadata() } as ServiceError, this.peer)),
+        deadlineMs,
+      );
+    });
+    const answered = Promise.resolve()
+      .then(() => local(codec.serialize(request), { ...caller }))
+      .then((o) => {
+        if (!o.ok) throw fromServiceError(o.mapped, this.peer);
+        if (o.replayed && scope) scope.replayed = true;
+        return codec.deserialize(o.res);
+      });
+    return Promise.race([answered, late]).finally(() => clearTimeout(timer));
   }
 
   /**

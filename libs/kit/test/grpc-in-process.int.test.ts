@@ -1,5 +1,5 @@
 import { telemetry } from '@lab/contracts';
-import { createLogger, DomainError, GrpcServer, newId, RpcClient, systemContext, type Handlers } from '@lab/kit';
+import { createLogger, DomainError, GrpcServer, newId, requestScope, RpcClient, systemContext, type CallerContext, type Handlers } from '@lab/kit';
 
 type Chunk = telemetry.UploadChunk;
 const secret = 'a-secret-of-some-length';
@@ -9,6 +9,8 @@ let server: GrpcServer;
 let address: string;
 /** what the upload handler does; each test sets it */
 let upload: (messages: AsyncIterable<Chunk>) => Promise<telemetry.ItemResponse>;
+/** what the unary GetResult handler does; each test sets it */
+let getResult: (request: telemetry.IdRequest, caller: CallerContext) => Promise<telemetry.ItemResponse>;
 
 /** An answer that names what the handler saw (in the id of a point: any message would do). */
 const answer = (id = ''): telemetry.ItemResponse => ({ created: true, item: { $case: 'point', value: { id, parameter: '', unit: '', active: true } } });
@@ -16,9 +18,14 @@ const answerId = (r: telemetry.ItemResponse) => (r.item?.$case === 'point' ? r.i
 
 beforeAll(async () => {
   server = new GrpcServer({ name: 'test', logger: createLogger('test', 'silent'), secret });
-  // only the client-streaming method matters here; the others are never called
+  // the client-streaming method and one unary method matter here; the others are never called
   const handlers = new Proxy({} as Handlers<typeof telemetry.TelemetryServiceService>, {
-    get: (_t, method) => (method === 'uploadRawFile' ? (messages: AsyncIterable<Chunk>) => upload(messages) : async () => ({})),
+    get: (_t, method) =>
+      method === 'uploadRawFile'
+        ? (messages: AsyncIterable<Chunk>) => upload(messages)
+        : method === 'getResult'
+          ? (request: telemetry.IdRequest, c: CallerContext) => getResult(request, c)
+          : async () => ({}),
   });
   server.add(telemetry.TelemetryServiceService, handlers);
   address = `127.0.0.1:${await server.listen('127.0.0.1:0')}`;
@@ -117,5 +124,64 @@ describe('client-streaming calls within one process', () => {
     stream.end();
     await expect(response).rejects.toMatchObject({ kind: expect.stringMatching(/unavailable|timeout/) });
     c.close();
+  });
+});
+
+describe('unary calls within one process', () => {
+  const unaryClient = (inProcess: boolean, opts: { secret?: string; deadlineMs?: number } = {}) =>
+    new RpcClient(telemetry.TelemetryServiceClient, address, { secret: opts.secret ?? secret, inProcess, deadlineMs: opts.deadlineMs });
+
+  it("run the server's own call path with decoded copies of the request and the answer, nothing signed", async () => {
+    let seen: { request: telemetry.IdRequest; caller: CallerContext; scoped?: string } | undefined;
+    getResult = async (request, c) => {
+      seen = { request, caller: c, scoped: requestScope.getStore()?.caller?.request_id };
+      return answer(`got ${request.id}`);
+    };
+    const request = { id: 'result-1' };
+    // signed with another secret: refused over gRPC, served in process, where nothing is signed
+    const inProcess = unaryClient(true, { secret: 'another-secret-of-some-length' });
+    const answered = await inProcess.call('getResult', request, caller);
+    expect(answerId(answered)).toBe('got result-1');
+    expect(seen!.request).toEqual(request);
+    expect(seen!.request).not.toBe(request);
+    expect(seen!.caller).toMatchObject({ request_id: caller.request_id, user_id: caller.user_id, org_id: caller.org_id });
+    expect(seen!.scoped).toBe(caller.request_id);
+    const overGrpc = unaryClient(false, { secret: 'another-secret-of-some-length' });
+    await expect(overGrpc.call('getResult', request, caller)).rejects.toMatchObject({ kind: 'unauthenticated' });
+    inProcess.close();
+    overGrpc.close();
+  });
+
+  it('fail with the DomainError a client gets over gRPC', async () => {
+    getResult = async () => {
+      throw DomainError.conflict('the result is locked', 'result_locked');
+    };
+    const failures = [];
+    for (const inProcess of [true, false]) {
+      const c = unaryClient(inProcess);
+      failures.push(await c.call('getResult', { id: 'x' }, caller).catch((e: unknown) => e));
+      c.close();
+    }
+    expect(failures[0]).toBeInstanceOf(DomainError);
+    expect(failures[0]).toEqual(failures[1]);
+    expect(failures[0]).toMatchObject({ kind: 'conflict', code: 'result_locked', message: 'the result is locked' });
+  });
+
+  it('run out of time as over gRPC: the call fails, the handler is not waited for', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    getResult = async () => {
+      await held;
+      return answer();
+    };
+    const failures = [];
+    for (const inProcess of [true, false]) {
+      const c = unaryClient(inProcess, { deadlineMs: 200 });
+      failures.push(await c.call('getResult', { id: 'x' }, caller).catch((e: unknown) => e));
+      c.close();
+    }
+    release();
+    expect(failures[0]).toMatchObject({ kind: 'timeout' });
+    expect(failures[0]).toEqual(failures[1]);
   });
 });
