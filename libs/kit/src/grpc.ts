@@ -340,15 +340,9 @@ export class GrpcServer {
       Promise.all(
         calls.map((c): Promise<batch.BatchedOutcome> => {
           const own: CallerContext = isSaneRequestId(c.request_id) ? { ...caller, request_id: c.request_id } : caller;
-          return this.run(method, own, started, (cc) => target.handler(target.decode(c.request), cc)).then((o) => {
-            if (!o.ok) return { outcome: { $case: 'error', value: statusParts(o.mapped) } };
-            try {
-              return { outcome: { $case: 'response', value: target.encode(o.res) } };
-            } catch (err) {
-              // an answer its codec cannot write fails its own call, as it would alone
-              return { outcome: { $case: 'error', value: statusParts(toServiceError(err, (e, id) => this.logFailure(e, id, method))) } };
-            }
-          });
+          return this.runEncoded(method, target, own, started, c.request).then((o) =>
+            o.ok ? { outcome: { $case: 'response', value: o.res } } : { outcome: { $case: 'error', value: statusParts(o.mapped) } },
+          );
         }),
       ).then(
         (outcomes) => {
@@ -428,6 +422,21 @@ export class GrpcServer {
   }
 
   /**
+   * One unary call from its request's bytes (a call of a batch, or in process):
+   * run as a call alone is (`run`), its answer encoded; an answer its codec cannot
+   * write fails its own call.
+   */
+  private async runEncoded(path: string, target: UnaryMethod, caller: CallerContext, started: bigint, request: Buffer): Promise<LocalAnswer> {
+    const o = await this.run(path, caller, started, (c) => target.handler(target.decode(request), c));
+    if (!o.ok) return o;
+    try {
+      return { ok: true, res: target.encode(o.res), replayed: o.replayed };
+    } catch (err) {
+      return { ok: false, mapped: toServiceError(err, (e, id) => this.logFailure(e, id, path)) as ServiceError };
+    }
+  }
+
+  /**
    * A server-streaming method: the same caller check, scope and error mapping as
    * a unary one; messages are written as the iterable yields them, respecting
    * back-pressure, and a client that goes away stops the iteration.
@@ -471,16 +480,7 @@ export class GrpcServer {
   serveInProcess(address: string): void {
     for (const [path, method] of this.unaries) {
       const key = `${address} ${path}`;
-      inProcessUnaries.set(key, async (request, caller) => {
-        const o = await this.run(path, caller, process.hrtime.bigint(), (c) => method.handler(method.decode(request), c));
-        if (!o.ok) return o;
-        try {
-          return { ok: true, res: method.encode(o.res), replayed: o.replayed };
-        } catch (err) {
-          // an answer its codec cannot write fails the call, as in a batch
-          return { ok: false, mapped: toServiceError(err, (e, id) => this.logFailure(e, id, path)) as ServiceError };
-        }
-      });
+      inProcessUnaries.set(key, (request, caller) => this.runEncoded(path, method, caller, process.hrtime.bigint(), request));
       this.inProcessKeys.push(key);
     }
     for (const [path, handler] of this.clientStreams) {

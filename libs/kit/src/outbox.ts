@@ -204,6 +204,9 @@ const messagesOfRow = (r: ClaimedRow): BusMessage[] => (r.messages === null ? [J
 const TRACE_COLUMNS = sql.raw(', traceparent, tracestate');
 const traceColumns = () => (tracingOn() ? TRACE_COLUMNS : sql``);
 
+/** What every pass reads of the rows it takes (`t`), after a `fit` clause (Outbox.dueRows). */
+const claimedColumns = () => sql`${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more`;
+
 /** How long a claimed row has waited since its transaction wrote it. */
 const AGE_S = sql.raw('(extract(epoch from (clock_timestamp() - created_at)))::float8 as age_s');
 
@@ -530,7 +533,7 @@ export class Outbox {
         // as many rows as fit, locked in seq order skipping those other passes and
         // replicas hold (so each takes the next ones)
         sql`${PLANNED_PER_CALL}${this.dueRows(after)}
-            select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more
+            select ${claimedColumns()}
             from ${this.table} t where ${DUE} ${after === undefined ? sql`` : sql`and t.seq > ${after}::bigint`}
             order by t.seq limit (select n from fit) for update skip locked`,
       );
@@ -624,7 +627,7 @@ export class Outbox {
             update ${this.table} set next_attempt_at = now() + interval '30 seconds'
             where ctid = any(array(select ctid from ${this.table} t where ${DUE} order by t.seq limit (select n from fit) for update skip locked))
             returning id, seq, type, message, messages, attempts, created_at, traceparent, tracestate)
-          select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more
+          select ${claimedColumns()}
           from leased t order by t.seq`,
     );
   }
@@ -632,7 +635,7 @@ export class Outbox {
   /** The rows that fit, read without a claim (the embedded database's passes take turns). */
   private dueSelect(): SQL {
     return sql`${PLANNED_PER_CALL}${this.dueRows()}
-      select ${CLAIMED}, ${AGE_S}${traceColumns()}, (select more from fit) as more
+      select ${claimedColumns()}
       from ${this.table} t where ${DUE} order by t.seq limit (select n from fit)`;
   }
 

@@ -3,17 +3,6 @@ import { StatementNames } from '../statement-names.js';
 
 const { serialize } = protocol;
 
-/** The protocol messages of one call, as one buffer: PGlite runs a buffer in one pass. */
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
 /**
  * PGlite's `query` with the statements a process sends repeatedly prepared:
  * named, so PostgreSQL parses them once and keeps their plans, as the pooled
@@ -48,7 +37,7 @@ export class PreparedQueries {
       try {
         const types = this.prepared.get(name) ?? (await this.prepare(name, text));
         const messages = await this.lite.execProtocolStream(
-          concat([
+          Buffer.concat([
             serialize.bind({ statement: name, values: params.map((v, i) => this.serialized(v, types[i], options)) }),
             serialize.describe({ type: 'P' }),
             serialize.execute({}),
@@ -66,9 +55,12 @@ export class PreparedQueries {
 
   /** Parses the statement under its name; its parameter types. A statement that fails to parse is not kept. */
   private async prepare(name: string, text: string): Promise<number[]> {
-    const messages = await this.lite.execProtocolStream(concat([serialize.parse({ name, text }), serialize.describe({ type: 'S', name }), serialize.sync()]), {
-      syncToFs: false,
-    });
+    const messages = await this.lite.execProtocolStream(
+      Buffer.concat([serialize.parse({ name, text }), serialize.describe({ type: 'S', name }), serialize.sync()]),
+      {
+        syncToFs: false,
+      },
+    );
     const types = parse.parseDescribeStatementResults(messages);
     this.prepared.set(name, types);
     return types;
