@@ -1,9 +1,12 @@
 // Where the CPU goes under load: CPU microseconds per request of each process of the
 // cluster (and PostgreSQL, Redis, RabbitMQ) over one autocannon run, after a warm-up
-// run. A development aid, not a scenario. BENCH_PATH=get|list|post|ingest (post sends a
+// run. A development aid, not a scenario. BENCH_PATH=get|list|post|ingest|mixed (post sends a
 // fresh Idempotency-Key per request unless BENCH_NOKEY is set; ingest posts batches of 500
 // environmental readings, 1 in 50 a breach (1 in BENCH_BREACH_EVERY if set, 0 none), as bench/ingest.mjs does, from 8 connections
-// unless BENCH_CONNECTIONS says otherwise), BENCH_SECONDS, BENCH_CONNECTIONS (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
+// unless BENCH_CONNECTIONS says otherwise; mixed is bench/mixed.mjs's paced load, GET by id
+// and keyed POST at once at BENCH_MIXED_GET_RATE and BENCH_MIXED_POST_RATE, per request of
+// either kind; BENCH_BASELINE=1 sends it to the one-process baseline instead, on the
+// same PostgreSQL, to compare the two per request), BENCH_SECONDS, BENCH_CONNECTIONS (64). With BENCH_PERF=1 the services write /tmp/perf-<pid>.map for `perf record`.
 // BENCH_TABLES=1 also prints, per table written in the measured run, rows inserted,
 // updated (and of those HOT, which touch no index) and deleted per request, and the
 // database's transactions per request (in the `ins` column of `(transactions)`). Each
@@ -13,7 +16,8 @@ import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import { api, INGEST_BREACH_EVERY, ingestFixture, seedOrg, startCluster } from './cluster.mjs';
+import { pacedLoad } from './paced.mjs';
+import { api, INGEST_BREACH_EVERY, ingestFixture, seedOrg, startCluster, startWithBaseline } from './cluster.mjs';
 
 const PATH = process.env.BENCH_PATH ?? 'get';
 const ticks = () => {
@@ -28,6 +32,7 @@ const ticks = () => {
       const t = Number(f[11]) + Number(f[12]);
       const name =
         /services\/(\w+)\/dist/.exec(cmd)?.[1] ??
+        (/baseline-server/.test(cmd) ? 'baseline' : undefined) ??
         (/postgres/.test(cmd)
           ? 'postgres'
           : /redis/.test(cmd)
@@ -74,17 +79,20 @@ async function tableCounters(url) {
 }
 
 const INGEST = PATH === 'ingest';
-const cluster = await startCluster(INGEST ? ['identity', 'audit', 'telemetry'] : undefined);
+const withBaseline = PATH === 'mixed' && process.env.BENCH_BASELINE ? await startWithBaseline() : undefined;
+const cluster = withBaseline?.cluster ?? (await startCluster(INGEST ? ['identity', 'audit', 'telemetry'] : undefined));
 try {
   let token;
+  let id;
   let opts;
   if (INGEST) {
     const fixture = await ingestFixture(cluster.url, cluster.operatorToken, Number(process.env.BENCH_BREACH_EVERY ?? INGEST_BREACH_EVERY));
     token = fixture.token;
     opts = { url: `${cluster.url}/v1/environmental-readings`, method: 'POST', body: fixture.body };
+  } else if (withBaseline) {
+    ({ token, sampleId: id } = withBaseline);
   } else {
     ({ token } = await seedOrg(cluster.url, cluster.operatorToken));
-    let id;
     for (let i = 0; i < 50; i++) id = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `s${i}`, type: 'blood' })).data.id;
     opts =
       PATH === 'post'
@@ -92,17 +100,36 @@ try {
         : { url: `${cluster.url}${PATH === 'list' ? '/v1/samples?limit=50' : `/v1/samples/${id}`}` };
   }
   let n = 0;
+  const mixed = async () => {
+    const seconds = Number(process.env.BENCH_SECONDS ?? 6);
+    const load = { seconds, connections: 32, headers: { authorization: `Bearer ${token}` } };
+    const none = { p50: NaN, p99: NaN, served: 0, non2xx: 0 };
+    // a rate of 0 leaves that kind out, to see what the other costs alone at its pace
+    const paced = (rate, url, extra = {}) => (rate > 0 ? pacedLoad(url, { ...load, ...extra, rate }) : none);
+    const base = withBaseline?.baseUrl ?? cluster.url;
+    const [get, post] = await Promise.all([
+      paced(Number(process.env.BENCH_MIXED_GET_RATE ?? 1000), `${base}/v1/samples/${id}`),
+      paced(Number(process.env.BENCH_MIXED_POST_RATE ?? 400), `${base}/v1/samples`, { method: 'POST', body: { name: 'b', type: 'blood' }, idempotent: true }),
+    ]);
+    console.log(
+      `  GET p50 ${get.p50.toFixed(1)} p99 ${get.p99.toFixed(1)} ms ${get.served.toFixed(0)}/s; POST p50 ${post.p50.toFixed(1)} p99 ${post.p99.toFixed(1)} ms`,
+    );
+    const total = (get.served + post.served) * seconds;
+    return { requests: { total, average: total / seconds }, latency: { p50: get.p50, p99: get.p99 }, non2xx: get.non2xx + post.non2xx };
+  };
   const run = () =>
-    autocannon({
-      ...opts,
-      connections: Number(process.env.BENCH_CONNECTIONS ?? (INGEST ? 8 : 64)),
-      duration: Number(process.env.BENCH_SECONDS ?? 6),
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      requests:
-        PATH === 'post' && !process.env.BENCH_NOKEY
-          ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }]
-          : undefined,
-    });
+    PATH === 'mixed'
+      ? mixed()
+      : autocannon({
+          ...opts,
+          connections: Number(process.env.BENCH_CONNECTIONS ?? (INGEST ? 8 : 64)),
+          duration: Number(process.env.BENCH_SECONDS ?? 6),
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          requests:
+            PATH === 'post' && !process.env.BENCH_NOKEY
+              ? [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, 'idempotency-key': `k-${Date.now()}-${n++}` } }) }]
+              : undefined,
+        });
   await run();
   const tables = process.env.BENCH_TABLES ? await tableCounters(cluster.db.url) : undefined;
   const a = ticks();
@@ -125,5 +152,5 @@ try {
     );
   }
 } finally {
-  await cluster.stop();
+  await (withBaseline?.stop() ?? cluster.stop());
 }

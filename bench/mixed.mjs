@@ -11,6 +11,7 @@ import { fmt, median } from './load.mjs';
 import { pacedLoad } from './paced.mjs';
 import { describeMachine, watchMachine } from './machine-stalls.mjs';
 import { saveResult } from './results.mjs';
+import { describeWakeCost, measureWakeCost } from './wake-cost.mjs';
 
 const GET_RATE = Number(process.env.BENCH_MIXED_GET_RATE ?? 1000);
 const POST_RATE = Number(process.env.BENCH_MIXED_POST_RATE ?? 400);
@@ -42,6 +43,9 @@ async function mixed(base, token, sampleId, seconds) {
 }
 
 async function main() {
+  // before anything starts: what waking a process costs here explains most of the
+  // distance between this scenario's figures on one machine and on another
+  const wake = await measureWakeCost({ rate: GET_RATE });
   const { cluster, baseUrl, token, sampleId, stop } = await startWithBaseline();
   try {
     if (WARMUP_SECONDS > 0) {
@@ -83,9 +87,9 @@ async function main() {
         pass,
       },
     ];
-    console.log(`${rows[0].scenario}\n  ${rows[0].measured}\n  ${describeMachine(machine)}`);
+    console.log(`${rows[0].scenario}\n  ${rows[0].measured}\n  ${describeMachine(machine)}\n  ${describeWakeCost(wake)}`);
     console.log(`  median GET p99 ratio ${fmt(getRatio, 2)}, POST p99 ratio ${fmt(postRatio, 2)}; median served ${median(served).toFixed(0)}/s`);
-    saveResult('mixed', { runs, get_rate: GET_RATE, post_rate: POST_RATE, seconds: SECONDS, connections: CONNECTIONS, machine, rows });
+    saveResult('mixed', { runs, get_rate: GET_RATE, post_rate: POST_RATE, seconds: SECONDS, connections: CONNECTIONS, machine, wake, rows });
   } finally {
     await stop();
   }
