@@ -102,7 +102,7 @@ try {
   let n = 0;
   const mixed = async () => {
     const seconds = Number(process.env.BENCH_SECONDS ?? 6);
-    const load = { seconds, connections: 32, headers: { authorization: `Bearer ${token}` } };
+    const load = { seconds, connections: Number(process.env.BENCH_MIXED_CONNECTIONS ?? 32), headers: { authorization: `Bearer ${token}` } };
     const none = { p50: NaN, p99: NaN, served: 0, non2xx: 0 };
     // a rate of 0 leaves that kind out, to see what the other costs alone at its pace
     const paced = (rate, url, extra = {}) => (rate > 0 ? pacedLoad(url, { ...load, ...extra, rate }) : none);
