@@ -16,7 +16,7 @@ import { execSync } from 'node:child_process';
 import pg from 'pg';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
-import { pacedLoad } from './paced.mjs';
+import { mixedLoad } from './paced.mjs';
 import { api, INGEST_BREACH_EVERY, ingestFixture, seedOrg, startCluster, startWithBaseline } from './cluster.mjs';
 
 const PATH = process.env.BENCH_PATH ?? 'get';
@@ -102,15 +102,14 @@ try {
   let n = 0;
   const mixed = async () => {
     const seconds = Number(process.env.BENCH_SECONDS ?? 6);
-    const load = { seconds, connections: Number(process.env.BENCH_MIXED_CONNECTIONS ?? 32), headers: { authorization: `Bearer ${token}` } };
-    const none = { p50: NaN, p99: NaN, served: 0, non2xx: 0 };
-    // a rate of 0 leaves that kind out, to see what the other costs alone at its pace
-    const paced = (rate, url, extra = {}) => (rate > 0 ? pacedLoad(url, { ...load, ...extra, rate }) : none);
-    const base = withBaseline?.baseUrl ?? cluster.url;
-    const [get, post] = await Promise.all([
-      paced(Number(process.env.BENCH_MIXED_GET_RATE ?? 1000), `${base}/v1/samples/${id}`),
-      paced(Number(process.env.BENCH_MIXED_POST_RATE ?? 400), `${base}/v1/samples`, { method: 'POST', body: { name: 'b', type: 'blood' }, idempotent: true }),
-    ]);
+    const { get, post } = await mixedLoad(withBaseline?.baseUrl ?? cluster.url, {
+      token,
+      sampleId: id,
+      getRate: Number(process.env.BENCH_MIXED_GET_RATE ?? 1000),
+      postRate: Number(process.env.BENCH_MIXED_POST_RATE ?? 400),
+      seconds,
+      connections: Number(process.env.BENCH_MIXED_CONNECTIONS ?? 32),
+    });
     console.log(
       `  GET p50 ${get.p50.toFixed(1)} p99 ${get.p99.toFixed(1)} ms ${get.served.toFixed(0)}/s; POST p50 ${post.p50.toFixed(1)} p99 ${post.p99.toFixed(1)} ms`,
     );

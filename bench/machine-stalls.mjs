@@ -32,7 +32,7 @@ function kdamonds() {
 }
 
 /** CPU milliseconds a process has used (user and system). */
-function cpuMs(pid) {
+export function cpuMs(pid) {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // USER_HZ is 100 on Linux

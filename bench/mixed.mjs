@@ -8,7 +8,7 @@
 // BENCH_MIXED_CONNECTIONS (32 each), BENCH_RUNS (2 here unless set).
 import { startWithBaseline } from './cluster.mjs';
 import { fmt, median } from './load.mjs';
-import { pacedLoad } from './paced.mjs';
+import { mixedLoad } from './paced.mjs';
 import { describeMachine, watchMachine } from './machine-stalls.mjs';
 import { saveResult } from './results.mjs';
 import { describeWakeCost, measureWakeCost } from './wake-cost.mjs';
@@ -25,22 +25,8 @@ const MAX_P99_RATIO = 1.5;
 const SERVED_SHARE = 0.99;
 
 /** Both loads at once against one base URL; resolves with the GET and POST figures. */
-async function mixed(base, token, sampleId, seconds) {
-  const headers = { authorization: `Bearer ${token}` };
-  const [get, post] = await Promise.all([
-    pacedLoad(`${base}/v1/samples/${sampleId}`, { rate: GET_RATE, seconds, connections: CONNECTIONS, headers }),
-    pacedLoad(`${base}/v1/samples`, {
-      rate: POST_RATE,
-      seconds,
-      connections: CONNECTIONS,
-      headers,
-      method: 'POST',
-      body: { name: 'mixed', type: 'blood' },
-      idempotent: true,
-    }),
-  ]);
-  return { get, post };
-}
+const mixed = (base, token, sampleId, seconds) =>
+  mixedLoad(base, { token, sampleId, getRate: GET_RATE, postRate: POST_RATE, seconds, connections: CONNECTIONS });
 
 async function main() {
   // before anything starts: what waking a process costs here explains most of the

@@ -72,3 +72,22 @@ export function pacedLoad(url, { rate, seconds, connections, headers = {}, timel
     tick();
   });
 }
+
+/** What a load left out (rate 0) reports. */
+const NONE = { p50: NaN, p99: NaN, max: NaN, served: 0, sent: 0, errors: 0, non2xx: 0 };
+
+/**
+ * The mixed load (bench/mixed.mjs): GET by id and keyed POST of samples at once
+ * against one base URL, each paced over `connections` of its own; resolves with the
+ * GET and POST figures. A rate of 0 leaves that kind out.
+ */
+export async function mixedLoad(base, { token, sampleId, getRate, postRate, seconds, connections }) {
+  const load = { seconds, connections, headers: { authorization: `Bearer ${token}` } };
+  const [get, post] = await Promise.all([
+    getRate > 0 ? pacedLoad(`${base}/v1/samples/${sampleId}`, { ...load, rate: getRate }) : NONE,
+    postRate > 0
+      ? pacedLoad(`${base}/v1/samples`, { ...load, rate: postRate, method: 'POST', body: { name: 'mixed', type: 'blood' }, idempotent: true })
+      : NONE,
+  ]);
+  return { get, post };
+}

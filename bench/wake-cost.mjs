@@ -13,17 +13,11 @@
 // figure is the echo process's CPU per message, which does nothing but read and write.
 // `node bench/wake-cost.mjs [rate]` prints it.
 import { fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { cpuMs } from './machine-stalls.mjs';
 
 const self = fileURLToPath(import.meta.url);
-
-/** CPU microseconds a process has used (user and system; USER_HZ is 100 on Linux). */
-function cpuUs(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10_000;
-}
 
 /** Round trips for `seconds`, back to back (rate 0) or paced; the echo process's CPU per message. */
 async function echoCost(port, pid, rate, seconds) {
@@ -32,7 +26,7 @@ async function echoCost(port, pid, rate, seconds) {
   sock.setNoDelay(true);
   const msg = Buffer.alloc(200, 1);
   let n = 0;
-  const before = cpuUs(pid);
+  const before = cpuMs(pid);
   const start = performance.now();
   await new Promise((resolve) => {
     const send = () => sock.write(msg);
@@ -45,7 +39,7 @@ async function echoCost(port, pid, rate, seconds) {
     send();
   });
   sock.destroy();
-  return (cpuUs(pid) - before) / n;
+  return ((cpuMs(pid) - before) * 1000) / n;
 }
 
 /**
