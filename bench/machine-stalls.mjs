@@ -13,6 +13,7 @@
 // recorded run says whether the machine stalled under it.
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
 
 const DAMON = '/sys/kernel/mm/damon/admin/kdamonds';
 
@@ -67,6 +68,42 @@ export function watchMachine() {
         damon: daemons.length
           ? daemons.map((k, i) => `kdamond sampling every ${k.sample_ms} ms, ${((cpuMs(k.pid) - before[i]) / (10 * seconds)).toFixed(1)}% of a CPU`).join('; ')
           : 'off',
+      };
+    },
+  };
+}
+
+/**
+ * How busy the whole machine was while a run lasted: every process's CPU time, the
+ * load generator's and the probe's included, from /proc/stat's first line. A paced
+ * run whose queue grows while the machine's cores are all busy asked for more CPU
+ * than the machine has; one whose queue grows with cores to spare waited on
+ * something else. `stop()` gives the cores, the busy share of them and the busy
+ * CPU milliseconds (0 and null where /proc/stat cannot be read).
+ */
+export function watchBusy() {
+  const read = () => {
+    try {
+      const [, ...f] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+      const idle = f[3] + f[4]; // idle and iowait
+      // up to steal (time the hypervisor gave elsewhere counts as busy: the cores were not
+      // the run's); guest time is already in user
+      const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+      return { busy: total - idle, total };
+    } catch {
+      return undefined;
+    }
+  };
+  const before = read();
+  const cores = os.availableParallelism();
+  return {
+    stop() {
+      const after = read();
+      if (!before || !after || after.total === before.total) return { cores, busy_share: null, busy_cpu_ms: 0 };
+      return {
+        cores,
+        busy_share: (after.busy - before.busy) / (after.total - before.total),
+        busy_cpu_ms: ((after.busy - before.busy) * 1000) / 100, // USER_HZ is 100 on Linux
       };
     },
   };

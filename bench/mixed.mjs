@@ -9,7 +9,7 @@
 import { startWithBaseline } from './cluster.mjs';
 import { fmt, median } from './load.mjs';
 import { mixedLoad } from './paced.mjs';
-import { describeMachine, watchMachine } from './machine-stalls.mjs';
+import { describeMachine, watchBusy, watchMachine } from './machine-stalls.mjs';
 import { saveResult } from './results.mjs';
 import { describeWakeCost, measureWakeCost } from './wake-cost.mjs';
 
@@ -23,10 +23,33 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 10);
 const MAX_P99_RATIO = 1.5;
 /** "The full rate": what a paced run may fall short by, counting the last in-flight answers. */
 const SERVED_SHARE = 0.99;
+/** A machine this busy through a run had no core to spare. */
+const FULL_SHARE = 0.95;
 
 /** Both loads at once against one base URL; resolves with the GET and POST figures. */
 const mixed = (base, token, sampleId, seconds) =>
   mixedLoad(base, { token, sampleId, getRate: GET_RATE, postRate: POST_RATE, seconds, connections: CONNECTIONS });
+
+/**
+ * How much of the machine each side's runs took, and per request answered: the
+ * whole machine's CPU (load generator included, alike for both sides). When the
+ * stack's runs kept every core busy, its queue grew because the load asks more CPU
+ * of the stack than this machine has, and that line says so.
+ */
+function describeBusy(runs) {
+  const side = (name) => {
+    const shares = runs.map((x) => x[name].busy.busy_share);
+    if (shares.some((s) => s === null)) return `${name} not measured`;
+    const perRequest = runs.map((x) => x[name].busy.busy_cpu_ms / ((x[name].get.served + x[name].post.served) * SECONDS));
+    return `${name} ${shares.map((s) => (s * 100).toFixed(0)).join(' / ')}% (${perRequest.map((ms) => (ms * 1000).toFixed(0)).join(' / ')} us of CPU per request)`;
+  };
+  const cores = runs[0].stack.busy.cores;
+  const full = runs.every((x) => x.stack.busy.busy_share !== null && x.stack.busy.busy_share >= FULL_SHARE);
+  return (
+    `machine busy (all ${cores} cores): ${side('stack')}; ${side('baseline')}` +
+    (full ? `; the stack's runs kept every core busy: this load asks more CPU of it than the machine has` : '')
+  );
+}
 
 async function main() {
   // before anything starts: what waking a process costs here explains most of the
@@ -44,7 +67,11 @@ async function main() {
       // alternate the order so drift hits both sides alike
       const order = r % 2 === 0 ? ['stack', 'baseline'] : ['baseline', 'stack'];
       const pair = {};
-      for (const side of order) pair[side] = await mixed(side === 'stack' ? cluster.url : baseUrl, token, sampleId, SECONDS);
+      for (const side of order) {
+        const busy = watchBusy();
+        pair[side] = await mixed(side === 'stack' ? cluster.url : baseUrl, token, sampleId, SECONDS);
+        pair[side].busy = busy.stop();
+      }
       runs.push(pair);
       const { stack, baseline: base } = pair;
       console.log(
@@ -73,7 +100,7 @@ async function main() {
         pass,
       },
     ];
-    console.log(`${rows[0].scenario}\n  ${rows[0].measured}\n  ${describeMachine(machine)}\n  ${describeWakeCost(wake)}`);
+    console.log(`${rows[0].scenario}\n  ${rows[0].measured}\n  ${describeBusy(runs)}\n  ${describeMachine(machine)}\n  ${describeWakeCost(wake)}`);
     console.log(`  median GET p99 ratio ${fmt(getRatio, 2)}, POST p99 ratio ${fmt(postRatio, 2)}; median served ${median(served).toFixed(0)}/s`);
     saveResult('mixed', { runs, get_rate: GET_RATE, post_rate: POST_RATE, seconds: SECONDS, connections: CONNECTIONS, machine, wake, rows });
   } finally {
