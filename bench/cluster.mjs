@@ -256,6 +256,21 @@ export async function ingestFixture(base, operatorToken, breachEvery = INGEST_BR
 }
 
 /**
+ * ANALYZE the whole database, as autovacuum does in its own time. Also what a
+ * prepared statement's cached plan is remade on: a plan made when a table was
+ * small keeps scanning it as it grows, until the next ANALYZE (decision 067).
+ */
+export async function gatherStatistics(url) {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    await db.query('analyze');
+  } finally {
+    await db.end();
+  }
+}
+
+/**
  * The request scenarios' setting (read-write, mixed): the cluster shape, and the
  * one-process baseline on the same database; an org, its key and 200 samples
  * (the id of the last to read). Statistics are gathered now, not whenever
@@ -271,10 +286,7 @@ export async function startWithBaseline() {
     const { token } = await seedOrg(cluster.url, cluster.operatorToken);
     let sampleId;
     for (let i = 0; i < 200; i++) sampleId = (await api(cluster.url, 'POST', '/v1/samples', token, { name: `seed-${i}`, type: 'blood' })).data.id;
-    const db = new pg.Client({ connectionString: cluster.db.url });
-    await db.connect();
-    await db.query('analyze');
-    await db.end();
+    await gatherStatistics(cluster.db.url);
     return {
       cluster,
       baseUrl: `http://127.0.0.1:${baselinePort}`,
