@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { QueryOptions, Results, Transaction } from '@electric-sql/pglite';
 import type { PgliteQueries } from './adapters/drizzle.js';
+import { metrics } from './metrics.js';
 
 /** A statement for the engine's thread (embedded-engine-thread.ts). */
 export type EngineRequest =
@@ -21,6 +22,32 @@ export type EngineTransaction = Pick<Transaction, 'query' | 'exec'>;
  * thread starts from JavaScript.
  */
 const THREAD_MODULE = join(__dirname, '..', 'dist', 'embedded-engine-thread.js');
+
+/**
+ * How often the engine looks for tables to vacuum and analyze: autovacuum's
+ * default naptime. PGlite runs no autovacuum (one process, one session).
+ */
+const MAINTENANCE_EVERY_MS = 60_000;
+
+/**
+ * The tables that grew by a tenth (and 8 pages) since their last VACUUM or ANALYZE,
+ * or were never analyzed: by size on disk, which both backends know, where PGlite's
+ * row counters (pg_stat_user_tables) stay at zero. A table that only churns (rows
+ * written and deleted, as the outbox's) grows too, since without a VACUUM its freed
+ * space is not found again. Quoted names, ready for VACUUM.
+ */
+const GROWN_TABLES = `select format('%I.%I', n.nspname, c.relname) as name
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  where c.relkind = 'r' and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname not like 'pg\\_%'
+    and pg_relation_size(c.oid) > 0
+    and (c.reltuples < 0 or pg_relation_size(c.oid) / current_setting('block_size')::int > c.relpages * 1.1 + 8)
+  order by c.oid`;
+
+/** When the engine maintains its tables; `onMaintained` hears of each pass's tables (tests, logs). */
+export interface EngineOptions {
+  maintenanceEveryMs?: number;
+  onMaintained?: (tables: string[]) => void;
+}
 
 /** An error of the engine's thread, with its fields (code, constraint, detail...) as PGlite gave them. */
 function engineError(fields: Record<string, unknown>): Error {
@@ -54,6 +81,7 @@ export class EmbeddedEngine implements PgliteQueries {
   private lockTail: Promise<void> = Promise.resolve();
   private lockHeld = 0;
   private readonly ready: Promise<void>;
+  private maintenanceTimer: NodeJS.Timeout | undefined;
 
   private constructor(dir: string) {
     this.worker = new Worker(THREAD_MODULE, { workerData: { dir } });
@@ -66,7 +94,7 @@ export class EmbeddedEngine implements PgliteQueries {
   }
 
   /** Starts the thread and opens (or creates) the database in `dir`. */
-  static async start(dir: string): Promise<EmbeddedEngine> {
+  static async start(dir: string, opts: EngineOptions = {}): Promise<EmbeddedEngine> {
     const engine = new EmbeddedEngine(dir);
     engine.worker.ref();
     try {
@@ -78,7 +106,49 @@ export class EmbeddedEngine implements PgliteQueries {
     } finally {
       engine.worker.unref();
     }
+    engine.scheduleMaintenance(opts.maintenanceEveryMs ?? MAINTENANCE_EVERY_MS, opts.onMaintained);
     return engine;
+  }
+
+  /**
+   * Autovacuum's work, which PGlite does not do: VACUUM (ANALYZE) of each table that
+   * grew since its last one (GROWN_TABLES), one at a time, each between
+   * transactions. Without it the statistics would never change: a prepared
+   * statement would keep the plan made when its table was nearly empty (a read by
+   * id scanning the organisation's rows, decision 067) for as long as the process
+   * runs, and the rows deleted by the relays and housekeeping would never be
+   * reclaimed. Resolves with the tables maintained.
+   */
+  async maintain(): Promise<string[]> {
+    const { rows } = await this.query<{ name: string }>(GROWN_TABLES);
+    const done: string[] = [];
+    for (const { name } of rows) {
+      if (this.broken) break;
+      await this.exec(`VACUUM (ANALYZE) ${name}`);
+      metrics().embeddedMaintainedTables.inc();
+      done.push(name);
+    }
+    return done;
+  }
+
+  /** A maintenance pass every `everyMs`, timed from the end of the last; none keeps the process alive. */
+  private scheduleMaintenance(everyMs: number, onMaintained?: (tables: string[]) => void): void {
+    this.maintenanceTimer = setTimeout(() => {
+      this.maintain()
+        .then(
+          (tables) => {
+            if (tables.length) onMaintained?.(tables);
+          },
+          // the next pass tries again; an engine closed under the pass schedules none
+          () => {
+            if (!this.broken) metrics().embeddedMaintenanceFailures.inc();
+          },
+        )
+        .finally(() => {
+          if (!this.broken) this.scheduleMaintenance(everyMs, onMaintained);
+        });
+    }, everyMs);
+    this.maintenanceTimer.unref();
   }
 
   query<T>(text: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
@@ -120,6 +190,7 @@ export class EmbeddedEngine implements PgliteQueries {
 
   async close(): Promise<void> {
     if (this.broken) return;
+    clearTimeout(this.maintenanceTimer);
     const release = await this.lock();
     try {
       await this.send({ id: 0, op: 'close' });

@@ -104,6 +104,14 @@ function edgeMetrics() {
 /** Group commit and shared reads: how many writes and reads shared a transaction or a connection. */
 function databaseMetrics() {
   return {
+    embeddedMaintainedTables: new client.Counter({
+      name: 'lab_db_embedded_maintained_tables_total',
+      help: 'Tables the embedded database vacuumed and analyzed because they grew (it runs no autovacuum)',
+    }),
+    embeddedMaintenanceFailures: new client.Counter({
+      name: 'lab_db_embedded_maintenance_failures_total',
+      help: 'Maintenance passes of the embedded database that failed (the next pass tries again)',
+    }),
     sharedTransactions: new client.Counter({
       name: 'lab_db_shared_transactions_total',
       help: 'Transactions that several writes shared (group commit), by outcome: committed, or rerun (a member failed, so each ran again alone)',

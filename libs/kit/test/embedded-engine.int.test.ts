@@ -94,3 +94,85 @@ describe('embedded engine (PGlite on its own thread)', () => {
     }
   });
 });
+
+/**
+ * PGlite runs no autovacuum: the engine vacuums and analyzes the tables that grew
+ * (decision 067). Without it, a prepared read by id planned while its table was
+ * nearly empty kept scanning the organisation's rows for as long as the process ran.
+ */
+describe('embedded engine maintenance (autovacuum for PGlite)', () => {
+  let dir: string;
+  let engine: EmbeddedEngine;
+  const org = '00000000-0000-4000-8000-000000000001';
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'lab-engine-maint-'));
+    engine = await EmbeddedEngine.start(join(dir, 'pg'));
+    await engine.exec(`create schema lab;
+      create table lab.samples (id uuid primary key, org_id uuid not null, location uuid, name text);
+      create index samples_org_location_idx on lab.samples (org_id, location);`);
+  });
+  afterAll(async () => {
+    await engine.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const insert = (n: number) => engine.exec(`insert into lab.samples select gen_random_uuid(), '${org}', null, 'sample ' || i from generate_series(1, ${n}) i`);
+  /** The plan a prepared statement runs with: its generic plan, kept as a service's named statements keep theirs. */
+  const keptPlan = async () =>
+    (await engine.query<{ 'QUERY PLAN': string }>(`explain execute read_by_id('${org}', '${org}')`)).rows.map((r) => r['QUERY PLAN']).join('\n');
+
+  it("gathers the statistics of a table that grew, and the prepared read's plan is remade by its key", async () => {
+    await insert(10);
+    await engine.exec(`set plan_cache_mode = force_generic_plan;
+      prepare read_by_id(uuid, uuid) as select name from lab.samples t where t.id = $1 and t.org_id = $2`);
+    await engine.maintain();
+    // planned on ten rows: a scan of the table, kept while it grows
+    const small = await keptPlan();
+    expect(small).not.toContain('samples_pkey');
+    await insert(20_000);
+    expect(await keptPlan()).toBe(small);
+
+    expect(await engine.maintain()).toEqual(['lab.samples']);
+    expect(await keptPlan()).toContain('Index Scan using samples_pkey');
+    const { rows } = await engine.query<{ reltuples: number }>(`select reltuples from pg_class where oid = 'lab.samples'::regclass`);
+    expect(rows[0]!.reltuples).toBeGreaterThan(19_000);
+  });
+
+  it('leaves a table alone until it grows again', async () => {
+    await engine.maintain();
+    expect(await engine.maintain()).toEqual([]);
+    await insert(100);
+    expect(await engine.maintain()).toEqual([]);
+  });
+
+  it('reclaims what deleted rows held: the table stops growing', async () => {
+    await engine.exec(`create table lab.outbox (id bigserial primary key, payload text)`);
+    const churn = async () => {
+      await engine.exec(`insert into lab.outbox (payload) select repeat('x', 200) from generate_series(1, 5000)`);
+      await engine.exec(`delete from lab.outbox`);
+    };
+    const pages = async () =>
+      (await engine.query<{ n: number }>(`select pg_relation_size('lab.outbox')::int / current_setting('block_size')::int as n`)).rows[0]!.n;
+    await churn();
+    await engine.maintain();
+    const after = await pages();
+    for (let i = 0; i < 3; i++) {
+      await churn();
+      await engine.maintain();
+    }
+    // without VACUUM each round would add the 5,000 rows' pages again
+    expect(await pages()).toBeLessThanOrEqual(after);
+  });
+
+  it('runs by itself every maintenanceEveryMs, and stops with the engine', async () => {
+    let heard!: (tables: string[]) => void;
+    const maintained = new Promise<string[]>((r) => (heard = r));
+    const other = await EmbeddedEngine.start(join(dir, 'timed'), { maintenanceEveryMs: 20, onMaintained: (t) => heard(t) });
+    try {
+      await other.exec(`create table grows (id int primary key); insert into grows select generate_series(1, 1000)`);
+      expect(await maintained).toEqual(['public.grows']);
+    } finally {
+      await other.close();
+    }
+  });
+});
