@@ -82,6 +82,8 @@ export class EmbeddedEngine implements PgliteQueries {
   private lockHeld = 0;
   private readonly ready: Promise<void>;
   private maintenanceTimer: NodeJS.Timeout | undefined;
+  /** close() was called: no maintenance pass is scheduled again, even by one that was running. */
+  private closing = false;
 
   private constructor(dir: string) {
     this.worker = new Worker(THREAD_MODULE, { workerData: { dir } });
@@ -141,11 +143,11 @@ export class EmbeddedEngine implements PgliteQueries {
           },
           // the next pass tries again; an engine closed under the pass schedules none
           () => {
-            if (!this.broken) metrics().embeddedMaintenanceFailures.inc();
+            if (!this.closing && !this.broken) metrics().embeddedMaintenanceFailures.inc();
           },
         )
         .finally(() => {
-          if (!this.broken) this.scheduleMaintenance(everyMs, onMaintained);
+          if (!this.closing && !this.broken) this.scheduleMaintenance(everyMs, onMaintained);
         });
     }, everyMs);
     this.maintenanceTimer.unref();
@@ -190,6 +192,7 @@ export class EmbeddedEngine implements PgliteQueries {
 
   async close(): Promise<void> {
     if (this.broken) return;
+    this.closing = true;
     clearTimeout(this.maintenanceTimer);
     const release = await this.lock();
     try {
