@@ -32,11 +32,14 @@ function kdamonds() {
   }
 }
 
+/** Milliseconds of CPU in one clock tick of /proc's counters (USER_HZ is 100 on Linux). */
+const TICK_MS = 1000 / 100;
+
 /** CPU milliseconds a process has used (user and system). */
 export function cpuMs(pid) {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // USER_HZ is 100 on Linux
+    return (Number(f[11]) + Number(f[12])) * TICK_MS;
   } catch {
     return 0;
   }
@@ -103,7 +106,7 @@ export function watchBusy() {
       return {
         cores,
         busy_share: (after.busy - before.busy) / (after.total - before.total),
-        busy_cpu_ms: ((after.busy - before.busy) * 1000) / 100, // USER_HZ is 100 on Linux
+        busy_cpu_ms: (after.busy - before.busy) * TICK_MS,
       };
     },
   };
