@@ -3,6 +3,7 @@ import { connect, type ChannelModel } from 'amqplib';
 import {
   AmqpBus,
   MemoryBus,
+  messagesIn,
   createLogger,
   newId,
   runService,
@@ -39,7 +40,8 @@ export async function tapEvents(bus: Bus, exchange: string, bindings: string[]):
   await ch.assertExchange(exchange, 'topic', { durable: true });
   const q = await ch.assertQueue('', { exclusive: true });
   for (const b of bindings) await ch.bindQueue(q.queue, exchange, b);
-  await ch.consume(q.queue, (m) => m && received.push(JSON.parse(m.content.toString()) as BusMessage), { noAck: true });
+  // audit records and public events may come in bundles: messagesIn reads either
+  await ch.consume(q.queue, (m) => m && received.push(...messagesIn(m.content, m.properties.contentType as string | undefined)), { noAck: true });
   return { received, close: () => conn.close() };
 }
 

@@ -32,15 +32,18 @@ export const EVENT_ROUTES = {
 } as const satisfies Record<string, QueueRoute>;
 
 /**
- * Event types published to RabbitMQ in bundles, many messages of the type in one
- * AMQP message (kit's BUNDLE_CONTENT_TYPE); consumers still get one message each.
- * Audit records: one beside every change, stored in batches by their one
- * consumer; a bundle roughly halves what the broker does per write. Breach events:
- * one per breaching reading, so they come in bursts of an ingest batch's size
- * (decision 035). Other events go alone, as each consumer of them may handle them
- * at its own pace.
+ * Event types published to RabbitMQ in bundles (binding patterns): the messages of
+ * such a type in one relay batch go as one AMQP message (kit's
+ * BUNDLE_CONTENT_TYPE); consumers still get one message each. Audit records: one
+ * beside every change, stored in batches by their one consumer. The public events
+ * (decision 068): one beside every write too, and their consumers, the webhook
+ * fan-out and, for breaches, notification reactions, take a batch in one
+ * transaction; RabbitMQ's cost is per AMQP message, so a keyed write's share of
+ * it halves. Breach events come in bursts of an ingest batch's size (decision
+ * 035). The other events go alone: their consumers (a job worker, a department
+ * count) handle each at their own pace and prefetch.
  */
-export const BUNDLED_EVENT_TYPES: readonly string[] = ['audit.record', 'environmental.breach'];
+export const BUNDLED_EVENT_TYPES: readonly string[] = ['audit.record', ...EVENT_ROUTES.webhookDeliveries.bindings];
 
 /** Every durable queue, for a bus to declare when it connects. */
 export const DURABLE_QUEUES: readonly QueueRoute[] = Object.values(EVENT_ROUTES);

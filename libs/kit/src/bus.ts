@@ -294,9 +294,10 @@ export interface AmqpBusOptions {
   /** confirm channels publishes are spread over (default 3, as many as the outbox relay's batches in flight) */
   publishChannels?: number;
   /**
-   * Message types published in bundles: the messages of such a type in one
-   * publish go to the broker as one AMQP message (see BUNDLE_CONTENT_TYPE).
-   * Every consumer of these types must run a bus that reads bundles (this one).
+   * Message types published in bundles, as binding patterns (`audit.record`,
+   * `sample.#`): the messages of such a type in one publish go to the broker as
+   * one AMQP message a type (see BUNDLE_CONTENT_TYPE). Every consumer of these
+   * types must run a bus that reads bundles (this one).
    */
   bundledTypes?: readonly string[];
 }
@@ -381,6 +382,8 @@ export class AmqpBus implements Bus {
   private readonly otherTypeWarned = new Set<string>();
   private closing = false;
   private readonly connectedListeners: (() => void)[] = [];
+  /** whether each type seen is bundled (bundledTypes' patterns, matched once per type) */
+  private readonly bundledByType = new Map<string, boolean>();
   readonly deliversInProcess = false;
 
   private constructor(
@@ -546,17 +549,27 @@ export class AmqpBus implements Bus {
     return { refused: [...refused.values()] };
   }
 
+  /** Whether messages of this type go in bundles (bundledTypes). */
+  private bundles(type: string): boolean {
+    let yes = this.bundledByType.get(type);
+    if (yes === undefined) {
+      yes = (this.opts.bundledTypes ?? []).some((pattern) => topicMatches(pattern, type));
+      // types come from the code, not from requests: the map stays as small as their list
+      this.bundledByType.set(type, yes);
+    }
+    return yes;
+  }
+
   /**
    * The messages of a publish one by one where they came several as one (count)
    * of a type this bus does not bundle; `of`, then, the given message each is of.
    */
   private unpacked(given: SerializedMessage[]): { messages: SerializedMessage[]; of?: number[] } {
-    const bundled = this.opts.bundledTypes ?? [];
-    if (!given.some((m) => m.count !== undefined && !bundled.includes(m.type))) return { messages: given };
+    if (!given.some((m) => m.count !== undefined && !this.bundles(m.type))) return { messages: given };
     const messages: SerializedMessage[] = [];
     const of: number[] = [];
     given.forEach((m, i) => {
-      if (m.count === undefined || bundled.includes(m.type)) {
+      if (m.count === undefined || this.bundles(m.type)) {
         messages.push(m);
         of.push(i);
         return;
@@ -576,13 +589,12 @@ export class AmqpBus implements Bus {
    * the order of their first.
    */
   private sendsOf(messages: SerializedMessage[]): number[][] {
-    const bundled = this.opts.bundledTypes;
-    if (!bundled?.length) return messages.map((_, i) => [i]);
+    if (!this.opts.bundledTypes?.length) return messages.map((_, i) => [i]);
     const sends: number[][] = [];
     const open = new Map<string, { members: number[]; chars: number }>();
     for (const [i, m] of messages.entries()) {
       // a message that is a bundle already (count) goes as it is
-      if (m.trace || m.count !== undefined || !bundled.includes(m.type)) {
+      if (m.trace || m.count !== undefined || !this.bundles(m.type)) {
         sends.push([i]);
         continue;
       }

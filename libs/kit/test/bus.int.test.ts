@@ -263,6 +263,39 @@ describeBroker('bundled message types', () => {
     }
   });
 
+  it('bundles by binding pattern: one bundle per type the pattern matches, other types alone', async () => {
+    const exchange = uniqueExchange();
+    const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.#'] });
+    try {
+      const batches: { type: string; n: number[] }[] = [];
+      const single: string[] = [];
+      await bus.subscribe({
+        queue: 'bundles',
+        bindings: ['thing.#', 'thingy.#', 'other.#'],
+        handler: async (m) => void single.push(`${m.type} ${(m.data as { n: number }).n}`),
+        handleBatch: async (msgs) => void batches.push({ type: msgs[0]!.type, n: msgs.map((m) => (m.data as { n: number }).n) }),
+      });
+      const outcome = await bus.publish([
+        msgOf('thing.created', 1),
+        msgOf('thing.part.updated', 2),
+        msgOf('other.created', 3),
+        msgOf('thing.created', 4),
+        msgOf('thing.part.updated', 5),
+        msgOf('thingy.created', 6),
+      ]);
+      expect(outcome.refused).toEqual([]);
+      await waitFor('both bundles and the two single messages handled', () => batches.length === 2 && single.length === 2, 5_000);
+      expect(batches.sort((a, b) => a.n[0]! - b.n[0]!)).toEqual([
+        { type: 'thing.created', n: [1, 4] },
+        { type: 'thing.part.updated', n: [2, 5] },
+      ]);
+      // `thing.#` is a pattern of words: `thingy.created` is not of it
+      expect(single.sort()).toEqual(['other.created 3', 'thingy.created 6']);
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('closes a bundle at a megabyte of messages and begins the next', async () => {
     const exchange = uniqueExchange();
     const bus = await AmqpBus.connect(amqpUrl!, exchange, createLogger('test', 'silent'), { queueExpiresMs: 60_000, bundledTypes: ['thing.audited'] });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type ChannelModel } from 'amqplib';
+import { messagesIn } from '@lab/kit';
 import { startStack, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
@@ -34,7 +35,8 @@ beforeAll(async () => {
     await ch.assertExchange(stack.exchange, 'topic', { durable: true });
     const q = await ch.assertQueue('', { exclusive: true });
     for (const key of ['sample.created', 'lab_order.#', 'lab_result.#']) await ch.bindQueue(q.queue, stack.exchange, key);
-    await ch.consume(q.queue, (m) => m && events.push(JSON.parse(m.content.toString())), { noAck: true });
+    // public events may come in bundles (decision 068): messagesIn reads either
+    await ch.consume(q.queue, (m) => m && events.push(...messagesIn(m.content, m.properties.contentType as string | undefined)), { noAck: true });
   } else {
     await stack.bus.subscribe({ queue: 'orders-e2e', bindings: ['sample.created', 'lab_order.#', 'lab_result.#'], handler: async (m) => void events.push(m) });
   }

@@ -1,6 +1,20 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { webhooks } from '@lab/contracts';
-import { AmqpBus, MemoryBus, RpcClient, createLogger, newId, runService, systemContext, type Bus, type CallerContext, type RunningService } from '@lab/kit';
+import { connect } from 'amqplib';
+import { BUNDLED_EVENT_TYPES, webhooks } from '@lab/contracts';
+import {
+  AmqpBus,
+  BUNDLE_CONTENT_TYPE,
+  MemoryBus,
+  RpcClient,
+  createLogger,
+  messagesIn,
+  newId,
+  runService,
+  systemContext,
+  type Bus,
+  type CallerContext,
+  type RunningService,
+} from '@lab/kit';
 import { sql } from 'drizzle-orm';
 import { webhooksDefinition, type WebhooksConfig } from '@lab/webhooks';
 import { purgeInboundEvents, purgeSettledDeliveries } from '../src/retention';
@@ -30,7 +44,10 @@ class Harness {
 
   /** A service start is a process start: its own broker connection, its own pool. */
   async start(cfg: Partial<WebhooksConfig>): Promise<void> {
-    this.bus = process.env.AMQP_URL ? await AmqpBus.connect(process.env.AMQP_URL, this.exchange, log) : new MemoryBus(log);
+    // the deployment's bundles (openBus): public events published together go as one message a type
+    this.bus = process.env.AMQP_URL
+      ? await AmqpBus.connect(process.env.AMQP_URL, this.exchange, log, { bundledTypes: BUNDLED_EVENT_TYPES })
+      : new MemoryBus(log);
     this.svc = await runService(webhooksDefinition(cfg), {
       log,
       bus: this.bus,
@@ -165,6 +182,54 @@ describe('outbound deliveries', () => {
     await h.publish(org, 'sample.created', { id: 'after' });
     await eventually(() => (rs.every((r) => r.requests.length === 31) ? true : undefined));
     expect(rs.map((r) => r.requests.length)).toEqual([31, 31, 31]);
+  });
+
+  test('public events published together travel as one bundle a type and fan out one delivery each; a bundle again adds nothing', async () => {
+    const org = newId();
+    const r = await receiver();
+    const sub = await h.subscribe(org, r.url, ['sample.created', 'experiment.*']);
+    // what went to the broker: each AMQP message's content type and events
+    const tapped: { contentType: string | undefined; types: string[] }[] = [];
+    const amqp = process.env.AMQP_URL ? await connect(process.env.AMQP_URL) : undefined;
+    try {
+      if (amqp) {
+        const ch = await amqp.createChannel();
+        const q = await ch.assertQueue('', { exclusive: true });
+        for (const b of ['sample.#', 'experiment.#']) await ch.bindQueue(q.queue, h.exchange, b);
+        await ch.consume(
+          q.queue,
+          (m) => {
+            if (!m) return;
+            const contentType = m.properties.contentType as string | undefined;
+            tapped.push({ contentType, types: messagesIn(m.content, contentType).map((x) => x.type) });
+          },
+          { noAck: true },
+        );
+      }
+      const event = (type: string, n: number) => ({ id: newId(), type, org_id: org, occurred_at: new Date().toISOString(), data: { id: `${type} ${n}` } });
+      const batch = [...[1, 2, 3, 4].map((n) => event('sample.created', n)), ...[1, 2].map((n) => event('experiment.created', n))];
+      expect((await h.bus.publish(batch)).refused).toEqual([]);
+      const list = await eventually(async () => {
+        const l = await h.deliveries(org, sub.id);
+        return l.length === 6 && l.every((d) => d.status === 'delivered') ? l : undefined;
+      });
+      expect(list).toHaveLength(6);
+      expect(r.requests.map((x) => x.body.data.id as string).sort()).toEqual(batch.map((e) => e.data.id).sort());
+      expect(new Set(r.requests.map((x) => x.headers['x-service-delivery'])).size).toBe(6);
+      if (amqp) {
+        await eventually(() => (tapped.length === 2 ? true : undefined));
+        // in either order: the two may go over different publish channels
+        expect(tapped.map((t) => t.contentType)).toEqual([BUNDLE_CONTENT_TYPE, BUNDLE_CONTENT_TYPE]);
+        expect(tapped.map((t) => t.types).sort((x, y) => x.length - y.length)).toEqual([Array(2).fill('experiment.created'), Array(4).fill('sample.created')]);
+      }
+      // the broker may hand a bundle over again (a lost ack): the same ids, no new deliveries
+      await h.bus.publish(batch);
+      await h.publish(org, 'sample.created', { id: 'after' });
+      await eventually(() => (r.requests.length === 7 ? true : undefined));
+      expect(await h.deliveries(org, sub.id)).toHaveLength(7);
+    } finally {
+      await amqp?.close();
+    }
   });
 
   test('a receiver failing twice gets the third attempt with the same delivery id', async () => {
