@@ -41,7 +41,7 @@ export async function tapEvents(bus: Bus, exchange: string, bindings: string[]):
   const q = await ch.assertQueue('', { exclusive: true });
   for (const b of bindings) await ch.bindQueue(q.queue, exchange, b);
   // audit records and public events may come in bundles: messagesIn reads either
-  await ch.consume(q.queue, (m) => m && received.push(...messagesIn(m.content, m.properties.contentType as string | undefined)), { noAck: true });
+  await ch.consume(q.queue, (m) => m && received.push(...messagesIn(m)), { noAck: true });
   return { received, close: () => conn.close() };
 }
 

@@ -325,14 +325,14 @@ function messageProperties(m: { id: string; request_id?: string }) {
 }
 
 /**
- * The messages one AMQP message of the bus carries: itself, or a bundle's. Throws
- * on content that is not JSON, or a bundle that is not an array. For consumers
- * outside the bus too (tools, tests reading a queue), so the format is read in
- * one place.
+ * The messages one AMQP message of the bus carries (as amqplib hands it over):
+ * itself, or a bundle's. Throws on content that is not JSON, or a bundle that is
+ * not an array. For consumers outside the bus too (tools, tests reading a
+ * queue), so the format is read in one place.
  */
-export function messagesIn(content: Buffer, contentType: string | undefined): BusMessage[] {
-  const parsed = JSON.parse(content.toString('utf8')) as unknown;
-  if (contentType !== BUNDLE_CONTENT_TYPE) return [parsed as BusMessage];
+export function messagesIn(raw: Pick<ConsumeMessage, 'content' | 'properties'>): BusMessage[] {
+  const parsed = JSON.parse(raw.content.toString('utf8')) as unknown;
+  if (raw.properties.contentType !== BUNDLE_CONTENT_TYPE) return [parsed as BusMessage];
   if (!Array.isArray(parsed)) throw new Error('a bundle that is not a JSON array');
   return parsed as BusMessage[];
 }
@@ -766,7 +766,7 @@ export class AmqpBus implements Bus {
   private async handle(ch: ConfirmChannel, queue: string, sub: SubscribeOptions, raw: ConsumeMessage, maxAttempts: number) {
     let msgs: BusMessage[];
     try {
-      msgs = messagesIn(raw.content, raw.properties.contentType as string | undefined);
+      msgs = messagesIn(raw);
     } catch {
       // Unreadable: nothing will ever handle it, park it at once.
       this.park(ch, queue, sub, raw);

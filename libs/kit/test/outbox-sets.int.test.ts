@@ -203,7 +203,7 @@ describeWithServers(['rabbitmq'], 'to RabbitMQ', () => {
         (m) => {
           if (!m) return;
           amqp++;
-          messages.push(...messagesIn(m.content, m.properties.contentType as string | undefined));
+          messages.push(...messagesIn(m));
         },
         { noAck: true },
       );

@@ -1,16 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { connect, type ChannelModel } from 'amqplib';
-import { messagesIn } from '@lab/kit';
-import { startStack, type Stack } from '@lab/testing';
+import { startStack, tapEvents, type EventTap, type Stack } from '@lab/testing';
 import { call, eventually } from '../../gateway/test/http';
 
 let stack: Stack;
-let conn: ChannelModel | undefined;
+let tap: EventTap | undefined;
+/** the tap's events as they arrive (its array, filled in place) */
+let events: { type: string; data: any }[] = [];
 let writeKey: string;
 let adminKey: string;
 let otherOrgKey: string;
 let noModuleKey: string;
-const events: { type: string; data: any }[] = [];
 
 const api = (method: string, path: string, token: string, body?: unknown, headers?: Record<string, string>) =>
   call(stack.url, method, path, { token, body, headers });
@@ -29,21 +28,12 @@ beforeAll(async () => {
   adminKey = (await admin.createApiKey(org.id, { scopes: ['admin'] })).token;
   otherOrgKey = (await admin.createApiKey(other.id, { scopes: ['admin'] })).token;
   noModuleKey = (await admin.createApiKey(bare.id, { scopes: ['admin'] })).token;
-  if (process.env.AMQP_URL) {
-    conn = await connect(process.env.AMQP_URL);
-    const ch = await conn.createChannel();
-    await ch.assertExchange(stack.exchange, 'topic', { durable: true });
-    const q = await ch.assertQueue('', { exclusive: true });
-    for (const key of ['sample.created', 'lab_order.#', 'lab_result.#']) await ch.bindQueue(q.queue, stack.exchange, key);
-    // public events may come in bundles (decision 068): messagesIn reads either
-    await ch.consume(q.queue, (m) => m && events.push(...messagesIn(m.content, m.properties.contentType as string | undefined)), { noAck: true });
-  } else {
-    await stack.bus.subscribe({ queue: 'orders-e2e', bindings: ['sample.created', 'lab_order.#', 'lab_result.#'], handler: async (m) => void events.push(m) });
-  }
+  tap = await tapEvents(stack.bus, stack.exchange, ['sample.created', 'lab_order.#', 'lab_result.#']);
+  events = tap.received;
 });
 
 afterAll(async () => {
-  await conn?.close();
+  await tap?.close();
   await stack?.stop();
   // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- delete is how a variable leaves the environment
   for (const k of Object.keys(CAP_ENV)) delete process.env[k];

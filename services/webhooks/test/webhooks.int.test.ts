@@ -200,8 +200,7 @@ describe('outbound deliveries', () => {
           q.queue,
           (m) => {
             if (!m) return;
-            const contentType = m.properties.contentType as string | undefined;
-            tapped.push({ contentType, types: messagesIn(m.content, contentType).map((x) => x.type) });
+            tapped.push({ contentType: m.properties.contentType as string | undefined, types: messagesIn(m).map((x) => x.type) });
           },
           { noAck: true },
         );

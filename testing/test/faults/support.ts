@@ -222,7 +222,7 @@ export async function eventQueue(amqpUrl: string, exchange: string, bindings: st
         await ch.consume(name, (m) => {
           if (!m) return;
           // public events come in bundles (decision 068): each event of one counts as a delivery
-          for (const msg of messagesIn(m.content, m.properties.contentType as string | undefined) as { id: string; type: string; data: { id: string } }[]) {
+          for (const msg of messagesIn(m) as { id: string; type: string; data: { id: string } }[]) {
             if (msg.id === marker) {
               markerSeen = true;
               continue;
